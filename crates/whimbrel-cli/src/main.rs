@@ -1,0 +1,306 @@
+//! `whimbrel`: install the tables, register and start workflows, report
+//! activity events and heartbeats, show a workflow's status, and run the
+//! local runner (`whimbrel local`, DESIGN 6).
+
+mod bench;
+mod local;
+mod status;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+use serde_json::Value;
+use whimbrel_core::contract::Transition;
+use whimbrel_core::dates::Timestamp;
+use whimbrel_core::engine::{Engine, EngineConfig};
+use whimbrel_core::model::{ActivityEvent, WorkflowLambda, WorkflowRequest};
+use whimbrel_core::plan::Plan;
+use whimbrel_core::store::{Store, Tables};
+use whimbrel_core::{ids, install};
+
+/// Whimbrel: a serverless workflow engine on DynamoDB and Lambda.
+#[derive(Parser, Debug)]
+#[command(name = "whimbrel", version, about)]
+struct Cli {
+    #[command(flatten)]
+    global: Global,
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// Options every command takes.
+#[derive(Args, Debug, Clone)]
+pub struct Global {
+    /// DynamoDB / Lambda endpoint (e.g. http://127.0.0.1:8000 for the local
+    /// stack). Default: AWS, or AWS_ENDPOINT_URL.
+    #[arg(long, global = true, env = "WHIMBREL_ENDPOINT_URL")]
+    endpoint_url: Option<String>,
+    /// Table name prefix.
+    #[arg(
+        long,
+        global = true,
+        env = "WHIMBREL_TABLE_PREFIX",
+        default_value = "whimbrel_"
+    )]
+    table_prefix: String,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Create every table (keys, GSIs, streams); idempotent.
+    Install,
+    /// Register a workflow: its decider Lambda or a static plan file.
+    Register {
+        /// Workflow name.
+        name: String,
+        /// Decider Lambda (name or ARN), invoked synchronously at start.
+        #[arg(
+            long,
+            conflicts_with = "definition",
+            required_unless_present = "definition"
+        )]
+        lambda: Option<String>,
+        /// JSON plan file (see docs/shapes/plan.json).
+        #[arg(long)]
+        definition: Option<PathBuf>,
+    },
+    /// Start a workflow: insert one whimbrel_workflow_request row (Simple
+    /// Lambda API) and print its ids.
+    Start {
+        /// Workflow name.
+        name: String,
+        /// Input as JSON text.
+        #[arg(long, conflicts_with = "input_file")]
+        input: Option<String>,
+        /// Input read from a file: JSON, or any other text as {"text": ...}.
+        #[arg(long)]
+        input_file: Option<PathBuf>,
+        /// The request's `source`.
+        #[arg(long, default_value = "whimbrel cli")]
+        source: String,
+    },
+    /// Report an activity transition: insert one whimbrel_activity_event row.
+    Event {
+        /// The activity exec id.
+        activity_exec_id: String,
+        /// RUNNING, COMPLETED, FAILED, CANCEL, PREPARING...
+        transition: String,
+        /// Output (JSON) for COMPLETED.
+        #[arg(long)]
+        output: Option<String>,
+        /// Reason for FAILED or CANCEL.
+        #[arg(long)]
+        error: Option<String>,
+    },
+    /// Record a heartbeat for a running activity; prints its state.
+    Heartbeat {
+        /// The activity exec id.
+        activity_exec_id: String,
+    },
+    /// Show a workflow execution and its activities.
+    Status {
+        /// The workflow exec id printed by `whimbrel start`.
+        workflow_exec_id: String,
+        /// Redraw until the workflow ends.
+        #[arg(long)]
+        watch: bool,
+        /// Output format.
+        #[arg(long, value_enum, default_value = "table")]
+        output: status::Format,
+    },
+    /// Run the local runner: stream pollers (event source mappings), the
+    /// heartbeat schedule and a Lambda Invoke API front (DESIGN 6).
+    Local(local::LocalArgs),
+    /// Benchmark a registered workflow on the local stack (`make bench`).
+    Bench(bench::BenchArgs),
+}
+
+/// A one-line error for the user.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct CliError(pub String);
+
+impl From<whimbrel_core::store::StoreError> for CliError {
+    fn from(e: whimbrel_core::store::StoreError) -> Self {
+        CliError(e.to_string())
+    }
+}
+
+impl From<whimbrel_core::engine::EngineError> for CliError {
+    fn from(e: whimbrel_core::engine::EngineError) -> Self {
+        CliError(e.to_string())
+    }
+}
+
+/// The store for the global options.
+pub async fn store_for(g: &Global) -> Store {
+    let sdk = whimbrel_core::aws_config(g.endpoint_url.as_deref()).await;
+    Store::new(
+        aws_sdk_dynamodb::Client::new(&sdk),
+        Tables::new(g.table_prefix.clone()),
+    )
+}
+
+fn parse_json(what: &str, text: &str) -> Result<Value, CliError> {
+    serde_json::from_str(text).map_err(|e| CliError(format!("{what} is not valid JSON: {e}")))
+}
+
+/// The request row `whimbrel start` inserts (also used by `bench`).
+pub fn request_row(name: &str, input: Option<Value>, source: &str) -> WorkflowRequest {
+    let now = Timestamp::now();
+    WorkflowRequest {
+        workflow_request_id: ids::new_id(name),
+        workflow_name: name.into(),
+        when: Some(now.date_list()),
+        when_epoch: Some(now.epoch as f64),
+        source: Some(source.into()),
+        manual: None,
+        input,
+    }
+}
+
+async fn run(cli: Cli) -> Result<(), CliError> {
+    let g = &cli.global;
+    match cli.command {
+        Command::Install => {
+            let store = store_for(g).await;
+            let created = install::install(&store).await?;
+            for t in install::table_names(store.tables()) {
+                let what = if created.contains(&t) {
+                    "created"
+                } else {
+                    "exists"
+                };
+                println!("{t}\t{what}");
+            }
+        }
+        Command::Register {
+            name,
+            lambda,
+            definition,
+        } => {
+            let definition = match definition {
+                Some(path) => {
+                    let text = std::fs::read_to_string(&path)
+                        .map_err(|e| CliError(format!("cannot read {}: {e}", path.display())))?;
+                    let plan: Plan = serde_json::from_str(&text)
+                        .map_err(|e| CliError(format!("{} is not a plan: {e}", path.display())))?;
+                    plan.validate()
+                        .map_err(|e| CliError(format!("{}: {e}", path.display())))?;
+                    Some(plan)
+                }
+                None => None,
+            };
+            let store = store_for(g).await;
+            let item = WorkflowLambda {
+                workflow_name: name.clone(),
+                lambda,
+                definition,
+            };
+            store.put(&store.tables().workflow_lambda(), &item).await?;
+            println!("registered {name}");
+        }
+        Command::Start {
+            name,
+            input,
+            input_file,
+            source,
+        } => {
+            let input = match (input, input_file) {
+                (Some(text), _) => Some(parse_json("--input", &text)?),
+                (None, Some(path)) => {
+                    let text = std::fs::read_to_string(&path)
+                        .map_err(|e| CliError(format!("cannot read {}: {e}", path.display())))?;
+                    Some(
+                        serde_json::from_str(&text)
+                            .unwrap_or_else(|_| serde_json::json!({"text": text})),
+                    )
+                }
+                (None, None) => None,
+            };
+            let store = store_for(g).await;
+            let row = request_row(&name, input, &source);
+            store
+                .put_new(
+                    &store.tables().workflow_request(),
+                    "workflow_request_id",
+                    &row,
+                )
+                .await?;
+            println!("workflow_request_id\t{}", row.workflow_request_id);
+            println!(
+                "workflow_exec_id\t{}",
+                ids::workflow_exec_id(&name, &row.workflow_request_id)
+            );
+        }
+        Command::Event {
+            activity_exec_id,
+            transition,
+            output,
+            error,
+        } => {
+            let t: Transition = transition.parse().map_err(|e| {
+                CliError(format!(
+                    "{e}; use one of RUNNING, COMPLETED, FAILED, CANCEL, PREPARING"
+                ))
+            })?;
+            let output = output.map(|o| parse_json("--output", &o)).transpose()?;
+            let now = Timestamp::now();
+            let ev = ActivityEvent {
+                activity_event_id: ids::new_id(&activity_exec_id),
+                activity_exec_id,
+                transition: t.as_str().into(),
+                when: Some(now.date_list()),
+                when_epoch: Some(now.epoch as f64),
+                source: Some("whimbrel cli".into()),
+                manual: None,
+                output,
+                error,
+                activity_name: None,
+                workflow_exec_id: None,
+                workflow_name: None,
+            };
+            let store = store_for(g).await;
+            store
+                .put_new(&store.tables().activity_event(), "activity_event_id", &ev)
+                .await?;
+            println!("activity_event_id\t{}", ev.activity_event_id);
+        }
+        Command::Heartbeat { activity_exec_id } => {
+            let store = store_for(g).await;
+            let config = EngineConfig {
+                table_prefix: g.table_prefix.clone(),
+                ..EngineConfig::from_env().map_err(CliError)?
+            };
+            let engine = Engine::new(store, (), config);
+            let state = engine.heartbeat(&activity_exec_id).await?;
+            println!("{state}");
+        }
+        Command::Status {
+            workflow_exec_id,
+            watch,
+            output,
+        } => {
+            let store = store_for(g).await;
+            status::run(&store, &workflow_exec_id, watch, output).await?;
+        }
+        Command::Local(args) => local::run(g.clone(), args).await?,
+        Command::Bench(args) => bench::run(g.clone(), args).await?,
+    }
+    Ok(())
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    whimbrel_core::telemetry::init(false);
+    let cli = Cli::parse();
+    match run(cli).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            let first = e.0.lines().next().unwrap_or("").to_string();
+            eprintln!("whimbrel: error: {first}");
+            ExitCode::FAILURE
+        }
+    }
+}

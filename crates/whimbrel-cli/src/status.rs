@@ -1,0 +1,196 @@
+//! `whimbrel status`: a workflow exec and a table of its activities.
+
+use std::collections::HashMap;
+use std::io::IsTerminal;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use whimbrel_core::ids;
+use whimbrel_core::model::{ActivityExec, WorkflowExec};
+use whimbrel_core::store::{s, Store, INDEX_ACTIVITIES_BY_WORKFLOW};
+
+use crate::CliError;
+
+/// Output format of `whimbrel status`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// A human-readable table.
+    Table,
+    /// One JSON document.
+    Json,
+}
+
+/// A workflow exec and its activities, read once.
+pub struct Snapshot {
+    /// The workflow exec.
+    pub workflow: WorkflowExec,
+    /// Its activities, by name.
+    pub activities: Vec<ActivityExec>,
+}
+
+/// Read the workflow exec (consistent) and its activities (GSI query).
+///
+/// Errors: a malformed id, an unknown workflow, or DynamoDB errors.
+pub async fn snapshot(store: &Store, workflow_exec_id: &str) -> Result<Snapshot, CliError> {
+    let name = ids::name_of(workflow_exec_id).ok_or_else(|| {
+        CliError(format!(
+            "{workflow_exec_id:?} is not a workflow exec id ((workflow_name)::(uuid))"
+        ))
+    })?;
+    let key = HashMap::from([
+        ("workflow_exec_id".to_string(), s(workflow_exec_id)),
+        ("workflow_name".to_string(), s(name)),
+    ]);
+    let workflow: WorkflowExec = store
+        .get(&store.tables().workflow_exec(), key)
+        .await?
+        .ok_or_else(|| CliError(format!("no workflow exec {workflow_exec_id}")))?;
+    let mut activities: Vec<ActivityExec> = store
+        .query(
+            &store.tables().activity_exec(),
+            Some(INDEX_ACTIVITIES_BY_WORKFLOW),
+            "workflow_exec_id = :w",
+            HashMap::new(),
+            HashMap::from([(":w".to_string(), s(workflow_exec_id))]),
+        )
+        .await?;
+    activities.sort_by(|a, b| natural_key(&a.activity_name).cmp(&natural_key(&b.activity_name)));
+    Ok(Snapshot {
+        workflow,
+        activities,
+    })
+}
+
+/// Sort "count-10" after "count-9".
+fn natural_key(name: &str) -> (String, u64) {
+    let digits: String = name
+        .chars()
+        .rev()
+        .take_while(|c| c.is_ascii_digit())
+        .collect();
+    let n = digits
+        .chars()
+        .rev()
+        .collect::<String>()
+        .parse()
+        .unwrap_or(0);
+    (name[..name.len() - digits.len()].to_string(), n)
+}
+
+fn hms(epoch: Option<i64>) -> String {
+    match epoch.filter(|e| *e >= 0) {
+        Some(e) => chrono::DateTime::from_timestamp(e, 0)
+            .map(|t| t.format("%H:%M:%S").to_string())
+            .unwrap_or_default(),
+        None => "-".into(),
+    }
+}
+
+fn duration(a: &ActivityExec) -> String {
+    match (a.start_time_epoch, a.end_time_epoch) {
+        (s, Some(e)) if s >= 0 => format!("{}s", e - s),
+        (s, None) if s >= 0 => format!("{}s…", whimbrel_core::dates::Timestamp::now().epoch - s),
+        _ => "-".into(),
+    }
+}
+
+/// The workflow's result: outputs of the activities nothing depends on.
+pub fn result(snap: &Snapshot) -> Value {
+    let sinks: serde_json::Map<String, Value> = snap
+        .activities
+        .iter()
+        .filter(|a| a.dependents.is_empty())
+        .map(|a| {
+            (
+                a.activity_name.clone(),
+                a.output.clone().unwrap_or(Value::Null),
+            )
+        })
+        .collect();
+    Value::Object(sinks)
+}
+
+/// The snapshot as text: a header, the activity table, the error or result.
+pub fn render(snap: &Snapshot) -> String {
+    let w = &snap.workflow;
+    let mut out = String::new();
+    let elapsed = w
+        .end_time_epoch
+        .unwrap_or_else(|| whimbrel_core::dates::Timestamp::now().epoch)
+        - w.start_time_epoch;
+    out.push_str(&format!(
+        "workflow {}  {}  ({} activities, {}s)\n",
+        w.workflow_exec_id, w.state, w.activity_count, elapsed
+    ));
+    out.push_str(&format!(
+        "{:<16} {:<18} {:>7} {:>8} {:>8} {:>8} {:>8}  {}\n",
+        "ACTIVITY", "STATE", "ATTEMPT", "QUEUED", "STARTED", "ENDED", "DURATION", "ERROR"
+    ));
+    for a in &snap.activities {
+        out.push_str(&format!(
+            "{:<16} {:<18} {:>7} {:>8} {:>8} {:>8} {:>8}  {}\n",
+            a.activity_name,
+            a.state.as_str(),
+            a.attempt,
+            hms(a.queued_time_epoch),
+            hms(Some(a.start_time_epoch)),
+            hms(a.end_time_epoch),
+            duration(a),
+            a.error.as_deref().unwrap_or("")
+        ));
+    }
+    if let Some(e) = &w.error {
+        out.push_str(&format!("error: {e}\n"));
+    }
+    if w.state == whimbrel_core::contract::WorkflowState::Completed {
+        out.push_str(&format!("result: {}\n", result(snap)));
+    }
+    out
+}
+
+fn as_json(snap: &Snapshot) -> Value {
+    json!({
+        "workflow": snap.workflow,
+        "activities": snap.activities,
+        "result": result(snap),
+    })
+}
+
+/// `whimbrel status`: print once, or redraw every second until the
+/// workflow is terminal with `watch`.
+pub async fn run(store: &Store, id: &str, watch: bool, format: Format) -> Result<(), CliError> {
+    let tty = std::io::stdout().is_terminal();
+    let mut last = String::new();
+    loop {
+        let snap = snapshot(store, id).await?;
+        let done = snap.workflow.state.is_terminal();
+        let text = match format {
+            Format::Table => render(&snap),
+            Format::Json => {
+                serde_json::to_string_pretty(&as_json(&snap)).unwrap_or_default() + "\n"
+            }
+        };
+        if !watch || done {
+            if watch && tty {
+                print!("\x1b[2J\x1b[H");
+            }
+            print!("{text}");
+            return Ok(());
+        }
+        if text != last {
+            if tty {
+                print!("\x1b[2J\x1b[H{text}");
+            } else if format == Format::Table {
+                // Not a terminal: one progress line per change.
+                let w = &snap.workflow;
+                let mut counts: std::collections::BTreeMap<&str, usize> = Default::default();
+                for a in &snap.activities {
+                    *counts.entry(a.state.as_str()).or_default() += 1;
+                }
+                println!("{} {:?}", w.state, counts);
+            }
+            last = text;
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}

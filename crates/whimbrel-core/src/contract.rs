@@ -1,0 +1,687 @@
+//! The Whimbrel contract as one table: activity states, the transitions that
+//! move between them, and who may request each transition.
+//!
+//! Pure logic, no I/O. Every rule about which state accepts which transition
+//! lives in [`TRANSITIONS`]; everything else (the engine, the handlers, the
+//! CLI) asks this module.
+//!
+//! Sources: contract = `whimbrel-contract.md` § "Update Activity States and
+//! Transitions"; DESIGN = `DESIGN.md` § 3.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+/// State of one activity execution (`whimbrel_activity_exec.state`).
+///
+/// Source: contract, "States". Stored as the upper-case name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum ActivityState {
+    /// Inserted into `whimbrel_activity_exec`, waiting for prerequisites.
+    Requested,
+    /// Every prerequisite COMPLETED.
+    Ready,
+    /// Submitted for execution (conditional update, so it is launched once).
+    Queued,
+    /// The environment that runs the activity is being set up.
+    Preparing,
+    /// The activity runs and, if heartbeats are enabled, heartbeats.
+    Running,
+    /// Cancelled before it ran. Terminal.
+    Cancelled,
+    /// Cancelled while running; waits for the activity's final report
+    /// (DESIGN 3.5).
+    CancelledRunning,
+    /// The heartbeat went stale. Terminal.
+    TimedOut,
+    /// Ended with an error. Terminal.
+    Failed,
+    /// Ended without error. Terminal.
+    Completed,
+}
+
+/// Every activity state, in contract order.
+pub const ALL_STATES: [ActivityState; 10] = [
+    ActivityState::Requested,
+    ActivityState::Ready,
+    ActivityState::Queued,
+    ActivityState::Preparing,
+    ActivityState::Running,
+    ActivityState::Cancelled,
+    ActivityState::CancelledRunning,
+    ActivityState::TimedOut,
+    ActivityState::Failed,
+    ActivityState::Completed,
+];
+
+/// A requested change of activity state (`whimbrel_activity_event.transition`).
+///
+/// Source: contract, "Transitions", plus `TIMED_OUT` applied by the heartbeat
+/// monitor (DESIGN 3.6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum Transition {
+    /// Cancel: to CANCELLED, or CANCELLED_RUNNING when running.
+    Cancel,
+    /// Every prerequisite completed.
+    Ready,
+    /// Submitted for execution.
+    Queued,
+    /// Environment set-up started.
+    Preparing,
+    /// The activity started.
+    Running,
+    /// The activity (or its environment) failed.
+    Failed,
+    /// The activity finished without error.
+    Completed,
+    /// The heartbeat monitor found the heartbeat stale.
+    TimedOut,
+}
+
+/// Every transition name.
+pub const ALL_TRANSITIONS: [Transition; 8] = [
+    Transition::Cancel,
+    Transition::Ready,
+    Transition::Queued,
+    Transition::Preparing,
+    Transition::Running,
+    Transition::Failed,
+    Transition::Completed,
+    Transition::TimedOut,
+];
+
+/// Who requests a transition. The table says which actors may apply which
+/// transition (contract: "the activity state change should only be handled
+/// from the activities themselves"; READY / QUEUED belong to the launcher).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Actor {
+    /// A row in `whimbrel_activity_event` written by an activity or a user
+    /// (Simple Lambda API).
+    Client,
+    /// The engine itself: dependency release, launching, cancel propagation.
+    Engine,
+    /// The heartbeat monitor.
+    Monitor,
+}
+
+/// Which actors may request a transition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Actors {
+    client: bool,
+    engine: bool,
+    monitor: bool,
+}
+
+const CLIENT: Actors = Actors {
+    client: true,
+    engine: false,
+    monitor: false,
+};
+const ENGINE: Actors = Actors {
+    client: false,
+    engine: true,
+    monitor: false,
+};
+const CLIENT_OR_ENGINE: Actors = Actors {
+    client: true,
+    engine: true,
+    monitor: false,
+};
+const MONITOR: Actors = Actors {
+    client: false,
+    engine: false,
+    monitor: true,
+};
+
+impl Actors {
+    fn allows(self, actor: Actor) -> bool {
+        match actor {
+            Actor::Client => self.client,
+            Actor::Engine => self.engine,
+            Actor::Monitor => self.monitor,
+        }
+    }
+}
+
+use ActivityState as S;
+use Transition as T;
+
+/// The contract table: (from state, transition, to state, who may request it).
+///
+/// Every row comes from the contract's "Transitions" list, except the
+/// CANCELLED_RUNNING rows and the TIMED_OUT rows, which come from DESIGN 3.5
+/// and 3.6. A pair not in this table is rejected.
+pub const TRANSITIONS: &[(ActivityState, Transition, ActivityState, ActorsSet)] = &[
+    // contract: Current state REQUESTED
+    (
+        S::Requested,
+        T::Cancel,
+        S::Cancelled,
+        ActorsSet(CLIENT_OR_ENGINE),
+    ),
+    (S::Requested, T::Ready, S::Ready, ActorsSet(ENGINE)),
+    (S::Requested, T::Queued, S::Queued, ActorsSet(ENGINE)),
+    // contract: Current state READY
+    (
+        S::Ready,
+        T::Cancel,
+        S::Cancelled,
+        ActorsSet(CLIENT_OR_ENGINE),
+    ),
+    (S::Ready, T::Queued, S::Queued, ActorsSet(ENGINE)),
+    (
+        S::Ready,
+        T::Preparing,
+        S::Preparing,
+        ActorsSet(CLIENT_OR_ENGINE),
+    ),
+    (
+        S::Ready,
+        T::Running,
+        S::Running,
+        ActorsSet(CLIENT_OR_ENGINE),
+    ),
+    // contract: Current state QUEUED
+    (
+        S::Queued,
+        T::Cancel,
+        S::Cancelled,
+        ActorsSet(CLIENT_OR_ENGINE),
+    ),
+    (S::Queued, T::Preparing, S::Preparing, ActorsSet(CLIENT)),
+    (S::Queued, T::Running, S::Running, ActorsSet(CLIENT)),
+    (S::Queued, T::Failed, S::Failed, ActorsSet(CLIENT_OR_ENGINE)),
+    // contract: Current state PREPARING
+    (
+        S::Preparing,
+        T::Cancel,
+        S::Cancelled,
+        ActorsSet(CLIENT_OR_ENGINE),
+    ),
+    (S::Preparing, T::Running, S::Running, ActorsSet(CLIENT)),
+    (S::Preparing, T::Failed, S::Failed, ActorsSet(CLIENT)),
+    // contract: Current state RUNNING (+ DESIGN 3.6 TIMED_OUT)
+    (
+        S::Running,
+        T::Cancel,
+        S::CancelledRunning,
+        ActorsSet(CLIENT_OR_ENGINE),
+    ),
+    (S::Running, T::Failed, S::Failed, ActorsSet(CLIENT)),
+    (S::Running, T::Completed, S::Completed, ActorsSet(CLIENT)),
+    (S::Running, T::TimedOut, S::TimedOut, ActorsSet(MONITOR)),
+    // DESIGN 3.5: CANCELLED_RUNNING accepts the activity's final report and
+    // the monitor's TIMED_OUT.
+    (
+        S::CancelledRunning,
+        T::Cancel,
+        S::Cancelled,
+        ActorsSet(CLIENT),
+    ),
+    (
+        S::CancelledRunning,
+        T::Completed,
+        S::Completed,
+        ActorsSet(CLIENT),
+    ),
+    (S::CancelledRunning, T::Failed, S::Failed, ActorsSet(CLIENT)),
+    (
+        S::CancelledRunning,
+        T::TimedOut,
+        S::TimedOut,
+        ActorsSet(MONITOR),
+    ),
+];
+
+/// Opaque set of actors allowed to request one row of [`TRANSITIONS`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ActorsSet(Actors);
+
+impl ActorsSet {
+    /// True if `actor` may request this row's transition.
+    pub fn allows(self, actor: Actor) -> bool {
+        self.0.allows(actor)
+    }
+}
+
+/// Why a transition cannot be applied.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TransitionError {
+    /// The state is terminal: nothing may change it (contract: "Terminal
+    /// states (no transitions)"). The request can never apply.
+    #[error("activity is in terminal state {state}; transition {transition} can never apply")]
+    Terminal {
+        /// Current state.
+        state: ActivityState,
+        /// Requested transition.
+        transition: Transition,
+    },
+    /// The pair is not in the table, but the transition is allowed from a
+    /// state still reachable from the current one (e.g. COMPLETED while
+    /// QUEUED, before RUNNING was applied). Retry later (DESIGN 3.8).
+    #[error("transition {transition} is not valid from {state} yet")]
+    NotYet {
+        /// Current state.
+        state: ActivityState,
+        /// Requested transition.
+        transition: Transition,
+    },
+    /// The pair is not in the table and never will be for this activity.
+    #[error("transition {transition} is not allowed from {state}")]
+    NotAllowed {
+        /// Current state.
+        state: ActivityState,
+        /// Requested transition.
+        transition: Transition,
+    },
+    /// The transition exists from this state but `actor` may not request it
+    /// (for example a client asking for QUEUED or TIMED_OUT).
+    #[error("transition {transition} from {state} may not be requested by {actor:?}")]
+    Forbidden {
+        /// Current state.
+        state: ActivityState,
+        /// Requested transition.
+        transition: Transition,
+        /// Who asked.
+        actor: Actor,
+    },
+}
+
+impl TransitionError {
+    /// True when the same request may succeed later, so a stream record
+    /// carrying it must be retried rather than rejected (DESIGN 3.8).
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, TransitionError::NotYet { .. })
+    }
+}
+
+impl ActivityState {
+    /// True for CANCELLED, TIMED_OUT, FAILED and COMPLETED (contract:
+    /// "Terminal states").
+    pub fn is_terminal(self) -> bool {
+        !TRANSITIONS.iter().any(|(from, ..)| *from == self)
+    }
+
+    /// True when the activity never ran and can still be cancelled without
+    /// its cooperation (REQUESTED, READY, QUEUED, PREPARING): the targets of
+    /// failure propagation (DESIGN 3.4).
+    pub fn is_not_started(self) -> bool {
+        matches!(self, S::Requested | S::Ready | S::Queued | S::Preparing)
+    }
+
+    /// True while the activity runs and must heartbeat (RUNNING,
+    /// CANCELLED_RUNNING): the states the heartbeat monitor watches.
+    pub fn is_running(self) -> bool {
+        matches!(self, S::Running | S::CancelledRunning)
+    }
+
+    /// The stored name, e.g. `"CANCELLED_RUNNING"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            S::Requested => "REQUESTED",
+            S::Ready => "READY",
+            S::Queued => "QUEUED",
+            S::Preparing => "PREPARING",
+            S::Running => "RUNNING",
+            S::Cancelled => "CANCELLED",
+            S::CancelledRunning => "CANCELLED_RUNNING",
+            S::TimedOut => "TIMED_OUT",
+            S::Failed => "FAILED",
+            S::Completed => "COMPLETED",
+        }
+    }
+
+    /// States reachable from `self` by zero or more rows of the table,
+    /// whoever requests them.
+    fn reachable(self) -> Vec<ActivityState> {
+        let mut seen = vec![self];
+        let mut i = 0;
+        while i < seen.len() {
+            let from = seen[i];
+            for (f, _, to, _) in TRANSITIONS {
+                if *f == from && !seen.contains(to) {
+                    seen.push(*to);
+                }
+            }
+            i += 1;
+        }
+        seen
+    }
+}
+
+impl Transition {
+    /// The stored name, e.g. `"COMPLETED"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            T::Cancel => "CANCEL",
+            T::Ready => "READY",
+            T::Queued => "QUEUED",
+            T::Preparing => "PREPARING",
+            T::Running => "RUNNING",
+            T::Failed => "FAILED",
+            T::Completed => "COMPLETED",
+            T::TimedOut => "TIMED_OUT",
+        }
+    }
+}
+
+/// Apply `transition`, requested by `actor`, to an activity in `state`.
+///
+/// Returns the new state, or why it cannot apply (see [`TransitionError`];
+/// only [`TransitionError::NotYet`] is worth retrying).
+///
+/// Source: contract, "Transitions"; DESIGN 3.5, 3.6, 3.8.
+pub fn next_state(
+    state: ActivityState,
+    transition: Transition,
+    actor: Actor,
+) -> Result<ActivityState, TransitionError> {
+    if let Some((_, _, to, actors)) = TRANSITIONS
+        .iter()
+        .find(|(from, t, ..)| *from == state && *t == transition)
+    {
+        return if actors.allows(actor) {
+            Ok(*to)
+        } else {
+            Err(TransitionError::Forbidden {
+                state,
+                transition,
+                actor,
+            })
+        };
+    }
+    if state.is_terminal() {
+        return Err(TransitionError::Terminal { state, transition });
+    }
+    let later = state.reachable().into_iter().skip(1).any(|s| {
+        TRANSITIONS
+            .iter()
+            .any(|(from, t, _, a)| *from == s && *t == transition && a.allows(actor))
+    });
+    if later {
+        Err(TransitionError::NotYet { state, transition })
+    } else {
+        Err(TransitionError::NotAllowed { state, transition })
+    }
+}
+
+/// Error for a state or transition name that is not in the contract.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown {kind} {value:?}")]
+pub struct UnknownName {
+    kind: &'static str,
+    value: String,
+}
+
+impl FromStr for ActivityState {
+    type Err = UnknownName;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        ALL_STATES
+            .into_iter()
+            .find(|x| x.as_str() == s)
+            .ok_or_else(|| UnknownName {
+                kind: "activity state",
+                value: s.to_string(),
+            })
+    }
+}
+
+impl FromStr for Transition {
+    type Err = UnknownName;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        ALL_TRANSITIONS
+            .into_iter()
+            .find(|x| x.as_str() == s)
+            .ok_or_else(|| UnknownName {
+                kind: "transition",
+                value: s.to_string(),
+            })
+    }
+}
+
+impl fmt::Display for ActivityState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl fmt::Display for Transition {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// State of one workflow execution (`whimbrel_workflow_exec.state`).
+///
+/// Source: DESIGN 3.1: `REQUESTED → RUNNING → COMPLETED | FAILED | CANCELLED`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum WorkflowState {
+    /// Created; the plan is being obtained and written.
+    Requested,
+    /// Activities exist and run.
+    Running,
+    /// Every activity COMPLETED.
+    Completed,
+    /// An activity FAILED or TIMED_OUT, or the plan could not be obtained.
+    Failed,
+    /// Cancelled (some activity cancelled, none failed).
+    Cancelled,
+}
+
+impl WorkflowState {
+    /// The stored name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WorkflowState::Requested => "REQUESTED",
+            WorkflowState::Running => "RUNNING",
+            WorkflowState::Completed => "COMPLETED",
+            WorkflowState::Failed => "FAILED",
+            WorkflowState::Cancelled => "CANCELLED",
+        }
+    }
+
+    /// True for COMPLETED, FAILED, CANCELLED.
+    pub fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            WorkflowState::Completed | WorkflowState::Failed | WorkflowState::Cancelled
+        )
+    }
+}
+
+impl fmt::Display for WorkflowState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Counts of activities that ended, per outcome, kept on the workflow exec.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EndCounts {
+    /// Activities that ended COMPLETED.
+    pub completed: u64,
+    /// Activities that ended FAILED or TIMED_OUT.
+    pub failed: u64,
+    /// Activities that ended CANCELLED.
+    pub cancelled: u64,
+}
+
+/// The workflow's final state once its last activity ended, or `None` while
+/// activities remain (`total` = activities in the plan).
+///
+/// Source: DESIGN 3.3: COMPLETED when all COMPLETED; FAILED when any FAILED or
+/// TIMED_OUT; CANCELLED when cancelled.
+pub fn workflow_outcome(total: u64, ended: EndCounts) -> Option<WorkflowState> {
+    if ended.completed + ended.failed + ended.cancelled < total {
+        None
+    } else if ended.failed > 0 {
+        Some(WorkflowState::Failed)
+    } else if ended.cancelled > 0 {
+        Some(WorkflowState::Cancelled)
+    } else {
+        Some(WorkflowState::Completed)
+    }
+}
+
+/// Which end counter a terminal activity state increments.
+pub fn end_counter(state: ActivityState) -> Option<&'static str> {
+    match state {
+        S::Completed => Some("completed_count"),
+        S::Failed | S::TimedOut => Some("failed_count"),
+        S::Cancelled => Some("cancelled_count"),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The expected outcome of every state × transition pair for a client
+    /// request, written out by hand from the contract text (not derived
+    /// from the table), so the table is checked against the text.
+    fn expected_client(state: ActivityState, t: Transition) -> Result<ActivityState, &'static str> {
+        use ActivityState::*;
+        use Transition as X;
+        match (state, t) {
+            (Requested, X::Cancel) => Ok(Cancelled),
+            (Ready, X::Cancel) => Ok(Cancelled),
+            (Ready, X::Preparing) => Ok(Preparing),
+            (Ready, X::Running) => Ok(Running),
+            (Queued, X::Cancel) => Ok(Cancelled),
+            (Queued, X::Preparing) => Ok(Preparing),
+            (Queued, X::Running) => Ok(Running),
+            (Queued, X::Failed) => Ok(Failed),
+            (Preparing, X::Cancel) => Ok(Cancelled),
+            (Preparing, X::Running) => Ok(Running),
+            (Preparing, X::Failed) => Ok(Failed),
+            (Running, X::Cancel) => Ok(CancelledRunning),
+            (Running, X::Failed) => Ok(Failed),
+            (Running, X::Completed) => Ok(Completed),
+            (CancelledRunning, X::Cancel) => Ok(Cancelled),
+            (CancelledRunning, X::Completed) => Ok(Completed),
+            (CancelledRunning, X::Failed) => Ok(Failed),
+            // Engine-only or monitor-only rows.
+            (Requested, X::Ready | X::Queued) | (Ready, X::Queued) => Err("forbidden"),
+            (Running | CancelledRunning, X::TimedOut) => Err("forbidden"),
+            (Cancelled | TimedOut | Failed | Completed, _) => Err("terminal"),
+            // Valid once the activity gets further.
+            (Requested | Ready, X::Running | X::Preparing | X::Failed | X::Completed) => {
+                Err("not yet")
+            }
+            (Queued | Preparing, X::Completed) => Err("not yet"),
+            _ => Err("not allowed"),
+        }
+    }
+
+    #[test]
+    fn every_state_transition_pair_for_clients() {
+        for s in ALL_STATES {
+            for t in ALL_TRANSITIONS {
+                let got = next_state(s, t, Actor::Client).map_err(|e| match e {
+                    TransitionError::Terminal { .. } => "terminal",
+                    TransitionError::NotYet { .. } => "not yet",
+                    TransitionError::NotAllowed { .. } => "not allowed",
+                    TransitionError::Forbidden { .. } => "forbidden",
+                });
+                assert_eq!(got, expected_client(s, t), "{s} x {t}");
+            }
+        }
+    }
+
+    #[test]
+    fn engine_and_monitor_rows() {
+        use ActivityState::*;
+        assert_eq!(next_state(Requested, T::Ready, Actor::Engine), Ok(Ready));
+        assert_eq!(next_state(Requested, T::Queued, Actor::Engine), Ok(Queued));
+        assert_eq!(next_state(Ready, T::Queued, Actor::Engine), Ok(Queued));
+        assert_eq!(
+            next_state(Requested, T::Cancel, Actor::Engine),
+            Ok(Cancelled)
+        );
+        assert_eq!(
+            next_state(Running, T::TimedOut, Actor::Monitor),
+            Ok(TimedOut)
+        );
+        assert_eq!(
+            next_state(CancelledRunning, T::TimedOut, Actor::Monitor),
+            Ok(TimedOut)
+        );
+        assert!(matches!(
+            next_state(Queued, T::TimedOut, Actor::Monitor),
+            Err(TransitionError::NotYet { .. })
+        ));
+        assert!(matches!(
+            next_state(Running, T::Completed, Actor::Engine),
+            Err(TransitionError::Forbidden { .. })
+        ));
+        // The engine never cancels a CANCELLED_RUNNING activity: only its
+        // own report ends it.
+        assert!(matches!(
+            next_state(CancelledRunning, T::Cancel, Actor::Engine),
+            Err(TransitionError::Forbidden { .. })
+        ));
+    }
+
+    #[test]
+    fn terminal_states_are_exactly_the_four() {
+        let terminal: Vec<_> = ALL_STATES.into_iter().filter(|s| s.is_terminal()).collect();
+        assert_eq!(
+            terminal,
+            vec![S::Cancelled, S::TimedOut, S::Failed, S::Completed]
+        );
+    }
+
+    #[test]
+    fn only_not_yet_is_retryable() {
+        assert!(next_state(S::Queued, T::Completed, Actor::Client)
+            .unwrap_err()
+            .is_retryable());
+        assert!(!next_state(S::Completed, T::Completed, Actor::Client)
+            .unwrap_err()
+            .is_retryable());
+        assert!(!next_state(S::Requested, T::Queued, Actor::Client)
+            .unwrap_err()
+            .is_retryable());
+    }
+
+    #[test]
+    fn names_round_trip() {
+        for s in ALL_STATES {
+            assert_eq!(s.as_str().parse::<ActivityState>(), Ok(s));
+            assert_eq!(serde_json::to_value(s).unwrap(), s.as_str());
+        }
+        for t in ALL_TRANSITIONS {
+            assert_eq!(t.as_str().parse::<Transition>(), Ok(t));
+        }
+        assert!("HEARTBEAT".parse::<Transition>().is_err());
+        assert!("completed".parse::<Transition>().is_err());
+    }
+
+    #[test]
+    fn workflow_outcomes() {
+        let c = |completed, failed, cancelled| EndCounts {
+            completed,
+            failed,
+            cancelled,
+        };
+        assert_eq!(workflow_outcome(3, c(2, 0, 0)), None);
+        assert_eq!(
+            workflow_outcome(3, c(3, 0, 0)),
+            Some(WorkflowState::Completed)
+        );
+        assert_eq!(workflow_outcome(3, c(1, 1, 1)), Some(WorkflowState::Failed));
+        assert_eq!(
+            workflow_outcome(3, c(2, 0, 1)),
+            Some(WorkflowState::Cancelled)
+        );
+        assert_eq!(
+            workflow_outcome(0, c(0, 0, 0)),
+            Some(WorkflowState::Completed)
+        );
+    }
+}

@@ -1,0 +1,279 @@
+//! The Lambda handlers' logic, shared by the thin function mains and the
+//! tests: turn a DynamoDB stream batch into engine calls and a partial batch
+//! response, and run the heartbeat monitor for a Scheduled Event.
+//!
+//! Rules (DESIGN 3.8, issue #2): only INSERT records are processed; a record
+//! that can never apply (malformed, wrong table, rejected by the engine) is
+//! logged with its reason, counted, and does not block the records after it;
+//! a record that may succeed later is reported as a batch item failure with
+//! its sequence number. Records of different items run concurrently; the
+//! records of one item run in stream order, and after a retryable failure the
+//! later records of that item wait for the redelivery.
+
+use std::collections::HashMap;
+
+use aws_lambda_events::event::dynamodb::EventRecord;
+use aws_lambda_events::event::eventbridge::EventBridgeEvent;
+use aws_lambda_events::event::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
+use futures::stream::{self, StreamExt};
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use tracing::{info, warn};
+
+use crate::dates::Timestamp;
+use crate::engine::{Applied, Engine, EngineError, MonitorReport};
+use crate::launcher::Launcher;
+use crate::model::{ActivityEvent, WorkflowRequest};
+
+/// How many items of one batch are processed at once.
+const ITEM_CONCURRENCY: usize = 16;
+
+/// A payload that is not a DynamoDB stream event or Scheduled Event at all
+/// (an invocation error, not a record error).
+#[derive(Debug, thiserror::Error)]
+#[error("invalid invocation payload: {0}")]
+pub struct PayloadError(pub String);
+
+/// What happened to the records of one batch.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct BatchSummary {
+    /// Records applied (or already applied: redelivery).
+    pub applied: u64,
+    /// Records deliberately not processed: not INSERT, or `manual = true`.
+    pub skipped: u64,
+    /// Records that can never apply; logged with their reason.
+    pub rejected: u64,
+    /// Records reported as batch item failures, to be retried.
+    pub retried: u64,
+}
+
+enum RecordOutcome {
+    Applied,
+    Skipped,
+    Rejected,
+    Retry(Option<String>),
+    /// Not processed because an earlier record of the same item must retry.
+    Waiting,
+}
+
+/// The table name of a stream ARN
+/// (`arn:aws:dynamodb:REGION:ACCOUNT:table/NAME/stream/LABEL`).
+pub fn table_of_stream_arn(arn: &str) -> Option<&str> {
+    let rest = arn.split_once(":table/")?.1;
+    Some(rest.split('/').next().unwrap_or(rest))
+}
+
+/// A parsed record ready for the engine: its ordering key and row.
+struct Parsed<T> {
+    seq: Option<String>,
+    key: String,
+    row: T,
+}
+
+/// Parse one raw record. `Err(None)` = skip (not INSERT), `Err(Some(reason))`
+/// = reject.
+fn parse_record<T: DeserializeOwned>(
+    raw: &Value,
+    table: &str,
+    key_attr: &str,
+) -> Result<Parsed<T>, Option<String>> {
+    let rec: EventRecord = serde_json::from_value(raw.clone())
+        .map_err(|e| Some(format!("not a DynamoDB stream record: {e}")))?;
+    let seq = rec.change.sequence_number.clone();
+    if rec.event_name != "INSERT" {
+        return Err(None);
+    }
+    match rec
+        .event_source_arn
+        .as_deref()
+        .and_then(table_of_stream_arn)
+    {
+        Some(t) if t == table => {}
+        Some(t) => return Err(Some(format!("record from table {t}, expected {table}"))),
+        None => return Err(Some("record without a table eventSourceARN".into())),
+    }
+    let key = match rec.change.new_image.get(key_attr) {
+        Some(serde_dynamo::AttributeValue::S(k)) => k.clone(),
+        _ => return Err(Some(format!("NewImage has no string {key_attr}"))),
+    };
+    let row: T = serde_dynamo::from_item(rec.change.new_image)
+        .map_err(|e| Some(format!("malformed row {key}: {e}")))?;
+    Ok(Parsed { seq, key, row })
+}
+
+/// Process a stream batch: parse each record, group by item, run `apply`
+/// on each, and build the partial batch response.
+async fn process_batch<T, F, Fut>(
+    payload: &Value,
+    table: &str,
+    key_attr: &str,
+    apply: F,
+) -> Result<(DynamoDbEventResponse, BatchSummary), PayloadError>
+where
+    T: DeserializeOwned,
+    F: Fn(T) -> Fut,
+    Fut: std::future::Future<Output = Result<Applied, EngineError>>,
+{
+    let records = payload
+        .get("Records")
+        .and_then(Value::as_array)
+        .ok_or_else(|| PayloadError("no Records array".into()))?;
+    let mut summary = BatchSummary::default();
+    let mut groups: Vec<Vec<Parsed<T>>> = Vec::new();
+    let mut group_of: HashMap<String, usize> = HashMap::new();
+    for raw in records {
+        match parse_record::<T>(raw, table, key_attr) {
+            Ok(p) => {
+                let g = *group_of.entry(p.key.clone()).or_insert_with(|| {
+                    groups.push(Vec::new());
+                    groups.len() - 1
+                });
+                groups[g].push(p);
+            }
+            Err(None) => summary.skipped += 1,
+            Err(Some(reason)) => {
+                warn!(table, reason = %reason, "stream record rejected");
+                summary.rejected += 1;
+            }
+        }
+    }
+    let apply = &apply;
+    let outcomes: Vec<Vec<RecordOutcome>> = stream::iter(groups)
+        .map(|group| async move {
+            let mut out = Vec::with_capacity(group.len());
+            let mut blocked = false;
+            for p in group {
+                if blocked {
+                    out.push(RecordOutcome::Waiting);
+                    continue;
+                }
+                out.push(match apply(p.row).await {
+                    Ok(Applied::Skipped) => RecordOutcome::Skipped,
+                    Ok(_) => RecordOutcome::Applied,
+                    Err(EngineError::Rejected(reason)) => {
+                        warn!(table, key = %p.key, reason = %reason, "stream record rejected");
+                        RecordOutcome::Rejected
+                    }
+                    Err(EngineError::Retry(reason)) => {
+                        info!(table, key = %p.key, reason = %reason, "stream record will be retried");
+                        blocked = true;
+                        RecordOutcome::Retry(p.seq)
+                    }
+                });
+            }
+            out
+        })
+        .buffer_unordered(ITEM_CONCURRENCY)
+        .collect()
+        .await;
+    let mut failures = Vec::new();
+    for o in outcomes.into_iter().flatten() {
+        match o {
+            RecordOutcome::Applied => summary.applied += 1,
+            RecordOutcome::Skipped => summary.skipped += 1,
+            RecordOutcome::Rejected => summary.rejected += 1,
+            RecordOutcome::Waiting => summary.retried += 1,
+            RecordOutcome::Retry(seq) => {
+                summary.retried += 1;
+                let mut f = DynamoDbBatchItemFailure::default();
+                f.item_identifier = seq;
+                failures.push(f);
+            }
+        }
+    }
+    let mut response = DynamoDbEventResponse::default();
+    response.batch_item_failures = failures;
+    info!(
+        table,
+        applied = summary.applied,
+        skipped = summary.skipped,
+        rejected = summary.rejected,
+        retried = summary.retried,
+        "batch done"
+    );
+    Ok((response, summary))
+}
+
+/// Handle a DynamoDB stream batch of `whimbrel_workflow_request`: start each
+/// inserted workflow (see [`Engine::start_workflow`]).
+///
+/// Errors: [`PayloadError`] if the payload has no `Records` array.
+pub async fn workflow_requests<L: Launcher>(
+    engine: &Engine<L>,
+    payload: &Value,
+) -> Result<(DynamoDbEventResponse, BatchSummary), PayloadError> {
+    let table = engine.store().tables().workflow_request();
+    process_batch(
+        payload,
+        &table,
+        "workflow_request_id",
+        |row: WorkflowRequest| async move { engine.start_workflow(&row).await },
+    )
+    .await
+}
+
+/// Handle a DynamoDB stream batch of `whimbrel_activity_event`: apply each
+/// inserted event (see [`Engine::apply_event`]). Events of one activity
+/// exec are applied in stream order.
+///
+/// Errors: [`PayloadError`] if the payload has no `Records` array.
+pub async fn activity_events<L: Launcher>(
+    engine: &Engine<L>,
+    payload: &Value,
+) -> Result<(DynamoDbEventResponse, BatchSummary), PayloadError> {
+    let table = engine.store().tables().activity_event();
+    // Grouped by the activity exec (the range key), not the event id, so
+    // one activity's events keep their stream order.
+    process_batch(
+        payload,
+        &table,
+        "activity_exec_id",
+        |row: ActivityEvent| async move { engine.apply_event(&row).await },
+    )
+    .await
+}
+
+/// Handle an EventBridge Scheduled Event: one heartbeat monitor tick at the
+/// current time.
+///
+/// Errors: [`PayloadError`] if the payload is not an EventBridge event with
+/// `detail-type` "Scheduled Event"; [`EngineError`] text if the tick must be
+/// retried.
+pub async fn scheduled_event<L: Launcher>(
+    engine: &Engine<L>,
+    payload: &Value,
+) -> Result<MonitorReport, PayloadError> {
+    let ev: EventBridgeEvent = serde_json::from_value(payload.clone())
+        .map_err(|e| PayloadError(format!("not an EventBridge event: {e}")))?;
+    if ev.detail_type != "Scheduled Event" {
+        return Err(PayloadError(format!(
+            "detail-type {:?} is not \"Scheduled Event\"",
+            ev.detail_type
+        )));
+    }
+    let now = Timestamp::now().epoch;
+    let report = engine
+        .monitor_tick(now)
+        .await
+        .map_err(|e| PayloadError(e.to_string()))?;
+    info!(
+        timed_out = report.timed_out,
+        relaunched = report.relaunched,
+        "heartbeat monitor tick"
+    );
+    Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stream_arn_table() {
+        assert_eq!(
+            table_of_stream_arn("arn:aws:dynamodb:us-east-1:123456789012:table/whimbrel_activity_event/stream/2026-11-22T00:00:00.000"),
+            Some("whimbrel_activity_event")
+        );
+        assert_eq!(table_of_stream_arn("arn:aws:sqs:us-east-1:1:q"), None);
+    }
+}

@@ -1,0 +1,126 @@
+//! Id formats (whimbrel-architecture.md) and the deterministic derivation of
+//! engine-made ids (DESIGN 3.7).
+//!
+//! * `workflow_request_id`, `workflow_exec_id`: `(workflow_name)::(uuid)`
+//! * `activity_exec_id`: `(activity_name)::(uuid)`
+//! * `activity_event_id`: `(activity_exec_id)::(uuid)`
+//! * `activity_exec_dependency`: `(activity_exec_id):(index)`
+
+use uuid::Uuid;
+
+/// Separator between a name and its uuid.
+pub const SEPARATOR: &str = "::";
+
+/// Namespace of the v5 uuids the engine derives, so the same request always
+/// yields the same workflow exec and activity exec ids.
+const WHIMBREL_NAMESPACE: Uuid = Uuid::from_u128(0x6b1d_0c4e_9f5a_4d8e_b1a7_57a1_2f0e_c0de);
+
+/// A malformed id.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("malformed {kind} {value:?}: expected ({prefix})::(uuid)")]
+pub struct IdError {
+    kind: &'static str,
+    prefix: &'static str,
+    value: String,
+}
+
+/// `(name)::(uuid)` with a fresh random uuid.
+pub fn new_id(name: &str) -> String {
+    format!("{name}{SEPARATOR}{}", Uuid::new_v4())
+}
+
+/// Split `(prefix)::(uuid)` into its prefix and uuid. The prefix may itself
+/// contain `::` (an activity event id starts with an activity exec id), so
+/// the split is at the last separator.
+fn split(id: &str) -> Option<(&str, Uuid)> {
+    let (prefix, uuid) = id.rsplit_once(SEPARATOR)?;
+    if prefix.is_empty() {
+        return None;
+    }
+    Some((prefix, Uuid::parse_str(uuid).ok()?))
+}
+
+/// Check that `id` is `(expected_prefix)::(uuid)`.
+///
+/// Errors: [`IdError`] when the separator, the uuid or the prefix is wrong.
+pub fn check_id(
+    kind: &'static str,
+    prefix_kind: &'static str,
+    id: &str,
+    expected_prefix: &str,
+) -> Result<(), IdError> {
+    match split(id) {
+        Some((p, _)) if p == expected_prefix => Ok(()),
+        _ => Err(IdError {
+            kind,
+            prefix: prefix_kind,
+            value: id.to_string(),
+        }),
+    }
+}
+
+/// The name part of `(name)::(uuid)`, if the id is well formed.
+pub fn name_of(id: &str) -> Option<&str> {
+    split(id).map(|(p, _)| p)
+}
+
+/// The workflow exec id for a request: `(workflow_name)::(v5(request id))`.
+/// Deterministic, so a redelivered request finds the exec it created.
+pub fn workflow_exec_id(workflow_name: &str, workflow_request_id: &str) -> String {
+    let u = Uuid::new_v5(&WHIMBREL_NAMESPACE, workflow_request_id.as_bytes());
+    format!("{workflow_name}{SEPARATOR}{u}")
+}
+
+/// The activity exec id of activity `activity_name` in a workflow exec:
+/// `(activity_name)::(v5(workflow_exec_id + name))`.
+pub fn activity_exec_id(workflow_exec_id: &str, activity_name: &str) -> String {
+    let key = format!("{workflow_exec_id}\n{activity_name}");
+    let u = Uuid::new_v5(&WHIMBREL_NAMESPACE, key.as_bytes());
+    format!("{activity_name}{SEPARATOR}{u}")
+}
+
+/// The dependency edge key: `(activity_exec_id):(index)` (DESIGN 2.3).
+pub fn dependency_id(activity_exec_id: &str, index: usize) -> String {
+    format!("{activity_exec_id}:{index}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn derived_ids_are_deterministic_and_well_formed() {
+        let w = workflow_exec_id(
+            "wordcount",
+            "wordcount::0e7c2c36-3d5c-4c3b-8a53-2f0c6f8c1d11",
+        );
+        assert_eq!(
+            w,
+            workflow_exec_id(
+                "wordcount",
+                "wordcount::0e7c2c36-3d5c-4c3b-8a53-2f0c6f8c1d11"
+            )
+        );
+        check_id("workflow_exec_id", "workflow_name", &w, "wordcount").unwrap();
+        let a = activity_exec_id(&w, "count-3");
+        assert_ne!(a, activity_exec_id(&w, "count-4"));
+        check_id("activity_exec_id", "activity_name", &a, "count-3").unwrap();
+        let e = new_id(&a);
+        check_id("activity_event_id", "activity_exec_id", &e, &a).unwrap();
+        assert_eq!(dependency_id(&a, 2), format!("{a}:2"));
+    }
+
+    #[test]
+    fn malformed_ids_are_rejected() {
+        assert!(check_id("x", "y", "wordcount", "wordcount").is_err());
+        assert!(check_id("x", "y", "wordcount::not-a-uuid", "wordcount").is_err());
+        assert!(check_id("x", "y", "::0e7c2c36-3d5c-4c3b-8a53-2f0c6f8c1d11", "").is_err());
+        assert!(check_id(
+            "x",
+            "y",
+            "other::0e7c2c36-3d5c-4c3b-8a53-2f0c6f8c1d11",
+            "wordcount"
+        )
+        .is_err());
+    }
+}

@@ -1,0 +1,264 @@
+//! Table definitions and `whimbrel install`: create every table with its
+//! keys, GSIs and streams (idempotent), and record what was installed in
+//! `whimbrel_install_status`. The same definitions are in `template.yaml`
+//! and `docs/tables.md`.
+
+use std::time::Duration;
+
+use aws_sdk_dynamodb::types::{
+    AttributeDefinition, BillingMode, GlobalSecondaryIndex, KeySchemaElement, KeyType, Projection,
+    ProjectionType, ScalarAttributeType, StreamSpecification, StreamViewType, TableStatus,
+};
+use tracing::info;
+
+use crate::model::InstallStatus;
+use crate::store::{self, Store, StoreError, Tables};
+
+/// Version of the table layout this crate writes and reads.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// One GSI: name, hash (name, type), optional range, projection.
+struct Gsi {
+    name: &'static str,
+    hash: (&'static str, ScalarAttributeType),
+    range: Option<(&'static str, ScalarAttributeType)>,
+    keys_only: bool,
+}
+
+/// One table definition.
+struct TableDef {
+    name: String,
+    hash: (&'static str, ScalarAttributeType),
+    range: Option<(&'static str, ScalarAttributeType)>,
+    stream: bool,
+    gsis: Vec<Gsi>,
+    description: &'static str,
+}
+
+fn definitions(t: &Tables) -> Vec<TableDef> {
+    use ScalarAttributeType::{N, S};
+    vec![
+        TableDef {
+            name: t.install_status(),
+            hash: ("object_id", S),
+            range: Some(("object_type", S)),
+            stream: false,
+            gsis: vec![],
+            description: "install status of Whimbrel objects",
+        },
+        TableDef {
+            name: t.workflow_request(),
+            hash: ("workflow_request_id", S),
+            range: Some(("workflow_name", S)),
+            stream: true,
+            gsis: vec![],
+            description: "workflow requests (write-once; stream feeds workflow-request)",
+        },
+        TableDef {
+            name: t.activity_event(),
+            hash: ("activity_event_id", S),
+            range: Some(("activity_exec_id", S)),
+            stream: true,
+            gsis: vec![],
+            description: "activity events (write-once; stream feeds activity-event)",
+        },
+        TableDef {
+            name: t.workflow_exec(),
+            hash: ("workflow_exec_id", S),
+            range: Some(("workflow_name", S)),
+            stream: false,
+            gsis: vec![Gsi {
+                name: store::INDEX_WORKFLOWS_BY_STATE,
+                hash: ("state", S),
+                range: Some(("start_time_epoch", N)),
+                keys_only: false,
+            }],
+            description: "workflow executions",
+        },
+        TableDef {
+            name: t.activity_exec(),
+            hash: ("activity_exec_id", S),
+            range: Some(("workflow_exec_id", S)),
+            stream: false,
+            gsis: vec![
+                Gsi {
+                    name: store::INDEX_ACTIVITIES_BY_WORKFLOW,
+                    hash: ("workflow_exec_id", S),
+                    range: Some(("activity_name", S)),
+                    keys_only: false,
+                },
+                Gsi {
+                    name: store::INDEX_HEARTBEAT,
+                    hash: ("heartbeat_shard", N),
+                    range: Some(("heartbeat_deadline_epoch", N)),
+                    keys_only: true,
+                },
+                Gsi {
+                    name: store::INDEX_LAUNCH,
+                    hash: ("launch_shard", N),
+                    range: Some(("queued_time_epoch", N)),
+                    keys_only: true,
+                },
+            ],
+            description: "activity executions",
+        },
+        TableDef {
+            name: t.activity_exec_dependency(),
+            hash: ("activity_exec_dependency", S),
+            range: Some(("activity_exec_id", S)),
+            stream: false,
+            gsis: vec![
+                Gsi {
+                    name: store::INDEX_WAITERS,
+                    hash: ("dependent_activity_exec_id", S),
+                    range: None,
+                    keys_only: false,
+                },
+                Gsi {
+                    name: store::INDEX_EDGES_BY_WORKFLOW,
+                    hash: ("workflow_exec_id", S),
+                    range: None,
+                    keys_only: false,
+                },
+            ],
+            description: "dependency edges (write-once)",
+        },
+        TableDef {
+            name: t.workflow_lambda(),
+            hash: ("workflow_name", S),
+            range: None,
+            stream: false,
+            gsis: vec![],
+            description: "workflow name -> decider lambda or static definition",
+        },
+    ]
+}
+
+fn key(name: &str, kt: KeyType) -> KeySchemaElement {
+    KeySchemaElement::builder()
+        .attribute_name(name)
+        .key_type(kt)
+        .build()
+        .expect("name and type set")
+}
+
+fn other(e: impl std::fmt::Display) -> StoreError {
+    StoreError::Other {
+        op: "CreateTable",
+        message: e.to_string(),
+    }
+}
+
+/// Create every missing table (with its GSIs and streams), wait until all
+/// are ACTIVE, and record them in `install_status`. Existing tables are left
+/// as they are. Returns the names of the tables created.
+///
+/// Errors: any DynamoDB error other than "table already exists".
+pub async fn install(store: &Store) -> Result<Vec<String>, StoreError> {
+    let client = store.client();
+    let mut created = Vec::new();
+    let defs = definitions(store.tables());
+    for d in &defs {
+        let mut attrs: Vec<(&str, ScalarAttributeType)> = vec![d.hash.clone()];
+        attrs.extend(d.range.clone());
+        for g in &d.gsis {
+            attrs.push(g.hash.clone());
+            attrs.extend(g.range.clone());
+        }
+        attrs.sort_by(|a, b| a.0.cmp(b.0));
+        attrs.dedup_by(|a, b| a.0 == b.0);
+        let mut req = client
+            .create_table()
+            .table_name(&d.name)
+            .billing_mode(BillingMode::PayPerRequest)
+            .key_schema(key(d.hash.0, KeyType::Hash));
+        if let Some(r) = &d.range {
+            req = req.key_schema(key(r.0, KeyType::Range));
+        }
+        for (name, ty) in attrs {
+            req = req.attribute_definitions(
+                AttributeDefinition::builder()
+                    .attribute_name(name)
+                    .attribute_type(ty)
+                    .build()
+                    .map_err(other)?,
+            );
+        }
+        for g in &d.gsis {
+            let mut b = GlobalSecondaryIndex::builder()
+                .index_name(g.name)
+                .key_schema(key(g.hash.0, KeyType::Hash))
+                .projection(
+                    Projection::builder()
+                        .projection_type(if g.keys_only {
+                            ProjectionType::KeysOnly
+                        } else {
+                            ProjectionType::All
+                        })
+                        .build(),
+                );
+            if let Some(r) = &g.range {
+                b = b.key_schema(key(r.0, KeyType::Range));
+            }
+            req = req.global_secondary_indexes(b.build().map_err(other)?);
+        }
+        if d.stream {
+            req = req.stream_specification(
+                StreamSpecification::builder()
+                    .stream_enabled(true)
+                    .stream_view_type(StreamViewType::NewImage)
+                    .build()
+                    .map_err(other)?,
+            );
+        }
+        match req.send().await {
+            Ok(_) => {
+                info!(table = %d.name, "table created");
+                created.push(d.name.clone());
+            }
+            Err(e)
+                if e.as_service_error()
+                    .is_some_and(|s| s.is_resource_in_use_exception()) => {}
+            Err(e) => {
+                return Err(StoreError::Other {
+                    op: "CreateTable",
+                    message: aws_smithy_types::error::display::DisplayErrorContext(&e).to_string(),
+                })
+            }
+        }
+    }
+    for d in &defs {
+        for _ in 0..120 {
+            let out = client
+                .describe_table()
+                .table_name(&d.name)
+                .send()
+                .await
+                .map_err(|e| StoreError::Other {
+                    op: "DescribeTable",
+                    message: aws_smithy_types::error::display::DisplayErrorContext(&e).to_string(),
+                })?;
+            if out.table().and_then(|t| t.table_status()) == Some(&TableStatus::Active) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        store
+            .put(
+                &store.tables().install_status(),
+                &InstallStatus {
+                    object_id: d.name.clone(),
+                    object_type: "table".into(),
+                    version: SCHEMA_VERSION,
+                    description: d.description.into(),
+                },
+            )
+            .await?;
+    }
+    Ok(created)
+}
+
+/// Names of every table of this prefix.
+pub fn table_names(t: &Tables) -> Vec<String> {
+    definitions(t).into_iter().map(|d| d.name).collect()
+}

@@ -1,0 +1,175 @@
+//! Invoking Lambda functions: deciders synchronously, activities
+//! asynchronously (DESIGN 1, 3.9). [`Launcher`] is the seam; the engine is
+//! generic over it so the same engine runs against AWS Lambda, the local
+//! runner's Invoke API front, or a recording fake in tests.
+
+use std::future::Future;
+
+use aws_sdk_lambda::error::{ProvideErrorMetadata, SdkError};
+use aws_sdk_lambda::primitives::Blob;
+use aws_sdk_lambda::types::InvocationType;
+use serde_json::Value;
+
+/// Why an invocation failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InvokeError {
+    /// The function ran and returned an error (`X-Amz-Function-Error`), or
+    /// its answer is not JSON. Retrying the same request will not help.
+    #[error("function {function} returned an error: {message}")]
+    FunctionError {
+        /// Function name or ARN.
+        function: String,
+        /// Its error payload.
+        message: String,
+    },
+    /// The function does not exist or the request is invalid (404, 400,
+    /// 413...). Retrying will not help.
+    #[error("cannot invoke {function}: {message}")]
+    Rejected {
+        /// Function name or ARN.
+        function: String,
+        /// The service's reason.
+        message: String,
+    },
+    /// Throttled, timed out, 5xx or network: may succeed later.
+    #[error("{function} unavailable: {message}")]
+    Unavailable {
+        /// Function name or ARN.
+        function: String,
+        /// The reason.
+        message: String,
+    },
+}
+
+impl InvokeError {
+    /// True when the same invocation may succeed later.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, InvokeError::Unavailable { .. })
+    }
+}
+
+/// Invokes Lambda functions for the engine.
+pub trait Launcher: Send + Sync {
+    /// Invoke `function` synchronously (RequestResponse) with `payload` and
+    /// return its JSON answer. Used for deciders.
+    fn invoke_sync(
+        &self,
+        function: &str,
+        payload: &Value,
+    ) -> impl Future<Output = Result<Value, InvokeError>> + Send;
+
+    /// Invoke `function` asynchronously (InvocationType=Event) with
+    /// `payload`. Returns once Lambda accepted the event (HTTP 202).
+    fn invoke_async(
+        &self,
+        function: &str,
+        payload: &Value,
+    ) -> impl Future<Output = Result<(), InvokeError>> + Send;
+}
+
+/// [`Launcher`] over the AWS Lambda Invoke API (`aws-sdk-lambda`). Honours
+/// `AWS_ENDPOINT_URL_LAMBDA`, so locally it talks to `whimbrel local`.
+#[derive(Debug, Clone)]
+pub struct LambdaLauncher {
+    client: aws_sdk_lambda::Client,
+}
+
+impl LambdaLauncher {
+    /// A launcher over `client`.
+    pub fn new(client: aws_sdk_lambda::Client) -> Self {
+        LambdaLauncher { client }
+    }
+
+    async fn invoke(
+        &self,
+        function: &str,
+        payload: &Value,
+        kind: InvocationType,
+    ) -> Result<Option<Value>, InvokeError> {
+        let body = serde_json::to_vec(payload).map_err(|e| InvokeError::Rejected {
+            function: function.into(),
+            message: e.to_string(),
+        })?;
+        let r = self
+            .client
+            .invoke()
+            .function_name(function)
+            .invocation_type(kind)
+            .payload(Blob::new(body))
+            .send()
+            .await;
+        let out = match r {
+            Ok(out) => out,
+            Err(e) => return Err(classify(function, e)),
+        };
+        let text = out
+            .payload
+            .map(|b| String::from_utf8_lossy(b.as_ref()).into_owned())
+            .unwrap_or_default();
+        if let Some(fe) = out.function_error {
+            return Err(InvokeError::FunctionError {
+                function: function.into(),
+                message: format!("{fe}: {text}"),
+            });
+        }
+        if text.trim().is_empty() {
+            return Ok(None);
+        }
+        serde_json::from_str(&text)
+            .map(Some)
+            .map_err(|e| InvokeError::FunctionError {
+                function: function.into(),
+                message: format!("answer is not JSON: {e}"),
+            })
+    }
+}
+
+fn classify<E>(
+    function: &str,
+    e: SdkError<E, aws_sdk_lambda::config::http::HttpResponse>,
+) -> InvokeError
+where
+    E: ProvideErrorMetadata + std::error::Error + 'static,
+{
+    let text = aws_smithy_types::error::display::DisplayErrorContext(&e).to_string();
+    match &e {
+        SdkError::ServiceError(se) => {
+            let status = se.raw().status().as_u16();
+            let code = se.err().code().unwrap_or("");
+            if status == 429
+                || status >= 500
+                || code.contains("Throttl")
+                || code == "TooManyRequestsException"
+            {
+                InvokeError::Unavailable {
+                    function: function.into(),
+                    message: text,
+                }
+            } else {
+                InvokeError::Rejected {
+                    function: function.into(),
+                    message: text,
+                }
+            }
+        }
+        _ => InvokeError::Unavailable {
+            function: function.into(),
+            message: text,
+        },
+    }
+}
+
+impl Launcher for LambdaLauncher {
+    async fn invoke_sync(&self, function: &str, payload: &Value) -> Result<Value, InvokeError> {
+        Ok(self
+            .invoke(function, payload, InvocationType::RequestResponse)
+            .await?
+            .unwrap_or(Value::Null))
+    }
+
+    async fn invoke_async(&self, function: &str, payload: &Value) -> Result<(), InvokeError> {
+        self.invoke(function, payload, InvocationType::Event)
+            .await
+            .map(|_| ())
+    }
+}

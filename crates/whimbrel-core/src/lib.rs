@@ -1,0 +1,87 @@
+//! Whimbrel core: the contract, the item types, the DynamoDB store and the
+//! engine operations. This crate is the Full Logic API: the three Lambda
+//! functions are thin adapters over [`engine::Engine`] and [`handlers`].
+//!
+//! Layout, from pure to I/O:
+//! * [`contract`]: states × transitions table (no I/O)
+//! * [`ids`], [`dates`], [`plan`], [`model`]: formats and shapes (no I/O)
+//! * [`store`]: the thin DynamoDB store (every request counted)
+//! * [`launcher`]: Lambda Invoke (deciders sync, activities async)
+//! * [`engine`]: the operations, over store + launcher
+//! * [`handlers`]: stream batches / Scheduled Events → engine → responses
+//! * [`activity`]: the helper activities use to report
+//! * [`install`]: table definitions
+
+pub mod activity;
+pub mod contract;
+pub mod dates;
+pub mod engine;
+pub mod handlers;
+pub mod ids;
+pub mod install;
+pub mod launcher;
+pub mod metrics;
+pub mod model;
+pub mod plan;
+pub mod store;
+pub mod telemetry;
+
+use engine::{Engine, EngineConfig};
+use launcher::{LambdaLauncher, Launcher};
+use store::{Store, Tables};
+
+/// The AWS SDK configuration from the environment (region, credentials,
+/// `AWS_ENDPOINT_URL*`), with `endpoint_url` overriding every service's
+/// endpoint when given.
+pub async fn aws_config(endpoint_url: Option<&str>) -> aws_config::SdkConfig {
+    let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest());
+    if let Some(url) = endpoint_url {
+        loader = loader.endpoint_url(url);
+    }
+    loader.load().await
+}
+
+/// An engine over AWS (or the endpoints the environment names), configured
+/// by `WHIMBREL_*` variables: what the Lambda functions run.
+///
+/// Errors: an invalid `WHIMBREL_*` variable.
+pub async fn engine_from_env() -> Result<Engine<LambdaLauncher>, String> {
+    let config = EngineConfig::from_env()?;
+    let sdk = aws_config(None).await;
+    let store = Store::new(
+        aws_sdk_dynamodb::Client::new(&sdk),
+        Tables::new(config.table_prefix.clone()),
+    );
+    Ok(Engine::new(
+        store,
+        LambdaLauncher::new(aws_sdk_lambda::Client::new(&sdk)),
+        config,
+    ))
+}
+
+/// The unit launcher launches nothing: for engines that only record
+/// heartbeats or read state (e.g. [`activity::Activity`]). Every invoke is
+/// rejected.
+impl Launcher for () {
+    async fn invoke_sync(
+        &self,
+        function: &str,
+        _payload: &serde_json::Value,
+    ) -> Result<serde_json::Value, launcher::InvokeError> {
+        Err(launcher::InvokeError::Rejected {
+            function: function.into(),
+            message: "this engine has no launcher".into(),
+        })
+    }
+
+    async fn invoke_async(
+        &self,
+        function: &str,
+        _payload: &serde_json::Value,
+    ) -> Result<(), launcher::InvokeError> {
+        Err(launcher::InvokeError::Rejected {
+            function: function.into(),
+            message: "this engine has no launcher".into(),
+        })
+    }
+}

@@ -1,0 +1,338 @@
+//! Item types of the Whimbrel tables. Attribute names and types are those of
+//! whimbrel-architecture.md; attributes it does not list are the optional
+//! ones DESIGN 2.6 allows, documented in `docs/tables.md`.
+//!
+//! Items are converted with `serde_dynamo`; `None` attributes are omitted,
+//! never written as NULL, so sparse GSIs stay sparse.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::contract::{ActivityState, WorkflowState};
+use crate::dates::DateList;
+use crate::plan::Plan;
+
+/// A row of `whimbrel_workflow_request` (write-once): a client's request to
+/// start a workflow (contract: Simple Lambda API, "Initiate a New Workflow").
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WorkflowRequest {
+    /// Hash key, `(workflow_name)::(uuid)`.
+    pub workflow_request_id: String,
+    /// Range key: the workflow to run.
+    pub workflow_name: String,
+    /// When the request was made, UTC date list.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub when: Option<DateList>,
+    /// When the request was made, epoch seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub when_epoch: Option<f64>,
+    /// Free text: where the request came from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    /// True when a Full Logic API client runs the workflow itself; the
+    /// workflow-request function then skips the row.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub manual: Option<bool>,
+    /// Optional workflow input (DESIGN 2.6), passed to the decider.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input: Option<Value>,
+}
+
+/// A row of `whimbrel_activity_event` (write-once): a requested transition
+/// of one activity exec (contract: "Update Activity State").
+///
+/// Existing clients write only `activity_event_id`, `activity_exec_id`,
+/// `transition`, `when`, `when_epoch`, `source`; everything else is optional.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ActivityEvent {
+    /// Hash key, `(activity_exec_id)::(uuid)`.
+    pub activity_event_id: String,
+    /// Range key: the activity exec this event is about.
+    pub activity_exec_id: String,
+    /// Requested transition name, e.g. `"COMPLETED"` (parsed by the engine so
+    /// an unknown name is rejected with a reason, not a parse failure).
+    pub transition: String,
+    /// When, UTC date list.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub when: Option<DateList>,
+    /// When, epoch seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub when_epoch: Option<f64>,
+    /// Free text: who sent the event.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    /// Full Logic API marker: the activity-event function skips the row.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub manual: Option<bool>,
+    /// Output of a COMPLETED activity (any JSON), handed to dependents.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<Value>,
+    /// Reason of a FAILED (or CANCEL) transition.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// The four ids the launcher passes on (optional, for tracing).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub activity_name: Option<String>,
+    /// See `activity_name`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workflow_exec_id: Option<String>,
+    /// See `activity_name`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workflow_name: Option<String>,
+}
+
+/// An item of `whimbrel_workflow_exec`: one workflow execution.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WorkflowExec {
+    /// Hash key, `(workflow_name)::(uuid)`, derived from the request id.
+    pub workflow_exec_id: String,
+    /// Range key.
+    pub workflow_name: String,
+    /// REQUESTED, RUNNING, COMPLETED, FAILED or CANCELLED (DESIGN 3.1).
+    pub state: WorkflowState,
+    /// The request that started it, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workflow_request_id: Option<String>,
+    /// When the workflow was queued, UTC date list.
+    pub start_time: DateList,
+    /// When the workflow was queued, epoch seconds (GSI range key).
+    pub start_time_epoch: i64,
+    /// When it ended, UTC date list.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end_time: Option<DateList>,
+    /// When it ended, epoch seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end_time_epoch: Option<i64>,
+    /// The request's input.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input: Option<Value>,
+    /// The validated plan, stored before any activity is written so a
+    /// redelivered request replays the same plan (DESIGN 3.7).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan: Option<Plan>,
+    /// Number of activities in the plan.
+    #[serde(default)]
+    pub activity_count: u64,
+    /// Activities that ended COMPLETED.
+    #[serde(default)]
+    pub completed_count: u64,
+    /// Activities that ended FAILED or TIMED_OUT.
+    #[serde(default)]
+    pub failed_count: u64,
+    /// Activities that ended CANCELLED.
+    #[serde(default)]
+    pub cancelled_count: u64,
+    /// Why the workflow failed: the first failure recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Where the request came from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+}
+
+/// One accepted transition in an activity's bounded audit trail.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HistoryEntry {
+    /// The transition applied.
+    pub transition: String,
+    /// The state it led to.
+    pub state: ActivityState,
+    /// When it was applied, epoch seconds.
+    pub at_epoch: i64,
+    /// The event (or engine step) that caused it.
+    pub event_id: String,
+}
+
+/// An item of `whimbrel_activity_exec`: one execution of one activity.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ActivityExec {
+    /// Hash key, `(activity_name)::(uuid)`.
+    pub activity_exec_id: String,
+    /// Range key.
+    pub workflow_exec_id: String,
+    /// The workflow's name (for updating its exec).
+    pub workflow_name: String,
+    /// The activity's name in the plan.
+    pub activity_name: String,
+    /// Current state (contract: States).
+    pub state: ActivityState,
+    /// The Lambda function that runs it (name or ARN).
+    pub lambda: String,
+    /// Input from the plan.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input: Option<Value>,
+    /// Launch attempt, 1 on the first launch, +1 on each re-drive.
+    #[serde(default)]
+    pub attempt: u32,
+    /// True if the activity heartbeats (architecture: `heartbeat_enabled`).
+    pub heartbeat_enabled: bool,
+    /// Heartbeat timeout, seconds, when heartbeats are enabled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub heartbeat_timeout_seconds: Option<i64>,
+    /// Last heartbeat, UTC date list.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub heartbeat_time: Option<DateList>,
+    /// Last heartbeat, epoch seconds; negative when heartbeats are disabled
+    /// or the activity has not started.
+    pub heartbeat_time_epoch: i64,
+    /// `heartbeat_time_epoch + heartbeat_timeout_seconds`: range key of the
+    /// sparse heartbeat GSI, present only while RUNNING / CANCELLED_RUNNING.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub heartbeat_deadline_epoch: Option<i64>,
+    /// Shard (0..HEARTBEAT_SHARDS) of the sparse heartbeat GSI; present only
+    /// while the monitor must watch the activity.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub heartbeat_shard: Option<u32>,
+    /// When it was queued, UTC date list.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queued_time: Option<DateList>,
+    /// When it was queued, epoch seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queued_time_epoch: Option<i64>,
+    /// Shard of the sparse launch GSI: present from QUEUED until the launch
+    /// is recorded, so the monitor can re-drive a lost launch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub launch_shard: Option<u32>,
+    /// When the last launch (async Invoke) was accepted, epoch seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub launched_time_epoch: Option<i64>,
+    /// When it started running, UTC date list.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_time: Option<DateList>,
+    /// When it started running, epoch seconds; negative until then.
+    pub start_time_epoch: i64,
+    /// When it ended, UTC date list.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end_time: Option<DateList>,
+    /// When it ended, epoch seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end_time_epoch: Option<i64>,
+    /// Output reported with COMPLETED.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<Value>,
+    /// Reason reported with FAILED, or why the engine cancelled it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Activity exec ids of its prerequisites.
+    #[serde(default)]
+    pub prerequisites: Vec<String>,
+    /// Activity exec ids of the activities that wait for it.
+    #[serde(default)]
+    pub dependents: Vec<String>,
+    /// Prerequisites not yet COMPLETED (DESIGN 3.2).
+    #[serde(default)]
+    pub pending_dependency_count: u64,
+    /// Id of the event (or engine step) behind the last state change.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_event_id: Option<String>,
+    /// Optimistic-lock version, +1 on every state change.
+    #[serde(default)]
+    pub version: u64,
+    /// Accepted transitions, oldest first: the audit trail. Bounded by the
+    /// contract itself (no path through the table is longer than 6 steps).
+    #[serde(default)]
+    pub history: Vec<HistoryEntry>,
+}
+
+/// An item of `whimbrel_activity_exec_dependency` (write-once): one edge.
+/// `activity_exec_id` waits for `dependent_activity_exec_id` (DESIGN 2.3).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ActivityExecDependency {
+    /// Hash key, `(activity_exec_id):(index)`.
+    pub activity_exec_dependency: String,
+    /// Range key: the activity that waits.
+    pub activity_exec_id: String,
+    /// The prerequisite it waits for (GSI).
+    pub dependent_activity_exec_id: String,
+    /// The workflow exec (GSI).
+    pub workflow_exec_id: String,
+}
+
+/// An item of `whimbrel_workflow_lambda`: how to plan a workflow (DESIGN 4).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WorkflowLambda {
+    /// Hash key.
+    pub workflow_name: String,
+    /// The decider Lambda (name or ARN), invoked synchronously.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lambda: Option<String>,
+    /// A static plan used instead of a decider.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub definition: Option<Plan>,
+}
+
+/// An item of `whimbrel_install_status`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InstallStatus {
+    /// Hash key: the object, e.g. a table name.
+    pub object_id: String,
+    /// Range key: the object kind, e.g. `"table"`.
+    pub object_type: String,
+    /// Schema version installed.
+    pub version: u32,
+    /// What it is.
+    pub description: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_dynamo::Item;
+
+    fn item(json: &str) -> Item {
+        serde_json::from_str(json).unwrap()
+    }
+
+    #[test]
+    fn event_row_as_existing_clients_write_it() {
+        // Exactly the attributes of whimbrel-architecture.md, as DynamoDB JSON.
+        let row = item(
+            r#"{
+            "activity_event_id": {"S": "count-0::6f1f4f8e-6a0a-4a53-9d2b-0f4f0b2f9a10::1b0e7d0c-8d1f-4f38-9d8a-8e0f1c2b3a4d"},
+            "activity_exec_id": {"S": "count-0::6f1f4f8e-6a0a-4a53-9d2b-0f4f0b2f9a10"},
+            "transition": {"S": "RUNNING"},
+            "when": {"L": [{"N": "2026"}, {"N": "11"}, {"N": "22"}, {"N": "0"}, {"N": "13"}, {"N": "31.5"}]},
+            "when_epoch": {"N": "1795306411"},
+            "source": {"S": "bash client"}
+        }"#,
+        );
+        let e: ActivityEvent = serde_dynamo::from_item(row).unwrap();
+        assert_eq!(e.transition, "RUNNING");
+        assert_eq!(e.when.unwrap().0[5], 31.5);
+        assert_eq!(e.manual, None);
+        assert_eq!(e.output, None);
+    }
+
+    #[test]
+    fn request_row_as_existing_clients_write_it() {
+        let row = item(
+            r#"{
+            "workflow_request_id": {"S": "wordcount::0e7c2c36-3d5c-4c3b-8a53-2f0c6f8c1d11"},
+            "workflow_name": {"S": "wordcount"},
+            "when": {"L": [{"N": "2026"}, {"N": "11"}, {"N": "22"}, {"N": "0"}, {"N": "13"}, {"N": "31"}]},
+            "when_epoch": {"N": "1795306411"},
+            "source": {"S": "cron"},
+            "manual": {"BOOL": false}
+        }"#,
+        );
+        let r: WorkflowRequest = serde_dynamo::from_item(row).unwrap();
+        assert_eq!(r.workflow_name, "wordcount");
+        assert_eq!(r.manual, Some(false));
+        assert_eq!(r.input, None);
+    }
+
+    #[test]
+    fn optional_attributes_are_omitted_not_null() {
+        let r = WorkflowRequest {
+            workflow_request_id: "w::0e7c2c36-3d5c-4c3b-8a53-2f0c6f8c1d11".into(),
+            workflow_name: "w".into(),
+            when: None,
+            when_epoch: None,
+            source: None,
+            manual: None,
+            input: None,
+        };
+        let i: Item = serde_dynamo::to_item(&r).unwrap();
+        assert_eq!(i.len(), 2);
+    }
+}

@@ -1,0 +1,417 @@
+//! The JSON shapes exchanged with deciders and activities (DESIGN 4, 3.9),
+//! and plan validation. Pure logic, no I/O. Examples live in `docs/shapes/`.
+
+use std::collections::{HashMap, HashSet};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Version of the decider request, plan and launch payload shapes.
+pub const SHAPE_VERSION: u32 = 1;
+
+/// Most activities one plan may hold.
+pub const MAX_ACTIVITIES: usize = 2_000;
+
+/// Largest serialized plan, bytes. The plan is stored on the workflow exec
+/// item, whose limit is DynamoDB's 400 KB; the rest is headroom.
+pub const MAX_PLAN_BYTES: usize = 300_000;
+
+/// Largest serialized `input` of one activity, bytes (it is stored on the
+/// activity exec item and the launch payload must fit Lambda's 256 KB async
+/// payload limit).
+pub const MAX_ACTIVITY_INPUT_BYTES: usize = 200_000;
+
+/// Longest activity name, characters.
+pub const MAX_NAME_LEN: usize = 128;
+
+/// The request a decider Lambda receives, synchronously, when a workflow
+/// starts (`type` = `"workflow_started"`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DeciderRequest {
+    /// Shape version, [`SHAPE_VERSION`].
+    pub version: u32,
+    /// Always `"workflow_started"` in this version.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The workflow exec being planned.
+    pub workflow_exec_id: String,
+    /// Its workflow name.
+    pub workflow_name: String,
+    /// The request that started it.
+    pub workflow_request_id: String,
+    /// The request's `input`, `null` when absent.
+    pub input: Value,
+}
+
+/// A plan: the activities of one workflow execution, as a decider returns
+/// it or as a static `definition` stores it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Plan {
+    /// Shape version; absent means [`SHAPE_VERSION`].
+    #[serde(default = "default_version")]
+    pub version: u32,
+    /// The activities, in any order.
+    pub activities: Vec<PlannedActivity>,
+}
+
+fn default_version() -> u32 {
+    SHAPE_VERSION
+}
+
+/// One activity of a [`Plan`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PlannedActivity {
+    /// Unique within the plan; `[A-Za-z0-9_.-]`, at most [`MAX_NAME_LEN`].
+    pub name: String,
+    /// The Lambda function that runs it (name or ARN).
+    pub lambda: String,
+    /// Names of the activities it waits for.
+    #[serde(default)]
+    pub depends_on: Vec<String>,
+    /// Heartbeat timeout, seconds; absent = heartbeats disabled unless
+    /// `heartbeat_enabled` is true (then the configured default applies).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub heartbeat_timeout_seconds: Option<i64>,
+    /// Enable heartbeats with the default timeout (DESIGN 3.6).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub heartbeat_enabled: Option<bool>,
+    /// Input handed to the activity when it is launched.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input: Option<Value>,
+}
+
+/// The payload an activity Lambda receives (async Invoke) when launched
+/// (DESIGN 3.9: the four ids, `attempt`, `input`, prerequisites' outputs).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LaunchPayload {
+    /// Shape version, [`SHAPE_VERSION`].
+    pub version: u32,
+    /// The activity exec to report events for.
+    pub activity_exec_id: String,
+    /// Its name in the plan.
+    pub activity_name: String,
+    /// Its workflow exec.
+    pub workflow_exec_id: String,
+    /// Its workflow name.
+    pub workflow_name: String,
+    /// Launch attempt, 1-based.
+    pub attempt: u32,
+    /// The plan's input for it, `null` when absent.
+    pub input: Value,
+    /// Output of each prerequisite, by activity name.
+    #[serde(default)]
+    pub prerequisites: HashMap<String, Value>,
+    /// Heartbeat timeout, seconds, when heartbeats are enabled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub heartbeat_timeout_seconds: Option<i64>,
+}
+
+/// Why a plan is invalid. The message is stored as the workflow's `error`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlanError {
+    /// No activities.
+    #[error("plan has no activities")]
+    Empty,
+    /// More than [`MAX_ACTIVITIES`].
+    #[error("plan has {0} activities; at most {MAX_ACTIVITIES} are allowed")]
+    TooManyActivities(usize),
+    /// Unsupported shape version.
+    #[error("plan version {0} is not supported (expected {SHAPE_VERSION})")]
+    Version(u32),
+    /// A bad activity name.
+    #[error(
+        "activity name {0:?} is invalid: use 1-{MAX_NAME_LEN} characters of A-Z a-z 0-9 _ . -"
+    )]
+    BadName(String),
+    /// Two activities share a name.
+    #[error("activity name {0:?} appears more than once")]
+    DuplicateName(String),
+    /// An empty `lambda`.
+    #[error("activity {0:?} has no lambda")]
+    NoLambda(String),
+    /// A prerequisite that is not in the plan, or the activity itself.
+    #[error("activity {activity:?} depends on unknown activity {prerequisite:?}")]
+    UnknownPrerequisite {
+        /// The waiting activity.
+        activity: String,
+        /// The missing name.
+        prerequisite: String,
+    },
+    /// A prerequisite listed twice.
+    #[error("activity {activity:?} lists prerequisite {prerequisite:?} twice")]
+    DuplicatePrerequisite {
+        /// The waiting activity.
+        activity: String,
+        /// The repeated name.
+        prerequisite: String,
+    },
+    /// A dependency cycle through the named activities.
+    #[error("dependency cycle among activities {0:?}")]
+    Cycle(Vec<String>),
+    /// Heartbeat timeout not positive.
+    #[error("activity {0:?} has a heartbeat_timeout_seconds that is not positive")]
+    BadHeartbeat(String),
+    /// Too large to store.
+    #[error("{what} is {size} bytes; at most {max} bytes are allowed")]
+    TooLarge {
+        /// What is too large.
+        what: String,
+        /// Its serialized size, bytes.
+        size: usize,
+        /// The limit, bytes.
+        max: usize,
+    },
+}
+
+fn valid_name(n: &str) -> bool {
+    !n.is_empty()
+        && n.len() <= MAX_NAME_LEN
+        && n.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
+}
+
+impl Plan {
+    /// Validate the plan before anything is written (DESIGN 4): unique valid
+    /// names, a lambda each, known and distinct prerequisites, no cycle,
+    /// sizes within the item limits.
+    ///
+    /// Errors: the first [`PlanError`] found.
+    pub fn validate(&self) -> Result<(), PlanError> {
+        if self.version != SHAPE_VERSION {
+            return Err(PlanError::Version(self.version));
+        }
+        if self.activities.is_empty() {
+            return Err(PlanError::Empty);
+        }
+        if self.activities.len() > MAX_ACTIVITIES {
+            return Err(PlanError::TooManyActivities(self.activities.len()));
+        }
+        let mut names = HashSet::new();
+        for a in &self.activities {
+            if !valid_name(&a.name) {
+                return Err(PlanError::BadName(a.name.clone()));
+            }
+            if !names.insert(a.name.as_str()) {
+                return Err(PlanError::DuplicateName(a.name.clone()));
+            }
+            if a.lambda.trim().is_empty() {
+                return Err(PlanError::NoLambda(a.name.clone()));
+            }
+            if a.heartbeat_timeout_seconds.is_some_and(|t| t <= 0) {
+                return Err(PlanError::BadHeartbeat(a.name.clone()));
+            }
+            let size = a.input.as_ref().map_or(0, |v| v.to_string().len());
+            if size > MAX_ACTIVITY_INPUT_BYTES {
+                return Err(PlanError::TooLarge {
+                    what: format!("input of activity {:?}", a.name),
+                    size,
+                    max: MAX_ACTIVITY_INPUT_BYTES,
+                });
+            }
+        }
+        for a in &self.activities {
+            let mut seen = HashSet::new();
+            for p in &a.depends_on {
+                if !names.contains(p.as_str()) || *p == a.name {
+                    return Err(PlanError::UnknownPrerequisite {
+                        activity: a.name.clone(),
+                        prerequisite: p.clone(),
+                    });
+                }
+                if !seen.insert(p) {
+                    return Err(PlanError::DuplicatePrerequisite {
+                        activity: a.name.clone(),
+                        prerequisite: p.clone(),
+                    });
+                }
+            }
+        }
+        self.check_acyclic()?;
+        let size = serde_json::to_string(self).map_or(0, |s| s.len());
+        if size > MAX_PLAN_BYTES {
+            return Err(PlanError::TooLarge {
+                what: "plan".into(),
+                size,
+                max: MAX_PLAN_BYTES,
+            });
+        }
+        Ok(())
+    }
+
+    /// Kahn's algorithm: every activity must be reachable from the roots.
+    fn check_acyclic(&self) -> Result<(), PlanError> {
+        let mut pending: HashMap<&str, usize> = self
+            .activities
+            .iter()
+            .map(|a| (a.name.as_str(), a.depends_on.len()))
+            .collect();
+        let dependents = self.dependents();
+        let mut ready: Vec<&str> = pending
+            .iter()
+            .filter(|(_, n)| **n == 0)
+            .map(|(k, _)| *k)
+            .collect();
+        let mut done = 0;
+        while let Some(n) = ready.pop() {
+            done += 1;
+            for d in dependents.get(n).into_iter().flatten() {
+                let c = pending.get_mut(d).expect("validated name");
+                *c -= 1;
+                if *c == 0 {
+                    ready.push(d);
+                }
+            }
+        }
+        if done == self.activities.len() {
+            Ok(())
+        } else {
+            let mut cyclic: Vec<String> = pending
+                .into_iter()
+                .filter(|(_, n)| *n > 0)
+                .map(|(k, _)| k.to_string())
+                .collect();
+            cyclic.sort();
+            Err(PlanError::Cycle(cyclic))
+        }
+    }
+
+    /// For each activity name, the names of the activities that wait for it.
+    pub fn dependents(&self) -> HashMap<&str, Vec<&str>> {
+        let mut m: HashMap<&str, Vec<&str>> = HashMap::new();
+        for a in &self.activities {
+            for p in &a.depends_on {
+                m.entry(p.as_str()).or_default().push(a.name.as_str());
+            }
+        }
+        m
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn act(name: &str, deps: &[&str]) -> PlannedActivity {
+        PlannedActivity {
+            name: name.into(),
+            lambda: "fn".into(),
+            depends_on: deps.iter().map(|s| s.to_string()).collect(),
+            heartbeat_timeout_seconds: None,
+            heartbeat_enabled: None,
+            input: None,
+        }
+    }
+
+    fn plan(acts: Vec<PlannedActivity>) -> Plan {
+        Plan {
+            version: 1,
+            activities: acts,
+        }
+    }
+
+    #[test]
+    fn valid_diamond() {
+        let p = plan(vec![
+            act("a", &[]),
+            act("b", &["a"]),
+            act("c", &["a"]),
+            act("d", &["b", "c"]),
+        ]);
+        assert_eq!(p.validate(), Ok(()));
+        assert_eq!(p.dependents()["a"], vec!["b", "c"]);
+    }
+
+    #[test]
+    fn duplicate_names() {
+        let p = plan(vec![act("a", &[]), act("a", &[])]);
+        assert_eq!(p.validate(), Err(PlanError::DuplicateName("a".into())));
+    }
+
+    #[test]
+    fn unknown_and_self_prerequisites() {
+        let p = plan(vec![act("a", &["zz"])]);
+        assert!(matches!(
+            p.validate(),
+            Err(PlanError::UnknownPrerequisite { .. })
+        ));
+        let p = plan(vec![act("a", &["a"])]);
+        assert!(matches!(
+            p.validate(),
+            Err(PlanError::UnknownPrerequisite { .. })
+        ));
+        let p = plan(vec![act("a", &[]), act("b", &["a", "a"])]);
+        assert!(matches!(
+            p.validate(),
+            Err(PlanError::DuplicatePrerequisite { .. })
+        ));
+    }
+
+    #[test]
+    fn cycles() {
+        let p = plan(vec![
+            act("r", &[]),
+            act("a", &["c"]),
+            act("b", &["a"]),
+            act("c", &["b"]),
+        ]);
+        assert_eq!(
+            p.validate(),
+            Err(PlanError::Cycle(vec!["a".into(), "b".into(), "c".into()]))
+        );
+    }
+
+    #[test]
+    fn sizes_and_names() {
+        assert_eq!(plan(vec![]).validate(), Err(PlanError::Empty));
+        let many = (0..=MAX_ACTIVITIES)
+            .map(|i| act(&format!("a{i}"), &[]))
+            .collect();
+        assert!(matches!(
+            plan(many).validate(),
+            Err(PlanError::TooManyActivities(_))
+        ));
+        let mut big = act("big", &[]);
+        big.input = Some(Value::String("x".repeat(MAX_ACTIVITY_INPUT_BYTES + 1)));
+        assert!(matches!(
+            plan(vec![big]).validate(),
+            Err(PlanError::TooLarge { .. })
+        ));
+        let whole: Vec<_> = (0..2)
+            .map(|i| {
+                let mut a = act(&format!("a{i}"), &[]);
+                a.input = Some(Value::String("x".repeat(MAX_PLAN_BYTES / 2)));
+                a
+            })
+            .collect();
+        assert!(matches!(
+            plan(whole).validate(),
+            Err(PlanError::TooLarge { .. })
+        ));
+        assert!(matches!(
+            plan(vec![act("a::b", &[])]).validate(),
+            Err(PlanError::BadName(_))
+        ));
+        let mut no_lambda = act("a", &[]);
+        no_lambda.lambda = " ".into();
+        assert!(matches!(
+            plan(vec![no_lambda]).validate(),
+            Err(PlanError::NoLambda(_))
+        ));
+        let mut hb = act("a", &[]);
+        hb.heartbeat_timeout_seconds = Some(0);
+        assert!(matches!(
+            plan(vec![hb]).validate(),
+            Err(PlanError::BadHeartbeat(_))
+        ));
+    }
+
+    #[test]
+    fn plan_json_shape() {
+        let p: Plan = serde_json::from_str(
+            r#"{"activities":[{"name":"a","lambda":"f"},{"name":"b","lambda":"f","depends_on":["a"],"heartbeat_timeout_seconds":30,"input":{"k":1}}]}"#,
+        )
+        .unwrap();
+        assert_eq!(p.version, 1);
+        assert_eq!(p.validate(), Ok(()));
+    }
+}

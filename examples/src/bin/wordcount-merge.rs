@@ -1,0 +1,43 @@
+//! The wordcount `merge` activity: sums its prerequisites' counts and
+//! reports COMPLETED with the top words (`{"top": [[word, n], ...],
+//! "total_words": n, "distinct_words": n}`).
+
+use std::collections::HashMap;
+
+use lambda_runtime::{service_fn, Error, LambdaEvent};
+use serde_json::json;
+use whimbrel_core::activity::Activity;
+use whimbrel_core::plan::LaunchPayload;
+
+async fn handle(payload: LaunchPayload) -> Result<(), Error> {
+    let activity = Activity::from_env(payload).await?;
+    activity.running().await?;
+    let mut total: HashMap<String, u64> = HashMap::new();
+    for output in activity.payload.prerequisites.values() {
+        if let Some(counts) = output["counts"].as_object() {
+            for (w, c) in counts {
+                *total.entry(w.clone()).or_default() += c.as_u64().unwrap_or(0);
+            }
+        }
+    }
+    let k = activity.payload.input["top"].as_u64().unwrap_or(20) as usize;
+    let top = whimbrel_examples::top(&total, k);
+    activity
+        .completed(json!({
+            "top": top,
+            "total_words": total.values().sum::<u64>(),
+            "distinct_words": total.len(),
+            "chunks": activity.payload.prerequisites.len(),
+        }))
+        .await?;
+    Ok(())
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    lambda_runtime::tracing::init_default_subscriber();
+    lambda_runtime::run(service_fn(|e: LambdaEvent<LaunchPayload>| {
+        handle(e.payload)
+    }))
+    .await
+}

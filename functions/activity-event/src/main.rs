@@ -1,0 +1,20 @@
+//! `whimbrel-activity-event`: fed by the DynamoDB stream of
+//! `whimbrel_activity_event`; applies each inserted transition and returns a
+//! partial batch response (see `whimbrel_core::handlers::activity_events`).
+
+use lambda_runtime::{service_fn, Error, LambdaEvent};
+use serde_json::Value;
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    lambda_runtime::tracing::init_default_subscriber();
+    let engine = whimbrel_core::engine_from_env().await?;
+    let engine = &engine;
+    lambda_runtime::run(service_fn(move |event: LambdaEvent<Value>| async move {
+        let (response, _) =
+            whimbrel_core::handlers::activity_events(engine, &event.payload).await?;
+        whimbrel_core::metrics::emit("whimbrel-activity-event", engine.store().metrics());
+        Ok::<_, Error>(response)
+    }))
+    .await
+}

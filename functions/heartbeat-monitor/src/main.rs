@@ -1,0 +1,19 @@
+//! `whimbrel-heartbeat-monitor`: on an EventBridge schedule, times out
+//! activities whose heartbeat went stale and re-drives lost launches (see
+//! `whimbrel_core::handlers::scheduled_event`).
+
+use lambda_runtime::{service_fn, Error, LambdaEvent};
+use serde_json::Value;
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    lambda_runtime::tracing::init_default_subscriber();
+    let engine = whimbrel_core::engine_from_env().await?;
+    let engine = &engine;
+    lambda_runtime::run(service_fn(move |event: LambdaEvent<Value>| async move {
+        let report = whimbrel_core::handlers::scheduled_event(engine, &event.payload).await?;
+        whimbrel_core::metrics::emit("whimbrel-heartbeat-monitor", engine.store().metrics());
+        Ok::<_, Error>(report)
+    }))
+    .await
+}
