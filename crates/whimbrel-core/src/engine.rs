@@ -456,11 +456,12 @@ impl<L: Launcher> Engine<L> {
         )
         .name("#st", "state")
         .value(":req", s("REQUESTED"))
+        .name("#plan", "plan")
         .value(":plan", av(&plan))
         .value(":n", n(plan.activities.len()));
         let req = UpdateRequest {
-            update: "SET plan = :plan, activity_count = :n".into(),
-            condition: Some("#st = :req AND attribute_not_exists(plan)".into()),
+            update: "SET #plan = :plan, activity_count = :n".into(),
+            condition: Some("#st = :req AND attribute_not_exists(#plan)".into()),
             ..req
         };
         match self.store.update(req, false).await {
@@ -641,9 +642,9 @@ impl<L: Launcher> Engine<L> {
         };
         let mut set = vec![
             "#st = :next",
-            "version = :v1",
+            "#ver = :v1",
             "last_event_id = :eid",
-            "history = list_append(if_not_exists(history, :empty), :h)",
+            "#hist = list_append(if_not_exists(#hist, :empty), :h)",
         ];
         let mut remove = vec![];
         let mut req = UpdateRequest::new(
@@ -651,6 +652,8 @@ impl<L: Launcher> Engine<L> {
             self.activity_key(&exec.activity_exec_id, &exec.workflow_exec_id),
         )
         .name("#st", "state")
+        .name("#ver", "version")
+        .name("#hist", "history")
         .value(":next", s(next.as_str()))
         .value(":v0", n(exec.version))
         .value(":v1", n(exec.version + 1))
@@ -659,7 +662,7 @@ impl<L: Launcher> Engine<L> {
         .value(":h", AttributeValue::L(vec![av(&entry)]))
         .value(":now", n(now.epoch))
         .value(":now_list", av(&now.date_list()));
-        let mut condition = "version = :v0".to_string();
+        let mut condition = "#ver = :v0".to_string();
         match next {
             ActivityState::Running => {
                 set.push("start_time = :now_list");
@@ -868,6 +871,9 @@ impl<L: Launcher> Engine<L> {
             self.activity_key(&exec.activity_exec_id, &exec.workflow_exec_id),
         )
         .name("#st", "state")
+        .name("#ver", "version")
+        .name("#hist", "history")
+        .name("#att", "attempt")
         .value(":from", s(exec.state.as_str()))
         .value(":queued", s("QUEUED"))
         .value(":zero", n(0))
@@ -881,13 +887,13 @@ impl<L: Launcher> Engine<L> {
         .value(":shard", n(store::shard_of(&exec.activity_exec_id)))
         .value(":one", n(1));
         let req = UpdateRequest {
-            update: "SET #st = :queued, version = :v1, last_event_id = :eid, \
-                     history = list_append(if_not_exists(history, :empty), :h), \
+            update: "SET #st = :queued, #ver = :v1, last_event_id = :eid, \
+                     #hist = list_append(if_not_exists(#hist, :empty), :h), \
                      queued_time = :now_list, queued_time_epoch = :now, \
-                     launch_shard = :shard, attempt = attempt + :one"
+                     launch_shard = :shard, #att = #att + :one"
                 .into(),
             condition: Some(
-                "#st = :from AND version = :v0 AND pending_dependency_count = :zero".into(),
+                "#st = :from AND #ver = :v0 AND pending_dependency_count = :zero".into(),
             ),
             ..req
         };
@@ -1151,12 +1157,13 @@ impl<L: Launcher> Engine<L> {
             self.activity_key(&k.activity_exec_id, &k.workflow_exec_id),
         )
         .name("#st", "state")
+        .name("#att", "attempt")
         .value(":queued", s("QUEUED"))
         .value(":one", n(1))
         .value(":now", n(now))
         .value(":cut", n(now - self.config.queued_redrive_seconds));
         let req = UpdateRequest {
-            update: "SET attempt = attempt + :one, queued_time_epoch = :now".into(),
+            update: "SET #att = #att + :one, queued_time_epoch = :now".into(),
             condition: Some(
                 "#st = :queued AND attribute_exists(launch_shard) AND queued_time_epoch < :cut"
                     .into(),

@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# The local stack (DESIGN 6), on 127.0.0.1 only:
+#   moto server (DynamoDB + Streams)         :$WHIMBREL_DDB_PORT   (8000)
+#   cargo lambda watch (the functions)       :$WHIMBREL_WATCH_PORT (9000)
+#   whimbrel local (stream mappings, schedule, Invoke API front)
+#                                            :$WHIMBREL_FRONT_PORT (9001)
+# Usage: scripts/stack.sh up|down|env
+# PID files and logs live in .stack/ (git-ignored); `down` stops exactly the
+# processes `up` started, by PID.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+STACK=${WHIMBREL_STACK_DIR:-$ROOT/.stack}
+VENV=${VENV:-$ROOT/.local/venv}
+DDB_PORT=${WHIMBREL_DDB_PORT:-8000}
+WATCH_PORT=${WHIMBREL_WATCH_PORT:-9000}
+FRONT_PORT=${WHIMBREL_FRONT_PORT:-9001}
+CONCURRENCY=${WHIMBREL_LAMBDA_CONCURRENCY:-16}
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
+
+stack_env() {
+  cat <<ENV
+AWS_ACCESS_KEY_ID=test
+AWS_SECRET_ACCESS_KEY=test
+AWS_REGION=us-east-1
+AWS_DEFAULT_REGION=us-east-1
+AWS_ENDPOINT_URL_DYNAMODB=http://127.0.0.1:$DDB_PORT
+AWS_ENDPOINT_URL_DYNAMODB_STREAMS=http://127.0.0.1:$DDB_PORT
+AWS_ENDPOINT_URL_LAMBDA=http://127.0.0.1:$FRONT_PORT
+WHIMBREL_TABLE_PREFIX=${WHIMBREL_TABLE_PREFIX:-whimbrel_}
+WHIMBREL_HEARTBEAT_TIMEOUT_SECONDS=${WHIMBREL_HEARTBEAT_TIMEOUT_SECONDS:-300}
+WHIMBREL_QUEUED_REDRIVE_SECONDS=${WHIMBREL_QUEUED_REDRIVE_SECONDS:-60}
+WHIMBREL_METRICS_FILE=$STACK/metrics.jsonl
+RUST_LOG=${RUST_LOG:-info}
+ENV
+}
+
+wait_port() { # port name pidfile seconds
+  local port=$1 name=$2 pidfile=$3 secs=${4:-60}
+  for _ in $(seq 1 $((secs * 5))); do
+    if (exec 3<>/dev/tcp/127.0.0.1/"$port") 2>/dev/null; then return 0; fi
+    if ! kill -0 "$(cat "$pidfile")" 2>/dev/null; then
+      echo "error: $name exited; see $STACK/$name.log" >&2; tail -20 "$STACK/$name.log" >&2; return 1
+    fi
+    sleep 0.2
+  done
+  echo "error: $name did not listen on 127.0.0.1:$port within ${secs}s; see $STACK/$name.log" >&2
+  return 1
+}
+
+start() { # name cmd...
+  local name=$1; shift
+  local pidfile="$STACK/$name.pid"
+  if [[ -f $pidfile ]] && kill -0 "$(cat "$pidfile")" 2>/dev/null; then
+    echo "==> $name already running (pid $(cat "$pidfile"))"; return 0
+  fi
+  # setsid: its own process group, so `down` can stop its children too.
+  setsid "$@" > "$STACK/$name.log" 2>&1 < /dev/null &
+  echo $! > "$pidfile"
+  echo "==> $name started (pid $!, log $STACK/$name.log)"
+}
+
+stop() { # name
+  local pidfile="$STACK/$1.pid"
+  [[ -f $pidfile ]] || return 0
+  local pid; pid=$(cat "$pidfile")
+  if kill -0 "$pid" 2>/dev/null; then
+    kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
+    for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL -- "-$pid" 2>/dev/null || true
+    echo "==> $1 stopped (pid $pid)"
+  fi
+  rm -f "$pidfile"
+}
+
+up() {
+  mkdir -p "$STACK"
+  bash scripts/venv.sh
+  stack_env > "$STACK/env"
+  set -a; . "$STACK/env"; set +a
+  echo "==> building the workspace"
+  cargo build --quiet --workspace --bins
+  start moto "$VENV/bin/moto_server" -H 127.0.0.1 -p "$DDB_PORT"
+  wait_port "$DDB_PORT" moto "$STACK/moto.pid" 60
+  local wb="$CARGO_TARGET_DIR/debug/whimbrel"
+  "$wb" install > "$STACK/install.log"
+  "$wb" register wordcount --lambda wordcount-decider
+  "$wb" register bench-chain --definition examples/bench-chain.json
+  "$wb" register bench-fan --definition examples/bench-fan.json
+  start watch env PATH="$VENV/bin:$PATH" "$VENV/bin/cargo-lambda" lambda watch \
+    -A 127.0.0.1 -P "$WATCH_PORT" --ignore-changes --concurrency "$CONCURRENCY" \
+    --env-file "$STACK/env"
+  wait_port "$WATCH_PORT" watch "$STACK/watch.pid" 300
+  start local "$wb" local --listen "127.0.0.1:$FRONT_PORT" \
+    --lambda-upstream "http://127.0.0.1:$WATCH_PORT" --on-failure-file "$STACK/on-failure.jsonl"
+  wait_port "$FRONT_PORT" local "$STACK/local.pid" 30
+  echo "==> stack up: DynamoDB 127.0.0.1:$DDB_PORT, functions 127.0.0.1:$WATCH_PORT, Invoke API front 127.0.0.1:$FRONT_PORT"
+  echo "    environment for clients: set -a; . $STACK/env; set +a"
+}
+
+down() {
+  stop local; stop watch; stop moto
+}
+
+case "${1:-}" in
+  up) up ;;
+  down) down ;;
+  env) stack_env ;;
+  *) echo "usage: $0 up|down|env" >&2; exit 2 ;;
+esac
