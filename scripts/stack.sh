@@ -80,7 +80,7 @@ up() {
   set -a; . "$STACK/env"; set +a
   echo "==> building the workspace"
   cargo build --quiet --workspace --bins
-  start moto "$VENV/bin/moto_server" -H 127.0.0.1 -p "$DDB_PORT"
+  start moto "$VENV/bin/python" scripts/moto_server.py 127.0.0.1 "$DDB_PORT"
   wait_port "$DDB_PORT" moto "$STACK/moto.pid" 60
   local wb="$CARGO_TARGET_DIR/debug/whimbrel"
   "$wb" install > "$STACK/install.log"

@@ -132,6 +132,9 @@ pub struct MonitorReport {
 struct Details {
     output: Option<Value>,
     error: Option<String>,
+    /// The time of the change, epoch seconds; now when absent (the monitor
+    /// passes its tick time).
+    at: Option<i64>,
 }
 
 /// The engine: the store, a launcher and the settings.
@@ -549,6 +552,7 @@ impl<L: Launcher> Engine<L> {
         let details = Details {
             output: ev.output.clone(),
             error: ev.error.clone(),
+            at: None,
         };
         let state = self
             .transition(
@@ -578,6 +582,22 @@ impl<L: Launcher> Engine<L> {
                 self.after(&exec).await?;
                 return Ok(exec.state);
             }
+            if exec.history.iter().any(|h| h.event_id == event_id) {
+                // Applied earlier and superseded since: a redelivery that
+                // changes nothing; later states have their own side effects.
+                return Ok(exec.state);
+            }
+            let now = details
+                .at
+                .map_or_else(Timestamp::now, Timestamp::from_epoch);
+            if transition == Transition::TimedOut
+                && exec.heartbeat_deadline_epoch.is_none_or(|d| d >= now.epoch)
+            {
+                return Err(EngineError::Rejected(format!(
+                    "{}: heartbeat is not stale",
+                    exec.activity_exec_id
+                )));
+            }
             let next = contract::next_state(exec.state, transition, actor).map_err(|e| {
                 if e.is_retryable() {
                     EngineError::Retry(format!("{}: {e}", exec.activity_exec_id))
@@ -585,7 +605,6 @@ impl<L: Launcher> Engine<L> {
                     EngineError::Rejected(format!("{}: {e}", exec.activity_exec_id))
                 }
             })?;
-            let now = Timestamp::now();
             let update = self.state_update(&exec, transition, next, event_id, &details, now);
             let written = if next.is_terminal() {
                 let wf = self.count_end(&exec, next, &details);
@@ -966,8 +985,8 @@ impl<L: Launcher> Engine<L> {
             Err(e) => {
                 warn!(activity_exec_id = %exec.activity_exec_id, error = %e, "launch failed; failing the activity");
                 let details = Details {
-                    output: None,
                     error: Some(format!("launch failed: {e}")),
+                    ..Details::default()
                 };
                 let event_id = format!("launch-failed:{}:{}", exec.activity_exec_id, exec.attempt);
                 match Box::pin(self.transition(
@@ -1002,8 +1021,8 @@ impl<L: Launcher> Engine<L> {
                         return Ok(());
                     }
                     let details = Details {
-                        output: None,
                         error: Some(reason),
+                        ..Details::default()
                     };
                     match Box::pin(self.transition(
                         d,
@@ -1114,7 +1133,10 @@ impl<L: Launcher> Engine<L> {
                         Transition::TimedOut,
                         Actor::Monitor,
                         &event_id,
-                        Details::default(),
+                        Details {
+                            at: Some(now),
+                            ..Details::default()
+                        },
                     )
                     .await
                 {

@@ -7,8 +7,7 @@
 //! logged with its reason, counted, and does not block the records after it;
 //! a record that may succeed later is reported as a batch item failure with
 //! its sequence number. Records of different items run concurrently; the
-//! records of one item run in stream order, and after a retryable failure the
-//! later records of that item wait for the redelivery.
+//! records of one item run in stream order.
 
 use std::collections::HashMap;
 
@@ -52,8 +51,6 @@ enum RecordOutcome {
     Skipped,
     Rejected,
     Retry(Option<String>),
-    /// Not processed because an earlier record of the same item must retry.
-    Waiting,
 }
 
 /// The table name of a stream ARN
@@ -140,13 +137,12 @@ where
     let apply = &apply;
     let outcomes: Vec<Vec<RecordOutcome>> = stream::iter(groups)
         .map(|group| async move {
+            // In stream order. A record to retry does not stop the later
+            // ones of its item: the contract table decides what applies, and
+            // a later record may be what makes the retried one valid
+            // (RUNNING after an early COMPLETED). Redelivery is harmless.
             let mut out = Vec::with_capacity(group.len());
-            let mut blocked = false;
             for p in group {
-                if blocked {
-                    out.push(RecordOutcome::Waiting);
-                    continue;
-                }
                 out.push(match apply(p.row).await {
                     Ok(Applied::Skipped) => RecordOutcome::Skipped,
                     Ok(_) => RecordOutcome::Applied,
@@ -156,7 +152,6 @@ where
                     }
                     Err(EngineError::Retry(reason)) => {
                         info!(table, key = %p.key, reason = %reason, "stream record will be retried");
-                        blocked = true;
                         RecordOutcome::Retry(p.seq)
                     }
                 });
@@ -172,7 +167,6 @@ where
             RecordOutcome::Applied => summary.applied += 1,
             RecordOutcome::Skipped => summary.skipped += 1,
             RecordOutcome::Rejected => summary.rejected += 1,
-            RecordOutcome::Waiting => summary.retried += 1,
             RecordOutcome::Retry(seq) => {
                 summary.retried += 1;
                 let mut f = DynamoDbBatchItemFailure::default();

@@ -283,6 +283,27 @@ impl UpdateRequest {
         self.values.insert(alias.into(), value);
         self
     }
+
+    /// Drop placeholders the expressions do not use (DynamoDB rejects
+    /// unused ones), so builders may bind values unconditionally.
+    fn prune(mut self) -> Self {
+        let text = format!(
+            "{} {}",
+            self.update,
+            self.condition.as_deref().unwrap_or("")
+        );
+        let used = |alias: &str| {
+            text.match_indices(alias).any(|(i, _)| {
+                !text[i + alias.len()..]
+                    .chars()
+                    .next()
+                    .is_some_and(|c| c.is_alphanumeric() || c == '_')
+            })
+        };
+        self.values.retain(|k, _| used(k));
+        self.names.retain(|k, _| used(k));
+        self
+    }
 }
 
 /// Convert a value to an attribute value; panics only on types serde_dynamo
@@ -416,6 +437,7 @@ impl Store {
         req: UpdateRequest,
         return_new: bool,
     ) -> Result<Option<Item>, StoreError> {
+        let req = req.prune();
         self.metrics.record("UpdateItem", 1);
         let out = self
             .client
@@ -443,6 +465,7 @@ impl Store {
         let n = reqs.len();
         let mut items = Vec::with_capacity(n);
         for req in reqs {
+            let req = req.prune();
             let u = Update::builder()
                 .table_name(req.table)
                 .set_key(Some(req.key))

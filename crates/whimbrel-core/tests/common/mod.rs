@@ -1,0 +1,308 @@
+//! Test support: a moto server (real DynamoDB + Streams API) started by the
+//! tests themselves, fresh tables per test, and a recording launcher.
+//!
+//! The moto server is started once per test binary on a free loopback port,
+//! with a watchdog that stops it when the test process exits. Set
+//! `WHIMBREL_TEST_DYNAMODB=http://127.0.0.1:PORT` to use a running server
+//! instead. The venv comes from `scripts/venv.sh` (`make test` runs it).
+
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::net::TcpListener;
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use whimbrel_core::dates::Timestamp;
+use whimbrel_core::engine::{Engine, EngineConfig};
+use whimbrel_core::ids;
+use whimbrel_core::launcher::{InvokeError, Launcher};
+use whimbrel_core::model::{
+    ActivityEvent, ActivityExec, WorkflowExec, WorkflowLambda, WorkflowRequest,
+};
+use whimbrel_core::plan::Plan;
+use whimbrel_core::store::{s, Store, Tables};
+
+fn repo_root() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The endpoint of the shared moto server, starting it on first use.
+pub fn moto_endpoint() -> String {
+    static ENDPOINT: OnceLock<String> = OnceLock::new();
+    ENDPOINT
+        .get_or_init(|| {
+            if let Ok(url) = std::env::var("WHIMBREL_TEST_DYNAMODB") {
+                return url;
+            }
+            let port = TcpListener::bind("127.0.0.1:0")
+                .and_then(|l| l.local_addr())
+                .expect("free port")
+                .port();
+            let venv = std::env::var("VENV")
+                .map(std::path::PathBuf::from)
+                .unwrap_or_else(|_| repo_root().join(".local/venv"));
+            let python = venv.join("bin/python");
+            let moto = repo_root().join("scripts/moto_server.py");
+            assert!(
+                python.exists(),
+                "{} not found: run `bash scripts/venv.sh` (make test does)",
+                python.display()
+            );
+            // The watchdog stops moto when this test process is gone.
+            let script = format!(
+                "{} {} 127.0.0.1 {port} >/dev/null 2>&1 & m=$!; \
+                 while kill -0 {pid} 2>/dev/null && kill -0 $m 2>/dev/null; do sleep 0.5; done; \
+                 kill $m 2>/dev/null",
+                python.display(),
+                moto.display(),
+                pid = std::process::id()
+            );
+            Command::new("sh")
+                .arg("-c")
+                .arg(script)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("start moto");
+            let start = Instant::now();
+            while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+                assert!(
+                    start.elapsed() < Duration::from_secs(60),
+                    "moto did not start"
+                );
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            format!("http://127.0.0.1:{port}")
+        })
+        .clone()
+}
+
+/// A launcher that records async invocations and answers deciders from a
+/// map of function name → answer.
+#[derive(Clone, Default)]
+pub struct RecordingLauncher {
+    pub launched: Arc<Mutex<Vec<(String, Value)>>>,
+    pub deciders: Arc<Mutex<HashMap<String, Result<Value, InvokeError>>>>,
+}
+
+impl RecordingLauncher {
+    /// Launch payloads by activity name.
+    pub fn launches_of(&self, activity_name: &str) -> Vec<Value> {
+        self.launched
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(_, p)| p["activity_name"] == activity_name)
+            .map(|(_, p)| p.clone())
+            .collect()
+    }
+
+    pub fn launch_count(&self) -> usize {
+        self.launched.lock().unwrap().len()
+    }
+}
+
+impl Launcher for RecordingLauncher {
+    async fn invoke_sync(&self, function: &str, _payload: &Value) -> Result<Value, InvokeError> {
+        self.deciders
+            .lock()
+            .unwrap()
+            .get(function)
+            .cloned()
+            .unwrap_or_else(|| {
+                Err(InvokeError::Rejected {
+                    function: function.into(),
+                    message: "no such function".into(),
+                })
+            })
+    }
+
+    async fn invoke_async(&self, function: &str, payload: &Value) -> Result<(), InvokeError> {
+        if function == "missing-function" {
+            return Err(InvokeError::Rejected {
+                function: function.into(),
+                message: "ResourceNotFoundException".into(),
+            });
+        }
+        self.launched
+            .lock()
+            .unwrap()
+            .push((function.into(), payload.clone()));
+        Ok(())
+    }
+}
+
+/// A fresh set of installed tables on the moto server and an engine.
+pub struct Harness {
+    pub engine: Engine<RecordingLauncher>,
+    pub launcher: RecordingLauncher,
+    pub store: Store,
+}
+
+impl Harness {
+    pub async fn new() -> Harness {
+        let endpoint = moto_endpoint();
+        let sdk = aws_config::defaults(aws_config::BehaviorVersion::latest())
+            .endpoint_url(&endpoint)
+            .region(aws_config::Region::new("us-east-1"))
+            .credentials_provider(aws_sdk_dynamodb::config::Credentials::new(
+                "test", "test", None, None, "tests",
+            ))
+            .load()
+            .await;
+        let prefix = format!("t{}_", &uuid::Uuid::new_v4().simple().to_string()[..10]);
+        let store = Store::new(
+            aws_sdk_dynamodb::Client::new(&sdk),
+            Tables::new(prefix.clone()),
+        );
+        whimbrel_core::install::install(&store)
+            .await
+            .expect("install tables");
+        let launcher = RecordingLauncher::default();
+        let config = EngineConfig {
+            table_prefix: prefix,
+            ..EngineConfig::default()
+        };
+        Harness {
+            engine: Engine::new(store.clone(), launcher.clone(), config),
+            launcher,
+            store,
+        }
+    }
+
+    /// Register `name` with a static plan.
+    pub async fn register(&self, name: &str, plan: Value) {
+        let plan: Plan = serde_json::from_value(plan).expect("plan json");
+        let item = WorkflowLambda {
+            workflow_name: name.into(),
+            lambda: None,
+            definition: Some(plan),
+        };
+        self.store
+            .put(&self.store.tables().workflow_lambda(), &item)
+            .await
+            .unwrap();
+    }
+
+    pub fn request(&self, name: &str, input: Option<Value>) -> WorkflowRequest {
+        let now = Timestamp::now();
+        WorkflowRequest {
+            workflow_request_id: ids::new_id(name),
+            workflow_name: name.into(),
+            when: Some(now.date_list()),
+            when_epoch: Some(now.epoch as f64),
+            source: Some("tests".into()),
+            manual: None,
+            input,
+        }
+    }
+
+    /// Start `name` and return its workflow exec id.
+    pub async fn start(&self, name: &str) -> String {
+        let req = self.request(name, None);
+        self.engine.start_workflow(&req).await.expect("start");
+        ids::workflow_exec_id(name, &req.workflow_request_id)
+    }
+
+    pub async fn workflow(&self, id: &str) -> WorkflowExec {
+        let name = ids::name_of(id).unwrap();
+        self.engine.load_workflow(id, name).await.unwrap()
+    }
+
+    pub async fn activity(&self, wf: &str, name: &str) -> ActivityExec {
+        let id = ids::activity_exec_id(wf, name);
+        self.engine
+            .find_activity(&id)
+            .await
+            .unwrap()
+            .expect("activity exists")
+    }
+
+    /// An event row for activity `name` of `wf`.
+    pub fn event(&self, wf: &str, name: &str, transition: &str) -> ActivityEvent {
+        let id = ids::activity_exec_id(wf, name);
+        let now = Timestamp::now();
+        ActivityEvent {
+            activity_event_id: ids::new_id(&id),
+            activity_exec_id: id,
+            transition: transition.into(),
+            when: Some(now.date_list()),
+            when_epoch: Some(now.epoch as f64),
+            source: Some("tests".into()),
+            manual: None,
+            output: (transition == "COMPLETED").then(|| json!({"from": name})),
+            error: (transition == "FAILED").then(|| format!("{name} broke")),
+            activity_name: None,
+            workflow_exec_id: None,
+            workflow_name: None,
+        }
+    }
+
+    /// Apply RUNNING then COMPLETED for activity `name`.
+    pub async fn run_to_completion(&self, wf: &str, name: &str) {
+        self.engine
+            .apply_event(&self.event(wf, name, "RUNNING"))
+            .await
+            .unwrap();
+        self.engine
+            .apply_event(&self.event(wf, name, "COMPLETED"))
+            .await
+            .unwrap();
+    }
+}
+
+/// A DynamoDB stream event (Lambda shape) of INSERT records for `rows` of
+/// `table`, with sequence numbers starting at `seq`.
+pub fn stream_event<T: serde::Serialize>(
+    table: &str,
+    key_attrs: &[&str],
+    rows: &[T],
+    seq: u64,
+) -> Value {
+    let records: Vec<Value> = rows
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let image: serde_dynamo::Item = serde_dynamo::to_item(r).unwrap();
+            let image = serde_json::to_value(&image).unwrap();
+            let keys: serde_json::Map<String, Value> = key_attrs
+                .iter()
+                .map(|k| (k.to_string(), image[*k].clone()))
+                .collect();
+            json!({
+                "eventID": format!("e{}", seq + i as u64),
+                "eventName": "INSERT",
+                "eventVersion": "1.1",
+                "eventSource": "aws:dynamodb",
+                "awsRegion": "us-east-1",
+                "dynamodb": {
+                    "ApproximateCreationDateTime": 1795306411.0,
+                    "Keys": keys,
+                    "NewImage": image,
+                    "SequenceNumber": format!("{}", seq + i as u64),
+                    "SizeBytes": 100,
+                    "StreamViewType": "NEW_IMAGE"
+                },
+                "eventSourceARN": format!("arn:aws:dynamodb:us-east-1:000000000000:table/{table}/stream/2026-11-22T00:00:00.000")
+            })
+        })
+        .collect();
+    json!({ "Records": records })
+}
+
+/// The sequence numbers a partial batch response asks to retry.
+pub fn failures(resp: &aws_lambda_events::event::streams::DynamoDbEventResponse) -> Vec<String> {
+    resp.batch_item_failures
+        .iter()
+        .filter_map(|f| f.item_identifier.clone())
+        .collect()
+}
+
+/// A string attribute value, re-exported for tests.
+pub fn sv(v: &str) -> aws_sdk_dynamodb::types::AttributeValue {
+    s(v)
+}

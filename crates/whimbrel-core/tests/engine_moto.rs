@@ -1,0 +1,571 @@
+//! The engine against a real DynamoDB API (moto server started by the tests):
+//! every contract transition through the real tables, dependency release,
+//! fan-in, failure and timeout propagation, redelivery, stream batches.
+
+mod common;
+
+use std::collections::HashMap;
+
+use common::{failures, stream_event, Harness};
+use serde_json::{json, Value};
+use whimbrel_core::contract::{ActivityState, Actor, WorkflowState, TRANSITIONS};
+use whimbrel_core::dates::Timestamp;
+use whimbrel_core::engine::{Applied, EngineError};
+use whimbrel_core::handlers;
+use whimbrel_core::ids;
+use whimbrel_core::launcher::InvokeError;
+use whimbrel_core::store::{n, s, UpdateRequest};
+
+fn chain_plan(names: &[&str]) -> Value {
+    let acts: Vec<Value> = names
+        .iter()
+        .enumerate()
+        .map(|(i, a)| {
+            let deps: Vec<&str> = if i == 0 { vec![] } else { vec![names[i - 1]] };
+            json!({"name": a, "lambda": "noop", "depends_on": deps})
+        })
+        .collect();
+    json!({"version": 1, "activities": acts})
+}
+
+/// Force an activity's state (test set-up only: the engine never does this).
+async fn force_state(h: &Harness, wf: &str, name: &str, state: ActivityState) {
+    let id = ids::activity_exec_id(wf, name);
+    let key = HashMap::from([
+        ("activity_exec_id".to_string(), s(&id)),
+        ("workflow_exec_id".to_string(), s(wf)),
+    ]);
+    let mut req = UpdateRequest::new(h.store.tables().activity_exec(), key)
+        .name("#st", "state")
+        .value(":s", s(state.as_str()));
+    req.update = "SET #st = :s".into();
+    if state.is_running() {
+        req = req.value(":now", n(Timestamp::now().epoch));
+        req.update.push_str(", start_time_epoch = :now");
+    }
+    h.store.update(req, false).await.unwrap();
+}
+
+#[tokio::test]
+async fn every_client_transition_of_the_contract_through_real_tables() {
+    let h = Harness::new().await;
+    h.register("pair", chain_plan(&["root", "x"])).await;
+    for (from, transition, to, actors) in TRANSITIONS {
+        if !actors.allows(Actor::Client) {
+            continue;
+        }
+        let wf = h.start("pair").await;
+        force_state(&h, &wf, "x", *from).await;
+        let ev = h.event(&wf, "x", transition.as_str());
+        let got = h.engine.apply_event(&ev).await;
+        assert!(
+            matches!(got, Ok(Applied::State(s)) if s == *to),
+            "{from} x {transition}: {got:?}"
+        );
+        let x = h.activity(&wf, "x").await;
+        assert_eq!(x.state, *to, "{from} x {transition}");
+        assert_eq!(
+            x.last_event_id.as_deref(),
+            Some(ev.activity_event_id.as_str())
+        );
+        assert_eq!(x.history.last().map(|e| e.state), Some(*to));
+        if to.is_terminal() {
+            assert!(
+                x.end_time_epoch.is_some(),
+                "{from} x {transition}: end time"
+            );
+            let w = h.workflow(&wf).await;
+            assert_eq!(
+                w.completed_count + w.failed_count + w.cancelled_count,
+                1,
+                "{from} x {transition}: counted once"
+            );
+        }
+        // The same record again changes nothing.
+        let again = h.engine.apply_event(&ev).await;
+        assert!(
+            matches!(again, Ok(Applied::State(s)) if s == *to),
+            "{again:?}"
+        );
+        assert_eq!(h.activity(&wf, "x").await.version, x.version);
+    }
+}
+
+#[tokio::test]
+async fn rejected_and_not_yet_transitions() {
+    let h = Harness::new().await;
+    h.register("pair", chain_plan(&["root", "x"])).await;
+    let wf = h.start("pair").await;
+    // x is REQUESTED: COMPLETED is not valid yet -> retry.
+    let r = h.engine.apply_event(&h.event(&wf, "x", "COMPLETED")).await;
+    assert!(matches!(r, Err(EngineError::Retry(_))), "{r:?}");
+    // Clients may not request QUEUED or TIMED_OUT.
+    let r = h.engine.apply_event(&h.event(&wf, "x", "QUEUED")).await;
+    assert!(matches!(r, Err(EngineError::Rejected(_))), "{r:?}");
+    let r = h
+        .engine
+        .apply_event(&h.event(&wf, "root", "TIMED_OUT"))
+        .await;
+    assert!(matches!(r, Err(EngineError::Rejected(_))), "{r:?}");
+    // Unknown transition, unknown activity, malformed event id.
+    let r = h.engine.apply_event(&h.event(&wf, "x", "EXPLODE")).await;
+    assert!(matches!(r, Err(EngineError::Rejected(m)) if m.contains("EXPLODE")));
+    let r = h.engine.apply_event(&h.event(&wf, "nope", "RUNNING")).await;
+    assert!(matches!(r, Err(EngineError::Rejected(m)) if m.contains("unknown activity")));
+    let mut bad = h.event(&wf, "x", "RUNNING");
+    bad.activity_event_id = "not-an-id".into();
+    assert!(matches!(
+        h.engine.apply_event(&bad).await,
+        Err(EngineError::Rejected(_))
+    ));
+    // Terminal states accept nothing.
+    for end in [
+        ActivityState::Completed,
+        ActivityState::Failed,
+        ActivityState::Cancelled,
+        ActivityState::TimedOut,
+    ] {
+        force_state(&h, &wf, "x", end).await;
+        for t in ["RUNNING", "COMPLETED", "FAILED", "CANCEL", "PREPARING"] {
+            let r = h.engine.apply_event(&h.event(&wf, "x", t)).await;
+            assert!(
+                matches!(r, Err(EngineError::Rejected(_))),
+                "{end} x {t}: {r:?}"
+            );
+        }
+        assert_eq!(h.activity(&wf, "x").await.state, end);
+    }
+}
+
+#[tokio::test]
+async fn diamond_runs_to_completed_and_releases_each_edge_once_under_redelivery() {
+    let h = Harness::new().await;
+    h.register(
+        "diamond",
+        json!({"activities": [
+            {"name": "a", "lambda": "noop", "input": {"n": 1}},
+            {"name": "b", "lambda": "noop", "depends_on": ["a"]},
+            {"name": "c", "lambda": "noop", "depends_on": ["a"]},
+            {"name": "d", "lambda": "noop", "depends_on": ["b", "c"]}
+        ]}),
+    )
+    .await;
+    let wf = h.start("diamond").await;
+    assert_eq!(h.workflow(&wf).await.state, WorkflowState::Running);
+    let a = h.launcher.launches_of("a");
+    assert_eq!(a.len(), 1);
+    assert_eq!(a[0]["input"], json!({"n": 1}));
+    assert_eq!(a[0]["attempt"], 1);
+    assert_eq!(a[0]["workflow_exec_id"], wf.as_str());
+    assert_eq!(h.activity(&wf, "a").await.state, ActivityState::Queued);
+    assert_eq!(h.activity(&wf, "b").await.state, ActivityState::Requested);
+
+    // Every event delivered twice.
+    for name in ["a", "b", "c", "d"] {
+        for t in ["RUNNING", "COMPLETED"] {
+            let ev = h.event(&wf, name, t);
+            h.engine.apply_event(&ev).await.unwrap();
+            h.engine.apply_event(&ev).await.unwrap();
+        }
+    }
+    for name in ["a", "b", "c", "d"] {
+        assert_eq!(
+            h.launcher.launches_of(name).len(),
+            1,
+            "{name} launched once"
+        );
+        let x = h.activity(&wf, name).await;
+        assert_eq!(x.state, ActivityState::Completed);
+        assert_eq!(x.pending_dependency_count, 0, "{name}");
+    }
+    let d = h.launcher.launches_of("d");
+    assert_eq!(
+        d[0]["prerequisites"],
+        json!({"b": {"from": "b"}, "c": {"from": "c"}})
+    );
+    let w = h.workflow(&wf).await;
+    assert_eq!(w.state, WorkflowState::Completed);
+    assert_eq!(
+        (w.completed_count, w.failed_count, w.cancelled_count),
+        (4, 0, 0)
+    );
+    // The whole workflow request delivered again changes nothing.
+    let req_count = h.launcher.launch_count();
+    let wf_again = h.workflow(&wf).await;
+    let req = whimbrel_core::model::WorkflowRequest {
+        workflow_request_id: wf_again.workflow_request_id.clone().unwrap(),
+        ..h.request("diamond", None)
+    };
+    assert_eq!(
+        h.engine.start_workflow(&req).await.unwrap(),
+        Applied::Workflow(WorkflowState::Completed)
+    );
+    assert_eq!(h.launcher.launch_count(), req_count);
+}
+
+#[tokio::test]
+async fn fan_in_of_50_completing_in_one_batch_launches_the_dependent_once() {
+    let h = Harness::new().await;
+    let mut acts: Vec<Value> = (0..50)
+        .map(|i| json!({"name": format!("p{i}"), "lambda": "noop"}))
+        .collect();
+    let all: Vec<String> = (0..50).map(|i| format!("p{i}")).collect();
+    acts.push(json!({"name": "join", "lambda": "noop", "depends_on": all}));
+    h.register("fanin", json!({"activities": acts})).await;
+    let wf = h.start("fanin").await;
+    assert_eq!(h.launcher.launch_count(), 50);
+    let table = h.store.tables().activity_event();
+    let keys = ["activity_event_id", "activity_exec_id"];
+    let running: Vec<_> = (0..50)
+        .map(|i| h.event(&wf, &format!("p{i}"), "RUNNING"))
+        .collect();
+    let completed: Vec<_> = (0..50)
+        .map(|i| h.event(&wf, &format!("p{i}"), "COMPLETED"))
+        .collect();
+    let (resp, sum) =
+        handlers::activity_events(&h.engine, &stream_event(&table, &keys, &running, 1))
+            .await
+            .unwrap();
+    assert!(failures(&resp).is_empty());
+    assert_eq!(sum.applied, 50);
+    let batch = stream_event(&table, &keys, &completed, 100);
+    // The batch delivered twice.
+    for _ in 0..2 {
+        let (resp, sum) = handlers::activity_events(&h.engine, &batch).await.unwrap();
+        assert!(failures(&resp).is_empty(), "{resp:?}");
+        assert_eq!(sum.applied, 50);
+    }
+    assert_eq!(h.launcher.launches_of("join").len(), 1);
+    let join = h.activity(&wf, "join").await;
+    assert_eq!(join.state, ActivityState::Queued);
+    assert_eq!(join.pending_dependency_count, 0);
+    assert_eq!(
+        h.launcher.launches_of("join")[0]["prerequisites"]
+            .as_object()
+            .unwrap()
+            .len(),
+        50
+    );
+}
+
+#[tokio::test]
+async fn failed_cancels_everything_downstream_and_fails_the_workflow() {
+    let h = Harness::new().await;
+    h.register(
+        "fail",
+        json!({"activities": [
+            {"name": "a", "lambda": "noop"},
+            {"name": "ok", "lambda": "noop"},
+            {"name": "b", "lambda": "noop", "depends_on": ["a"]},
+            {"name": "c", "lambda": "noop", "depends_on": ["b", "ok"]},
+            {"name": "d", "lambda": "noop", "depends_on": ["a"]}
+        ]}),
+    )
+    .await;
+    let wf = h.start("fail").await;
+    h.run_to_completion(&wf, "ok").await;
+    h.engine
+        .apply_event(&h.event(&wf, "a", "RUNNING"))
+        .await
+        .unwrap();
+    let failed = h.event(&wf, "a", "FAILED");
+    h.engine.apply_event(&failed).await.unwrap();
+    h.engine.apply_event(&failed).await.unwrap();
+    for name in ["b", "c", "d"] {
+        let x = h.activity(&wf, name).await;
+        assert_eq!(x.state, ActivityState::Cancelled, "{name}");
+        assert!(x.error.unwrap().contains("ended"), "{name}");
+    }
+    let w = h.workflow(&wf).await;
+    assert_eq!(w.state, WorkflowState::Failed);
+    assert_eq!(
+        (w.completed_count, w.failed_count, w.cancelled_count),
+        (1, 1, 3)
+    );
+    assert!(w.error.unwrap().contains("activity a FAILED: a broke"));
+    assert!(h.launcher.launches_of("b").is_empty());
+}
+
+#[tokio::test]
+async fn heartbeat_timeout_found_by_the_monitor_propagates_like_failed() {
+    let h = Harness::new().await;
+    h.register(
+        "hb",
+        json!({"activities": [
+            {"name": "slow", "lambda": "noop", "heartbeat_timeout_seconds": 30},
+            {"name": "after", "lambda": "noop", "depends_on": ["slow"]}
+        ]}),
+    )
+    .await;
+    let wf = h.start("hb").await;
+    assert_eq!(
+        h.launcher.launches_of("slow")[0]["heartbeat_timeout_seconds"],
+        30
+    );
+    h.engine
+        .apply_event(&h.event(&wf, "slow", "RUNNING"))
+        .await
+        .unwrap();
+    let slow = h.activity(&wf, "slow").await;
+    assert!(slow.heartbeat_shard.is_some());
+    let now = Timestamp::now().epoch;
+    // A heartbeat keeps it alive.
+    assert_eq!(
+        h.engine.heartbeat(&slow.activity_exec_id).await.unwrap(),
+        ActivityState::Running
+    );
+    let report = h.engine.monitor_tick(now + 10).await.unwrap();
+    assert_eq!(report.timed_out, 0);
+    // 30 s without a heartbeat: timed out.
+    let report = h.engine.monitor_tick(now + 60).await.unwrap();
+    assert_eq!(report.timed_out, 1);
+    let slow = h.activity(&wf, "slow").await;
+    assert_eq!(slow.state, ActivityState::TimedOut);
+    assert!(slow.heartbeat_shard.is_none(), "left the sparse index");
+    assert_eq!(
+        h.activity(&wf, "after").await.state,
+        ActivityState::Cancelled
+    );
+    let w = h.workflow(&wf).await;
+    assert_eq!(w.state, WorkflowState::Failed);
+    assert!(w.error.unwrap().contains("TIMED_OUT"));
+    // The activity learns it timed out on its next heartbeat; its late
+    // COMPLETED is rejected.
+    assert_eq!(
+        h.engine.heartbeat(&slow.activity_exec_id).await.unwrap(),
+        ActivityState::TimedOut
+    );
+    let late = h
+        .engine
+        .apply_event(&h.event(&wf, "slow", "COMPLETED"))
+        .await;
+    assert!(matches!(late, Err(EngineError::Rejected(_))));
+    // A second tick finds nothing.
+    assert_eq!(h.engine.monitor_tick(now + 120).await.unwrap().timed_out, 0);
+}
+
+#[tokio::test]
+async fn cancel_while_running_is_seen_at_the_next_heartbeat() {
+    let h = Harness::new().await;
+    h.register(
+        "c",
+        json!({"activities": [{"name": "w", "lambda": "noop", "heartbeat_enabled": true}]}),
+    )
+    .await;
+    let wf = h.start("c").await;
+    h.engine
+        .apply_event(&h.event(&wf, "w", "RUNNING"))
+        .await
+        .unwrap();
+    h.engine
+        .apply_event(&h.event(&wf, "w", "CANCEL"))
+        .await
+        .unwrap();
+    let w = h.activity(&wf, "w").await;
+    assert_eq!(w.state, ActivityState::CancelledRunning);
+    assert_eq!(w.heartbeat_timeout_seconds, Some(300));
+    assert_eq!(
+        h.engine.heartbeat(&w.activity_exec_id).await.unwrap(),
+        ActivityState::CancelledRunning
+    );
+    h.engine
+        .apply_event(&h.event(&wf, "w", "CANCEL"))
+        .await
+        .unwrap();
+    assert_eq!(h.workflow(&wf).await.state, WorkflowState::Cancelled);
+}
+
+#[tokio::test]
+async fn completed_delivered_before_running_is_retried_then_applied() {
+    let h = Harness::new().await;
+    h.register("one", chain_plan(&["solo"])).await;
+    let wf = h.start("one").await;
+    let table = h.store.tables().activity_event();
+    let keys = ["activity_event_id", "activity_exec_id"];
+    let completed = h.event(&wf, "solo", "COMPLETED");
+    let running = h.event(&wf, "solo", "RUNNING");
+    // COMPLETED alone: not valid yet, reported as a batch item failure.
+    let b1 = stream_event(&table, &keys, std::slice::from_ref(&completed), 10);
+    let (resp, _) = handlers::activity_events(&h.engine, &b1).await.unwrap();
+    assert_eq!(failures(&resp), vec!["10"]);
+    assert_eq!(h.activity(&wf, "solo").await.state, ActivityState::Queued);
+    // Redelivered from its sequence number, with the RUNNING that followed.
+    let b2 = stream_event(&table, &keys, &[completed.clone(), running.clone()], 10);
+    let (resp, _) = handlers::activity_events(&h.engine, &b2).await.unwrap();
+    assert_eq!(failures(&resp), vec!["10"]);
+    assert_eq!(h.activity(&wf, "solo").await.state, ActivityState::Running);
+    let (resp, sum) = handlers::activity_events(&h.engine, &b2).await.unwrap();
+    assert!(failures(&resp).is_empty(), "{resp:?}");
+    assert_eq!(sum.applied, 2);
+    assert_eq!(
+        h.activity(&wf, "solo").await.state,
+        ActivityState::Completed
+    );
+    assert_eq!(h.workflow(&wf).await.state, WorkflowState::Completed);
+}
+
+#[tokio::test]
+async fn malformed_and_foreign_records_are_rejected_while_valid_ones_apply() {
+    let h = Harness::new().await;
+    h.register("one", chain_plan(&["solo"])).await;
+    let wf = h.start("one").await;
+    let table = h.store.tables().activity_event();
+    let keys = ["activity_event_id", "activity_exec_id"];
+    let good = h.event(&wf, "solo", "RUNNING");
+    let unknown = h.event(&wf, "solo", "EXPLODE");
+    let mut batch = stream_event(&table, &keys, &[unknown, good], 1);
+    let recs = batch["Records"].as_array_mut().unwrap();
+    let mut foreign = recs[1].clone();
+    foreign["eventSourceARN"] =
+        json!("arn:aws:dynamodb:us-east-1:000000000000:table/orders/stream/x");
+    let mut malformed = recs[1].clone();
+    malformed["dynamodb"]["NewImage"]
+        .as_object_mut()
+        .unwrap()
+        .remove("transition");
+    let mut modify = recs[1].clone();
+    modify["eventName"] = json!("MODIFY");
+    recs.insert(0, malformed);
+    recs.insert(0, foreign);
+    recs.insert(0, modify);
+    recs.insert(0, json!({"not": "a record"}));
+    let (resp, sum) = handlers::activity_events(&h.engine, &batch).await.unwrap();
+    assert!(failures(&resp).is_empty(), "{resp:?}");
+    assert_eq!(sum.applied, 1);
+    assert_eq!(sum.skipped, 1);
+    assert_eq!(sum.rejected, 4);
+    assert_eq!(h.activity(&wf, "solo").await.state, ActivityState::Running);
+    // A payload that is not a stream event at all is an invocation error.
+    assert!(handlers::activity_events(&h.engine, &json!({"hello": 1}))
+        .await
+        .is_err());
+}
+
+#[tokio::test]
+async fn workflow_request_failures_are_recorded_on_the_workflow() {
+    let h = Harness::new().await;
+    // Unknown workflow.
+    let req = h.request("nobody", None);
+    assert_eq!(
+        h.engine.start_workflow(&req).await.unwrap(),
+        Applied::Workflow(WorkflowState::Failed)
+    );
+    let w = h
+        .workflow(&ids::workflow_exec_id("nobody", &req.workflow_request_id))
+        .await;
+    assert!(w.error.unwrap().contains("not registered"));
+    // Invalid plan (cycle) from a static definition.
+    h.register(
+        "cyclic",
+        json!({"activities": [
+            {"name": "a", "lambda": "f", "depends_on": ["b"]},
+            {"name": "b", "lambda": "f", "depends_on": ["a"]}
+        ]}),
+    )
+    .await;
+    let wf = h.start("cyclic").await;
+    let w = h.workflow(&wf).await;
+    assert_eq!(w.state, WorkflowState::Failed);
+    assert!(w.error.unwrap().contains("cycle"));
+    // A decider that answers with an error.
+    let reg = |name: &str, lambda: &str| whimbrel_core::model::WorkflowLambda {
+        workflow_name: name.into(),
+        lambda: Some(lambda.into()),
+        definition: None,
+    };
+    let t = h.store.tables().workflow_lambda();
+    h.store.put(&t, &reg("bad", "bad-decider")).await.unwrap();
+    h.launcher.deciders.lock().unwrap().insert(
+        "bad-decider".into(),
+        Err(InvokeError::FunctionError {
+            function: "bad-decider".into(),
+            message: "boom".into(),
+        }),
+    );
+    let wf = h.start("bad").await;
+    let w = h.workflow(&wf).await;
+    assert_eq!(w.state, WorkflowState::Failed);
+    assert!(w.error.unwrap().contains("boom"));
+    // A decider that cannot be reached: retry, workflow stays REQUESTED.
+    h.store
+        .put(&t, &reg("flaky", "flaky-decider"))
+        .await
+        .unwrap();
+    h.launcher.deciders.lock().unwrap().insert(
+        "flaky-decider".into(),
+        Err(InvokeError::Unavailable {
+            function: "flaky-decider".into(),
+            message: "throttled".into(),
+        }),
+    );
+    let req = h.request("flaky", None);
+    assert!(matches!(
+        h.engine.start_workflow(&req).await,
+        Err(EngineError::Retry(_))
+    ));
+    let id = ids::workflow_exec_id("flaky", &req.workflow_request_id);
+    assert_eq!(h.workflow(&id).await.state, WorkflowState::Requested);
+    // Once it answers, the redelivered request starts the workflow.
+    h.launcher.deciders.lock().unwrap().insert(
+        "flaky-decider".into(),
+        Ok(json!({"version": 1, "activities": [{"name": "x", "lambda": "noop"}]})),
+    );
+    h.engine.start_workflow(&req).await.unwrap();
+    assert_eq!(h.workflow(&id).await.state, WorkflowState::Running);
+    assert_eq!(h.launcher.launches_of("x").len(), 1);
+    // manual = true is skipped.
+    let mut manual = h.request("flaky", None);
+    manual.manual = Some(true);
+    assert_eq!(
+        h.engine.start_workflow(&manual).await.unwrap(),
+        Applied::Skipped
+    );
+}
+
+#[tokio::test]
+async fn a_launch_lambda_rejects_fails_the_activity() {
+    let h = Harness::new().await;
+    h.register(
+        "missing",
+        json!({"activities": [
+            {"name": "a", "lambda": "missing-function"},
+            {"name": "b", "lambda": "noop", "depends_on": ["a"]}
+        ]}),
+    )
+    .await;
+    let wf = h.start("missing").await;
+    let a = h.activity(&wf, "a").await;
+    assert_eq!(a.state, ActivityState::Failed);
+    assert!(a.error.unwrap().contains("launch failed"));
+    assert_eq!(h.activity(&wf, "b").await.state, ActivityState::Cancelled);
+    assert_eq!(h.workflow(&wf).await.state, WorkflowState::Failed);
+}
+
+#[tokio::test]
+async fn the_monitor_redrives_a_queued_activity_whose_launch_was_lost() {
+    let h = Harness::new().await;
+    h.register("one", chain_plan(&["solo"])).await;
+    let wf = h.start("one").await;
+    // Simulate a crash between QUEUED and the invoke: the launch marker is
+    // still there.
+    let id = ids::activity_exec_id(&wf, "solo");
+    let key = HashMap::from([
+        ("activity_exec_id".to_string(), s(&id)),
+        ("workflow_exec_id".to_string(), s(&wf)),
+    ]);
+    let mut req = UpdateRequest::new(h.store.tables().activity_exec(), key).value(":z", n(0));
+    req.update = "SET launch_shard = :z".into();
+    h.store.update(req, false).await.unwrap();
+    let now = Timestamp::now().epoch;
+    assert_eq!(h.engine.monitor_tick(now).await.unwrap().relaunched, 0);
+    let report = h.engine.monitor_tick(now + 3600).await.unwrap();
+    assert_eq!(report.relaunched, 1);
+    let launches = h.launcher.launches_of("solo");
+    assert_eq!(launches.len(), 2);
+    assert_eq!(launches[1]["attempt"], 2);
+    assert!(h.activity(&wf, "solo").await.launch_shard.is_none());
+    assert_eq!(
+        h.engine.monitor_tick(now + 7200).await.unwrap().relaunched,
+        0
+    );
+}
