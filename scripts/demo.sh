@@ -10,8 +10,9 @@ cd "$(dirname "$0")/.."
 MODE=${1:-}
 KEEP=${WHIMBREL_KEEP_STACK:-}
 [[ -n $KEEP ]] || trap 'scripts/stack.sh down' EXIT
+STACK=${WHIMBREL_STACK_DIR:-$PWD/.stack}
 scripts/stack.sh up
-set -a; . .stack/env; set +a
+set -a; . "$STACK/env"; set +a
 WB=${CARGO_TARGET_DIR:-target}/debug/whimbrel
 if [[ $MODE == --failure ]]; then
   INPUT='{"chunks": 8, "fail_chunk": 3}'
@@ -27,14 +28,15 @@ ID=$(awk '$1 == "workflow_exec_id" {print $2}' <<< "$OUT")
 echo "==> whimbrel status $ID --watch"
 timeout "${WHIMBREL_DEMO_TIMEOUT:-300}" "$WB" status "$ID" --watch || true
 echo "==> final status"
-"$WB" status "$ID" | tee .stack/demo-status.txt
-STATE=$(awk 'NR == 1 {print $3}' .stack/demo-status.txt)
+"$WB" status "$ID" | tee "$STACK/demo-status.txt"
+STATE=$(awk 'NR == 1 {print $3}' "$STACK/demo-status.txt")
 if [[ $STATE != "$WANT" ]]; then
   echo "demo: workflow ended $STATE, expected $WANT" >&2
   exit 1
 fi
-if [[ $MODE == --failure ]] && ! grep -Eq '^merge +CANCELLED' .stack/demo-status.txt; then
+if [[ $MODE == --failure ]] && ! grep -Eq '^merge +CANCELLED' "$STACK/demo-status.txt"; then
   echo "demo: merge is not CANCELLED" >&2
   exit 1
 fi
+echo "$ID" > "$STACK/demo-workflow-id"
 echo "demo: workflow $STATE as expected"

@@ -164,7 +164,7 @@ async fn front_invoke(
         .get("x-amz-invocation-type")
         .and_then(|v| v.to_str().ok())
         == Some("Event");
-    runner.count(format!("{name}"));
+    runner.count(name.clone());
     if asynchronous {
         let r = runner.clone();
         tokio::spawn(async move {

@@ -54,7 +54,7 @@ pub async fn snapshot(store: &Store, workflow_exec_id: &str) -> Result<Snapshot,
             HashMap::from([(":w".to_string(), s(workflow_exec_id))]),
         )
         .await?;
-    activities.sort_by(|a, b| natural_key(&a.activity_name).cmp(&natural_key(&b.activity_name)));
+    activities.sort_by_key(|a| natural_key(&a.activity_name));
     Ok(Snapshot {
         workflow,
         activities,

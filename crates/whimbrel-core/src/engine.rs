@@ -686,6 +686,7 @@ impl<L: Launcher> Engine<L> {
             ActivityState::Running => {
                 set.push("start_time = :now_list");
                 set.push("start_time_epoch = :now");
+                set.push("launched_time = if_not_exists(launched_time, :now_list)");
                 set.push("launched_time_epoch = if_not_exists(launched_time_epoch, :now)");
                 remove.push("launch_shard");
                 if exec.heartbeat_enabled {
@@ -972,9 +973,12 @@ impl<L: Launcher> Engine<L> {
                     self.store.tables().activity_exec(),
                     self.activity_key(&exec.activity_exec_id, &exec.workflow_exec_id),
                 )
-                .value(":now", n(now.epoch));
+                .value(":now", n(now.epoch))
+                .value(":now_list", av(&now.date_list()));
                 let req = UpdateRequest {
-                    update: "SET launched_time_epoch = :now REMOVE launch_shard".into(),
+                    update: "SET launched_time = :now_list, launched_time_epoch = :now \
+                             REMOVE launch_shard"
+                        .into(),
                     condition: Some("attribute_exists(activity_exec_id)".into()),
                     ..req
                 };
@@ -1045,8 +1049,9 @@ impl<L: Launcher> Engine<L> {
     }
 
     /// Finish the workflow if its last activity ended: counted, not scanned
-    /// (DESIGN 3.3). Conditional on the counts read, so concurrent
-    /// finishers agree and a redelivery changes nothing.
+    /// (DESIGN 3.3). The counters are read strongly consistent after the
+    /// transaction that bumped them; the write is conditional on RUNNING, so
+    /// concurrent finishers agree and a redelivery changes nothing.
     async fn finish_workflow(&self, id: &str, name: &str) -> Result<(), EngineError> {
         let wf = self.load_workflow(id, name).await?;
         if wf.state != WorkflowState::Running {
@@ -1183,9 +1188,11 @@ impl<L: Launcher> Engine<L> {
         .value(":queued", s("QUEUED"))
         .value(":one", n(1))
         .value(":now", n(now))
+        .value(":now_list", av(&Timestamp::from_epoch(now).date_list()))
         .value(":cut", n(now - self.config.queued_redrive_seconds));
         let req = UpdateRequest {
-            update: "SET #att = #att + :one, queued_time_epoch = :now".into(),
+            update: "SET #att = #att + :one, queued_time = :now_list, queued_time_epoch = :now"
+                .into(),
             condition: Some(
                 "#st = :queued AND attribute_exists(launch_shard) AND queued_time_epoch < :cut"
                     .into(),
@@ -1235,8 +1242,10 @@ pub fn activity_items(
     let mut edges = Vec::new();
     for a in &plan.activities {
         let id = id_of[a.name.as_str()].clone();
-        let heartbeat_enabled =
-            a.heartbeat_timeout_seconds.is_some() || a.heartbeat_enabled == Some(true);
+        // An explicit `heartbeat_enabled` wins; otherwise a timeout enables.
+        let heartbeat_enabled = a
+            .heartbeat_enabled
+            .unwrap_or(a.heartbeat_timeout_seconds.is_some());
         let prerequisites: Vec<String> = a
             .depends_on
             .iter()
@@ -1271,6 +1280,7 @@ pub fn activity_items(
             queued_time: None,
             queued_time_epoch: None,
             launch_shard: None,
+            launched_time: None,
             launched_time_epoch: None,
             start_time: None,
             start_time_epoch: -1,
@@ -1279,6 +1289,7 @@ pub fn activity_items(
             output: None,
             error: None,
             pending_dependency_count: prerequisites.len() as u64,
+            released_prerequisites: vec![],
             prerequisites,
             dependents: dependents
                 .get(a.name.as_str())

@@ -179,7 +179,7 @@ pub struct ActivityExec {
     /// sparse heartbeat GSI, present only while RUNNING / CANCELLED_RUNNING.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub heartbeat_deadline_epoch: Option<i64>,
-    /// Shard (0..HEARTBEAT_SHARDS) of the sparse heartbeat GSI; present only
+    /// Shard (0..INDEX_SHARDS) of the sparse heartbeat GSI; present only
     /// while the monitor must watch the activity.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub heartbeat_shard: Option<u32>,
@@ -193,6 +193,9 @@ pub struct ActivityExec {
     /// is recorded, so the monitor can re-drive a lost launch.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub launch_shard: Option<u32>,
+    /// When the last launch (async Invoke) was accepted, UTC date list.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub launched_time: Option<DateList>,
     /// When the last launch (async Invoke) was accepted, epoch seconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub launched_time_epoch: Option<i64>,
@@ -222,6 +225,15 @@ pub struct ActivityExec {
     /// Prerequisites not yet COMPLETED (DESIGN 3.2).
     #[serde(default)]
     pub pending_dependency_count: u64,
+    /// Per-edge release markers: the prerequisites whose COMPLETED already
+    /// lowered `pending_dependency_count` (a string set, added to in the
+    /// same conditional update as the decrement; never written by a put).
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        with = "serde_dynamo::string_set"
+    )]
+    pub released_prerequisites: Vec<String>,
     /// Id of the event (or engine step) behind the last state change.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_event_id: Option<String>,

@@ -46,6 +46,7 @@ pub struct DeciderRequest {
 /// A plan: the activities of one workflow execution, as a decider returns
 /// it or as a static `definition` stores it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Plan {
     /// Shape version; absent means [`SHAPE_VERSION`].
     #[serde(default = "default_version")]
@@ -60,6 +61,7 @@ fn default_version() -> u32 {
 
 /// One activity of a [`Plan`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct PlannedActivity {
     /// Unique within the plan; `[A-Za-z0-9_.-]`, at most [`MAX_NAME_LEN`].
     pub name: String,
@@ -413,5 +415,10 @@ mod tests {
         .unwrap();
         assert_eq!(p.version, 1);
         assert_eq!(p.validate(), Ok(()));
+        // A misspelt field is an error, not silently dropped.
+        let typo = serde_json::from_str::<Plan>(
+            r#"{"activities":[{"name":"a","lambda":"f","dependsOn":["b"]}]}"#,
+        );
+        assert!(typo.unwrap_err().to_string().contains("dependsOn"));
     }
 }

@@ -49,7 +49,9 @@ async fn handle(payload: LaunchPayload) -> Result<(), Error> {
                         .await?;
                     return Ok(());
                 }
-                ActivityState::TimedOut => return Ok(()),
+                // Cancelled or timed out by the engine: stop; no report is
+                // accepted any more.
+                ActivityState::TimedOut | ActivityState::Cancelled => return Ok(()),
                 _ => {}
             }
         }

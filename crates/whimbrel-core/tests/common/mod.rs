@@ -60,7 +60,7 @@ pub fn moto_endpoint() -> String {
                 moto.display(),
                 pid = std::process::id()
             );
-            Command::new("sh")
+            let watchdog = Command::new("sh")
                 .arg("-c")
                 .arg(script)
                 .stdin(Stdio::null())
@@ -68,6 +68,10 @@ pub fn moto_endpoint() -> String {
                 .stderr(Stdio::null())
                 .spawn()
                 .expect("start moto");
+            // Kept for the life of the test process; the watchdog ends
+            // itself and moto when this process exits.
+            static WATCHDOG: OnceLock<Mutex<std::process::Child>> = OnceLock::new();
+            let _ = WATCHDOG.set(Mutex::new(watchdog));
             let start = Instant::now();
             while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
                 assert!(
@@ -144,7 +148,15 @@ pub struct Harness {
 }
 
 impl Harness {
+    /// Fresh tables with a random prefix.
     pub async fn new() -> Harness {
+        let prefix = format!("t{}_", &uuid::Uuid::new_v4().simple().to_string()[..10]);
+        Harness::with_prefix(&prefix).await
+    }
+
+    /// Tables with `prefix` (created if missing).
+    pub async fn with_prefix(prefix: &str) -> Harness {
+        let prefix = prefix.to_string();
         let endpoint = moto_endpoint();
         let sdk = aws_config::defaults(aws_config::BehaviorVersion::latest())
             .endpoint_url(&endpoint)
@@ -154,7 +166,6 @@ impl Harness {
             ))
             .load()
             .await;
-        let prefix = format!("t{}_", &uuid::Uuid::new_v4().simple().to_string()[..10]);
         let store = Store::new(
             aws_sdk_dynamodb::Client::new(&sdk),
             Tables::new(prefix.clone()),

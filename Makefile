@@ -1,0 +1,31 @@
+# Whimbrel: every target sets up what it needs (venv, build) on first use.
+.PHONY: demo demo-failure up down test lint bench clean-stack
+
+## The main job: a real wordcount workflow end to end on the local stack.
+demo:
+	bash scripts/demo.sh
+
+## One `count` fails: merge CANCELLED, workflow FAILED.
+demo-failure:
+	bash scripts/demo.sh --failure
+
+## Start the local stack in the background (moto, cargo lambda watch, whimbrel local).
+up:
+	bash scripts/stack.sh up
+
+## Stop exactly the processes `make up` started.
+down:
+	bash scripts/stack.sh down
+
+## Every test: unit, against moto, template lint, end to end.
+test:
+	bash scripts/test.sh
+
+## fmt + clippy, as CI runs them.
+lint:
+	cargo fmt --all -- --check
+	cargo clippy --workspace --all-targets -- -D warnings
+
+## Cost and latency figures on the local stack (not part of the tests).
+bench:
+	bash scripts/bench.sh

@@ -1,0 +1,150 @@
+//! The handlers fed with every sample event in `events/`, against a moto
+//! server started by the test, with the default `whimbrel_` tables.
+
+mod common;
+
+use common::{failures, Harness};
+use serde_json::{json, Value};
+use whimbrel_core::contract::{ActivityState, WorkflowState};
+use whimbrel_core::handlers::{self, BatchSummary};
+
+fn event(name: &str) -> Value {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../events")
+        .join(name);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+fn summary(applied: u64, skipped: u64, rejected: u64, retried: u64) -> BatchSummary {
+    BatchSummary {
+        applied,
+        skipped,
+        rejected,
+        retried,
+    }
+}
+
+#[tokio::test]
+async fn every_sample_event_is_handled_as_documented() {
+    let h = Harness::with_prefix("whimbrel_").await;
+    let e = &h.engine;
+    let plan: Vec<Value> = (0..8)
+        .map(|i| json!({"name": format!("count-{i}"), "lambda": "wordcount-count", "heartbeat_timeout_seconds": 30}))
+        .chain([json!({"name": "merge", "lambda": "wordcount-merge",
+            "depends_on": (0..8).map(|i| format!("count-{i}")).collect::<Vec<_>>()})])
+        .collect();
+    h.register("wordcount", json!({"version": 1, "activities": plan}))
+        .await;
+
+    // Nothing exists yet: only rejections and skips, never a retry.
+    let cases: &[(&str, BatchSummary)] = &[
+        ("workflow-request-malformed.json", summary(0, 0, 1, 0)),
+        ("workflow-request-manual.json", summary(0, 1, 0, 0)),
+        ("workflow-request-modify.json", summary(0, 1, 0, 0)),
+    ];
+    for (file, want) in cases {
+        let (resp, got) = handlers::workflow_requests(e, &event(file)).await.unwrap();
+        assert_eq!(&got, want, "{file}");
+        assert!(failures(&resp).is_empty(), "{file}");
+    }
+    let cases: &[(&str, BatchSummary)] = &[
+        (
+            "activity-event-unknown-transition.json",
+            summary(0, 0, 1, 0),
+        ),
+        ("activity-event-foreign-table.json", summary(0, 0, 1, 0)),
+        ("activity-event-modify.json", summary(0, 1, 0, 0)),
+        // malformed + foreign + MODIFY + RUNNING of an unknown activity
+        ("activity-event-mixed-batch.json", summary(0, 1, 3, 0)),
+        ("activity-event-running.json", summary(0, 0, 1, 0)),
+    ];
+    for (file, want) in cases {
+        let (resp, got) = handlers::activity_events(e, &event(file)).await.unwrap();
+        assert_eq!(&got, want, "{file}");
+        assert!(failures(&resp).is_empty(), "{file}");
+    }
+    // An activity event sent to the workflow-request function: wrong table.
+    let (_, got) = handlers::workflow_requests(e, &event("activity-event-running.json"))
+        .await
+        .unwrap();
+    assert_eq!(got, summary(0, 0, 1, 0));
+
+    // The request starts the workflow; its count-0 is the activity the
+    // event files name.
+    let (_, got) = handlers::workflow_requests(e, &event("workflow-request-insert.json"))
+        .await
+        .unwrap();
+    assert_eq!(got, summary(1, 0, 0, 0));
+    let req = event("workflow-request-insert.json");
+    let rid = req["Records"][0]["dynamodb"]["NewImage"]["workflow_request_id"]["S"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let wf = whimbrel_core::ids::workflow_exec_id("wordcount", &rid);
+    assert_eq!(h.workflow(&wf).await.state, WorkflowState::Running);
+    assert_eq!(h.launcher.launch_count(), 8);
+    assert_eq!(
+        h.activity(&wf, "count-0").await.state,
+        ActivityState::Queued
+    );
+    // A request redelivered changes nothing.
+    handlers::workflow_requests(e, &event("workflow-request-insert.json"))
+        .await
+        .unwrap();
+    assert_eq!(h.launcher.launch_count(), 8);
+
+    // COMPLETED before RUNNING: retried with its sequence number.
+    let (resp, got) = handlers::activity_events(e, &event("activity-event-completed.json"))
+        .await
+        .unwrap();
+    assert_eq!(got, summary(0, 0, 0, 1));
+    assert_eq!(failures(&resp).len(), 1);
+    let cases: &[(&str, BatchSummary, ActivityState)] = &[
+        (
+            "activity-event-running.json",
+            summary(1, 0, 0, 0),
+            ActivityState::Running,
+        ),
+        // A second RUNNING (another event id) is not allowed from RUNNING.
+        (
+            "activity-event-existing-client.json",
+            summary(0, 0, 1, 0),
+            ActivityState::Running,
+        ),
+        (
+            "activity-event-completed.json",
+            summary(1, 0, 0, 0),
+            ActivityState::Completed,
+        ),
+        (
+            "activity-event-completed.json",
+            summary(1, 0, 0, 0),
+            ActivityState::Completed,
+        ),
+        (
+            "activity-event-failed.json",
+            summary(0, 0, 1, 0),
+            ActivityState::Completed,
+        ),
+    ];
+    for (file, want, state) in cases {
+        let (resp, got) = handlers::activity_events(e, &event(file)).await.unwrap();
+        assert_eq!(&got, want, "{file}");
+        assert!(failures(&resp).is_empty(), "{file}");
+        assert_eq!(h.activity(&wf, "count-0").await.state, *state, "{file}");
+    }
+    let out = h.activity(&wf, "count-0").await.output;
+    assert!(out.is_some(), "COMPLETED stored the output");
+
+    // The Scheduled Event runs a monitor tick; a stream event is not one.
+    let report = handlers::scheduled_event(e, &event("scheduled-event.json"))
+        .await
+        .unwrap();
+    assert_eq!(report.timed_out, 0);
+    assert!(
+        handlers::scheduled_event(e, &event("activity-event-running.json"))
+            .await
+            .is_err()
+    );
+}
