@@ -161,8 +161,22 @@ fn as_json(snap: &Snapshot) -> Value {
 pub async fn run(store: &Store, id: &str, watch: bool, format: Format) -> Result<(), CliError> {
     let tty = std::io::stdout().is_terminal();
     let mut last = String::new();
+    let mut waiting = false;
     loop {
-        let snap = snapshot(store, id).await?;
+        let snap = match snapshot(store, id).await {
+            Ok(s) => s,
+            // Just inserted: the workflow-request function has not created
+            // the exec yet.
+            Err(CliError(m)) if watch && m.starts_with("no workflow exec") => {
+                if !waiting {
+                    println!("waiting for {id} to be created...");
+                    waiting = true;
+                }
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
         let done = snap.workflow.state.is_terminal();
         let text = match format {
             Format::Table => render(&snap),
