@@ -26,9 +26,8 @@ OUT=$("$WB" start wordcount --input "$INPUT")
 echo "$OUT"
 ID=$(awk '$1 == "workflow_exec_id" {print $2}' <<< "$OUT")
 echo "==> whimbrel status $ID --watch"
-timeout "${WHIMBREL_DEMO_TIMEOUT:-300}" "$WB" status "$ID" --watch || true
-echo "==> final status"
-"$WB" status "$ID" | tee "$STACK/demo-status.txt"
+timeout "${WHIMBREL_DEMO_TIMEOUT:-300}" "$WB" status "$ID" --watch || echo "demo: still running after ${WHIMBREL_DEMO_TIMEOUT:-300}s" >&2
+"$WB" status "$ID" > "$STACK/demo-status.txt"
 STATE=$(awk 'NR == 1 {print $3}' "$STACK/demo-status.txt")
 if [[ $STATE != "$WANT" ]]; then
   echo "demo: workflow ended $STATE, expected $WANT" >&2

@@ -104,21 +104,36 @@ pub async fn run(g: Global, a: BenchArgs) -> Result<(), CliError> {
             &row,
         )
         .await?;
-    let snap = loop {
+    // Poll the workflow exec item only (one GetItem): the local DynamoDB
+    // serves one request at a time, so heavier polling would slow the run.
+    let key = std::collections::HashMap::from([
+        (
+            "workflow_exec_id".to_string(),
+            whimbrel_core::store::s(&wf_id),
+        ),
+        (
+            "workflow_name".to_string(),
+            whimbrel_core::store::s(&a.workflow),
+        ),
+    ]);
+    loop {
         if t0.elapsed() > Duration::from_secs(a.timeout_seconds) {
             return Err(CliError(format!(
                 "{wf_id} did not finish in {}s",
                 a.timeout_seconds
             )));
         }
-        if let Ok(s) = crate::status::snapshot(&store, &wf_id).await {
-            if s.workflow.state.is_terminal() {
-                break s;
-            }
+        let wf: Option<whimbrel_core::model::WorkflowExec> = store
+            .get(&store.tables().workflow_exec(), key.clone())
+            .await
+            .unwrap_or(None);
+        if wf.is_some_and(|w| w.state.is_terminal()) {
+            break;
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
     let wall = t0.elapsed();
+    let snap = crate::status::snapshot(&store, &wf_id).await?;
     // Let the last invocations append their metrics.
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let (_, by_fn) = read_metrics(&a.metrics_file, skip);

@@ -294,7 +294,20 @@ async fn run(cli: Cli) -> Result<(), CliError> {
 #[tokio::main]
 async fn main() -> ExitCode {
     whimbrel_core::telemetry::init(false);
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) if !e.use_stderr() => e.exit(), // --help, --version
+        Err(e) => {
+            // One line: clap's first line, without its usage block.
+            let text = e.to_string();
+            let first = text.lines().next().unwrap_or("invalid arguments");
+            eprintln!(
+                "whimbrel: error: {} (see whimbrel --help)",
+                first.trim_start_matches("error: ").trim()
+            );
+            return ExitCode::from(2);
+        }
+    };
     match run(cli).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -23,7 +23,9 @@ use crate::model::{
     ActivityEvent, ActivityExec, ActivityExecDependency, HistoryEntry, WorkflowExec,
     WorkflowLambda, WorkflowRequest,
 };
-use crate::plan::{DeciderRequest, LaunchPayload, Plan, SHAPE_VERSION};
+use crate::plan::{
+    DeciderRequest, LaunchPayload, Plan, MAX_OUTPUT_BYTES, MAX_WORKFLOW_INPUT_BYTES, SHAPE_VERSION,
+};
 use crate::store::{self, av, n, s, Item, Store, StoreError, UpdateRequest};
 
 /// Engine settings, read from the environment by [`EngineConfig::from_env`].
@@ -302,6 +304,12 @@ impl<L: Launcher> Engine<L> {
         let name = &req.workflow_name;
         let id = ids::workflow_exec_id(name, &req.workflow_request_id);
         let now = Timestamp::now();
+        let input_size = req.input.as_ref().map_or(0, |v| v.to_string().len());
+        let oversized = (input_size > MAX_WORKFLOW_INPUT_BYTES).then(|| {
+            format!(
+                "workflow input is {input_size} bytes; at most {MAX_WORKFLOW_INPUT_BYTES} bytes are allowed"
+            )
+        });
         let fresh = WorkflowExec {
             workflow_exec_id: id.clone(),
             workflow_name: name.clone(),
@@ -311,7 +319,11 @@ impl<L: Launcher> Engine<L> {
             start_time_epoch: now.epoch,
             end_time: None,
             end_time_epoch: None,
-            input: req.input.clone(),
+            input: if oversized.is_some() {
+                None
+            } else {
+                req.input.clone()
+            },
             plan: None,
             activity_count: 0,
             completed_count: 0,
@@ -331,6 +343,11 @@ impl<L: Launcher> Engine<L> {
         };
         if exec.state.is_terminal() {
             return Ok(Applied::Workflow(exec.state));
+        }
+        if let (Some(reason), None) = (&oversized, &exec.plan) {
+            warn!(workflow_exec_id = %id, %reason, "workflow failed before it started");
+            self.fail_workflow(&exec, reason).await?;
+            return Ok(Applied::Workflow(WorkflowState::Failed));
         }
         let plan = match exec.plan.clone() {
             Some(p) => p,
@@ -549,11 +566,22 @@ impl<L: Launcher> Engine<L> {
             .ok_or_else(|| {
                 EngineError::Rejected(format!("unknown activity exec {}", ev.activity_exec_id))
             })?;
-        let details = Details {
+        let mut details = Details {
             output: ev.output.clone(),
             error: ev.error.clone(),
             at: None,
         };
+        let mut transition = transition;
+        let output_size = ev.output.as_ref().map_or(0, |v| v.to_string().len());
+        if transition == Transition::Completed && output_size > MAX_OUTPUT_BYTES {
+            // Cannot be stored: the activity fails with the reason instead
+            // of the record being retried for ever.
+            transition = Transition::Failed;
+            details.output = None;
+            details.error = Some(format!(
+                "COMPLETED output is {output_size} bytes; at most {MAX_OUTPUT_BYTES} bytes are allowed"
+            ));
+        }
         let state = self
             .transition(
                 exec,
@@ -619,14 +647,13 @@ impl<L: Launcher> Engine<L> {
                         from = %exec.state, %transition, to = %next, event_id,
                         "transition applied"
                     );
-                    exec = self
-                        .load_activity(&exec.activity_exec_id, &exec.workflow_exec_id)
-                        .await?;
-                    // Another writer may have moved it on already; the
-                    // side effects of *our* state still belong to us.
-                    if exec.last_event_id.as_deref() == Some(event_id) || exec.state == next {
-                        self.after(&exec).await?;
-                    }
+                    // The conditional write succeeded on this version, so
+                    // the item is now the one read plus this change: no
+                    // read-back needed for the side effects.
+                    exec.state = next;
+                    exec.version += 1;
+                    exec.last_event_id = Some(event_id.to_string());
+                    self.after(&exec).await?;
                     return Ok(next);
                 }
                 Err(StoreError::ConditionFailed) => {
@@ -988,24 +1015,35 @@ impl<L: Launcher> Engine<L> {
             Err(e @ InvokeError::Unavailable { .. }) => Err(EngineError::Retry(e.to_string())),
             Err(e) => {
                 warn!(activity_exec_id = %exec.activity_exec_id, error = %e, "launch failed; failing the activity");
-                let details = Details {
-                    error: Some(format!("launch failed: {e}")),
-                    ..Details::default()
-                };
                 let event_id = format!("launch-failed:{}:{}", exec.activity_exec_id, exec.attempt);
-                match Box::pin(self.transition(
+                self.engine_transition(
                     exec.clone(),
                     Transition::Failed,
-                    Actor::Engine,
                     &event_id,
-                    details,
-                ))
+                    format!("launch failed: {e}"),
+                )
                 .await
-                {
-                    Ok(_) | Err(EngineError::Rejected(_)) => Ok(()),
-                    Err(e) => Err(e),
-                }
             }
+        }
+    }
+
+    /// A transition the engine requests itself (launch failure, cancel
+    /// propagation) with `reason` as the error. One the contract refuses by
+    /// now (the activity moved on meanwhile) is not an error.
+    async fn engine_transition(
+        &self,
+        exec: ActivityExec,
+        transition: Transition,
+        event_id: &str,
+        reason: String,
+    ) -> Result<(), EngineError> {
+        let details = Details {
+            error: Some(reason),
+            ..Details::default()
+        };
+        match Box::pin(self.transition(exec, transition, Actor::Engine, event_id, details)).await {
+            Ok(_) | Err(EngineError::Rejected(_)) => Ok(()),
+            Err(e) => Err(e),
         }
     }
 
@@ -1024,22 +1062,8 @@ impl<L: Launcher> Engine<L> {
                     {
                         return Ok(());
                     }
-                    let details = Details {
-                        error: Some(reason),
-                        ..Details::default()
-                    };
-                    match Box::pin(self.transition(
-                        d,
-                        Transition::Cancel,
-                        Actor::Engine,
-                        &event_id,
-                        details,
-                    ))
-                    .await
-                    {
-                        Ok(_) | Err(EngineError::Rejected(_)) => Ok(()),
-                        Err(e) => Err(e),
-                    }
+                    self.engine_transition(d, Transition::Cancel, &event_id, reason)
+                        .await
                 }
             })
             .buffer_unordered(self.config.concurrency)

@@ -17,9 +17,18 @@ pub const MAX_ACTIVITIES: usize = 2_000;
 pub const MAX_PLAN_BYTES: usize = 300_000;
 
 /// Largest serialized `input` of one activity, bytes (it is stored on the
-/// activity exec item and the launch payload must fit Lambda's 256 KB async
-/// payload limit).
-pub const MAX_ACTIVITY_INPUT_BYTES: usize = 200_000;
+/// activity exec item, beside its output and dependency lists, and the
+/// launch payload must fit Lambda's 256 KB async payload limit).
+pub const MAX_ACTIVITY_INPUT_BYTES: usize = 150_000;
+
+/// Largest serialized `output` of a COMPLETED event, bytes; a larger one
+/// fails the activity with the reason (it could not be stored on the
+/// activity exec item, whose limit is DynamoDB's 400 KB).
+pub const MAX_OUTPUT_BYTES: usize = 100_000;
+
+/// Largest serialized workflow request `input`, bytes; it is stored on the
+/// workflow exec item beside the plan ([`MAX_PLAN_BYTES`]).
+pub const MAX_WORKFLOW_INPUT_BYTES: usize = 64_000;
 
 /// Longest activity name, characters.
 pub const MAX_NAME_LEN: usize = 128;

@@ -569,3 +569,36 @@ async fn the_monitor_redrives_a_queued_activity_whose_launch_was_lost() {
         0
     );
 }
+
+#[tokio::test]
+async fn oversized_input_and_output_fail_with_the_reason() {
+    let h = Harness::new().await;
+    h.register("one", chain_plan(&["solo"])).await;
+    let big = "x".repeat(whimbrel_core::plan::MAX_WORKFLOW_INPUT_BYTES + 1);
+    let req = h.request("one", Some(json!({ "text": big })));
+    assert_eq!(
+        h.engine.start_workflow(&req).await.unwrap(),
+        Applied::Workflow(WorkflowState::Failed)
+    );
+    let w = h
+        .workflow(&ids::workflow_exec_id("one", &req.workflow_request_id))
+        .await;
+    assert!(w.error.unwrap().contains("workflow input is"));
+    assert!(w.input.is_none());
+
+    let wf = h.start("one").await;
+    h.engine
+        .apply_event(&h.event(&wf, "solo", "RUNNING"))
+        .await
+        .unwrap();
+    let mut done = h.event(&wf, "solo", "COMPLETED");
+    done.output = Some(json!("y".repeat(whimbrel_core::plan::MAX_OUTPUT_BYTES + 1)));
+    assert_eq!(
+        h.engine.apply_event(&done).await.unwrap(),
+        Applied::State(ActivityState::Failed)
+    );
+    let solo = h.activity(&wf, "solo").await;
+    assert!(solo.error.unwrap().contains("output is"));
+    assert!(solo.output.is_none());
+    assert_eq!(h.workflow(&wf).await.state, WorkflowState::Failed);
+}

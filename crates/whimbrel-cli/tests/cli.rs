@@ -1,0 +1,179 @@
+//! The `whimbrel` command against a moto server started by the tests:
+//! install, register, start, event, heartbeat, status, and one-line errors.
+
+#[path = "../../whimbrel-core/tests/common/mod.rs"]
+mod common;
+
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn whimbrel(endpoint: &str, prefix: &str, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_whimbrel"))
+        .args(args)
+        .env("WHIMBREL_ENDPOINT_URL", endpoint)
+        .env("WHIMBREL_TABLE_PREFIX", prefix)
+        .env("AWS_ACCESS_KEY_ID", "test")
+        .env("AWS_SECRET_ACCESS_KEY", "test")
+        .env("AWS_REGION", "us-east-1")
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("run whimbrel")
+}
+
+fn stdout(o: &Output) -> String {
+    assert!(
+        o.status.success(),
+        "stderr: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn field<'a>(out: &'a str, name: &str) -> &'a str {
+    out.lines()
+        .find_map(|l| l.strip_prefix(&format!("{name}\t")))
+        .unwrap_or_else(|| panic!("no {name} in {out}"))
+}
+
+#[test]
+fn install_register_start_and_status_against_moto() {
+    let endpoint = common::moto_endpoint();
+    let prefix = format!("c{}_", &uuid::Uuid::new_v4().simple().to_string()[..8]);
+    let run = |args: &[&str]| whimbrel(&endpoint, &prefix, args);
+
+    let out = stdout(&run(&["install"]));
+    assert_eq!(
+        out.lines().filter(|l| l.ends_with("\tcreated")).count(),
+        7,
+        "{out}"
+    );
+    // Idempotent.
+    let out = stdout(&run(&["install"]));
+    assert_eq!(
+        out.lines().filter(|l| l.ends_with("\texists")).count(),
+        7,
+        "{out}"
+    );
+
+    let dir = std::env::temp_dir().join(format!("whimbrel-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let plan = dir.join("plan.json");
+    std::fs::write(
+        &plan,
+        r#"{"version":1,"activities":[{"name":"only","lambda":"noop"}]}"#,
+    )
+    .unwrap();
+    stdout(&run(&[
+        "register",
+        "static",
+        "--definition",
+        plan.to_str().unwrap(),
+    ]));
+    let bad = dir.join("bad.json");
+    std::fs::write(
+        &bad,
+        r#"{"activities":[{"name":"a","lambda":"f","depends_on":["a"]}]}"#,
+    )
+    .unwrap();
+    let o = run(&["register", "broken", "--definition", bad.to_str().unwrap()]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("unknown activity"));
+
+    // `start` inserts a request row; run it through the engine in-process
+    // (no Lambda here), then look at it with `status`.
+    let out = stdout(&run(&["start", "static", "--input", r#"{"k": 1}"#]));
+    let request_id = field(&out, "workflow_request_id").to_string();
+    let wf = field(&out, "workflow_exec_id").to_string();
+    let o = run(&["status", &wf]);
+    assert!(!o.status.success(), "not created yet");
+    assert!(String::from_utf8_lossy(&o.stderr).starts_with("whimbrel: error: no workflow exec"));
+
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let h = common::Harness::with_prefix(&prefix).await;
+        let key = std::collections::HashMap::from([
+            ("workflow_request_id".to_string(), common::sv(&request_id)),
+            ("workflow_name".to_string(), common::sv("static")),
+        ]);
+        let row: whimbrel_core::model::WorkflowRequest = h
+            .store
+            .get(&h.store.tables().workflow_request(), key)
+            .await
+            .unwrap()
+            .expect("request row inserted");
+        assert_eq!(row.input, Some(serde_json::json!({"k": 1})));
+        assert_eq!(row.manual, None);
+        h.engine.start_workflow(&row).await.unwrap();
+    });
+    let activity = whimbrel_core::ids::activity_exec_id(&wf, "only");
+    // `event` inserts event rows; read them back and apply them in-process.
+    let running = stdout(&run(&["event", &activity, "RUNNING"]));
+    let completed = stdout(&run(&[
+        "event",
+        &activity,
+        "COMPLETED",
+        "--output",
+        r#"{"n": 3}"#,
+    ]));
+    let ids: Vec<String> = [running, completed]
+        .iter()
+        .map(|o| field(o, "activity_event_id").to_string())
+        .collect();
+    rt.block_on(async {
+        let h = common::Harness::with_prefix(&prefix).await;
+        for id in &ids {
+            let key = std::collections::HashMap::from([
+                ("activity_event_id".to_string(), common::sv(id)),
+                ("activity_exec_id".to_string(), common::sv(&activity)),
+            ]);
+            let ev: whimbrel_core::model::ActivityEvent = h
+                .store
+                .get(&h.store.tables().activity_event(), key)
+                .await
+                .unwrap()
+                .expect("event row inserted");
+            h.engine.apply_event(&ev).await.unwrap();
+        }
+    });
+    let out = stdout(&run(&["status", &wf]));
+    assert!(out.lines().next().unwrap().contains("COMPLETED"), "{out}");
+    assert!(
+        out.contains("only") && out.contains("result: {\"only\":{\"n\":3}}"),
+        "{out}"
+    );
+    let json: Value =
+        serde_json::from_str(&stdout(&run(&["status", &wf, "--output", "json"]))).unwrap();
+    assert_eq!(json["workflow"]["state"], "COMPLETED");
+    assert_eq!(json["activities"][0]["state"], "COMPLETED");
+    // Heartbeat on a finished activity prints its state.
+    assert_eq!(stdout(&run(&["heartbeat", &activity])).trim(), "COMPLETED");
+}
+
+#[test]
+fn errors_are_one_line_with_a_non_zero_exit() {
+    // Nothing listens on port 9 of loopback.
+    let unreachable = whimbrel(
+        "http://127.0.0.1:9",
+        "whimbrel_",
+        &["status", "wordcount::0e7c2c36-3d5c-4c3b-8a53-2f0c6f8c1d11"],
+    );
+    assert_eq!(unreachable.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&unreachable.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.starts_with("whimbrel: error: "), "{err}");
+
+    for args in [
+        &["event", "x::y", "EXPLODE"][..],
+        &["start", "w", "--input", "{not json"][..],
+        &["status", "not-an-id"][..],
+        &["frobnicate"][..],
+        &["register", "w"][..],
+    ] {
+        let o = whimbrel("http://127.0.0.1:9", "whimbrel_", args);
+        assert!(!o.status.success(), "{args:?}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        assert!(err.starts_with("whimbrel: error: "), "{args:?}: {err}");
+    }
+}
