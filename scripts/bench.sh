@@ -1,23 +1,33 @@
 #!/usr/bin/env bash
 # `make bench`: cost and latency on the local stack (not part of the tests).
 #  - a chain of 10 no-op activities and a fan-out/fan-in of 100 (start ->
-#    100 parallel -> join), each after a warm-up run so cargo lambda watch's
-#    first process start is not measured;
+#    100 parallel -> join), after a warm-up run of 16 parallel no-ops so
+#    cargo lambda watch's process starts are not measured. The warm-up is
+#    small on purpose: moto deep-copies the tables a transaction touches, so
+#    its latency grows with the data it holds (a local artefact, not
+#    DynamoDB's behaviour);
 #  - DynamoDB requests per activity by operation, counted by the engine's
 #    store (WHIMBREL_METRICS_FILE), Lambda invocations per activity (counted
 #    by whimbrel local), wall time insert -> end, on-demand cost;
 #  - release binary sizes of the three functions.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-export WHIMBREL_STACK_DIR=${WHIMBREL_STACK_DIR:-$PWD/.stack}
+# A private, fresh stack (own ports and folder), so figures do not depend on
+# what a `make up` stack already holds.
+export WHIMBREL_STACK_DIR=$PWD/.stack-bench
+export WHIMBREL_DDB_PORT=${WHIMBREL_DDB_PORT:-28000}
+export WHIMBREL_WATCH_PORT=${WHIMBREL_WATCH_PORT:-29000}
+export WHIMBREL_FRONT_PORT=${WHIMBREL_FRONT_PORT:-29001}
 trap 'bash scripts/stack.sh down' EXIT
+bash scripts/stack.sh down > /dev/null
+rm -f "$WHIMBREL_STACK_DIR/metrics.jsonl"
 bash scripts/stack.sh up
 set -a; . "$WHIMBREL_STACK_DIR/env"; set +a
 WB=${CARGO_TARGET_DIR:-target}/debug/whimbrel
-FRONT=http://127.0.0.1:${WHIMBREL_FRONT_PORT:-9001}
+FRONT=http://127.0.0.1:$WHIMBREL_FRONT_PORT
 bench() { "$WB" bench "$1" --front "$FRONT" --metrics-file "$WHIMBREL_METRICS_FILE"; }
 echo "==> warm-up"
-bench bench-fan > /dev/null
+bench bench-warm > /dev/null
 for wf in bench-chain bench-fan; do
   echo; echo "==================== $wf ===================="
   bench "$wf"
