@@ -380,8 +380,31 @@ impl Runner {
             self.count(format!("{function} (stream batches)"));
             let done = match self.invoke(&function, body).await {
                 Ok(Invoked::Ok(answer)) => {
-                    let resp: DynamoDbEventResponse =
-                        serde_json::from_slice(&answer).unwrap_or_default();
+                    // An empty answer is success; one that is not a partial
+                    // batch response fails the whole batch, as on AWS.
+                    let resp: Option<DynamoDbEventResponse> =
+                        if answer.iter().all(u8::is_ascii_whitespace) || answer.as_ref() == b"null"
+                        {
+                            Some(DynamoDbEventResponse::default())
+                        } else {
+                            serde_json::from_slice(&answer).ok()
+                        };
+                    let Some(resp) = resp else {
+                        attempts += 1;
+                        warn!(%function, answer = %String::from_utf8_lossy(&answer), "answer is not a partial batch response; retrying the batch");
+                        if attempts > self.args.maximum_retry_attempts {
+                            let k = n.min(pending.len());
+                            let dropped: Vec<Value> = pending
+                                .drain(..k)
+                                .map(|r| json!(lambda_record(&r, &arn, &self.region)))
+                                .collect();
+                            self.on_failure(&function, dropped);
+                            attempts = 0;
+                        } else {
+                            tokio::time::sleep(backoff(attempts)).await;
+                        }
+                        continue;
+                    };
                     let failed: Vec<usize> = resp
                         .batch_item_failures
                         .iter()
@@ -414,9 +437,11 @@ impl Runner {
                     None
                 }
                 Err(e) => {
-                    warn!(%function, error = %e, "function not reachable; retrying");
-                    tokio::time::sleep(Duration::from_secs(1)).await;
-                    continue;
+                    // Not delivered (or the answer was lost): counts as an
+                    // attempt, like a function error.
+                    attempts += 1;
+                    warn!(%function, attempts, error = %e, "function not reachable; retrying");
+                    None
                 }
             };
             match done {

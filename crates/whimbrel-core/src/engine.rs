@@ -127,6 +127,9 @@ pub struct MonitorReport {
     pub timed_out: u64,
     /// QUEUED activities launched again.
     pub relaunched: u64,
+    /// Activities the tick could not handle (logged); the next tick tries
+    /// them again.
+    pub errors: u64,
 }
 
 /// Details an event carries besides its transition.
@@ -349,11 +352,14 @@ impl<L: Launcher> Engine<L> {
             self.fail_workflow(&exec, reason).await?;
             return Ok(Applied::Workflow(WorkflowState::Failed));
         }
+        // True when this invocation stored the plan: then no activity item
+        // can exist yet.
+        let mut planned_now = false;
         let plan = match exec.plan.clone() {
             Some(p) => p,
             None => match self.obtain_plan(&exec, req).await? {
                 Ok(plan) => {
-                    exec = self.record_plan(&exec, plan).await?;
+                    (exec, planned_now) = self.record_plan(&exec, plan).await?;
                     exec.plan.clone().expect("recorded plan")
                 }
                 Err(reason) => {
@@ -365,11 +371,24 @@ impl<L: Launcher> Engine<L> {
         };
         let (activities, edges) = activity_items(&exec, &plan, &self.config);
         if exec.state == WorkflowState::Requested {
-            // Deterministic items written before any of them can progress
-            // (the workflow is still REQUESTED), so re-putting is harmless.
-            self.store
-                .batch_put(&t.activity_exec(), &activities)
-                .await?;
+            if planned_now {
+                // Fresh plan: none of its items exist, write them in batches.
+                self.store
+                    .batch_put(&t.activity_exec(), &activities)
+                    .await?;
+            } else {
+                // A redelivery: some items may exist, and a client may
+                // already have cancelled one; create only the missing ones.
+                let table = t.activity_exec();
+                let created: Vec<Result<bool, StoreError>> = stream::iter(&activities)
+                    .map(|a| self.store.put_new(&table, "activity_exec_id", a))
+                    .buffer_unordered(self.config.concurrency)
+                    .collect()
+                    .await;
+                created.into_iter().collect::<Result<Vec<_>, _>>()?;
+            }
+            // Edges are write-once with deterministic content: re-putting
+            // one changes nothing.
             self.store
                 .batch_put(&t.activity_exec_dependency(), &edges)
                 .await?;
@@ -386,6 +405,9 @@ impl<L: Launcher> Engine<L> {
                 Ok(_) | Err(StoreError::ConditionFailed) => {}
                 Err(e) => return Err(e.into()),
             }
+            // Every activity may have ended while the workflow was still
+            // REQUESTED (client CANCELs); their finish checks saw REQUESTED.
+            self.finish_workflow(&id, name).await?;
         }
         // Queue and launch the roots; on redelivery this resumes launches
         // that did not happen.
@@ -463,12 +485,12 @@ impl<L: Launcher> Engine<L> {
     }
 
     /// Store the plan on the workflow exec (once); returns the exec as
-    /// stored, with whichever plan won.
+    /// stored, with whichever plan won, and whether this call stored it.
     async fn record_plan(
         &self,
         exec: &WorkflowExec,
         plan: Plan,
-    ) -> Result<WorkflowExec, EngineError> {
+    ) -> Result<(WorkflowExec, bool), EngineError> {
         let t = self.store.tables();
         let req = UpdateRequest::new(
             t.workflow_exec(),
@@ -489,7 +511,7 @@ impl<L: Launcher> Engine<L> {
                 let mut e = exec.clone();
                 e.activity_count = plan.activities.len() as u64;
                 e.plan = Some(plan);
-                Ok(e)
+                Ok((e, true))
             }
             Err(StoreError::ConditionFailed) => {
                 let e = self
@@ -501,7 +523,7 @@ impl<L: Launcher> Engine<L> {
                         e.workflow_exec_id, e.state
                     )));
                 }
-                Ok(e)
+                Ok((e, false))
             }
             Err(e) => Err(e.into()),
         }
@@ -607,7 +629,7 @@ impl<L: Launcher> Engine<L> {
     ) -> Result<ActivityState, EngineError> {
         for _ in 0..8 {
             if exec.last_event_id.as_deref() == Some(event_id) {
-                self.after(&exec).await?;
+                self.settle(&exec).await?;
                 return Ok(exec.state);
             }
             if exec.history.iter().any(|h| h.event_id == event_id) {
@@ -633,7 +655,19 @@ impl<L: Launcher> Engine<L> {
                     EngineError::Rejected(format!("{}: {e}", exec.activity_exec_id))
                 }
             })?;
-            let update = self.state_update(&exec, transition, next, event_id, &details, now);
+            // A terminal write the engine or the monitor makes has no stream
+            // record to redeliver: it keeps its index marker until its side
+            // effects are done, so the monitor can resume them (`settle`).
+            let keep_markers = actor != Actor::Client;
+            let update = self.state_update(
+                &exec,
+                transition,
+                next,
+                event_id,
+                &details,
+                now,
+                keep_markers,
+            );
             let written = if next.is_terminal() {
                 let wf = self.count_end(&exec, next, &details);
                 self.store.transact_update(vec![update, wf]).await
@@ -653,10 +687,23 @@ impl<L: Launcher> Engine<L> {
                     exec.state = next;
                     exec.version += 1;
                     exec.last_event_id = Some(event_id.to_string());
-                    self.after(&exec).await?;
+                    if next.is_terminal() && !keep_markers {
+                        exec.heartbeat_shard = None;
+                        exec.launch_shard = None;
+                    }
+                    self.settle(&exec).await?;
                     return Ok(next);
                 }
                 Err(StoreError::ConditionFailed) => {
+                    exec = self
+                        .load_activity(&exec.activity_exec_id, &exec.workflow_exec_id)
+                        .await?;
+                }
+                Err(StoreError::Conflict) => {
+                    // Another transaction on the same workflow item: back
+                    // off a little (jittered) and decide again.
+                    let jitter = (uuid::Uuid::new_v4().as_u128() % 40) as u64;
+                    tokio::time::sleep(std::time::Duration::from_millis(10 + jitter)).await;
                     exec = self
                         .load_activity(&exec.activity_exec_id, &exec.workflow_exec_id)
                         .await?;
@@ -670,7 +717,10 @@ impl<L: Launcher> Engine<L> {
         )))
     }
 
-    /// The conditional UpdateItem for one accepted transition.
+    /// The conditional UpdateItem for one accepted transition. With
+    /// `keep_markers`, a terminal write leaves the sparse index markers for
+    /// `settle` to remove once the side effects are done.
+    #[allow(clippy::too_many_arguments)]
     fn state_update(
         &self,
         exec: &ActivityExec,
@@ -679,6 +729,7 @@ impl<L: Launcher> Engine<L> {
         event_id: &str,
         details: &Details,
         now: Timestamp,
+        keep_markers: bool,
     ) -> UpdateRequest {
         let entry = HistoryEntry {
             transition: transition.as_str().into(),
@@ -742,11 +793,9 @@ impl<L: Launcher> Engine<L> {
         if next.is_terminal() {
             set.push("end_time = :now_list");
             set.push("end_time_epoch = :now");
-            remove.extend([
-                "heartbeat_shard",
-                "heartbeat_deadline_epoch",
-                "launch_shard",
-            ]);
+            if !keep_markers {
+                remove.extend(MARKERS);
+            }
         }
         if let Some(out) = &details.output {
             if next == ActivityState::Completed {
@@ -805,6 +854,33 @@ impl<L: Launcher> Engine<L> {
             condition: Some("attribute_exists(workflow_exec_id)".into()),
             ..req
         }
+    }
+
+    /// Run the side effects of the activity's state, then, for a terminal
+    /// activity, remove the sparse index markers an engine- or
+    /// monitor-made write left for resuming (see `transition`). Idempotent.
+    async fn settle(&self, exec: &ActivityExec) -> Result<(), EngineError> {
+        self.after(exec).await?;
+        if exec.state.is_terminal()
+            && (exec.heartbeat_shard.is_some() || exec.launch_shard.is_some())
+        {
+            let req = UpdateRequest::new(
+                self.store.tables().activity_exec(),
+                self.activity_key(&exec.activity_exec_id, &exec.workflow_exec_id),
+            )
+            .name("#st", "state")
+            .value(":s", s(exec.state.as_str()));
+            let req = UpdateRequest {
+                update: format!("REMOVE {}", MARKERS.join(", ")),
+                condition: Some("#st = :s".into()),
+                ..req
+            };
+            match self.store.update(req, false).await {
+                Ok(_) | Err(StoreError::ConditionFailed) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(())
     }
 
     /// Side effects of the state an activity is in; idempotent.
@@ -888,6 +964,9 @@ impl<L: Launcher> Engine<L> {
             ActivityState::Queued if exec.launch_shard.is_some() => {
                 return self.launch(&exec).await
             }
+            // Ended already (e.g. its launch was refused): make sure its
+            // side effects ran; they are idempotent.
+            s if s.is_terminal() => return Box::pin(self.settle(&exec)).await,
             _ => return Ok(()),
         }
         let now = Timestamp::now();
@@ -1137,41 +1216,13 @@ impl<L: Launcher> Engine<L> {
                 )
                 .await?;
             for k in stale {
-                let Some(exec) = self
-                    .store
-                    .get::<ActivityExec>(
-                        &t.activity_exec(),
-                        self.activity_key(&k.activity_exec_id, &k.workflow_exec_id),
-                    )
-                    .await?
-                else {
-                    continue;
-                };
-                if !exec.state.is_running()
-                    || exec.heartbeat_deadline_epoch.is_none_or(|d| d >= now)
-                {
-                    continue;
-                }
-                let event_id = format!(
-                    "heartbeat-monitor:{}:{}",
-                    exec.activity_exec_id, exec.heartbeat_time_epoch
-                );
-                match self
-                    .transition(
-                        exec,
-                        Transition::TimedOut,
-                        Actor::Monitor,
-                        &event_id,
-                        Details {
-                            at: Some(now),
-                            ..Details::default()
-                        },
-                    )
-                    .await
-                {
-                    Ok(ActivityState::TimedOut) => report.timed_out += 1,
-                    Ok(_) | Err(EngineError::Rejected(_)) => {}
-                    Err(e) => return Err(e),
+                match self.time_out(&k, now).await {
+                    Ok(Some(ActivityState::TimedOut)) => report.timed_out += 1,
+                    Ok(_) => {}
+                    Err(e) => {
+                        warn!(activity_exec_id = %k.activity_exec_id, error = %e, "heartbeat monitor: will try again next tick");
+                        report.errors += 1;
+                    }
                 }
             }
             let lost: Vec<ActivityKey> = self
@@ -1191,18 +1242,88 @@ impl<L: Launcher> Engine<L> {
                 )
                 .await?;
             for k in lost {
-                if self.redrive(&k, now).await? {
-                    report.relaunched += 1;
+                match self.redrive(&k, now).await {
+                    Ok(true) => report.relaunched += 1,
+                    Ok(false) => {}
+                    Err(e) => {
+                        warn!(activity_exec_id = %k.activity_exec_id, error = %e, "heartbeat monitor: will try again next tick");
+                        report.errors += 1;
+                    }
                 }
             }
         }
         Ok(report)
     }
 
+    /// Time out one activity found in the heartbeat GSI, or finish the side
+    /// effects of one timed out earlier (its marker is still there).
+    async fn time_out(
+        &self,
+        k: &ActivityKey,
+        now: i64,
+    ) -> Result<Option<ActivityState>, EngineError> {
+        let Some(exec) = self
+            .store
+            .get::<ActivityExec>(
+                &self.store.tables().activity_exec(),
+                self.activity_key(&k.activity_exec_id, &k.workflow_exec_id),
+            )
+            .await?
+        else {
+            return Ok(None);
+        };
+        if exec.state.is_terminal() {
+            self.settle(&exec).await?;
+            return Ok(None);
+        }
+        if !exec.state.is_running() || exec.heartbeat_deadline_epoch.is_none_or(|d| d >= now) {
+            return Ok(None);
+        }
+        let event_id = format!(
+            "heartbeat-monitor:{}:{}",
+            exec.activity_exec_id, exec.heartbeat_time_epoch
+        );
+        let details = Details {
+            at: Some(now),
+            ..Details::default()
+        };
+        match self
+            .transition(
+                exec,
+                Transition::TimedOut,
+                Actor::Monitor,
+                &event_id,
+                details,
+            )
+            .await
+        {
+            Ok(state) => Ok(Some(state)),
+            Err(EngineError::Rejected(_)) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
     /// Launch again a QUEUED activity whose launch was never recorded,
     /// bumping `attempt` and `queued_time_epoch` with a conditional update
     /// so concurrent monitors launch it once.
     async fn redrive(&self, k: &ActivityKey, now: i64) -> Result<bool, EngineError> {
+        let current: Option<ActivityExec> = self
+            .store
+            .get(
+                &self.store.tables().activity_exec(),
+                self.activity_key(&k.activity_exec_id, &k.workflow_exec_id),
+            )
+            .await?;
+        match current {
+            // Its launch failed for good and the side effects did not
+            // finish: resume them.
+            Some(exec) if exec.state.is_terminal() => {
+                self.settle(&exec).await?;
+                return Ok(false);
+            }
+            Some(exec) if exec.state == ActivityState::Queued => {}
+            _ => return Ok(false),
+        }
         let req = UpdateRequest::new(
             self.store.tables().activity_exec(),
             self.activity_key(&k.activity_exec_id, &k.workflow_exec_id),
@@ -1236,6 +1357,14 @@ impl<L: Launcher> Engine<L> {
         }
     }
 }
+
+/// The sparse index attributes: present while the monitor must look at the
+/// activity (heartbeats, an unrecorded launch, unfinished side effects).
+const MARKERS: [&str; 3] = [
+    "heartbeat_shard",
+    "heartbeat_deadline_epoch",
+    "launch_shard",
+];
 
 /// The table key of an activity exec, as a KEYS_ONLY GSI returns it.
 #[derive(Debug, serde::Deserialize)]

@@ -136,7 +136,11 @@ where
         SdkError::ServiceError(se) => {
             let status = se.raw().status().as_u16();
             let code = se.err().code().unwrap_or("");
+            // 408 and 409 (ResourceConflict: an update in progress,
+            // SnapStartNotReady) pass too.
             if status == 429
+                || status == 408
+                || status == 409
                 || status >= 500
                 || code.contains("Throttl")
                 || code == "TooManyRequestsException"

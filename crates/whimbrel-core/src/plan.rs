@@ -33,6 +33,21 @@ pub const MAX_WORKFLOW_INPUT_BYTES: usize = 64_000;
 /// Longest activity name, characters.
 pub const MAX_NAME_LEN: usize = 128;
 
+/// Longest heartbeat timeout, seconds (7 days).
+pub const MAX_HEARTBEAT_TIMEOUT_SECONDS: i64 = 7 * 24 * 3600;
+
+/// Largest activity exec item the plan may lead to, bytes, counting its
+/// input, the largest output ([`MAX_OUTPUT_BYTES`]) and its prerequisite and
+/// dependent id lists; DynamoDB's item limit is 400 KB.
+pub const MAX_ACTIVITY_ITEM_BYTES: usize = 380_000;
+
+/// Bytes an activity exec id takes besides its name: `::` and a uuid.
+const ID_OVERHEAD: usize = 2 + 36;
+
+/// Fixed attributes of an activity exec item (states, times, history...),
+/// an upper estimate in bytes.
+const ITEM_BASE_BYTES: usize = 4_000;
+
 /// The request a decider Lambda receives, synchronously, when a workflow
 /// starts (`type` = `"workflow_started"`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -159,8 +174,10 @@ pub enum PlanError {
     /// A dependency cycle through the named activities.
     #[error("dependency cycle among activities {0:?}")]
     Cycle(Vec<String>),
-    /// Heartbeat timeout not positive.
-    #[error("activity {0:?} has a heartbeat_timeout_seconds that is not positive")]
+    /// Heartbeat timeout not positive or above [`MAX_HEARTBEAT_TIMEOUT_SECONDS`].
+    #[error(
+        "activity {0:?} has a heartbeat_timeout_seconds outside 1..={MAX_HEARTBEAT_TIMEOUT_SECONDS}"
+    )]
     BadHeartbeat(String),
     /// Too large to store.
     #[error("{what} is {size} bytes; at most {max} bytes are allowed")]
@@ -208,7 +225,9 @@ impl Plan {
             if a.lambda.trim().is_empty() {
                 return Err(PlanError::NoLambda(a.name.clone()));
             }
-            if a.heartbeat_timeout_seconds.is_some_and(|t| t <= 0) {
+            if a.heartbeat_timeout_seconds
+                .is_some_and(|t| !(1..=MAX_HEARTBEAT_TIMEOUT_SECONDS).contains(&t))
+            {
                 return Err(PlanError::BadHeartbeat(a.name.clone()));
             }
             let size = a.input.as_ref().map_or(0, |v| v.to_string().len());
@@ -238,6 +257,7 @@ impl Plan {
             }
         }
         self.check_acyclic()?;
+        self.check_item_sizes()?;
         let size = serde_json::to_string(self).map_or(0, |s| s.len());
         if size > MAX_PLAN_BYTES {
             return Err(PlanError::TooLarge {
@@ -245,6 +265,40 @@ impl Plan {
                 size,
                 max: MAX_PLAN_BYTES,
             });
+        }
+        Ok(())
+    }
+
+    /// Each activity exec item must fit DynamoDB's item limit with the
+    /// largest output: its prerequisite ids are stored twice (the list and
+    /// the release markers), its dependents' ids once.
+    fn check_item_sizes(&self) -> Result<(), PlanError> {
+        let id_len: HashMap<&str, usize> = self
+            .activities
+            .iter()
+            .map(|a| (a.name.as_str(), a.name.len() + ID_OVERHEAD))
+            .collect();
+        let dependents = self.dependents();
+        for a in &self.activities {
+            let input = a.input.as_ref().map_or(0, |v| v.to_string().len());
+            let prereqs: usize = a.depends_on.iter().map(|p| id_len[p.as_str()]).sum();
+            let waiting = dependents
+                .get(a.name.as_str())
+                .map_or(&[][..], Vec::as_slice);
+            let deps: usize = waiting.iter().map(|d| id_len[d]).sum();
+            let size = ITEM_BASE_BYTES + input + MAX_OUTPUT_BYTES + 2 * prereqs + deps;
+            if size > MAX_ACTIVITY_ITEM_BYTES {
+                return Err(PlanError::TooLarge {
+                    what: format!(
+                        "the execution item of activity {:?} (input, largest output, {} prerequisites, {} dependents)",
+                        a.name,
+                        a.depends_on.len(),
+                        waiting.len()
+                    ),
+                    size,
+                    max: MAX_ACTIVITY_ITEM_BYTES,
+                });
+            }
         }
         Ok(())
     }
@@ -408,12 +462,30 @@ mod tests {
             plan(vec![no_lambda]).validate(),
             Err(PlanError::NoLambda(_))
         ));
-        let mut hb = act("a", &[]);
-        hb.heartbeat_timeout_seconds = Some(0);
-        assert!(matches!(
-            plan(vec![hb]).validate(),
-            Err(PlanError::BadHeartbeat(_))
-        ));
+        for bad in [0, i64::MAX] {
+            let mut hb = act("a", &[]);
+            hb.heartbeat_timeout_seconds = Some(bad);
+            assert!(matches!(
+                plan(vec![hb]).validate(),
+                Err(PlanError::BadHeartbeat(_))
+            ));
+        }
+    }
+
+    #[test]
+    fn a_wide_fan_in_with_a_big_input_is_too_large_for_one_item() {
+        let names: Vec<String> = (0..1500)
+            .map(|i| format!("prerequisite-number-{i:05}"))
+            .collect();
+        let deps: Vec<&str> = names.iter().map(String::as_str).collect();
+        let mut acts: Vec<PlannedActivity> = names.iter().map(|n| act(n, &[])).collect();
+        let mut join = act("join", &deps);
+        join.input = Some(Value::String("x".repeat(100_000)));
+        acts.push(join);
+        match plan(acts).validate() {
+            Err(PlanError::TooLarge { what, .. }) => assert!(what.contains("join"), "{what}"),
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

@@ -110,6 +110,10 @@ pub enum StoreError {
     /// A condition expression (or a transaction's condition) was false.
     #[error("conditional write failed")]
     ConditionFailed,
+    /// A transaction was cancelled because another one touched the same
+    /// item (`TransactionConflict`); deciding again may succeed at once.
+    #[error("transaction conflict")]
+    Conflict,
     /// Throttling, a transaction conflict, a 5xx or a network error: the
     /// same request may succeed later.
     #[error("{op}: transient DynamoDB error: {message}")]
@@ -500,6 +504,8 @@ impl Store {
                 };
                 if reasons.iter().any(|c| c == "ConditionalCheckFailed") {
                     Err(StoreError::ConditionFailed)
+                } else if reasons.iter().any(|c| c == "TransactionConflict") {
+                    Err(StoreError::Conflict)
                 } else {
                     Err(StoreError::Transient {
                         op: "TransactWriteItems",

@@ -602,3 +602,174 @@ async fn oversized_input_and_output_fail_with_the_reason() {
     assert!(solo.output.is_none());
     assert_eq!(h.workflow(&wf).await.state, WorkflowState::Failed);
 }
+
+/// Set attributes of an item directly (test set-up: simulating the state a
+/// crash leaves behind).
+async fn force(
+    h: &Harness,
+    table: String,
+    key: Vec<(&str, &str)>,
+    update: &str,
+    values: Vec<(&str, aws_sdk_dynamodb::types::AttributeValue)>,
+) {
+    let key = key
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), s(v)))
+        .collect();
+    let mut req = UpdateRequest::new(table, key).name("#st", "state");
+    for (k, v) in values {
+        req = req.value(k, v);
+    }
+    req.update = update.into();
+    h.store.update(req, false).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_monitor_timeout_whose_side_effects_were_interrupted_is_resumed_by_the_next_tick() {
+    let h = Harness::new().await;
+    h.register(
+        "hb",
+        json!({"activities": [
+            {"name": "slow", "lambda": "noop", "heartbeat_timeout_seconds": 30},
+            {"name": "after", "lambda": "noop", "depends_on": ["slow"]}
+        ]}),
+    )
+    .await;
+    let wf = h.start("hb").await;
+    h.engine
+        .apply_event(&h.event(&wf, "slow", "RUNNING"))
+        .await
+        .unwrap();
+    let slow = h.activity(&wf, "slow").await;
+    // What the TIMED_OUT transaction leaves if the function dies right
+    // after it: state and counter written, markers kept, nothing else.
+    force(
+        &h,
+        h.store.tables().activity_exec(),
+        vec![
+            ("activity_exec_id", &slow.activity_exec_id),
+            ("workflow_exec_id", &wf),
+        ],
+        "SET #st = :t, last_event_id = :e",
+        vec![
+            (":t", s("TIMED_OUT")),
+            (
+                ":e",
+                s(format!(
+                    "heartbeat-monitor:{}:{}",
+                    slow.activity_exec_id, slow.heartbeat_time_epoch
+                )),
+            ),
+        ],
+    )
+    .await;
+    force(
+        &h,
+        h.store.tables().workflow_exec(),
+        vec![("workflow_exec_id", &wf), ("workflow_name", "hb")],
+        "ADD failed_count :one",
+        vec![(":one", n(1))],
+    )
+    .await;
+    assert_eq!(
+        h.activity(&wf, "after").await.state,
+        ActivityState::Requested
+    );
+    let report = h
+        .engine
+        .monitor_tick(Timestamp::now().epoch + 60)
+        .await
+        .unwrap();
+    assert_eq!(report.errors, 0);
+    assert_eq!(
+        h.activity(&wf, "after").await.state,
+        ActivityState::Cancelled
+    );
+    assert_eq!(h.workflow(&wf).await.state, WorkflowState::Failed);
+    let slow = h.activity(&wf, "slow").await;
+    assert!(slow.heartbeat_shard.is_none() && slow.heartbeat_deadline_epoch.is_none());
+    assert_eq!(
+        slow.history.len(),
+        2,
+        "no second TIMED_OUT: {:?}",
+        slow.history
+    );
+}
+
+#[tokio::test]
+async fn a_refused_launch_whose_side_effects_were_interrupted_is_resumed() {
+    let h = Harness::new().await;
+    h.register(
+        "missing",
+        json!({"activities": [
+            {"name": "a", "lambda": "noop"},
+            {"name": "b", "lambda": "noop", "depends_on": ["a"]}
+        ]}),
+    )
+    .await;
+    let req = h.request("missing", None);
+    h.engine.start_workflow(&req).await.unwrap();
+    let wf = ids::workflow_exec_id("missing", &req.workflow_request_id);
+    let a = h.activity(&wf, "a").await;
+    // The state a crash leaves between the engine's FAILED write (markers
+    // kept) and its side effects.
+    force(
+        &h,
+        h.store.tables().activity_exec(),
+        vec![
+            ("activity_exec_id", &a.activity_exec_id),
+            ("workflow_exec_id", &wf),
+        ],
+        "SET #st = :f, last_event_id = :e, launch_shard = :z",
+        vec![
+            (":f", s("FAILED")),
+            (":e", s(format!("launch-failed:{}:1", a.activity_exec_id))),
+            (":z", n(0)),
+        ],
+    )
+    .await;
+    force(
+        &h,
+        h.store.tables().workflow_exec(),
+        vec![("workflow_exec_id", &wf), ("workflow_name", "missing")],
+        "ADD failed_count :one",
+        vec![(":one", n(1))],
+    )
+    .await;
+    // The request record is redelivered: the roots' resume settles `a`.
+    h.engine.start_workflow(&req).await.unwrap();
+    assert_eq!(h.activity(&wf, "b").await.state, ActivityState::Cancelled);
+    assert_eq!(h.workflow(&wf).await.state, WorkflowState::Failed);
+    assert!(h.activity(&wf, "a").await.launch_shard.is_none());
+}
+
+#[tokio::test]
+async fn a_redelivered_request_does_not_reset_an_activity_cancelled_meanwhile() {
+    let h = Harness::new().await;
+    h.register("pair", chain_plan(&["root", "x"])).await;
+    let req = h.request("pair", None);
+    h.engine.start_workflow(&req).await.unwrap();
+    let wf = ids::workflow_exec_id("pair", &req.workflow_request_id);
+    h.engine
+        .apply_event(&h.event(&wf, "x", "CANCEL"))
+        .await
+        .unwrap();
+    // As if the function had died before moving the workflow to RUNNING.
+    force(
+        &h,
+        h.store.tables().workflow_exec(),
+        vec![("workflow_exec_id", &wf), ("workflow_name", "pair")],
+        "SET #st = :r",
+        vec![(":r", s("REQUESTED"))],
+    )
+    .await;
+    h.engine.start_workflow(&req).await.unwrap();
+    let x = h.activity(&wf, "x").await;
+    assert_eq!(
+        x.state,
+        ActivityState::Cancelled,
+        "not re-created as REQUESTED"
+    );
+    assert_eq!(h.workflow(&wf).await.state, WorkflowState::Running);
+    assert_eq!(h.launcher.launches_of("root").len(), 1);
+}
