@@ -36,10 +36,13 @@ pub struct EngineConfig {
     /// Heartbeat timeout for activities that enable heartbeats without
     /// giving one, seconds (`WHIMBREL_HEARTBEAT_TIMEOUT_SECONDS`, default 300).
     pub default_heartbeat_timeout_seconds: i64,
-    /// A QUEUED activity whose launch is not recorded after this many
-    /// seconds is launched again by the monitor
+    /// An activity still QUEUED this many seconds after its launch is
+    /// launched again by the monitor
     /// (`WHIMBREL_QUEUED_REDRIVE_SECONDS`, default 120).
     pub queued_redrive_seconds: i64,
+    /// Launches of an activity that never starts before it fails
+    /// (`WHIMBREL_MAX_LAUNCH_ATTEMPTS`, default 3).
+    pub max_launch_attempts: u32,
     /// How many activities to release, launch or cancel at once.
     pub concurrency: usize,
 }
@@ -50,6 +53,7 @@ impl Default for EngineConfig {
             table_prefix: store::DEFAULT_TABLE_PREFIX.into(),
             default_heartbeat_timeout_seconds: 300,
             queued_redrive_seconds: 120,
+            max_launch_attempts: 3,
             concurrency: 16,
         }
     }
@@ -82,6 +86,12 @@ impl EngineConfig {
                 "WHIMBREL_QUEUED_REDRIVE_SECONDS",
                 d.queued_redrive_seconds,
             )?,
+            max_launch_attempts: num(
+                "WHIMBREL_MAX_LAUNCH_ATTEMPTS",
+                i64::from(d.max_launch_attempts),
+            )?
+            .try_into()
+            .unwrap_or(u32::MAX),
             concurrency: d.concurrency,
         })
     }
@@ -896,7 +906,7 @@ impl<L: Launcher> Engine<L> {
                 self.finish_workflow(&exec.workflow_exec_id, &exec.workflow_name)
                     .await
             }
-            ActivityState::Queued if exec.launch_shard.is_some() => self.launch(exec).await,
+            ActivityState::Queued if exec.launched_time_epoch.is_none() => self.launch(exec).await,
             _ => Ok(()),
         }
     }
@@ -961,7 +971,7 @@ impl<L: Launcher> Engine<L> {
         match exec.state {
             ActivityState::Requested | ActivityState::Ready
                 if exec.pending_dependency_count == 0 => {}
-            ActivityState::Queued if exec.launch_shard.is_some() => {
+            ActivityState::Queued if exec.launched_time_epoch.is_none() => {
                 return self.launch(&exec).await
             }
             // Ended already (e.g. its launch was refused): make sure its
@@ -1082,9 +1092,9 @@ impl<L: Launcher> Engine<L> {
                 .value(":now", n(now.epoch))
                 .value(":now_list", av(&now.date_list()));
                 let req = UpdateRequest {
-                    update: "SET launched_time = :now_list, launched_time_epoch = :now \
-                             REMOVE launch_shard"
-                        .into(),
+                    // `launch_shard` stays until the activity starts: if it
+                    // never does, the monitor launches it again.
+                    update: "SET launched_time = :now_list, launched_time_epoch = :now".into(),
                     condition: Some("attribute_exists(activity_exec_id)".into()),
                     ..req
                 };
@@ -1303,9 +1313,12 @@ impl<L: Launcher> Engine<L> {
         }
     }
 
-    /// Launch again a QUEUED activity whose launch was never recorded,
-    /// bumping `attempt` and `queued_time_epoch` with a conditional update
-    /// so concurrent monitors launch it once.
+    /// Launch again an activity still QUEUED `queued_redrive_seconds` after
+    /// its (last) launch: the launch was lost before or after the invoke
+    /// (DESIGN 3.9). Bumps `attempt` and `queued_time_epoch` with a
+    /// conditional update so concurrent monitors launch it once. After
+    /// `max_launch_attempts` the activity fails (QUEUED → FAILED) with the
+    /// reason, so the workflow ends instead of waiting for ever.
     async fn redrive(&self, k: &ActivityKey, now: i64) -> Result<bool, EngineError> {
         let current: Option<ActivityExec> = self
             .store
@@ -1321,7 +1334,20 @@ impl<L: Launcher> Engine<L> {
                 self.settle(&exec).await?;
                 return Ok(false);
             }
-            Some(exec) if exec.state == ActivityState::Queued => {}
+            Some(exec) if exec.state == ActivityState::Queued => {
+                if exec.attempt >= self.config.max_launch_attempts {
+                    let event_id =
+                        format!("not-started:{}:{}", exec.activity_exec_id, exec.attempt);
+                    let reason = format!(
+                        "not started after {} launches ({}s each)",
+                        exec.attempt, self.config.queued_redrive_seconds
+                    );
+                    warn!(activity_exec_id = %exec.activity_exec_id, %reason, "failing the activity");
+                    self.engine_transition(exec, Transition::Failed, &event_id, reason)
+                        .await?;
+                    return Ok(false);
+                }
+            }
             _ => return Ok(false),
         }
         let req = UpdateRequest::new(
@@ -1336,7 +1362,8 @@ impl<L: Launcher> Engine<L> {
         .value(":now_list", av(&Timestamp::from_epoch(now).date_list()))
         .value(":cut", n(now - self.config.queued_redrive_seconds));
         let req = UpdateRequest {
-            update: "SET #att = #att + :one, queued_time = :now_list, queued_time_epoch = :now"
+            update: "SET #att = #att + :one, queued_time = :now_list, queued_time_epoch = :now \
+                     REMOVE launched_time, launched_time_epoch"
                 .into(),
             condition: Some(
                 "#st = :queued AND attribute_exists(launch_shard) AND queued_time_epoch < :cut"
@@ -1348,7 +1375,7 @@ impl<L: Launcher> Engine<L> {
             Ok(Some(item)) => {
                 let exec: ActivityExec = serde_dynamo::from_item(item)
                     .map_err(|e| EngineError::Retry(format!("{}: {e}", k.activity_exec_id)))?;
-                warn!(activity_exec_id = %exec.activity_exec_id, attempt = exec.attempt, "re-driving a launch that was never recorded");
+                warn!(activity_exec_id = %exec.activity_exec_id, attempt = exec.attempt, "activity did not start; launching it again");
                 self.launch(&exec).await?;
                 Ok(true)
             }

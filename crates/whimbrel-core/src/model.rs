@@ -189,8 +189,9 @@ pub struct ActivityExec {
     /// When it was queued, epoch seconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queued_time_epoch: Option<i64>,
-    /// Shard of the sparse launch GSI: present from QUEUED until the launch
-    /// is recorded, so the monitor can re-drive a lost launch.
+    /// Shard of the sparse launch GSI: present from QUEUED until the
+    /// activity starts (PREPARING / RUNNING) or ends, so the monitor can
+    /// launch again an activity that never started.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub launch_shard: Option<u32>,
     /// When the last launch (async Invoke) was accepted, UTC date list.

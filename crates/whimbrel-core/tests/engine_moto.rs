@@ -542,32 +542,45 @@ async fn a_launch_lambda_rejects_fails_the_activity() {
 }
 
 #[tokio::test]
-async fn the_monitor_redrives_a_queued_activity_whose_launch_was_lost() {
+async fn the_monitor_relaunches_an_activity_that_never_starts_then_fails_it() {
     let h = Harness::new().await;
-    h.register("one", chain_plan(&["solo"])).await;
+    h.register("one", chain_plan(&["solo", "next"])).await;
     let wf = h.start("one").await;
-    // Simulate a crash between QUEUED and the invoke: the launch marker is
-    // still there.
-    let id = ids::activity_exec_id(&wf, "solo");
-    let key = HashMap::from([
-        ("activity_exec_id".to_string(), s(&id)),
-        ("workflow_exec_id".to_string(), s(&wf)),
-    ]);
-    let mut req = UpdateRequest::new(h.store.tables().activity_exec(), key).value(":z", n(0));
-    req.update = "SET launch_shard = :z".into();
-    h.store.update(req, false).await.unwrap();
+    let solo = h.activity(&wf, "solo").await;
+    assert!(solo.launched_time_epoch.is_some());
+    assert!(solo.launch_shard.is_some(), "watched until it starts");
     let now = Timestamp::now().epoch;
+    // Not yet: within queued_redrive_seconds.
     assert_eq!(h.engine.monitor_tick(now).await.unwrap().relaunched, 0);
-    let report = h.engine.monitor_tick(now + 3600).await.unwrap();
-    assert_eq!(report.relaunched, 1);
-    let launches = h.launcher.launches_of("solo");
-    assert_eq!(launches.len(), 2);
-    assert_eq!(launches[1]["attempt"], 2);
-    assert!(h.activity(&wf, "solo").await.launch_shard.is_none());
+    // The invocation was lost: launched again, twice, with a new attempt.
+    for (i, at) in [(2, now + 3600), (3, now + 7200)] {
+        let report = h.engine.monitor_tick(at).await.unwrap();
+        assert_eq!(report.relaunched, 1);
+        let launches = h.launcher.launches_of("solo");
+        assert_eq!(launches.len(), i);
+        assert_eq!(launches[i - 1]["attempt"], i);
+    }
+    // Still nothing after max_launch_attempts: it fails with the reason.
+    h.engine.monitor_tick(now + 10_800).await.unwrap();
+    let solo = h.activity(&wf, "solo").await;
+    assert_eq!(solo.state, ActivityState::Failed);
+    assert!(solo.error.unwrap().contains("not started after 3 launches"));
+    assert!(solo.launch_shard.is_none());
     assert_eq!(
-        h.engine.monitor_tick(now + 7200).await.unwrap().relaunched,
-        0
+        h.activity(&wf, "next").await.state,
+        ActivityState::Cancelled
     );
+    assert_eq!(h.workflow(&wf).await.state, WorkflowState::Failed);
+    // Once it runs, the monitor leaves it alone.
+    let wf = h.start("one").await;
+    h.engine
+        .apply_event(&h.event(&wf, "solo", "RUNNING"))
+        .await
+        .unwrap();
+    assert!(h.activity(&wf, "solo").await.launch_shard.is_none());
+    let before = h.launcher.launch_count();
+    h.engine.monitor_tick(now + 3600).await.unwrap();
+    assert_eq!(h.launcher.launch_count(), before);
 }
 
 #[tokio::test]
