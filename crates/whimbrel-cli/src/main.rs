@@ -11,7 +11,7 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 use serde_json::Value;
-use whimbrel_core::contract::Transition;
+use whimbrel_core::contract::{ActivityState, Transition};
 use whimbrel_core::dates::Timestamp;
 use whimbrel_core::engine::{Engine, EngineConfig};
 use whimbrel_core::model::{ActivityEvent, WorkflowLambda, WorkflowRequest};
@@ -93,6 +93,17 @@ enum Command {
         #[arg(long)]
         error: Option<String>,
     },
+    /// Cancel a workflow: insert a CANCEL event row for each of its
+    /// activities that has not ended (contract: CANCEL "if the user requests
+    /// a cancellation"). Running ones become CANCELLED_RUNNING and learn it
+    /// at their next heartbeat.
+    Cancel {
+        /// The workflow exec id.
+        workflow_exec_id: String,
+        /// The reason, stored as each activity's `error`.
+        #[arg(long, default_value = "cancelled by the user")]
+        reason: String,
+    },
     /// Record a heartbeat for a running activity; prints its state.
     Heartbeat {
         /// The activity exec id.
@@ -158,6 +169,36 @@ pub fn request_row(name: &str, input: Option<Value>, source: &str) -> WorkflowRe
         manual: None,
         input,
     }
+}
+
+/// Insert one `whimbrel_activity_event` row (Simple Lambda API) and return
+/// its `activity_event_id`.
+async fn insert_event(
+    store: &Store,
+    activity_exec_id: String,
+    transition: Transition,
+    output: Option<Value>,
+    error: Option<String>,
+) -> Result<String, CliError> {
+    let now = Timestamp::now();
+    let ev = ActivityEvent {
+        activity_event_id: ids::new_id(&activity_exec_id),
+        activity_exec_id,
+        transition: transition.as_str().into(),
+        when: Some(now.date_list()),
+        when_epoch: Some(now.epoch as f64),
+        source: Some("whimbrel cli".into()),
+        manual: None,
+        output,
+        error,
+        activity_name: None,
+        workflow_exec_id: None,
+        workflow_name: None,
+    };
+    store
+        .put_new(&store.tables().activity_event(), "activity_event_id", &ev)
+        .await?;
+    Ok(ev.activity_event_id)
 }
 
 async fn run(cli: Cli) -> Result<(), CliError> {
@@ -246,26 +287,28 @@ async fn run(cli: Cli) -> Result<(), CliError> {
                 ))
             })?;
             let output = output.map(|o| parse_json("--output", &o)).transpose()?;
-            let now = Timestamp::now();
-            let ev = ActivityEvent {
-                activity_event_id: ids::new_id(&activity_exec_id),
-                activity_exec_id,
-                transition: t.as_str().into(),
-                when: Some(now.date_list()),
-                when_epoch: Some(now.epoch as f64),
-                source: Some("whimbrel cli".into()),
-                manual: None,
-                output,
-                error,
-                activity_name: None,
-                workflow_exec_id: None,
-                workflow_name: None,
-            };
             let store = store_for(g).await;
-            store
-                .put_new(&store.tables().activity_event(), "activity_event_id", &ev)
-                .await?;
-            println!("activity_event_id\t{}", ev.activity_event_id);
+            let id = insert_event(&store, activity_exec_id, t, output, error).await?;
+            println!("activity_event_id\t{id}");
+        }
+        Command::Cancel {
+            workflow_exec_id,
+            reason,
+        } => {
+            let store = store_for(g).await;
+            let snap = status::snapshot(&store, &workflow_exec_id).await?;
+            let mut sent = 0;
+            for a in snap.activities {
+                if a.state.is_terminal() || a.state == ActivityState::CancelledRunning {
+                    continue;
+                }
+                let reason = Some(reason.clone());
+                let id = insert_event(&store, a.activity_exec_id, Transition::Cancel, None, reason)
+                    .await?;
+                println!("activity_event_id\t{id}");
+                sent += 1;
+            }
+            eprintln!("cancel requested for {sent} activities of {workflow_exec_id}");
         }
         Command::Heartbeat { activity_exec_id } => {
             let store = store_for(g).await;

@@ -177,3 +177,70 @@ fn errors_are_one_line_with_a_non_zero_exit() {
         assert!(err.starts_with("whimbrel: error: "), "{args:?}: {err}");
     }
 }
+
+#[test]
+fn cancel_requests_a_cancel_for_every_activity_that_has_not_ended() {
+    let endpoint = common::moto_endpoint();
+    let prefix = format!("c{}_", &uuid::Uuid::new_v4().simple().to_string()[..8]);
+    let run = |args: &[&str]| whimbrel(&endpoint, &prefix, args);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let wf = rt.block_on(async {
+        let h = common::Harness::with_prefix(&prefix).await;
+        h.register(
+            "three",
+            serde_json::json!({"activities": [
+                {"name": "done", "lambda": "noop"},
+                {"name": "busy", "lambda": "noop"},
+                {"name": "waiting", "lambda": "noop", "depends_on": ["busy"]}
+            ]}),
+        )
+        .await;
+        let wf = h.start("three").await;
+        h.run_to_completion(&wf, "done").await;
+        h.engine
+            .apply_event(&h.event(&wf, "busy", "RUNNING"))
+            .await
+            .unwrap();
+        wf
+    });
+    let out = stdout(&run(&["cancel", &wf, "--reason", "operator said so"]));
+    let ids: Vec<&str> = out
+        .lines()
+        .filter_map(|l| l.strip_prefix("activity_event_id\t"))
+        .collect();
+    assert_eq!(ids.len(), 2, "busy and waiting, not done: {out}");
+    rt.block_on(async {
+        let h = common::Harness::with_prefix(&prefix).await;
+        for id in &ids {
+            let exec_id = id.rsplit_once("::").unwrap().0;
+            let key = std::collections::HashMap::from([
+                ("activity_event_id".to_string(), common::sv(id)),
+                ("activity_exec_id".to_string(), common::sv(exec_id)),
+            ]);
+            let ev: whimbrel_core::model::ActivityEvent = h
+                .store
+                .get(&h.store.tables().activity_event(), key)
+                .await
+                .unwrap()
+                .expect("cancel row inserted");
+            assert_eq!(ev.transition, "CANCEL");
+            h.engine.apply_event(&ev).await.unwrap();
+        }
+        use whimbrel_core::contract::{ActivityState, WorkflowState};
+        assert_eq!(
+            h.activity(&wf, "busy").await.state,
+            ActivityState::CancelledRunning
+        );
+        assert_eq!(
+            h.activity(&wf, "waiting").await.state,
+            ActivityState::Cancelled
+        );
+        assert_eq!(h.workflow(&wf).await.state, WorkflowState::Running);
+        // The running activity acknowledges at its next heartbeat.
+        h.engine
+            .apply_event(&h.event(&wf, "busy", "CANCEL"))
+            .await
+            .unwrap();
+        assert_eq!(h.workflow(&wf).await.state, WorkflowState::Cancelled);
+    });
+}
