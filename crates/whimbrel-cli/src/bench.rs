@@ -11,10 +11,9 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 use serde_json::Value;
-use whimbrel_core::ids;
 use whimbrel_core::store::{Metrics, OpCount};
 
-use crate::{request_row, store_for, CliError, Global};
+use crate::{insert_request, store_for, CliError, Global};
 
 /// Options of `whimbrel bench`.
 #[derive(Args, Debug, Clone)]
@@ -94,16 +93,8 @@ pub async fn run(g: Global, a: BenchArgs) -> Result<(), CliError> {
         .map_err(|e| CliError(format!("--input is not JSON: {e}")))?;
     let (skip, _) = read_metrics(&a.metrics_file, 0);
     let before = counters(&a.front).await?;
-    let row = request_row(&a.workflow, input, "whimbrel bench");
-    let wf_id = ids::workflow_exec_id(&a.workflow, &row.workflow_request_id);
     let t0 = Instant::now();
-    store
-        .put_new(
-            &store.tables().workflow_request(),
-            "workflow_request_id",
-            &row,
-        )
-        .await?;
+    let (_, wf_id) = insert_request(&store, &a.workflow, input, "whimbrel bench").await?;
     // Poll the workflow exec item only (one GetItem): the local DynamoDB
     // serves one request at a time, so heavier polling would slow the run.
     let key = std::collections::HashMap::from([

@@ -157,10 +157,17 @@ fn parse_json(what: &str, text: &str) -> Result<Value, CliError> {
     serde_json::from_str(text).map_err(|e| CliError(format!("{what} is not valid JSON: {e}")))
 }
 
-/// The request row `whimbrel start` inserts (also used by `bench`).
-pub fn request_row(name: &str, input: Option<Value>, source: &str) -> WorkflowRequest {
+/// Insert one `whimbrel_workflow_request` row for `name` (Simple Lambda
+/// API: a client's whole duty to start a workflow) and return its
+/// `workflow_request_id` and the `workflow_exec_id` the engine derives.
+pub async fn insert_request(
+    store: &Store,
+    name: &str,
+    input: Option<Value>,
+    source: &str,
+) -> Result<(String, String), CliError> {
     let now = Timestamp::now();
-    WorkflowRequest {
+    let row = WorkflowRequest {
         workflow_request_id: ids::new_id(name),
         workflow_name: name.into(),
         when: Some(now.date_list()),
@@ -168,7 +175,16 @@ pub fn request_row(name: &str, input: Option<Value>, source: &str) -> WorkflowRe
         source: Some(source.into()),
         manual: None,
         input,
-    }
+    };
+    store
+        .put_new(
+            &store.tables().workflow_request(),
+            "workflow_request_id",
+            &row,
+        )
+        .await?;
+    let exec_id = ids::workflow_exec_id(name, &row.workflow_request_id);
+    Ok((row.workflow_request_id, exec_id))
 }
 
 /// Insert one `whimbrel_activity_event` row (Simple Lambda API) and return
@@ -261,19 +277,9 @@ async fn run(cli: Cli) -> Result<(), CliError> {
                 (None, None) => None,
             };
             let store = store_for(g).await;
-            let row = request_row(&name, input, &source);
-            store
-                .put_new(
-                    &store.tables().workflow_request(),
-                    "workflow_request_id",
-                    &row,
-                )
-                .await?;
-            println!("workflow_request_id\t{}", row.workflow_request_id);
-            println!(
-                "workflow_exec_id\t{}",
-                ids::workflow_exec_id(&name, &row.workflow_request_id)
-            );
+            let (request_id, exec_id) = insert_request(&store, &name, input, &source).await?;
+            println!("workflow_request_id\t{request_id}");
+            println!("workflow_exec_id\t{exec_id}");
         }
         Command::Event {
             activity_exec_id,
