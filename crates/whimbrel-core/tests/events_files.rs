@@ -148,3 +148,45 @@ async fn every_sample_event_is_handled_as_documented() {
             .is_err()
     );
 }
+
+/// Whatever the payload, the handlers answer (a response or an invocation
+/// error) and never panic; records they cannot read are rejected.
+#[tokio::test]
+async fn odd_payloads_never_panic() {
+    let h = Harness::new().await;
+    let e = &h.engine;
+    let arn = format!(
+        "arn:aws:dynamodb:us-east-1:000000000000:table/{}/stream/x",
+        h.store.tables().activity_event()
+    );
+    let payloads = [
+        json!(null),
+        json!(42),
+        json!("Records"),
+        json!([]),
+        json!({"Records": null}),
+        json!({"Records": {}}),
+        json!({"Records": [null, 1, "x", [], {}]}),
+        json!({"Records": [{"eventName": "INSERT", "eventSourceARN": arn, "dynamodb": {}}]}),
+        json!({"Records": [{"eventName": "INSERT", "eventSourceARN": arn, "dynamodb": {"NewImage": {"activity_exec_id": {"N": "1"}}}}]}),
+        json!({"Records": [{"eventName": "INSERT", "eventSourceARN": arn, "dynamodb": {"NewImage": {
+            "activity_event_id": {"S": "::"}, "activity_exec_id": {"S": ""}, "transition": {"S": ""}}}}]}),
+        json!({"Records": [{"eventName": "INSERT", "eventSourceARN": arn, "dynamodb": {"NewImage": {
+            "activity_event_id": {"S": "a::b"}, "activity_exec_id": {"S": "a"}, "transition": {"L": []},
+            "when": {"S": "yesterday"}}}}]}),
+        json!({"Records": [{"eventName": "INSERT", "eventSourceARN": "not an arn", "dynamodb": {"NewImage": {}}}]}),
+    ];
+    for p in &payloads {
+        if let Ok((resp, sum)) = handlers::activity_events(e, p).await {
+            assert!(
+                failures(&resp).is_empty(),
+                "{p}: nothing here may be retried"
+            );
+            assert_eq!(sum.applied, 0, "{p}");
+        }
+        if let Ok((resp, _)) = handlers::workflow_requests(e, p).await {
+            assert!(failures(&resp).is_empty(), "{p}");
+        }
+        assert!(handlers::scheduled_event(e, p).await.is_err(), "{p}");
+    }
+}
