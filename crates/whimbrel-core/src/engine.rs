@@ -306,13 +306,19 @@ impl<L: Launcher> Engine<L> {
         if req.manual == Some(true) {
             return Ok(Applied::Skipped);
         }
-        ids::check_id(
+        if req.workflow_name.trim().is_empty() {
+            return Err(EngineError::Rejected("workflow_name is empty".into()));
+        }
+        let recommended = ids::check_id(
             "workflow_request_id",
             "workflow_name",
             &req.workflow_request_id,
             &req.workflow_name,
         )
         .map_err(|e| EngineError::Rejected(e.to_string()))?;
+        if !recommended {
+            info!(workflow_request_id = %req.workflow_request_id, "request id is not (workflow_name)::(uuid); accepted");
+        }
         let t = self.store.tables().clone();
         let name = &req.workflow_name;
         let id = ids::workflow_exec_id(name, &req.workflow_request_id);
@@ -585,13 +591,16 @@ impl<L: Launcher> Engine<L> {
             .transition
             .parse()
             .map_err(|e: contract::UnknownName| EngineError::Rejected(e.to_string()))?;
-        ids::check_id(
+        let recommended = ids::check_id(
             "activity_event_id",
             "activity_exec_id",
             &ev.activity_event_id,
             &ev.activity_exec_id,
         )
         .map_err(|e| EngineError::Rejected(e.to_string()))?;
+        if !recommended {
+            info!(activity_event_id = %ev.activity_event_id, "event id is not (activity_exec_id)::(uuid); accepted");
+        }
         let exec = self
             .find_activity(&ev.activity_exec_id)
             .await?

@@ -45,13 +45,14 @@ fn documented_shapes_parse_and_agree() {
         ids::workflow_exec_id(&request.workflow_name, &request.workflow_request_id)
     );
     let event: ActivityEvent = row("activity-event-row.json");
-    ids::check_id(
+    let recommended = ids::check_id(
         "activity_event_id",
         "activity_exec_id",
         &event.activity_event_id,
         &event.activity_exec_id,
     )
-    .expect("documented event id is well formed");
+    .expect("documented event id is not empty");
+    assert!(recommended, "documented event id has the recommended form");
     assert!(event
         .transition
         .parse::<whimbrel_core::contract::Transition>()

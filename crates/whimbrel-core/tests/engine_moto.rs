@@ -113,11 +113,18 @@ async fn rejected_and_not_yet_transitions() {
     let r = h.engine.apply_event(&h.event(&wf, "nope", "RUNNING")).await;
     assert!(matches!(r, Err(EngineError::Rejected(m)) if m.contains("unknown activity")));
     let mut bad = h.event(&wf, "x", "RUNNING");
-    bad.activity_event_id = "not-an-id".into();
+    bad.activity_event_id = "".into();
     assert!(matches!(
         h.engine.apply_event(&bad).await,
         Err(EngineError::Rejected(_))
     ));
+    // An id not in the recommended form still works (existing clients).
+    let mut other = h.event(&wf, "root", "RUNNING");
+    other.activity_event_id = "legacy-event-42".into();
+    assert_eq!(
+        h.engine.apply_event(&other).await.unwrap(),
+        Applied::State(ActivityState::Running)
+    );
     // Terminal states accept nothing.
     for end in [
         ActivityState::Completed,
