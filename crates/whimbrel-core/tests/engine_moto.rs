@@ -793,3 +793,47 @@ async fn a_redelivered_request_does_not_reset_an_activity_cancelled_meanwhile() 
     assert_eq!(h.workflow(&wf).await.state, WorkflowState::Running);
     assert_eq!(h.launcher.launches_of("root").len(), 1);
 }
+
+#[tokio::test]
+async fn a_cancelled_transaction_applies_nothing() {
+    // The engine's exactly-once counting relies on it (and the local
+    // DynamoDB's transaction handling is ours: scripts/moto_server.py).
+    let h = Harness::new().await;
+    h.register("one", chain_plan(&["solo"])).await;
+    let wf = h.start("one").await;
+    let solo = h.activity(&wf, "solo").await;
+    let activity = UpdateRequest {
+        update: "SET #st = :s".into(),
+        ..UpdateRequest::new(
+            h.store.tables().activity_exec(),
+            HashMap::from([
+                ("activity_exec_id".to_string(), s(&solo.activity_exec_id)),
+                ("workflow_exec_id".to_string(), s(&wf)),
+            ]),
+        )
+        .name("#st", "state")
+        .value(":s", s("COMPLETED"))
+    };
+    let workflow = UpdateRequest {
+        update: "ADD completed_count :one".into(),
+        condition: Some("attribute_not_exists(workflow_exec_id)".into()),
+        ..UpdateRequest::new(
+            h.store.tables().workflow_exec(),
+            HashMap::from([
+                ("workflow_exec_id".to_string(), s(&wf)),
+                ("workflow_name".to_string(), s("one")),
+            ]),
+        )
+        .value(":one", n(1))
+    };
+    let r = h.store.transact_update(vec![activity, workflow]).await;
+    assert!(
+        matches!(r, Err(whimbrel_core::store::StoreError::ConditionFailed)),
+        "{r:?}"
+    );
+    assert_eq!(h.activity(&wf, "solo").await.state, ActivityState::Queued);
+    assert_eq!(h.workflow(&wf).await.completed_count, 0);
+    // And the tables still work afterwards.
+    h.run_to_completion(&wf, "solo").await;
+    assert_eq!(h.workflow(&wf).await.state, WorkflowState::Completed);
+}
