@@ -58,15 +58,10 @@ impl Activity {
     }
 
     /// An activity using the AWS configuration and `WHIMBREL_*` settings of
-    /// the environment.
+    /// the environment. Loads them on every call: a Lambda should build one
+    /// [`Reporter`] in `main` and call [`Reporter::activity`] per invocation.
     pub async fn from_env(payload: LaunchPayload) -> Result<Self, ActivityError> {
-        let config = EngineConfig::from_env().map_err(ActivityError::Config)?;
-        let sdk = crate::aws_config(None).await;
-        let store = Store::new(
-            aws_sdk_dynamodb::Client::new(&sdk),
-            Tables::new(config.table_prefix.clone()),
-        );
-        Ok(Activity::new(payload, store, config))
+        Ok(Reporter::from_env().await?.activity(payload))
     }
 
     /// Insert one event row for `transition` (contract: "Update Activity
@@ -123,5 +118,33 @@ impl Activity {
             .engine
             .heartbeat(&self.payload.activity_exec_id)
             .await?)
+    }
+}
+
+/// What activities report through, built once per process (Lambda `main`)
+/// from the environment and cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Reporter {
+    store: Store,
+    config: EngineConfig,
+}
+
+impl Reporter {
+    /// The AWS configuration and `WHIMBREL_*` settings of the environment.
+    ///
+    /// Errors: an invalid `WHIMBREL_*` variable.
+    pub async fn from_env() -> Result<Self, ActivityError> {
+        let config = EngineConfig::from_env().map_err(ActivityError::Config)?;
+        let sdk = crate::aws_config(None).await;
+        let store = Store::new(
+            aws_sdk_dynamodb::Client::new(&sdk),
+            Tables::new(config.table_prefix.clone()),
+        );
+        Ok(Reporter { store, config })
+    }
+
+    /// The activity a launch payload describes.
+    pub fn activity(&self, payload: LaunchPayload) -> Activity {
+        Activity::new(payload, self.store.clone(), self.config.clone())
     }
 }

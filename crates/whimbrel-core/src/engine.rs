@@ -126,7 +126,8 @@ pub enum Applied {
     State(ActivityState),
     /// The workflow is in this state.
     Workflow(WorkflowState),
-    /// The row was not for the Simple Lambda API (`manual = true`).
+    /// The row was not for the Simple Lambda API (`manual = true`): the
+    /// stream handlers skip it, its writer applies it in-process.
     Skipped,
 }
 
@@ -303,9 +304,6 @@ impl<L: Launcher> Engine<L> {
     /// Errors: [`EngineError::Rejected`] for a malformed row;
     /// [`EngineError::Retry`] when DynamoDB or the decider is unavailable.
     pub async fn start_workflow(&self, req: &WorkflowRequest) -> Result<Applied, EngineError> {
-        if req.manual == Some(true) {
-            return Ok(Applied::Skipped);
-        }
         if req.workflow_name.trim().is_empty() {
             return Err(EngineError::Rejected("workflow_name is empty".into()));
         }
@@ -584,9 +582,6 @@ impl<L: Launcher> Engine<L> {
     /// allows from the current state; [`EngineError::Retry`] for a
     /// transition not valid yet (DESIGN 3.8) or an unavailable store.
     pub async fn apply_event(&self, ev: &ActivityEvent) -> Result<Applied, EngineError> {
-        if ev.manual == Some(true) {
-            return Ok(Applied::Skipped);
-        }
         let transition: Transition = ev
             .transition
             .parse()

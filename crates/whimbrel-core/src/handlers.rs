@@ -201,7 +201,14 @@ pub async fn workflow_requests<L: Launcher>(
         payload,
         &table,
         "workflow_request_id",
-        |row: WorkflowRequest| async move { engine.start_workflow(&row).await },
+        |row: WorkflowRequest| async move {
+            // contract: a Full Logic API client sets `manual` and starts the
+            // workflow itself.
+            if row.manual == Some(true) {
+                return Ok(Applied::Skipped);
+            }
+            engine.start_workflow(&row).await
+        },
     )
     .await
 }
@@ -222,7 +229,13 @@ pub async fn activity_events<L: Launcher>(
         payload,
         &table,
         "activity_exec_id",
-        |row: ActivityEvent| async move { engine.apply_event(&row).await },
+        |row: ActivityEvent| async move {
+            // contract: a Full Logic API client applies its own events.
+            if row.manual == Some(true) {
+                return Ok(Applied::Skipped);
+            }
+            engine.apply_event(&row).await
+        },
     )
     .await
 }

@@ -11,6 +11,39 @@
 //! * [`handlers`]: stream batches / Scheduled Events → engine → responses
 //! * [`activity`]: the helper activities use to report
 //! * [`install`]: table definitions
+//!
+//! # Full Logic API
+//!
+//! A Rust process applies the contract in-process, without the Lambda
+//! functions (contract: "Full Logic API"): it inserts its request row with
+//! `manual = true` (for tracing; the workflow-request function skips it),
+//! then runs the engine itself:
+//!
+//! ```no_run
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! use whimbrel_core::{dates::Timestamp, ids, model::WorkflowRequest};
+//! let engine = whimbrel_core::engine_from_env().await?;
+//! let now = Timestamp::now();
+//! let request = WorkflowRequest {
+//!     workflow_request_id: ids::new_id("nightly"),
+//!     workflow_name: "nightly".into(),
+//!     when: Some(now.date_list()),
+//!     when_epoch: Some(now.epoch as f64),
+//!     source: Some("batch host".into()),
+//!     manual: Some(true),
+//!     input: None,
+//! };
+//! let store = engine.store();
+//! store
+//!     .put_new(&store.tables().workflow_request(), "workflow_request_id", &request)
+//!     .await?;
+//! engine.start_workflow(&request).await?; // plan, activities, launches
+//! // ... and for each activity event, written with `manual = true` too:
+//! // engine.apply_event(&event).await?;
+//! # Ok(()) }
+//! ```
+
+#![warn(missing_docs)]
 
 pub mod activity;
 pub mod contract;

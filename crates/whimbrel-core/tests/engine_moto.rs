@@ -520,13 +520,31 @@ async fn workflow_request_failures_are_recorded_on_the_workflow() {
     h.engine.start_workflow(&req).await.unwrap();
     assert_eq!(h.workflow(&id).await.state, WorkflowState::Running);
     assert_eq!(h.launcher.launches_of("x").len(), 1);
-    // manual = true is skipped.
+    // Full Logic API: a `manual` row is skipped by the stream handler and
+    // started in-process by its writer.
     let mut manual = h.request("flaky", None);
     manual.manual = Some(true);
+    let table = h.store.tables().workflow_request();
+    let batch = stream_event(
+        &table,
+        &["workflow_request_id", "workflow_name"],
+        std::slice::from_ref(&manual),
+        1,
+    );
+    let (_, sum) = handlers::workflow_requests(&h.engine, &batch)
+        .await
+        .unwrap();
+    assert_eq!(sum.skipped, 1);
+    let id = ids::workflow_exec_id("flaky", &manual.workflow_request_id);
+    assert!(
+        h.engine.load_workflow(&id, "flaky").await.is_err(),
+        "not started by the handler"
+    );
     assert_eq!(
         h.engine.start_workflow(&manual).await.unwrap(),
-        Applied::Skipped
+        Applied::Workflow(WorkflowState::Running)
     );
+    assert_eq!(h.workflow(&id).await.state, WorkflowState::Running);
 }
 
 #[tokio::test]

@@ -3,11 +3,11 @@
 
 use lambda_runtime::{service_fn, Error, LambdaEvent};
 use serde_json::json;
-use whimbrel_core::activity::Activity;
+use whimbrel_core::activity::Reporter;
 use whimbrel_core::plan::LaunchPayload;
 
-async fn handle(payload: LaunchPayload) -> Result<(), Error> {
-    let activity = Activity::from_env(payload).await?;
+async fn handle(reporter: &Reporter, payload: LaunchPayload) -> Result<(), Error> {
+    let activity = reporter.activity(payload);
     activity.running().await?;
     activity.completed(json!({})).await?;
     Ok(())
@@ -16,8 +16,10 @@ async fn handle(payload: LaunchPayload) -> Result<(), Error> {
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     lambda_runtime::tracing::init_default_subscriber();
-    lambda_runtime::run(service_fn(|e: LambdaEvent<LaunchPayload>| {
-        handle(e.payload)
+    let reporter = Reporter::from_env().await?;
+    let reporter = &reporter;
+    lambda_runtime::run(service_fn(move |e: LambdaEvent<LaunchPayload>| {
+        handle(reporter, e.payload)
     }))
     .await
 }

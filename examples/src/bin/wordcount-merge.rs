@@ -6,11 +6,11 @@ use std::collections::HashMap;
 
 use lambda_runtime::{service_fn, Error, LambdaEvent};
 use serde_json::json;
-use whimbrel_core::activity::Activity;
+use whimbrel_core::activity::Reporter;
 use whimbrel_core::plan::LaunchPayload;
 
-async fn handle(payload: LaunchPayload) -> Result<(), Error> {
-    let activity = Activity::from_env(payload).await?;
+async fn handle(reporter: &Reporter, payload: LaunchPayload) -> Result<(), Error> {
+    let activity = reporter.activity(payload);
     activity.running().await?;
     let mut total: HashMap<String, u64> = HashMap::new();
     for output in activity.payload.prerequisites.values() {
@@ -36,8 +36,10 @@ async fn handle(payload: LaunchPayload) -> Result<(), Error> {
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     lambda_runtime::tracing::init_default_subscriber();
-    lambda_runtime::run(service_fn(|e: LambdaEvent<LaunchPayload>| {
-        handle(e.payload)
+    let reporter = Reporter::from_env().await?;
+    let reporter = &reporter;
+    lambda_runtime::run(service_fn(move |e: LambdaEvent<LaunchPayload>| {
+        handle(reporter, e.payload)
     }))
     .await
 }
