@@ -11,7 +11,7 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 use serde_json::Value;
-use whimbrel_core::contract::{ActivityState, Transition};
+use whimbrel_core::contract::{ActivityState, Transition, WorkflowState};
 use whimbrel_core::dates::Timestamp;
 use whimbrel_core::engine::{Engine, EngineConfig};
 use whimbrel_core::model::{ActivityEvent, WorkflowLambda, WorkflowRequest};
@@ -108,6 +108,16 @@ enum Command {
     Heartbeat {
         /// The activity exec id.
         activity_exec_id: String,
+    },
+    /// List workflow executions in a state, newest first (a Query on the
+    /// `state-start_time_epoch-index` GSI).
+    List {
+        /// REQUESTED, RUNNING, COMPLETED, FAILED or CANCELLED.
+        #[arg(long, default_value = "RUNNING")]
+        state: String,
+        /// Only those started in the last this many seconds.
+        #[arg(long, default_value_t = 86_400)]
+        since_seconds: i64,
     },
     /// Show a workflow execution and its activities.
     Status {
@@ -333,6 +343,22 @@ async fn run(cli: Cli) -> Result<(), CliError> {
         } => {
             let store = store_for(g).await;
             status::run(&store, &workflow_exec_id, watch, output).await?;
+        }
+        Command::List {
+            state,
+            since_seconds,
+        } => {
+            let state: WorkflowState = serde_json::from_value(Value::String(state.clone()))
+                .map_err(|_| {
+                    CliError(format!(
+                        "unknown workflow state {state:?}; use REQUESTED, RUNNING, COMPLETED, FAILED or CANCELLED"
+                    ))
+                })?;
+            let store = store_for(g).await;
+            let since = Timestamp::now().epoch - since_seconds;
+            for w in status::list(&store, state, since).await? {
+                println!("{w}");
+            }
         }
         Command::Local(args) => local::run(g.clone(), args).await?,
         Command::Bench(args) => bench::run(g.clone(), args).await?,

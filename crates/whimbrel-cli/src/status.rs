@@ -5,9 +5,10 @@ use std::io::IsTerminal;
 use std::time::Duration;
 
 use serde_json::{json, Value};
+use whimbrel_core::contract::WorkflowState;
 use whimbrel_core::ids;
 use whimbrel_core::model::{ActivityExec, WorkflowExec};
-use whimbrel_core::store::{s, Store, INDEX_ACTIVITIES_BY_WORKFLOW};
+use whimbrel_core::store::{n, s, Store, INDEX_ACTIVITIES_BY_WORKFLOW, INDEX_WORKFLOWS_BY_STATE};
 
 use crate::CliError;
 
@@ -207,4 +208,46 @@ pub async fn run(store: &Store, id: &str, watch: bool, format: Format) -> Result
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
+}
+
+/// One line per workflow exec in `state` started at or after `since`
+/// (epoch seconds), newest first: id, state, start time (UTC), activity
+/// counts, error.
+///
+/// Errors: DynamoDB errors.
+pub async fn list(
+    store: &Store,
+    state: WorkflowState,
+    since: i64,
+) -> Result<Vec<String>, CliError> {
+    let mut found: Vec<WorkflowExec> = store
+        .query(
+            &store.tables().workflow_exec(),
+            Some(INDEX_WORKFLOWS_BY_STATE),
+            "#st = :s AND start_time_epoch >= :since",
+            HashMap::from([("#st".to_string(), "state".to_string())]),
+            HashMap::from([
+                (":s".to_string(), s(state.as_str())),
+                (":since".to_string(), n(since)),
+            ]),
+        )
+        .await?;
+    found.sort_by_key(|w| std::cmp::Reverse(w.start_time_epoch));
+    Ok(found
+        .iter()
+        .map(|w| {
+            let started = chrono::DateTime::from_timestamp(w.start_time_epoch, 0)
+                .map(|t| t.format("%Y-%m-%d %H:%M:%S").to_string())
+                .unwrap_or_default();
+            format!(
+                "{}\t{}\t{}\t{}/{} ended\t{}",
+                w.workflow_exec_id,
+                w.state,
+                started,
+                w.completed_count + w.failed_count + w.cancelled_count,
+                w.activity_count,
+                w.error.as_deref().unwrap_or("")
+            )
+        })
+        .collect())
 }

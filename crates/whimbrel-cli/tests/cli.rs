@@ -146,6 +146,17 @@ fn install_register_start_and_status_against_moto() {
         serde_json::from_str(&stdout(&run(&["status", &wf, "--output", "json"]))).unwrap();
     assert_eq!(json["workflow"]["state"], "COMPLETED");
     assert_eq!(json["activities"][0]["state"], "COMPLETED");
+    // `list` finds it by state (GSI, eventually consistent on AWS).
+    let listed = stdout(&run(&["list", "--state", "COMPLETED"]));
+    assert!(
+        listed
+            .lines()
+            .any(|l| l.starts_with(&format!("{wf}\tCOMPLETED\t")) && l.contains("1/1 ended")),
+        "{listed}"
+    );
+    assert!(!stdout(&run(&["list"])).contains(&wf), "not RUNNING");
+    let o = run(&["list", "--state", "DONE"]);
+    assert!(!o.status.success());
     // Heartbeat on a finished activity prints its state.
     assert_eq!(stdout(&run(&["heartbeat", &activity])).trim(), "COMPLETED");
 }
