@@ -1170,7 +1170,16 @@ impl<L: Launcher> Engine<L> {
     /// transaction that bumped them; the write is conditional on RUNNING, so
     /// concurrent finishers agree and a redelivery changes nothing.
     async fn finish_workflow(&self, id: &str, name: &str) -> Result<(), EngineError> {
-        let wf = self.load_workflow(id, name).await?;
+        // Only the state and the counters: the item also holds the plan.
+        let wf: WorkflowCounts = self
+            .store
+            .get_projected(
+                &self.store.tables().workflow_exec(),
+                self.workflow_key(id, name),
+                &WorkflowCounts::ATTRIBUTES,
+            )
+            .await?
+            .ok_or_else(|| EngineError::Retry(format!("workflow exec {id} not found")))?;
         if wf.state != WorkflowState::Running {
             return Ok(());
         }
@@ -1396,6 +1405,30 @@ const MARKERS: [&str; 3] = [
     "heartbeat_deadline_epoch",
     "launch_shard",
 ];
+
+/// The part of a workflow exec that decides whether it is finished.
+#[derive(Debug, serde::Deserialize)]
+struct WorkflowCounts {
+    state: WorkflowState,
+    #[serde(default)]
+    activity_count: u64,
+    #[serde(default)]
+    completed_count: u64,
+    #[serde(default)]
+    failed_count: u64,
+    #[serde(default)]
+    cancelled_count: u64,
+}
+
+impl WorkflowCounts {
+    const ATTRIBUTES: [&'static str; 5] = [
+        "state",
+        "activity_count",
+        "completed_count",
+        "failed_count",
+        "cancelled_count",
+    ];
+}
 
 /// The table key of an activity exec, as a KEYS_ONLY GSI returns it.
 #[derive(Debug, serde::Deserialize)]

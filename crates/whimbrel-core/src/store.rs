@@ -427,6 +427,38 @@ impl Store {
         out.item.map(|i| self.decode(table, i)).transpose()
     }
 
+    /// Strongly consistent GetItem of only the attributes in `projection`
+    /// (attribute names, comma separated; each is read through a `#name`
+    /// placeholder so reserved words are fine), converted to `T`. Reading
+    /// less costs less: a read request unit covers 4 KB.
+    pub async fn get_projected<T: DeserializeOwned>(
+        &self,
+        table: &str,
+        key: Item,
+        projection: &[&str],
+    ) -> Result<Option<T>, StoreError> {
+        self.metrics.record("GetItem", 1);
+        let mut names = HashMap::new();
+        let mut aliases = Vec::with_capacity(projection.len());
+        for (i, attr) in projection.iter().enumerate() {
+            let alias = format!("#p{i}");
+            names.insert(alias.clone(), (*attr).to_string());
+            aliases.push(alias);
+        }
+        let out = self
+            .client
+            .get_item()
+            .table_name(table)
+            .set_key(Some(key))
+            .consistent_read(true)
+            .projection_expression(aliases.join(", "))
+            .set_expression_attribute_names(Some(names))
+            .send()
+            .await
+            .map_err(|e| classify("GetItem", e))?;
+        out.item.map(|i| self.decode(table, i)).transpose()
+    }
+
     fn decode<T: DeserializeOwned>(&self, table: &str, item: Item) -> Result<T, StoreError> {
         serde_dynamo::from_item(item).map_err(|e| StoreError::Shape {
             table: table.into(),
