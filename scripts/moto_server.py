@@ -51,6 +51,9 @@ _moto_transact_write_items = DynamoDBBackend.transact_write_items
 
 
 def _transact_write_items(self, transact_items):
+    # Restores items only: stream records that operations of a cancelled
+    # transaction emitted stay. The engine's transactions touch only tables
+    # without streams (activity_exec, workflow_exec).
     backups = []
     for entry in transact_items:
         op = next(iter(entry.values()), {})

@@ -313,6 +313,12 @@ async fn run(cli: Cli) -> Result<(), CliError> {
         } => {
             let store = store_for(g).await;
             let snap = status::snapshot(&store, &workflow_exec_id).await?;
+            if snap.workflow.state == WorkflowState::Requested || snap.activities.is_empty() {
+                return Err(CliError(format!(
+                    "{workflow_exec_id} is {} and has no activities yet; try again in a moment",
+                    snap.workflow.state
+                )));
+            }
             let mut sent = 0;
             for a in snap.activities {
                 if a.state.is_terminal() || a.state == ActivityState::CancelledRunning {

@@ -19,7 +19,7 @@ use crate::engine::{Engine, EngineConfig, EngineError};
 use crate::ids;
 use crate::model::ActivityEvent;
 use crate::plan::LaunchPayload;
-use crate::store::{Store, StoreError, Tables};
+use crate::store::{n, s, Store, StoreError, Tables, UpdateRequest};
 
 /// Why a report failed.
 #[derive(Debug, thiserror::Error)]
@@ -95,9 +95,35 @@ impl Activity {
         Ok(ev.activity_event_id)
     }
 
-    /// Report RUNNING.
+    /// Report RUNNING, then acknowledge the launch on the activity exec
+    /// item itself (remove its `launch_shard`, only for this `attempt` and
+    /// while still QUEUED), so the monitor does not launch it again while
+    /// the RUNNING event waits in the stream. The state is left to the
+    /// engine (contract: an activity may update other aspects of its item,
+    /// not the state).
     pub async fn running(&self) -> Result<String, ActivityError> {
-        self.report(Transition::Running, None, None).await
+        let id = self.report(Transition::Running, None, None).await?;
+        let p = &self.payload;
+        let store = self.engine.store();
+        let key = std::collections::HashMap::from([
+            ("activity_exec_id".to_string(), s(&p.activity_exec_id)),
+            ("workflow_exec_id".to_string(), s(&p.workflow_exec_id)),
+        ]);
+        let req = UpdateRequest {
+            update: "REMOVE launch_shard".into(),
+            condition: Some(
+                "#st = :queued AND #att = :att AND attribute_exists(launch_shard)".into(),
+            ),
+            ..UpdateRequest::new(store.tables().activity_exec(), key)
+                .name("#st", "state")
+                .name("#att", "attempt")
+                .value(":queued", s(ActivityState::Queued.as_str()))
+                .value(":att", n(p.attempt))
+        };
+        match store.update(req, false).await {
+            Ok(_) | Err(StoreError::ConditionFailed) => Ok(id),
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// Report COMPLETED with `output` (handed to dependents).

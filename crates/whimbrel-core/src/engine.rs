@@ -151,6 +151,9 @@ struct Details {
     /// The time of the change, epoch seconds; now when absent (the monitor
     /// passes its tick time).
     at: Option<i64>,
+    /// The change has no stream record to redeliver (a `manual` event
+    /// applied in-process): keep the index markers until `settle`.
+    in_process: bool,
 }
 
 /// The engine: the store, a launcher and the settings.
@@ -301,6 +304,10 @@ impl<L: Launcher> Engine<L> {
     /// prerequisites. An unknown workflow, an invalid plan or a decider
     /// error fails the workflow with the reason stored in its `error`.
     ///
+    /// Redelivery resumes what did not finish. One caller per request at a
+    /// time (a stream shard guarantees it; a Full Logic API client must not
+    /// run two `start_workflow` calls for one request concurrently).
+    ///
     /// Errors: [`EngineError::Rejected`] for a malformed row;
     /// [`EngineError::Retry`] when DynamoDB or the decider is unavailable.
     pub async fn start_workflow(&self, req: &WorkflowRequest) -> Result<Applied, EngineError> {
@@ -359,6 +366,12 @@ impl<L: Launcher> Engine<L> {
             self.load_workflow(&id, name).await?
         };
         if exec.state.is_terminal() {
+            if exec.workflow_request_id.as_deref() == Some(&req.workflow_request_id)
+                && exec.start_time_epoch + 3600 < now.epoch
+            {
+                warn!(workflow_request_id = %req.workflow_request_id, workflow_exec_id = %id,
+                    "request id names a workflow exec that ended over an hour ago: a reused id? nothing started");
+            }
             return Ok(Applied::Workflow(exec.state));
         }
         if let (Some(reason), None) = (&oversized, &exec.plan) {
@@ -577,6 +590,10 @@ impl<L: Launcher> Engine<L> {
     /// on COMPLETED, cancel downstream on FAILED / TIMED_OUT / CANCELLED,
     /// finish the workflow after its last activity.
     ///
+    /// A Full Logic API client (event row with `manual = true`) calls this
+    /// itself and must retry it with the same event until it returns `Ok`
+    /// or `Rejected`: that is what resumes its side effects.
+    ///
     /// Errors: [`EngineError::Rejected`] for an unknown transition, a
     /// malformed id, an unknown activity or a transition the contract never
     /// allows from the current state; [`EngineError::Retry`] for a
@@ -606,6 +623,7 @@ impl<L: Launcher> Engine<L> {
             output: ev.output.clone(),
             error: ev.error.clone(),
             at: None,
+            in_process: false,
         };
         let mut transition = transition;
         let output_size = ev.output.as_ref().map_or(0, |v| v.to_string().len());
@@ -618,6 +636,7 @@ impl<L: Launcher> Engine<L> {
                 "COMPLETED output is {output_size} bytes; at most {MAX_OUTPUT_BYTES} bytes are allowed"
             ));
         }
+        details.in_process = ev.manual == Some(true);
         let state = self
             .transition(
                 exec,
@@ -672,7 +691,7 @@ impl<L: Launcher> Engine<L> {
             // A terminal write the engine or the monitor makes has no stream
             // record to redeliver: it keeps its index marker until its side
             // effects are done, so the monitor can resume them (`settle`).
-            let keep_markers = actor != Actor::Client;
+            let keep_markers = actor != Actor::Client || details.in_process;
             let update = self.state_update(
                 &exec,
                 transition,
@@ -1348,6 +1367,12 @@ impl<L: Launcher> Engine<L> {
                 return Ok(false);
             }
             Some(exec) if exec.state == ActivityState::Queued => {
+                // Re-check the age on the fresh read: another tick may have
+                // just launched it again.
+                let cut = now - self.config.queued_redrive_seconds;
+                if exec.queued_time_epoch.is_none_or(|q| q >= cut) {
+                    return Ok(false);
+                }
                 if exec.attempt >= self.config.max_launch_attempts {
                     let event_id =
                         format!("not-started:{}:{}", exec.activity_exec_id, exec.attempt);

@@ -855,3 +855,46 @@ async fn a_cancelled_transaction_applies_nothing() {
     h.run_to_completion(&wf, "solo").await;
     assert_eq!(h.workflow(&wf).await.state, WorkflowState::Completed);
 }
+
+#[tokio::test]
+async fn an_activity_that_acknowledged_its_launch_is_not_relaunched_while_its_running_event_waits()
+{
+    let h = Harness::new().await;
+    h.register("one", chain_plan(&["solo"])).await;
+    let wf = h.start("one").await;
+    let payload: whimbrel_core::plan::LaunchPayload =
+        serde_json::from_value(h.launcher.launches_of("solo")[0].clone()).unwrap();
+    let activity = whimbrel_core::activity::Activity::new(
+        payload,
+        h.store.clone(),
+        whimbrel_core::engine::EngineConfig {
+            table_prefix: h.store.tables().prefix.clone(),
+            ..Default::default()
+        },
+    );
+    let event_id = activity.running().await.unwrap();
+    // The RUNNING row is in the event table, not applied yet (stream lag).
+    let solo = h.activity(&wf, "solo").await;
+    assert_eq!(solo.state, ActivityState::Queued);
+    assert!(solo.launch_shard.is_none(), "launch acknowledged");
+    let report = h
+        .engine
+        .monitor_tick(Timestamp::now().epoch + 3600)
+        .await
+        .unwrap();
+    assert_eq!(report.relaunched, 0);
+    assert_eq!(h.launcher.launches_of("solo").len(), 1);
+    // Then the event arrives and applies as usual.
+    let key = HashMap::from([
+        ("activity_event_id".to_string(), s(&event_id)),
+        ("activity_exec_id".to_string(), s(&solo.activity_exec_id)),
+    ]);
+    let ev: whimbrel_core::model::ActivityEvent = h
+        .store
+        .get(&h.store.tables().activity_event(), key)
+        .await
+        .unwrap()
+        .unwrap();
+    h.engine.apply_event(&ev).await.unwrap();
+    assert_eq!(h.activity(&wf, "solo").await.state, ActivityState::Running);
+}
