@@ -261,6 +261,12 @@ impl<L> Engine<L> {
             .heartbeat_timeout_seconds
             .unwrap_or(self.config.default_heartbeat_timeout_seconds);
         let now = Timestamp::now();
+        let deadline = monitor_deadline(
+            Some(now.epoch + timeout),
+            exec.timeout_seconds
+                .map(|t| exec.start_time_epoch.max(0) + t),
+        )
+        .unwrap_or(now.epoch + timeout);
         let req = UpdateRequest::new(
             self.store.tables().activity_exec(),
             self.activity_key(&exec.activity_exec_id, &exec.workflow_exec_id),
@@ -270,7 +276,7 @@ impl<L> Engine<L> {
         .value(":crun", s("CANCELLED_RUNNING"))
         .value(":now", n(now.epoch))
         .value(":now_list", av(&now.date_list()))
-        .value(":deadline", n(now.epoch + timeout));
+        .value(":deadline", n(deadline));
         let req = UpdateRequest {
             update: "SET heartbeat_time = :now_list, heartbeat_time_epoch = :now, \
                      heartbeat_deadline_epoch = :deadline"
@@ -800,16 +806,22 @@ impl<L: Launcher> Engine<L> {
                 set.push("launched_time = if_not_exists(launched_time, :now_list)");
                 set.push("launched_time_epoch = if_not_exists(launched_time_epoch, :now)");
                 remove.push("launch_shard");
-                if exec.heartbeat_enabled {
-                    let timeout = exec
-                        .heartbeat_timeout_seconds
-                        .unwrap_or(self.config.default_heartbeat_timeout_seconds);
+                let heartbeat_deadline = exec.heartbeat_enabled.then(|| {
+                    now.epoch
+                        + exec
+                            .heartbeat_timeout_seconds
+                            .unwrap_or(self.config.default_heartbeat_timeout_seconds)
+                });
+                if heartbeat_deadline.is_some() {
                     set.push("heartbeat_time = :now_list");
                     set.push("heartbeat_time_epoch = :now");
+                }
+                let close_deadline = exec.timeout_seconds.map(|t| now.epoch + t);
+                if let Some(deadline) = monitor_deadline(heartbeat_deadline, close_deadline) {
                     set.push("heartbeat_deadline_epoch = :deadline");
                     set.push("heartbeat_shard = :shard");
                     req = req
-                        .value(":deadline", n(now.epoch + timeout))
+                        .value(":deadline", n(deadline))
                         .value(":shard", n(store::shard_of(&exec.activity_exec_id)));
                 }
             }
@@ -817,11 +829,9 @@ impl<L: Launcher> Engine<L> {
             _ => {}
         }
         if transition == Transition::TimedOut {
-            // Contract (architecture, Heartbeat Monitor): only a stale
-            // heartbeat times out, even if one arrived since the read.
-            condition
-                .push_str(" AND heartbeat_enabled = :true AND heartbeat_deadline_epoch < :now");
-            req = req.value(":true", AttributeValue::Bool(true));
+            // Contract (architecture, Heartbeat Monitor): only a passed
+            // deadline times out, even if a heartbeat arrived since the read.
+            condition.push_str(" AND heartbeat_deadline_epoch < :now");
         }
         if next.is_terminal() {
             set.push("end_time = :now_list");
@@ -837,7 +847,12 @@ impl<L: Launcher> Engine<L> {
             }
         }
         let reason = details.error.clone().or_else(|| match next {
-            ActivityState::TimedOut => Some("heartbeat timed out".into()),
+            ActivityState::TimedOut => Some(match exec.timeout_seconds {
+                Some(t) if exec.start_time_epoch >= 0 && exec.start_time_epoch + t < now.epoch => {
+                    format!("not finished within {t}s of starting (timeout_seconds)")
+                }
+                _ => "heartbeat timed out".into(),
+            }),
             _ => None,
         });
         if let Some(err) = reason {
@@ -1098,6 +1113,7 @@ impl<L: Launcher> Engine<L> {
             attempt: exec.attempt.max(1),
             input: exec.input.clone().unwrap_or(Value::Null),
             prerequisites,
+            timeout_seconds: exec.timeout_seconds,
             heartbeat_timeout_seconds: exec.heartbeat_enabled.then(|| {
                 exec.heartbeat_timeout_seconds
                     .unwrap_or(self.config.default_heartbeat_timeout_seconds)
@@ -1431,6 +1447,16 @@ const MARKERS: [&str; 3] = [
     "launch_shard",
 ];
 
+/// The monitor's deadline for a running activity, epoch seconds: the earlier
+/// of its heartbeat deadline and its start-to-close deadline; `None` when it
+/// has neither (then nothing times it out).
+pub fn monitor_deadline(heartbeat: Option<i64>, start_to_close: Option<i64>) -> Option<i64> {
+    match (heartbeat, start_to_close) {
+        (Some(h), Some(c)) => Some(h.min(c)),
+        (h, c) => h.or(c),
+    }
+}
+
 /// The part of a workflow exec that decides whether it is finished.
 #[derive(Debug, serde::Deserialize)]
 struct WorkflowCounts {
@@ -1515,6 +1541,7 @@ pub fn activity_items(
                 a.heartbeat_timeout_seconds
                     .unwrap_or(config.default_heartbeat_timeout_seconds)
             }),
+            timeout_seconds: a.timeout_seconds,
             heartbeat_time: None,
             heartbeat_time_epoch: -1,
             heartbeat_deadline_epoch: None,

@@ -169,14 +169,21 @@ pub struct ActivityExec {
     /// Heartbeat timeout, seconds, when heartbeats are enabled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub heartbeat_timeout_seconds: Option<i64>,
+    /// Start-to-close timeout, seconds, from the plan: once RUNNING it must
+    /// end within this long.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_seconds: Option<i64>,
     /// Last heartbeat, UTC date list.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub heartbeat_time: Option<DateList>,
     /// Last heartbeat, epoch seconds; negative when heartbeats are disabled
     /// or the activity has not started.
     pub heartbeat_time_epoch: i64,
-    /// `heartbeat_time_epoch + heartbeat_timeout_seconds`: range key of the
-    /// sparse heartbeat GSI, present only while RUNNING / CANCELLED_RUNNING.
+    /// When the monitor times the activity out, epoch seconds: the earlier of
+    /// `heartbeat_time_epoch + heartbeat_timeout_seconds` and
+    /// `start_time_epoch + timeout_seconds`. Range key of the sparse
+    /// heartbeat GSI, present only while RUNNING / CANCELLED_RUNNING with a
+    /// heartbeat or a start-to-close timeout.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub heartbeat_deadline_epoch: Option<i64>,
     /// Shard (0..INDEX_SHARDS) of the sparse heartbeat GSI; present only

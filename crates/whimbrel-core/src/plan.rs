@@ -33,7 +33,7 @@ pub const MAX_WORKFLOW_INPUT_BYTES: usize = 64_000;
 /// Longest activity name, characters.
 pub const MAX_NAME_LEN: usize = 128;
 
-/// Longest heartbeat timeout, seconds (7 days).
+/// Longest heartbeat or start-to-close timeout, seconds (7 days).
 pub const MAX_HEARTBEAT_TIMEOUT_SECONDS: i64 = 7 * 24 * 3600;
 
 /// Largest activity exec item the plan may lead to, bytes, counting its
@@ -101,6 +101,11 @@ pub struct PlannedActivity {
     /// Enable heartbeats with the default timeout (DESIGN 3.6).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub heartbeat_enabled: Option<bool>,
+    /// Start-to-close timeout, seconds: once RUNNING, the activity must end
+    /// within this long or the monitor times it out (TIMED_OUT), heartbeats
+    /// or not. Absent = no limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_seconds: Option<i64>,
     /// Input handed to the activity when it is launched.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub input: Option<Value>,
@@ -130,6 +135,9 @@ pub struct LaunchPayload {
     /// Heartbeat timeout, seconds, when heartbeats are enabled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub heartbeat_timeout_seconds: Option<i64>,
+    /// Start-to-close timeout, seconds, when the plan gave one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_seconds: Option<i64>,
 }
 
 /// Why a plan is invalid. The message is stored as the workflow's `error`.
@@ -174,9 +182,10 @@ pub enum PlanError {
     /// A dependency cycle through the named activities.
     #[error("dependency cycle among activities {0:?}")]
     Cycle(Vec<String>),
-    /// Heartbeat timeout not positive or above [`MAX_HEARTBEAT_TIMEOUT_SECONDS`].
+    /// A heartbeat or start-to-close timeout not positive or above
+    /// [`MAX_HEARTBEAT_TIMEOUT_SECONDS`].
     #[error(
-        "activity {0:?} has a heartbeat_timeout_seconds outside 1..={MAX_HEARTBEAT_TIMEOUT_SECONDS}"
+        "activity {0:?} has a heartbeat_timeout_seconds or timeout_seconds outside 1..={MAX_HEARTBEAT_TIMEOUT_SECONDS}"
     )]
     BadHeartbeat(String),
     /// Too large to store.
@@ -225,8 +234,10 @@ impl Plan {
             if a.lambda.trim().is_empty() {
                 return Err(PlanError::NoLambda(a.name.clone()));
             }
-            if a.heartbeat_timeout_seconds
-                .is_some_and(|t| !(1..=MAX_HEARTBEAT_TIMEOUT_SECONDS).contains(&t))
+            if [a.heartbeat_timeout_seconds, a.timeout_seconds]
+                .into_iter()
+                .flatten()
+                .any(|t| !(1..=MAX_HEARTBEAT_TIMEOUT_SECONDS).contains(&t))
             {
                 return Err(PlanError::BadHeartbeat(a.name.clone()));
             }
@@ -363,6 +374,7 @@ mod tests {
             depends_on: deps.iter().map(|s| s.to_string()).collect(),
             heartbeat_timeout_seconds: None,
             heartbeat_enabled: None,
+            timeout_seconds: None,
             input: None,
         }
     }

@@ -898,3 +898,73 @@ async fn an_activity_that_acknowledged_its_launch_is_not_relaunched_while_its_ru
     h.engine.apply_event(&ev).await.unwrap();
     assert_eq!(h.activity(&wf, "solo").await.state, ActivityState::Running);
 }
+
+#[tokio::test]
+async fn a_start_to_close_timeout_times_out_a_running_activity_with_or_without_heartbeats() {
+    let h = Harness::new().await;
+    h.register(
+        "stc",
+        json!({"activities": [
+            {"name": "quiet", "lambda": "noop", "timeout_seconds": 100},
+            {"name": "chatty", "lambda": "noop", "timeout_seconds": 100, "heartbeat_timeout_seconds": 30},
+            {"name": "free", "lambda": "noop"}
+        ]}),
+    )
+    .await;
+    let wf = h.start("stc").await;
+    assert_eq!(h.launcher.launches_of("quiet")[0]["timeout_seconds"], 100);
+    for name in ["quiet", "chatty", "free"] {
+        h.engine
+            .apply_event(&h.event(&wf, name, "RUNNING"))
+            .await
+            .unwrap();
+    }
+    let start = h.activity(&wf, "quiet").await.start_time_epoch;
+    assert!(
+        h.activity(&wf, "quiet").await.heartbeat_shard.is_some(),
+        "watched without heartbeats"
+    );
+    assert!(
+        h.activity(&wf, "free").await.heartbeat_shard.is_none(),
+        "no limit, not watched"
+    );
+    let chatty = h.activity(&wf, "chatty").await;
+    assert_eq!(
+        chatty.heartbeat_deadline_epoch,
+        Some(chatty.start_time_epoch + 30)
+    );
+    // Well within both limits: nothing.
+    assert_eq!(
+        h.engine.monitor_tick(start + 20).await.unwrap().timed_out,
+        0
+    );
+    // Heartbeats keep `chatty` alive, but never past start + 100.
+    h.engine.heartbeat(&chatty.activity_exec_id).await.unwrap();
+    let d = h
+        .activity(&wf, "chatty")
+        .await
+        .heartbeat_deadline_epoch
+        .unwrap();
+    assert!(
+        d <= chatty.start_time_epoch + 100 && d >= Timestamp::now().epoch + 29,
+        "{d}"
+    );
+    // Past start + 100: both time out, with the start-to-close reason.
+    let report = h.engine.monitor_tick(start + 200).await.unwrap();
+    assert_eq!(report.timed_out, 2);
+    for name in ["quiet", "chatty"] {
+        let x = h.activity(&wf, name).await;
+        assert_eq!(x.state, ActivityState::TimedOut, "{name}");
+        assert!(
+            x.error.unwrap().contains("not finished within 100s"),
+            "{name}"
+        );
+    }
+    assert_eq!(h.activity(&wf, "free").await.state, ActivityState::Running);
+    // The workflow ends once `free` does, FAILED by the timeouts.
+    h.engine
+        .apply_event(&h.event(&wf, "free", "COMPLETED"))
+        .await
+        .unwrap();
+    assert_eq!(h.workflow(&wf).await.state, WorkflowState::Failed);
+}
