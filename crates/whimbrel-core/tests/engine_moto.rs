@@ -662,6 +662,46 @@ async fn force(
     h.store.update(req, false).await.unwrap();
 }
 
+/// Leave what a terminal transaction leaves when the function dies right
+/// after it: the activity's state and last event (plus `extra` SET clauses
+/// bound to `:x`), the workflow's failed counter, and no side effects.
+async fn interrupt_after_terminal_write(
+    h: &Harness,
+    wf: &str,
+    workflow_name: &str,
+    activity_exec_id: &str,
+    state: ActivityState,
+    event_id: String,
+    extra: Option<(&str, aws_sdk_dynamodb::types::AttributeValue)>,
+) {
+    let mut update = "SET #st = :t, last_event_id = :e".to_string();
+    let mut values = vec![(":t", s(state.as_str())), (":e", s(event_id))];
+    if let Some((clause, value)) = extra {
+        update.push_str(", ");
+        update.push_str(clause);
+        values.push((":x", value));
+    }
+    force(
+        h,
+        h.store.tables().activity_exec(),
+        vec![
+            ("activity_exec_id", activity_exec_id),
+            ("workflow_exec_id", wf),
+        ],
+        &update,
+        values,
+    )
+    .await;
+    force(
+        h,
+        h.store.tables().workflow_exec(),
+        vec![("workflow_exec_id", wf), ("workflow_name", workflow_name)],
+        "ADD failed_count :one",
+        vec![(":one", n(1))],
+    )
+    .await;
+}
+
 #[tokio::test]
 async fn a_monitor_timeout_whose_side_effects_were_interrupted_is_resumed_by_the_next_tick() {
     let h = Harness::new().await;
@@ -681,32 +721,17 @@ async fn a_monitor_timeout_whose_side_effects_were_interrupted_is_resumed_by_the
     let slow = h.activity(&wf, "slow").await;
     // What the TIMED_OUT transaction leaves if the function dies right
     // after it: state and counter written, markers kept, nothing else.
-    force(
+    interrupt_after_terminal_write(
         &h,
-        h.store.tables().activity_exec(),
-        vec![
-            ("activity_exec_id", &slow.activity_exec_id),
-            ("workflow_exec_id", &wf),
-        ],
-        "SET #st = :t, last_event_id = :e",
-        vec![
-            (":t", s("TIMED_OUT")),
-            (
-                ":e",
-                s(format!(
-                    "heartbeat-monitor:{}:{}",
-                    slow.activity_exec_id, slow.heartbeat_time_epoch
-                )),
-            ),
-        ],
-    )
-    .await;
-    force(
-        &h,
-        h.store.tables().workflow_exec(),
-        vec![("workflow_exec_id", &wf), ("workflow_name", "hb")],
-        "ADD failed_count :one",
-        vec![(":one", n(1))],
+        &wf,
+        "hb",
+        &slow.activity_exec_id,
+        ActivityState::TimedOut,
+        format!(
+            "heartbeat-monitor:{}:{}",
+            slow.activity_exec_id, slow.heartbeat_time_epoch
+        ),
+        None,
     )
     .await;
     assert_eq!(
@@ -751,27 +776,14 @@ async fn a_refused_launch_whose_side_effects_were_interrupted_is_resumed() {
     let a = h.activity(&wf, "a").await;
     // The state a crash leaves between the engine's FAILED write (markers
     // kept) and its side effects.
-    force(
+    interrupt_after_terminal_write(
         &h,
-        h.store.tables().activity_exec(),
-        vec![
-            ("activity_exec_id", &a.activity_exec_id),
-            ("workflow_exec_id", &wf),
-        ],
-        "SET #st = :f, last_event_id = :e, launch_shard = :z",
-        vec![
-            (":f", s("FAILED")),
-            (":e", s(format!("launch-failed:{}:1", a.activity_exec_id))),
-            (":z", n(0)),
-        ],
-    )
-    .await;
-    force(
-        &h,
-        h.store.tables().workflow_exec(),
-        vec![("workflow_exec_id", &wf), ("workflow_name", "missing")],
-        "ADD failed_count :one",
-        vec![(":one", n(1))],
+        &wf,
+        "missing",
+        &a.activity_exec_id,
+        ActivityState::Failed,
+        format!("launch-failed:{}:1", a.activity_exec_id),
+        Some(("launch_shard = :x", n(0))),
     )
     .await;
     // The request record is redelivered: the roots' resume settles `a`.
