@@ -11,7 +11,7 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 use serde_json::Value;
-use whimbrel_core::contract::{ActivityState, Transition, WorkflowState};
+use whimbrel_core::contract::{next_state, Actor, Transition, WorkflowState};
 use whimbrel_core::dates::Timestamp;
 use whimbrel_core::engine::{Engine, EngineConfig};
 use whimbrel_core::model::{ActivityEvent, WorkflowLambda, WorkflowRequest};
@@ -321,7 +321,8 @@ async fn run(cli: Cli) -> Result<(), CliError> {
             }
             let mut sent = 0;
             for a in snap.activities {
-                if a.state.is_terminal() || a.state == ActivityState::CancelledRunning {
+                // Only where the contract accepts a client's CANCEL now.
+                if next_state(a.state, Transition::Cancel, Actor::Client).is_err() {
                     continue;
                 }
                 let reason = Some(reason.clone());

@@ -491,6 +491,17 @@ impl WorkflowState {
             WorkflowState::Completed | WorkflowState::Failed | WorkflowState::Cancelled
         )
     }
+
+    /// True if a workflow exec may move from `self` to `to` (DESIGN 3.1:
+    /// REQUESTED → RUNNING → COMPLETED | FAILED | CANCELLED; a workflow whose
+    /// plan cannot be obtained goes REQUESTED → FAILED).
+    pub fn may_move_to(self, to: WorkflowState) -> bool {
+        use WorkflowState as W;
+        matches!(
+            (self, to),
+            (W::Requested, W::Running) | (W::Requested, W::Failed)
+        ) || (self == W::Running && to.is_terminal())
+    }
 }
 
 impl fmt::Display for WorkflowState {
@@ -527,11 +538,19 @@ pub fn workflow_outcome(total: u64, ended: EndCounts) -> Option<WorkflowState> {
     }
 }
 
+impl ActivityState {
+    /// True for the ends that fail the workflow: FAILED and TIMED_OUT
+    /// (DESIGN 3.3).
+    pub fn is_failure(self) -> bool {
+        matches!(self, S::Failed | S::TimedOut)
+    }
+}
+
 /// Which end counter a terminal activity state increments.
 pub fn end_counter(state: ActivityState) -> Option<&'static str> {
     match state {
         S::Completed => Some("completed_count"),
-        S::Failed | S::TimedOut => Some("failed_count"),
+        s if s.is_failure() => Some("failed_count"),
         S::Cancelled => Some("cancelled_count"),
         _ => None,
     }
@@ -660,6 +679,33 @@ mod tests {
         }
         assert!("HEARTBEAT".parse::<Transition>().is_err());
         assert!("completed".parse::<Transition>().is_err());
+    }
+
+    #[test]
+    fn workflow_moves() {
+        use WorkflowState as W;
+        let all = [
+            W::Requested,
+            W::Running,
+            W::Completed,
+            W::Failed,
+            W::Cancelled,
+        ];
+        let allowed: Vec<_> = all
+            .iter()
+            .flat_map(|f| all.iter().map(move |t| (*f, *t)))
+            .filter(|(f, t)| f.may_move_to(*t))
+            .collect();
+        assert_eq!(
+            allowed,
+            vec![
+                (W::Requested, W::Running),
+                (W::Requested, W::Failed),
+                (W::Running, W::Completed),
+                (W::Running, W::Failed),
+                (W::Running, W::Cancelled),
+            ]
+        );
     }
 
     #[test]

@@ -244,6 +244,72 @@ impl<L> Engine<L> {
         Ok(found.into_iter().next())
     }
 
+    /// The heartbeat timeout of an activity, seconds: its own, or the
+    /// configured default; `None` when heartbeats are disabled.
+    fn heartbeat_timeout(&self, exec: &ActivityExec) -> Option<i64> {
+        exec.heartbeat_enabled.then(|| {
+            exec.heartbeat_timeout_seconds
+                .unwrap_or(self.config.default_heartbeat_timeout_seconds)
+        })
+    }
+
+    /// When the monitor times out an activity that started at `start` and
+    /// last heartbeat at `beat` (epoch seconds): the earlier of its
+    /// heartbeat deadline and its start-to-close deadline; `None` when it
+    /// has neither, and then nothing times it out (DESIGN 3.6).
+    fn deadline(&self, exec: &ActivityExec, start: i64, beat: i64) -> Option<i64> {
+        let heartbeat = self.heartbeat_timeout(exec).map(|t| beat + t);
+        let start_to_close = exec.timeout_seconds.map(|t| start + t);
+        match (heartbeat, start_to_close) {
+            (Some(h), Some(c)) => Some(h.min(c)),
+            (h, c) => h.or(c),
+        }
+    }
+
+    /// Move a workflow exec from `from` to `to` with a conditional write
+    /// (DESIGN 3.1, [`WorkflowState::may_move_to`]), recording `error` and,
+    /// for an end, the end time. Returns false if it was not in `from` (moved
+    /// by someone else, or a redelivery).
+    async fn move_workflow(
+        &self,
+        id: &str,
+        name: &str,
+        from: WorkflowState,
+        to: WorkflowState,
+        error: Option<&str>,
+    ) -> Result<bool, EngineError> {
+        debug_assert!(from.may_move_to(to), "{from} -> {to}");
+        let mut req = UpdateRequest::new(
+            self.store.tables().workflow_exec(),
+            self.workflow_key(id, name),
+        )
+        .name("#st", "state")
+        .value(":from", s(from.as_str()))
+        .value(":to", s(to.as_str()));
+        let mut update = "SET #st = :to".to_string();
+        if let Some(e) = error {
+            update.push_str(", #err = :err");
+            req = req.name("#err", "error").value(":err", s(e));
+        }
+        if to.is_terminal() {
+            let now = Timestamp::now();
+            update.push_str(", end_time = :end, end_time_epoch = :end_epoch");
+            req = req
+                .value(":end", av(&now.date_list()))
+                .value(":end_epoch", n(now.epoch));
+        }
+        let req = UpdateRequest {
+            update,
+            condition: Some("#st = :from".into()),
+            ..req
+        };
+        match self.store.update(req, false).await {
+            Ok(_) => Ok(true),
+            Err(StoreError::ConditionFailed) => Ok(false),
+            Err(e) => Err(e.into()),
+        }
+    }
+
     /// Record a heartbeat for a running activity (a direct conditional
     /// update of `whimbrel_activity_exec`; not a state change). Returns the
     /// activity's state, so a running activity learns it was cancelled
@@ -257,23 +323,17 @@ impl<L> Engine<L> {
         if !exec.state.is_running() || !exec.heartbeat_enabled {
             return Ok(exec.state);
         }
-        let timeout = exec
-            .heartbeat_timeout_seconds
-            .unwrap_or(self.config.default_heartbeat_timeout_seconds);
         let now = Timestamp::now();
-        let deadline = monitor_deadline(
-            Some(now.epoch + timeout),
-            exec.timeout_seconds
-                .map(|t| exec.start_time_epoch.max(0) + t),
-        )
-        .unwrap_or(now.epoch + timeout);
+        let deadline = self
+            .deadline(&exec, exec.start_time_epoch.max(0), now.epoch)
+            .expect("heartbeats enabled");
         let req = UpdateRequest::new(
             self.store.tables().activity_exec(),
             self.activity_key(&exec.activity_exec_id, &exec.workflow_exec_id),
         )
         .name("#st", "state")
-        .value(":run", s("RUNNING"))
-        .value(":crun", s("CANCELLED_RUNNING"))
+        .value(":run", s(ActivityState::Running.as_str()))
+        .value(":crun", s(ActivityState::CancelledRunning.as_str()))
         .value(":now", n(now.epoch))
         .value(":now_list", av(&now.date_list()))
         .value(":deadline", n(deadline));
@@ -425,34 +485,33 @@ impl<L: Launcher> Engine<L> {
             self.store
                 .batch_put(&t.activity_exec_dependency(), &edges)
                 .await?;
-            let req = UpdateRequest::new(t.workflow_exec(), self.workflow_key(&id, name))
-                .name("#st", "state")
-                .value(":req", s("REQUESTED"))
-                .value(":run", s("RUNNING"));
-            let req = UpdateRequest {
-                update: "SET #st = :run".into(),
-                condition: Some("#st = :req".into()),
-                ..req
-            };
-            match self.store.update(req, false).await {
-                Ok(_) | Err(StoreError::ConditionFailed) => {}
-                Err(e) => return Err(e.into()),
-            }
+            self.move_workflow(
+                &id,
+                name,
+                WorkflowState::Requested,
+                WorkflowState::Running,
+                None,
+            )
+            .await?;
             // Every activity may have ended while the workflow was still
             // REQUESTED (client CANCELs); their finish checks saw REQUESTED.
             self.finish_workflow(&id, name).await?;
         }
         // Queue and launch the roots; on redelivery this resumes launches
-        // that did not happen.
+        // that did not happen. Items of a fresh plan are as just written;
+        // otherwise they are read again.
         let roots: Vec<&ActivityExec> = activities
             .iter()
             .filter(|a| a.prerequisites.is_empty())
             .collect();
         let results: Vec<Result<(), EngineError>> = stream::iter(roots)
             .map(|a| async move {
-                let current = self
-                    .load_activity(&a.activity_exec_id, &a.workflow_exec_id)
-                    .await?;
+                let current = if planned_now {
+                    a.clone()
+                } else {
+                    self.load_activity(&a.activity_exec_id, &a.workflow_exec_id)
+                        .await?
+                };
                 self.queue_and_launch(current).await
             })
             .buffer_unordered(self.config.concurrency)
@@ -530,7 +589,7 @@ impl<L: Launcher> Engine<L> {
             self.workflow_key(&exec.workflow_exec_id, &exec.workflow_name),
         )
         .name("#st", "state")
-        .value(":req", s("REQUESTED"))
+        .value(":req", s(WorkflowState::Requested.as_str()))
         .name("#plan", "plan")
         .value(":plan", av(&plan))
         .value(":n", n(plan.activities.len()));
@@ -564,29 +623,15 @@ impl<L: Launcher> Engine<L> {
 
     /// REQUESTED → FAILED with `reason` (conditional).
     async fn fail_workflow(&self, exec: &WorkflowExec, reason: &str) -> Result<(), EngineError> {
-        let now = Timestamp::now();
-        let req = UpdateRequest::new(
-            self.store.tables().workflow_exec(),
-            self.workflow_key(&exec.workflow_exec_id, &exec.workflow_name),
+        self.move_workflow(
+            &exec.workflow_exec_id,
+            &exec.workflow_name,
+            WorkflowState::Requested,
+            WorkflowState::Failed,
+            Some(reason),
         )
-        .name("#st", "state")
-        .name("#err", "error")
-        .value(":req", s("REQUESTED"))
-        .value(":failed", s("FAILED"))
-        .value(":reason", s(reason))
-        .value(":end", av(&now.date_list()))
-        .value(":end_epoch", n(now.epoch));
-        let req = UpdateRequest {
-            update:
-                "SET #st = :failed, #err = :reason, end_time = :end, end_time_epoch = :end_epoch"
-                    .into(),
-            condition: Some("#st = :req".into()),
-            ..req
-        };
-        match self.store.update(req, false).await {
-            Ok(_) | Err(StoreError::ConditionFailed) => Ok(()),
-            Err(e) => Err(e.into()),
-        }
+        .await
+        .map(|_| ())
     }
 
     // ----- events ---------------------------------------------------------
@@ -683,7 +728,7 @@ impl<L: Launcher> Engine<L> {
                 && exec.heartbeat_deadline_epoch.is_none_or(|d| d >= now.epoch)
             {
                 return Err(EngineError::Rejected(format!(
-                    "{}: heartbeat is not stale",
+                    "{}: its monitor deadline has not passed",
                     exec.activity_exec_id
                 )));
             }
@@ -806,18 +851,11 @@ impl<L: Launcher> Engine<L> {
                 set.push("launched_time = if_not_exists(launched_time, :now_list)");
                 set.push("launched_time_epoch = if_not_exists(launched_time_epoch, :now)");
                 remove.push("launch_shard");
-                let heartbeat_deadline = exec.heartbeat_enabled.then(|| {
-                    now.epoch
-                        + exec
-                            .heartbeat_timeout_seconds
-                            .unwrap_or(self.config.default_heartbeat_timeout_seconds)
-                });
-                if heartbeat_deadline.is_some() {
+                if exec.heartbeat_enabled {
                     set.push("heartbeat_time = :now_list");
                     set.push("heartbeat_time_epoch = :now");
                 }
-                let close_deadline = exec.timeout_seconds.map(|t| now.epoch + t);
-                if let Some(deadline) = monitor_deadline(heartbeat_deadline, close_deadline) {
+                if let Some(deadline) = self.deadline(exec, now.epoch, now.epoch) {
                     set.push("heartbeat_deadline_epoch = :deadline");
                     set.push("heartbeat_shard = :shard");
                     req = req
@@ -846,19 +884,10 @@ impl<L: Launcher> Engine<L> {
                 req = req.name("#out", "output").value(":out", av(out));
             }
         }
-        let reason = details.error.clone().or_else(|| match next {
-            ActivityState::TimedOut => Some(match exec.timeout_seconds {
-                Some(t) if exec.start_time_epoch >= 0 && exec.start_time_epoch + t < now.epoch => {
-                    format!("not finished within {t}s of starting (timeout_seconds)")
-                }
-                _ => "heartbeat timed out".into(),
-            }),
-            _ => None,
-        });
-        if let Some(err) = reason {
+        if let Some(err) = &details.error {
             if next != ActivityState::Completed {
                 set.push("#err = :err");
-                req = req.name("#err", "error").value(":err", s(err));
+                req = req.name("#err", "error").value(":err", s(err.as_str()));
             }
         }
         let mut update = format!("SET {}", set.join(", "));
@@ -888,7 +917,7 @@ impl<L: Launcher> Engine<L> {
         .name("#c", counter)
         .value(":one", n(1));
         let mut update = "ADD #c :one".to_string();
-        if matches!(end, ActivityState::Failed | ActivityState::TimedOut) {
+        if end.is_failure() {
             let why = details
                 .error
                 .clone()
@@ -1007,15 +1036,14 @@ impl<L: Launcher> Engine<L> {
     /// it is QUEUED without a recorded launch, the launch is resumed.
     async fn queue_and_launch(&self, exec: ActivityExec) -> Result<(), EngineError> {
         match exec.state {
-            ActivityState::Requested | ActivityState::Ready
-                if exec.pending_dependency_count == 0 => {}
-            ActivityState::Queued if exec.launched_time_epoch.is_none() => {
-                return self.launch(&exec).await
+            ActivityState::Requested | ActivityState::Ready => {
+                if exec.pending_dependency_count > 0 {
+                    return Ok(());
+                }
             }
-            // Ended already (e.g. its launch was refused): make sure its
-            // side effects ran; they are idempotent.
-            s if s.is_terminal() => return Box::pin(self.settle(&exec)).await,
-            _ => return Ok(()),
+            // Queued already, or ended (e.g. its launch was refused): resume
+            // what its state still owes (an unrecorded launch, side effects).
+            _ => return Box::pin(self.settle(&exec)).await,
         }
         let now = Timestamp::now();
         let event_id = format!("launcher:{}", exec.activity_exec_id);
@@ -1049,7 +1077,7 @@ impl<L: Launcher> Engine<L> {
         .name("#hist", "history")
         .name("#att", "attempt")
         .value(":from", s(exec.state.as_str()))
-        .value(":queued", s("QUEUED"))
+        .value(":queued", s(queued.as_str()))
         .value(":zero", n(0))
         .value(":v0", n(exec.version))
         .value(":v1", n(exec.version + 1))
@@ -1086,8 +1114,9 @@ impl<L: Launcher> Engine<L> {
     }
 
     /// Invoke the activity's Lambda asynchronously with the launch payload
-    /// (DESIGN 3.9), then record the launch (removing it from the sparse
-    /// launch GSI). A launch Lambda rejects for good fails the activity.
+    /// (DESIGN 3.9), then record the launch (`launched_time`; the activity
+    /// stays in the sparse launch GSI until it starts). A launch Lambda
+    /// rejects for good fails the activity.
     async fn launch(&self, exec: &ActivityExec) -> Result<(), EngineError> {
         let mut prerequisites = HashMap::new();
         if !exec.prerequisites.is_empty() {
@@ -1114,10 +1143,7 @@ impl<L: Launcher> Engine<L> {
             input: exec.input.clone().unwrap_or(Value::Null),
             prerequisites,
             timeout_seconds: exec.timeout_seconds,
-            heartbeat_timeout_seconds: exec.heartbeat_enabled.then(|| {
-                exec.heartbeat_timeout_seconds
-                    .unwrap_or(self.config.default_heartbeat_timeout_seconds)
-            }),
+            heartbeat_timeout_seconds: self.heartbeat_timeout(exec),
         };
         let body = serde_json::to_value(&payload).expect("serializable");
         match self.launcher.invoke_async(&exec.lambda, &body).await {
@@ -1226,29 +1252,13 @@ impl<L: Launcher> Engine<L> {
         let Some(outcome) = contract::workflow_outcome(wf.activity_count, counts) else {
             return Ok(());
         };
-        let now = Timestamp::now();
-        let req = UpdateRequest::new(
-            self.store.tables().workflow_exec(),
-            self.workflow_key(id, name),
-        )
-        .name("#st", "state")
-        .value(":run", s("RUNNING"))
-        .value(":out", s(outcome.as_str()))
-        .value(":end", av(&now.date_list()))
-        .value(":end_epoch", n(now.epoch));
-        let req = UpdateRequest {
-            update: "SET #st = :out, end_time = :end, end_time_epoch = :end_epoch".into(),
-            condition: Some("#st = :run".into()),
-            ..req
-        };
-        match self.store.update(req, false).await {
-            Ok(_) => {
-                info!(workflow_exec_id = id, state = %outcome, "workflow finished");
-                Ok(())
-            }
-            Err(StoreError::ConditionFailed) => Ok(()),
-            Err(e) => Err(e.into()),
+        if self
+            .move_workflow(id, name, WorkflowState::Running, outcome, None)
+            .await?
+        {
+            info!(workflow_exec_id = id, state = %outcome, "workflow finished");
         }
+        Ok(())
     }
 
     // ----- heartbeats and the monitor -------------------------------------
@@ -1313,6 +1323,27 @@ impl<L: Launcher> Engine<L> {
         Ok(report)
     }
 
+    /// An activity a monitor index returned, read again (strongly
+    /// consistent). One that ended already is there because the write that
+    /// ended it kept its marker: its side effects are resumed (`settle`) and
+    /// `None` is returned.
+    async fn monitored(&self, k: &ActivityKey) -> Result<Option<ActivityExec>, EngineError> {
+        let exec: Option<ActivityExec> = self
+            .store
+            .get(
+                &self.store.tables().activity_exec(),
+                self.activity_key(&k.activity_exec_id, &k.workflow_exec_id),
+            )
+            .await?;
+        match exec {
+            Some(e) if e.state.is_terminal() => {
+                self.settle(&e).await?;
+                Ok(None)
+            }
+            other => Ok(other),
+        }
+    }
+
     /// Time out one activity found in the heartbeat GSI, or finish the side
     /// effects of one timed out earlier (its marker is still there).
     async fn time_out(
@@ -1320,28 +1351,25 @@ impl<L: Launcher> Engine<L> {
         k: &ActivityKey,
         now: i64,
     ) -> Result<Option<ActivityState>, EngineError> {
-        let Some(exec) = self
-            .store
-            .get::<ActivityExec>(
-                &self.store.tables().activity_exec(),
-                self.activity_key(&k.activity_exec_id, &k.workflow_exec_id),
-            )
-            .await?
-        else {
+        let Some(exec) = self.monitored(k).await? else {
             return Ok(None);
         };
-        if exec.state.is_terminal() {
-            self.settle(&exec).await?;
-            return Ok(None);
-        }
-        if !exec.state.is_running() || exec.heartbeat_deadline_epoch.is_none_or(|d| d >= now) {
+        if !exec.state.is_running() {
             return Ok(None);
         }
         let event_id = format!(
             "heartbeat-monitor:{}:{}",
             exec.activity_exec_id, exec.heartbeat_time_epoch
         );
+        // Which of the two limits passed (`deadline`).
+        let reason = match exec.timeout_seconds {
+            Some(t) if exec.start_time_epoch >= 0 && exec.start_time_epoch + t < now => {
+                format!("not finished within {t}s of starting (timeout_seconds)")
+            }
+            _ => "heartbeat timed out".to_string(),
+        };
         let details = Details {
+            error: Some(reason),
             at: Some(now),
             ..Details::default()
         };
@@ -1368,20 +1396,7 @@ impl<L: Launcher> Engine<L> {
     /// `max_launch_attempts` the activity fails (QUEUED → FAILED) with the
     /// reason, so the workflow ends instead of waiting for ever.
     async fn redrive(&self, k: &ActivityKey, now: i64) -> Result<bool, EngineError> {
-        let current: Option<ActivityExec> = self
-            .store
-            .get(
-                &self.store.tables().activity_exec(),
-                self.activity_key(&k.activity_exec_id, &k.workflow_exec_id),
-            )
-            .await?;
-        match current {
-            // Its launch failed for good and the side effects did not
-            // finish: resume them.
-            Some(exec) if exec.state.is_terminal() => {
-                self.settle(&exec).await?;
-                return Ok(false);
-            }
+        match self.monitored(k).await? {
             Some(exec) if exec.state == ActivityState::Queued => {
                 // Re-check the age on the fresh read: another tick may have
                 // just launched it again.
@@ -1410,7 +1425,7 @@ impl<L: Launcher> Engine<L> {
         )
         .name("#st", "state")
         .name("#att", "attempt")
-        .value(":queued", s("QUEUED"))
+        .value(":queued", s(ActivityState::Queued.as_str()))
         .value(":one", n(1))
         .value(":now", n(now))
         .value(":now_list", av(&Timestamp::from_epoch(now).date_list()))
@@ -1446,16 +1461,6 @@ const MARKERS: [&str; 3] = [
     "heartbeat_deadline_epoch",
     "launch_shard",
 ];
-
-/// The monitor's deadline for a running activity, epoch seconds: the earlier
-/// of its heartbeat deadline and its start-to-close deadline; `None` when it
-/// has neither (then nothing times it out).
-pub fn monitor_deadline(heartbeat: Option<i64>, start_to_close: Option<i64>) -> Option<i64> {
-    match (heartbeat, start_to_close) {
-        (Some(h), Some(c)) => Some(h.min(c)),
-        (h, c) => h.or(c),
-    }
-}
 
 /// The part of a workflow exec that decides whether it is finished.
 #[derive(Debug, serde::Deserialize)]

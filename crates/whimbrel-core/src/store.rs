@@ -414,23 +414,13 @@ impl Store {
         table: &str,
         key: Item,
     ) -> Result<Option<T>, StoreError> {
-        self.metrics.record("GetItem", 1);
-        let out = self
-            .client
-            .get_item()
-            .table_name(table)
-            .set_key(Some(key))
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(|e| classify("GetItem", e))?;
-        out.item.map(|i| self.decode(table, i)).transpose()
+        self.get_projected(table, key, &[]).await
     }
 
     /// Strongly consistent GetItem of only the attributes in `projection`
-    /// (attribute names, comma separated; each is read through a `#name`
-    /// placeholder so reserved words are fine), converted to `T`. Reading
-    /// less costs less: a read request unit covers 4 KB.
+    /// (all of them when empty; each is read through a `#name` placeholder
+    /// so reserved words are fine), converted to `T`. Reading less costs
+    /// less: a read request unit covers 4 KB.
     pub async fn get_projected<T: DeserializeOwned>(
         &self,
         table: &str,
@@ -438,21 +428,23 @@ impl Store {
         projection: &[&str],
     ) -> Result<Option<T>, StoreError> {
         self.metrics.record("GetItem", 1);
-        let mut names = HashMap::new();
-        let mut aliases = Vec::with_capacity(projection.len());
-        for (i, attr) in projection.iter().enumerate() {
-            let alias = format!("#p{i}");
-            names.insert(alias.clone(), (*attr).to_string());
-            aliases.push(alias);
-        }
+        let names: HashMap<String, String> = projection
+            .iter()
+            .enumerate()
+            .map(|(i, attr)| (format!("#p{i}"), (*attr).to_string()))
+            .collect();
+        let expression = (0..projection.len())
+            .map(|i| format!("#p{i}"))
+            .collect::<Vec<_>>()
+            .join(", ");
         let out = self
             .client
             .get_item()
             .table_name(table)
             .set_key(Some(key))
             .consistent_read(true)
-            .projection_expression(aliases.join(", "))
-            .set_expression_attribute_names(Some(names))
+            .set_projection_expression((!projection.is_empty()).then_some(expression))
+            .set_expression_attribute_names((!names.is_empty()).then_some(names))
             .send()
             .await
             .map_err(|e| classify("GetItem", e))?;

@@ -221,21 +221,18 @@ async fn fan_in_of_50_completing_in_one_batch_launches_the_dependent_once() {
     h.register("fanin", json!({"activities": acts})).await;
     let wf = h.start("fanin").await;
     assert_eq!(h.launcher.launch_count(), 50);
-    let table = h.store.tables().activity_event();
-    let keys = ["activity_event_id", "activity_exec_id"];
     let running: Vec<_> = (0..50)
         .map(|i| h.event(&wf, &format!("p{i}"), "RUNNING"))
         .collect();
     let completed: Vec<_> = (0..50)
         .map(|i| h.event(&wf, &format!("p{i}"), "COMPLETED"))
         .collect();
-    let (resp, sum) =
-        handlers::activity_events(&h.engine, &stream_event(&table, &keys, &running, 1))
-            .await
-            .unwrap();
+    let (resp, sum) = handlers::activity_events(&h.engine, &h.event_batch(&running, 1))
+        .await
+        .unwrap();
     assert!(failures(&resp).is_empty());
     assert_eq!(sum.applied, 50);
-    let batch = stream_event(&table, &keys, &completed, 100);
+    let batch = h.event_batch(&completed, 100);
     // The batch delivered twice.
     for _ in 0..2 {
         let (resp, sum) = handlers::activity_events(&h.engine, &batch).await.unwrap();
@@ -387,17 +384,15 @@ async fn completed_delivered_before_running_is_retried_then_applied() {
     let h = Harness::new().await;
     h.register("one", chain_plan(&["solo"])).await;
     let wf = h.start("one").await;
-    let table = h.store.tables().activity_event();
-    let keys = ["activity_event_id", "activity_exec_id"];
     let completed = h.event(&wf, "solo", "COMPLETED");
     let running = h.event(&wf, "solo", "RUNNING");
     // COMPLETED alone: not valid yet, reported as a batch item failure.
-    let b1 = stream_event(&table, &keys, std::slice::from_ref(&completed), 10);
+    let b1 = h.event_batch(std::slice::from_ref(&completed), 10);
     let (resp, _) = handlers::activity_events(&h.engine, &b1).await.unwrap();
     assert_eq!(failures(&resp), vec!["10"]);
     assert_eq!(h.activity(&wf, "solo").await.state, ActivityState::Queued);
     // Redelivered from its sequence number, with the RUNNING that followed.
-    let b2 = stream_event(&table, &keys, &[completed.clone(), running.clone()], 10);
+    let b2 = h.event_batch(&[completed.clone(), running.clone()], 10);
     let (resp, _) = handlers::activity_events(&h.engine, &b2).await.unwrap();
     assert_eq!(failures(&resp), vec!["10"]);
     assert_eq!(h.activity(&wf, "solo").await.state, ActivityState::Running);
@@ -416,11 +411,9 @@ async fn malformed_and_foreign_records_are_rejected_while_valid_ones_apply() {
     let h = Harness::new().await;
     h.register("one", chain_plan(&["solo"])).await;
     let wf = h.start("one").await;
-    let table = h.store.tables().activity_event();
-    let keys = ["activity_event_id", "activity_exec_id"];
     let good = h.event(&wf, "solo", "RUNNING");
     let unknown = h.event(&wf, "solo", "EXPLODE");
-    let mut batch = stream_event(&table, &keys, &[unknown, good], 1);
+    let mut batch = h.event_batch(&[unknown, good], 1);
     let recs = batch["Records"].as_array_mut().unwrap();
     let mut foreign = recs[1].clone();
     foreign["eventSourceARN"] =

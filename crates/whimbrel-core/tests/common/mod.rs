@@ -253,6 +253,17 @@ impl Harness {
         }
     }
 
+    /// A stream event of `whimbrel_activity_event` INSERTs for `events`,
+    /// with sequence numbers from `seq`.
+    pub fn event_batch(&self, events: &[ActivityEvent], seq: u64) -> Value {
+        stream_event(
+            &self.store.tables().activity_event(),
+            &["activity_event_id", "activity_exec_id"],
+            events,
+            seq,
+        )
+    }
+
     /// Apply RUNNING then COMPLETED for activity `name`.
     pub async fn run_to_completion(&self, wf: &str, name: &str) {
         self.engine
