@@ -220,6 +220,8 @@ async fn insert_event(
         activity_name: None,
         workflow_exec_id: None,
         workflow_name: None,
+        attempt: None,
+        attempt_token: None,
     };
     store
         .put_new(&store.tables().activity_event(), "activity_event_id", &ev)

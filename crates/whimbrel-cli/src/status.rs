@@ -8,7 +8,9 @@ use serde_json::{json, Value};
 use whimbrel_core::contract::WorkflowState;
 use whimbrel_core::ids;
 use whimbrel_core::model::{ActivityExec, WorkflowExec};
-use whimbrel_core::store::{n, s, Store, INDEX_ACTIVITIES_BY_WORKFLOW, INDEX_WORKFLOWS_BY_STATE};
+use whimbrel_core::store::{
+    n, s, Cmp, KeyCond, Store, INDEX_ACTIVITIES_BY_WORKFLOW, INDEX_WORKFLOWS_BY_STATE,
+};
 
 use crate::CliError;
 
@@ -50,9 +52,10 @@ pub async fn snapshot(store: &Store, workflow_exec_id: &str) -> Result<Snapshot,
         .query(
             &store.tables().activity_exec(),
             Some(INDEX_ACTIVITIES_BY_WORKFLOW),
-            "workflow_exec_id = :w",
-            HashMap::new(),
-            HashMap::from([(":w".to_string(), s(workflow_exec_id))]),
+            KeyCond {
+                hash: ("workflow_exec_id".into(), s(workflow_exec_id)),
+                range: None,
+            },
         )
         .await?;
     activities.sort_by_key(|a| natural_key(&a.activity_name));
@@ -224,12 +227,10 @@ pub async fn list(
         .query(
             &store.tables().workflow_exec(),
             Some(INDEX_WORKFLOWS_BY_STATE),
-            "#st = :s AND start_time_epoch >= :since",
-            HashMap::from([("#st".to_string(), "state".to_string())]),
-            HashMap::from([
-                (":s".to_string(), s(state.as_str())),
-                (":since".to_string(), n(since)),
-            ]),
+            KeyCond {
+                hash: ("state".into(), s(state.as_str())),
+                range: Some(("start_time_epoch".into(), Cmp::Ge, n(since))),
+            },
         )
         .await?;
     found.sort_by_key(|w| std::cmp::Reverse(w.start_time_epoch));

@@ -14,12 +14,11 @@
 use serde_json::Value;
 
 use crate::contract::{ActivityState, Transition};
-use crate::dates::Timestamp;
 use crate::engine::{Engine, EngineConfig, EngineError};
 use crate::ids;
 use crate::model::ActivityEvent;
 use crate::plan::LaunchPayload;
-use crate::store::{n, s, Store, StoreError, Tables, UpdateRequest};
+use crate::store::{Store, StoreError, Tables};
 
 /// Why a report failed.
 #[derive(Debug, thiserror::Error)]
@@ -47,12 +46,18 @@ pub struct Activity {
 impl Activity {
     /// An activity reporting through `store`.
     pub fn new(payload: LaunchPayload, store: Store, config: EngineConfig) -> Self {
+        Activity::with_engine(payload, Engine::new(store, (), config))
+    }
+
+    /// An activity reporting through `engine` (whose environment gives the
+    /// time and the event ids: the simulation's clock).
+    pub fn with_engine(payload: LaunchPayload, engine: Engine<()>) -> Self {
         let source = std::env::var("AWS_LAMBDA_FUNCTION_NAME")
             .map(|f| format!("lambda:{f}"))
             .unwrap_or_else(|_| "whimbrel activity".into());
         Activity {
             payload,
-            engine: Engine::new(store, (), config),
+            engine,
             source,
         }
     }
@@ -65,17 +70,18 @@ impl Activity {
     }
 
     /// Insert one event row for `transition` (contract: "Update Activity
-    /// State"). Returns the new `activity_event_id`.
+    /// State"), carrying this attempt's number and token so a stale copy's
+    /// reports are refused. Returns the new `activity_event_id`.
     pub async fn report(
         &self,
         transition: Transition,
         output: Option<Value>,
         error: Option<String>,
     ) -> Result<String, ActivityError> {
-        let now = Timestamp::now();
+        let now = self.engine.now();
         let p = &self.payload;
         let ev = ActivityEvent {
-            activity_event_id: ids::new_id(&p.activity_exec_id),
+            activity_event_id: ids::derived_id(&p.activity_exec_id, &self.engine.new_token()),
             activity_exec_id: p.activity_exec_id.clone(),
             transition: transition.as_str().into(),
             when: Some(now.date_list()),
@@ -87,6 +93,8 @@ impl Activity {
             activity_name: Some(p.activity_name.clone()),
             workflow_exec_id: Some(p.workflow_exec_id.clone()),
             workflow_name: Some(p.workflow_name.clone()),
+            attempt: Some(p.attempt),
+            attempt_token: p.attempt_token.clone(),
         };
         let store = self.engine.store();
         store
@@ -95,35 +103,12 @@ impl Activity {
         Ok(ev.activity_event_id)
     }
 
-    /// Report RUNNING, then acknowledge the launch on the activity exec
-    /// item itself (remove its `launch_shard`, only for this `attempt` and
-    /// while still QUEUED), so the monitor does not launch it again while
-    /// the RUNNING event waits in the stream. The state is left to the
-    /// engine (contract: an activity may update other aspects of its item,
-    /// not the state).
+    /// Report RUNNING. Nothing else: until the engine applies it the
+    /// activity stays QUEUED with its schedule-to-start deadline, and the
+    /// monitor reads this row from the event table before it would launch
+    /// another attempt.
     pub async fn running(&self) -> Result<String, ActivityError> {
-        let id = self.report(Transition::Running, None, None).await?;
-        let p = &self.payload;
-        let store = self.engine.store();
-        let key = std::collections::HashMap::from([
-            ("activity_exec_id".to_string(), s(&p.activity_exec_id)),
-            ("workflow_exec_id".to_string(), s(&p.workflow_exec_id)),
-        ]);
-        let req = UpdateRequest {
-            update: "REMOVE launch_shard".into(),
-            condition: Some(
-                "#st = :queued AND #att = :att AND attribute_exists(launch_shard)".into(),
-            ),
-            ..UpdateRequest::new(store.tables().activity_exec(), key)
-                .name("#st", "state")
-                .name("#att", "attempt")
-                .value(":queued", s(ActivityState::Queued.as_str()))
-                .value(":att", n(p.attempt))
-        };
-        match store.update(req, false).await {
-            Ok(_) | Err(StoreError::ConditionFailed) => Ok(id),
-            Err(e) => Err(e.into()),
-        }
+        self.report(Transition::Running, None, None).await
     }
 
     /// Report COMPLETED with `output` (handed to dependents).
@@ -137,12 +122,26 @@ impl Activity {
             .await
     }
 
-    /// Record a heartbeat and return the activity's state: stop working if
-    /// it is CANCELLED_RUNNING (then report CANCEL) or TIMED_OUT.
+    /// Acknowledge a cancel (CANCELLED_RUNNING → CANCELLED): only this
+    /// attempt's own report, with its token, may end that state.
+    pub async fn cancelled(&self, reason: impl Into<String>) -> Result<String, ActivityError> {
+        self.report(Transition::Cancel, None, Some(reason.into()))
+            .await
+    }
+
+    /// Record a heartbeat (`heartbeat_time_epoch`, the architecture's
+    /// attribute) and return the activity's state: stop working if it is
+    /// CANCELLED_RUNNING (then report [`Activity::cancelled`]) or ended.
+    ///
+    /// Errors: [`EngineError::Rejected`] when this attempt is no longer the
+    /// live one (a newer attempt was launched): stop working.
     pub async fn heartbeat(&self) -> Result<ActivityState, ActivityError> {
         Ok(self
             .engine
-            .heartbeat(&self.payload.activity_exec_id)
+            .heartbeat_attempt(
+                &self.payload.activity_exec_id,
+                self.payload.attempt_token.as_deref(),
+            )
             .await?)
     }
 }

@@ -99,8 +99,13 @@ pub const ALL_TRANSITIONS: [Transition; 8] = [
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Actor {
     /// A row in `whimbrel_activity_event` written by an activity or a user
-    /// (Simple Lambda API).
+    /// (Simple Lambda API) without the live attempt's token.
     Client,
+    /// A row in `whimbrel_activity_event` carrying the live attempt's token:
+    /// the running activity itself. It may do what a client may, and end
+    /// CANCELLED_RUNNING with CANCEL (DESIGN 3.5: only the activity's own
+    /// report acknowledges a cancel).
+    Attempt,
     /// The engine itself: dependency release, launching, cancel propagation.
     Engine,
     /// The heartbeat monitor.
@@ -111,27 +116,38 @@ pub enum Actor {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Actors {
     client: bool,
+    attempt: bool,
     engine: bool,
     monitor: bool,
 }
 
 const CLIENT: Actors = Actors {
     client: true,
+    attempt: true,
+    engine: false,
+    monitor: false,
+};
+const ATTEMPT: Actors = Actors {
+    client: false,
+    attempt: true,
     engine: false,
     monitor: false,
 };
 const ENGINE: Actors = Actors {
     client: false,
+    attempt: false,
     engine: true,
     monitor: false,
 };
 const CLIENT_OR_ENGINE: Actors = Actors {
     client: true,
+    attempt: true,
     engine: true,
     monitor: false,
 };
 const MONITOR: Actors = Actors {
     client: false,
+    attempt: false,
     engine: false,
     monitor: true,
 };
@@ -140,6 +156,7 @@ impl Actors {
     fn allows(self, actor: Actor) -> bool {
         match actor {
             Actor::Client => self.client,
+            Actor::Attempt => self.attempt,
             Actor::Engine => self.engine,
             Actor::Monitor => self.monitor,
         }
@@ -203,6 +220,9 @@ pub const TRANSITIONS: &[(ActivityState, Transition, ActivityState, ActorsSet)] 
     ),
     (S::Preparing, T::Running, S::Running, ActorsSet(CLIENT)),
     (S::Preparing, T::Failed, S::Failed, ActorsSet(CLIENT)),
+    // Extension: every non-terminal state after launch has a deadline; a
+    // PREPARING activity that never runs is timed out by the monitor.
+    (S::Preparing, T::TimedOut, S::TimedOut, ActorsSet(MONITOR)),
     // contract: Current state RUNNING (+ DESIGN 3.6 TIMED_OUT)
     (
         S::Running,
@@ -214,12 +234,13 @@ pub const TRANSITIONS: &[(ActivityState, Transition, ActivityState, ActorsSet)] 
     (S::Running, T::Completed, S::Completed, ActorsSet(CLIENT)),
     (S::Running, T::TimedOut, S::TimedOut, ActorsSet(MONITOR)),
     // DESIGN 3.5: CANCELLED_RUNNING accepts the activity's final report and
-    // the monitor's TIMED_OUT.
+    // the monitor's TIMED_OUT. Its CANCEL acknowledgement must carry the
+    // live attempt's token: a second user CANCEL must not end it.
     (
         S::CancelledRunning,
         T::Cancel,
         S::Cancelled,
-        ActorsSet(CLIENT),
+        ActorsSet(ATTEMPT),
     ),
     (
         S::CancelledRunning,
@@ -272,6 +293,14 @@ pub enum TransitionError {
     /// The pair is not in the table and never will be for this activity.
     #[error("transition {transition} is not allowed from {state}")]
     NotAllowed {
+        /// Current state.
+        state: ActivityState,
+        /// Requested transition.
+        transition: Transition,
+    },
+    /// A report of progress for an activity that was never launched.
+    #[error("transition {transition}: the activity ({state}) was never launched")]
+    NeverLaunched {
         /// Current state.
         state: ActivityState,
         /// Requested transition.
@@ -406,6 +435,27 @@ pub fn next_state(
     } else {
         Err(TransitionError::NotAllowed { state, transition })
     }
+}
+
+/// [`next_state`] for a report (an event row) about an activity that was
+/// launched `attempt` times: a report of progress (PREPARING, RUNNING,
+/// COMPLETED, FAILED) for an activity never launched (`attempt == 0`)
+/// cannot be legitimate and is refused at once (DESIGN 3.8), where
+/// [`next_state`] alone would call it "not yet".
+pub fn next_state_of_report(
+    state: ActivityState,
+    attempt: u32,
+    transition: Transition,
+    actor: Actor,
+) -> Result<ActivityState, TransitionError> {
+    let progress = matches!(
+        transition,
+        T::Preparing | T::Running | T::Completed | T::Failed
+    );
+    if attempt == 0 && progress && matches!(actor, Actor::Client | Actor::Attempt) {
+        return Err(TransitionError::NeverLaunched { state, transition });
+    }
+    next_state(state, transition, actor)
 }
 
 /// Error for a state or transition name that is not in the contract.
@@ -581,12 +631,14 @@ mod tests {
             (Running, X::Cancel) => Ok(CancelledRunning),
             (Running, X::Failed) => Ok(Failed),
             (Running, X::Completed) => Ok(Completed),
-            (CancelledRunning, X::Cancel) => Ok(Cancelled),
+            // Only the live attempt's own report (with its token) ends a
+            // cancel; a tokenless client row may not.
+            (CancelledRunning, X::Cancel) => Err("forbidden"),
             (CancelledRunning, X::Completed) => Ok(Completed),
             (CancelledRunning, X::Failed) => Ok(Failed),
             // Engine-only or monitor-only rows.
             (Requested, X::Ready | X::Queued) | (Ready, X::Queued) => Err("forbidden"),
-            (Running | CancelledRunning, X::TimedOut) => Err("forbidden"),
+            (Preparing | Running | CancelledRunning, X::TimedOut) => Err("forbidden"),
             (Cancelled | TimedOut | Failed | Completed, _) => Err("terminal"),
             // Valid once the activity gets further.
             (Requested | Ready, X::Running | X::Preparing | X::Failed | X::Completed) => {
@@ -606,10 +658,55 @@ mod tests {
                     TransitionError::NotYet { .. } => "not yet",
                     TransitionError::NotAllowed { .. } => "not allowed",
                     TransitionError::Forbidden { .. } => "forbidden",
+                    TransitionError::NeverLaunched { .. } => "never launched",
                 });
                 assert_eq!(got, expected_client(s, t), "{s} x {t}");
             }
         }
+    }
+
+    #[test]
+    fn reports_for_never_launched_activities_are_refused_at_once() {
+        use ActivityState::*;
+        for t in [T::Running, T::Preparing, T::Completed, T::Failed] {
+            for s in [Requested, Ready] {
+                assert!(matches!(
+                    next_state_of_report(s, 0, t, Actor::Client),
+                    Err(TransitionError::NeverLaunched { .. })
+                ));
+            }
+        }
+        // A user may still cancel an activity that has not been launched.
+        assert_eq!(
+            next_state_of_report(Requested, 0, T::Cancel, Actor::Client),
+            Ok(Cancelled)
+        );
+        // Launched: an early COMPLETED is "not yet" (parked).
+        assert!(next_state_of_report(Queued, 1, T::Completed, Actor::Client)
+            .unwrap_err()
+            .is_retryable());
+    }
+
+    #[test]
+    fn only_the_live_attempt_acknowledges_a_cancel() {
+        use ActivityState::*;
+        assert!(matches!(
+            next_state(CancelledRunning, T::Cancel, Actor::Client),
+            Err(TransitionError::Forbidden { .. })
+        ));
+        assert_eq!(
+            next_state(CancelledRunning, T::Cancel, Actor::Attempt),
+            Ok(Cancelled)
+        );
+        // An attempt may do what a client may.
+        assert_eq!(
+            next_state(Running, T::Completed, Actor::Attempt),
+            Ok(Completed)
+        );
+        assert_eq!(
+            next_state(Running, T::Cancel, Actor::Client),
+            Ok(CancelledRunning)
+        );
     }
 
     #[test]

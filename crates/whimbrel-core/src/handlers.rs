@@ -44,13 +44,39 @@ pub struct BatchSummary {
     pub rejected: u64,
     /// Records reported as batch item failures, to be retried.
     pub retried: u64,
+    /// Of the records applied, those parked on their activity until its
+    /// state catches up.
+    pub parked: u64,
+    /// Each record's outcome, in batch order of items.
+    #[serde(skip)]
+    pub records: Vec<RecordReport>,
 }
 
-enum RecordOutcome {
+/// The outcome of one stream record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordReport {
+    /// Its sequence number.
+    pub sequence: Option<String>,
+    /// Its row's key (`workflow_request_id` or `activity_event_id`), when
+    /// the record could be read that far.
+    pub key: Option<String>,
+    /// What happened.
+    pub outcome: Outcome,
+}
+
+/// What happened to one stream record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// Applied (or already applied).
     Applied,
+    /// Parked on its activity.
+    Parked,
+    /// Not for this function (not INSERT, `manual = true`).
     Skipped,
-    Rejected,
-    Retry(Option<String>),
+    /// Can never apply: the reason, as logged.
+    Rejected(String),
+    /// A batch item failure, to be retried: the reason.
+    Retry(String),
 }
 
 /// The table name of a stream ARN
@@ -64,6 +90,7 @@ pub fn table_of_stream_arn(arn: &str) -> Option<&str> {
 struct Parsed<T> {
     seq: Option<String>,
     key: String,
+    id: Option<String>,
     row: T,
 }
 
@@ -73,6 +100,7 @@ fn parse_record<T: DeserializeOwned>(
     raw: &Value,
     table: &str,
     key_attr: &str,
+    id_attr: &str,
 ) -> Result<Parsed<T>, Option<String>> {
     let rec: EventRecord = serde_json::from_value(raw.clone())
         .map_err(|e| Some(format!("not a DynamoDB stream record: {e}")))?;
@@ -93,9 +121,13 @@ fn parse_record<T: DeserializeOwned>(
         Some(serde_dynamo::AttributeValue::S(k)) => k.clone(),
         _ => return Err(Some(format!("NewImage has no string {key_attr}"))),
     };
+    let id = match rec.change.new_image.get(id_attr) {
+        Some(serde_dynamo::AttributeValue::S(k)) => Some(k.clone()),
+        _ => None,
+    };
     let row: T = serde_dynamo::from_item(rec.change.new_image)
         .map_err(|e| Some(format!("malformed row {key}: {e}")))?;
-    Ok(Parsed { seq, key, row })
+    Ok(Parsed { seq, key, id, row })
 }
 
 /// Process a stream batch: parse each record, group by item, run `apply`
@@ -104,6 +136,7 @@ async fn process_batch<T, F, Fut>(
     payload: &Value,
     table: &str,
     key_attr: &str,
+    id_attr: &str,
     apply: F,
 ) -> Result<(DynamoDbEventResponse, BatchSummary), PayloadError>
 where
@@ -116,10 +149,17 @@ where
         .and_then(Value::as_array)
         .ok_or_else(|| PayloadError("no Records array".into()))?;
     let mut summary = BatchSummary::default();
+    let mut reports = Vec::new();
     let mut groups: Vec<Vec<Parsed<T>>> = Vec::new();
     let mut group_of: HashMap<String, usize> = HashMap::new();
     for raw in records {
-        match parse_record::<T>(raw, table, key_attr) {
+        let sequence = raw["dynamodb"]["SequenceNumber"]
+            .as_str()
+            .map(str::to_string);
+        let id = raw["dynamodb"]["NewImage"][id_attr]["S"]
+            .as_str()
+            .map(str::to_string);
+        match parse_record::<T>(raw, table, key_attr, id_attr) {
             Ok(p) => {
                 let g = *group_of.entry(p.key.clone()).or_insert_with(|| {
                     groups.push(Vec::new());
@@ -127,15 +167,23 @@ where
                 });
                 groups[g].push(p);
             }
-            Err(None) => summary.skipped += 1,
+            Err(None) => reports.push(RecordReport {
+                sequence,
+                key: id,
+                outcome: Outcome::Skipped,
+            }),
             Err(Some(reason)) => {
                 warn!(table, reason = %reason, "stream record rejected");
-                summary.rejected += 1;
+                reports.push(RecordReport {
+                    sequence,
+                    key: id,
+                    outcome: Outcome::Rejected(reason),
+                });
             }
         }
     }
     let apply = &apply;
-    let outcomes: Vec<Vec<RecordOutcome>> = stream::iter(groups)
+    let outcomes: Vec<Vec<RecordReport>> = stream::iter(groups)
         .map(|group| async move {
             // In stream order. A record to retry does not stop the later
             // ones of its item: the contract table decides what applies, and
@@ -143,17 +191,23 @@ where
             // (RUNNING after an early COMPLETED). Redelivery is harmless.
             let mut out = Vec::with_capacity(group.len());
             for p in group {
-                out.push(match apply(p.row).await {
-                    Ok(Applied::Skipped) => RecordOutcome::Skipped,
-                    Ok(_) => RecordOutcome::Applied,
+                let outcome = match apply(p.row).await {
+                    Ok(Applied::Skipped) => Outcome::Skipped,
+                    Ok(Applied::Parked(_)) => Outcome::Parked,
+                    Ok(_) => Outcome::Applied,
                     Err(EngineError::Rejected(reason)) => {
                         warn!(table, key = %p.key, reason = %reason, "stream record rejected");
-                        RecordOutcome::Rejected
+                        Outcome::Rejected(reason)
                     }
                     Err(EngineError::Retry(reason)) => {
                         info!(table, key = %p.key, reason = %reason, "stream record will be retried");
-                        RecordOutcome::Retry(p.seq)
+                        Outcome::Retry(reason)
                     }
+                };
+                out.push(RecordReport {
+                    sequence: p.seq,
+                    key: p.id,
+                    outcome,
                 });
             }
             out
@@ -161,20 +215,26 @@ where
         .buffer_unordered(ITEM_CONCURRENCY)
         .collect()
         .await;
+    reports.extend(outcomes.into_iter().flatten());
     let mut failures = Vec::new();
-    for o in outcomes.into_iter().flatten() {
-        match o {
-            RecordOutcome::Applied => summary.applied += 1,
-            RecordOutcome::Skipped => summary.skipped += 1,
-            RecordOutcome::Rejected => summary.rejected += 1,
-            RecordOutcome::Retry(seq) => {
+    for r in &reports {
+        match &r.outcome {
+            Outcome::Applied => summary.applied += 1,
+            Outcome::Parked => {
+                summary.applied += 1;
+                summary.parked += 1;
+            }
+            Outcome::Skipped => summary.skipped += 1,
+            Outcome::Rejected(_) => summary.rejected += 1,
+            Outcome::Retry(_) => {
                 summary.retried += 1;
                 let mut f = DynamoDbBatchItemFailure::default();
-                f.item_identifier = seq;
+                f.item_identifier = r.sequence.clone();
                 failures.push(f);
             }
         }
     }
+    summary.records = reports;
     let mut response = DynamoDbEventResponse::default();
     response.batch_item_failures = failures;
     info!(
@@ -200,6 +260,7 @@ pub async fn workflow_requests<L: Launcher>(
     process_batch(
         payload,
         &table,
+        "workflow_request_id",
         "workflow_request_id",
         |row: WorkflowRequest| async move {
             // contract: a Full Logic API client sets `manual` and starts the
@@ -229,6 +290,7 @@ pub async fn activity_events<L: Launcher>(
         payload,
         &table,
         "activity_exec_id",
+        "activity_event_id",
         |row: ActivityEvent| async move {
             // contract: a Full Logic API client applies its own events.
             if row.manual == Some(true) {

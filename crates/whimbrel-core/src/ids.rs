@@ -81,7 +81,26 @@ pub fn activity_exec_id(workflow_exec_id: &str, activity_name: &str) -> String {
     format!("{activity_name}{SEPARATOR}{u}")
 }
 
-/// The dependency edge key: `(activity_exec_id):(index)` (DESIGN 2.3).
+/// An id in the recommended `(name)::(uuid)` form whose uuid is derived
+/// from `seed` (UUID v5): unique when the seed is, and reproducible.
+pub fn derived_id(name: &str, seed: &str) -> String {
+    let u = Uuid::new_v5(&TOKEN_NAMESPACE, seed.as_bytes());
+    format!("{name}{SEPARATOR}{u}")
+}
+
+/// The hash of an attempt token, as stored on the activity exec
+/// (`attempt_token_hash`): a UUID v5 of the token, text.
+pub fn token_hash(token: &str) -> String {
+    // SHA-1 based (UUID v5): stable across processes and releases, and the
+    // item never holds the token itself.
+    uuid::Uuid::new_v5(&TOKEN_NAMESPACE, token.as_bytes()).to_string()
+}
+
+/// Namespace of [`token_hash`].
+const TOKEN_NAMESPACE: uuid::Uuid =
+    uuid::Uuid::from_u128(0x5f1c_2a4e_9b0d_4e6b_8a35_7d21_c0f4_9e12);
+
+/// The dependency edge key: `(activity_exec_id):(index)`.
 pub fn dependency_id(activity_exec_id: &str, index: usize) -> String {
     format!("{activity_exec_id}:{index}")
 }

@@ -18,24 +18,38 @@ use crate::store::{self, Store, StoreError, Tables};
 pub const SCHEMA_VERSION: u32 = 1;
 
 /// One GSI: name, hash (name, type), optional range, projection.
-struct Gsi {
-    name: &'static str,
-    hash: (&'static str, ScalarAttributeType),
-    range: Option<(&'static str, ScalarAttributeType)>,
-    keys_only: bool,
+#[derive(Debug, Clone)]
+pub struct Gsi {
+    /// Index name.
+    pub name: &'static str,
+    /// Hash key attribute and type.
+    pub hash: (&'static str, ScalarAttributeType),
+    /// Range key attribute and type.
+    pub range: Option<(&'static str, ScalarAttributeType)>,
+    /// KEYS_ONLY projection (else ALL).
+    pub keys_only: bool,
 }
 
 /// One table definition.
-struct TableDef {
-    name: String,
-    hash: (&'static str, ScalarAttributeType),
-    range: Option<(&'static str, ScalarAttributeType)>,
-    stream: bool,
-    gsis: Vec<Gsi>,
-    description: &'static str,
+#[derive(Debug, Clone)]
+pub struct TableDef {
+    /// Table name (with the prefix).
+    pub name: String,
+    /// Hash key attribute and type.
+    pub hash: (&'static str, ScalarAttributeType),
+    /// Range key attribute and type.
+    pub range: Option<(&'static str, ScalarAttributeType)>,
+    /// A `NEW_IMAGE` stream.
+    pub stream: bool,
+    /// Global secondary indexes.
+    pub gsis: Vec<Gsi>,
+    /// What the table holds.
+    pub description: &'static str,
 }
 
-fn definitions(t: &Tables) -> Vec<TableDef> {
+/// Every Whimbrel table for the names of `t`: keys, GSIs, streams. The
+/// same definitions are in `template.yaml` and `docs/tables.md`.
+pub fn definitions(t: &Tables) -> Vec<TableDef> {
     use ScalarAttributeType::{N, S};
     vec![
         TableDef {
@@ -59,7 +73,12 @@ fn definitions(t: &Tables) -> Vec<TableDef> {
             hash: ("activity_event_id", S),
             range: Some(("activity_exec_id", S)),
             stream: true,
-            gsis: vec![],
+            gsis: vec![Gsi {
+                name: store::INDEX_EVENTS_BY_ACTIVITY,
+                hash: ("activity_exec_id", S),
+                range: None,
+                keys_only: true,
+            }],
             description: "activity events (write-once; stream feeds activity-event)",
         },
         TableDef {
@@ -67,12 +86,20 @@ fn definitions(t: &Tables) -> Vec<TableDef> {
             hash: ("workflow_exec_id", S),
             range: Some(("workflow_name", S)),
             stream: false,
-            gsis: vec![Gsi {
-                name: store::INDEX_WORKFLOWS_BY_STATE,
-                hash: ("state", S),
-                range: Some(("start_time_epoch", N)),
-                keys_only: false,
-            }],
+            gsis: vec![
+                Gsi {
+                    name: store::INDEX_WORKFLOWS_BY_STATE,
+                    hash: ("state", S),
+                    range: Some(("start_time_epoch", N)),
+                    keys_only: false,
+                },
+                Gsi {
+                    name: store::INDEX_DUE,
+                    hash: ("due_shard", N),
+                    range: Some(("due_epoch", N)),
+                    keys_only: true,
+                },
+            ],
             description: "workflow executions",
         },
         TableDef {
@@ -88,15 +115,9 @@ fn definitions(t: &Tables) -> Vec<TableDef> {
                     keys_only: false,
                 },
                 Gsi {
-                    name: store::INDEX_HEARTBEAT,
-                    hash: ("heartbeat_shard", N),
-                    range: Some(("heartbeat_deadline_epoch", N)),
-                    keys_only: true,
-                },
-                Gsi {
-                    name: store::INDEX_LAUNCH,
-                    hash: ("launch_shard", N),
-                    range: Some(("queued_time_epoch", N)),
+                    name: store::INDEX_DUE,
+                    hash: ("due_shard", N),
+                    range: Some(("due_epoch", N)),
                     keys_only: true,
                 },
             ],
@@ -155,7 +176,10 @@ fn other(e: impl std::fmt::Display) -> StoreError {
 ///
 /// Errors: any DynamoDB error other than "table already exists".
 pub async fn install(store: &Store) -> Result<Vec<String>, StoreError> {
-    let client = store.client();
+    let client = store.client().ok_or_else(|| StoreError::Invalid {
+        op: "CreateTable",
+        message: "install needs a DynamoDB store".into(),
+    })?;
     let mut created = Vec::new();
     let defs = definitions(store.tables());
     for d in &defs {

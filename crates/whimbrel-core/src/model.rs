@@ -79,6 +79,14 @@ pub struct ActivityEvent {
     /// See `activity_name`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workflow_name: Option<String>,
+    /// The attempt the report is about (from the launch payload); a report
+    /// for an older attempt is refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempt: Option<u32>,
+    /// The attempt token from the launch payload: proves the report comes
+    /// from the live attempt. Optional for existing clients.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempt_token: Option<String>,
 }
 
 /// An item of `whimbrel_workflow_exec`: one workflow execution.
@@ -128,6 +136,18 @@ pub struct WorkflowExec {
     /// Where the request came from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<String>,
+    /// While REQUESTED: when the monitor starts it again if the
+    /// workflow-request function has not moved it on (decider unreachable,
+    /// a stream that gave up), epoch seconds. Range key of the sparse due
+    /// GSI of `workflow_exec`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub due_epoch: Option<i64>,
+    /// Shard of the sparse due GSI; present exactly when `due_epoch` is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub due_shard: Option<u32>,
+    /// Times the monitor started a REQUESTED workflow again.
+    #[serde(default)]
+    pub start_attempts: u32,
 }
 
 /// One accepted transition in an activity's bounded audit trail.
@@ -141,6 +161,28 @@ pub struct HistoryEntry {
     pub at_epoch: i64,
     /// The event (or engine step) that caused it.
     pub event_id: String,
+}
+
+/// An event row kept on its activity until the activity's state allows it
+/// (DESIGN: early events are parked, not retried).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ParkedEvent {
+    /// The event row's id.
+    pub activity_event_id: String,
+    /// Its transition name.
+    pub transition: String,
+    /// Its output (COMPLETED).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<Value>,
+    /// Its error (FAILED, CANCEL), capped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Its attempt, if it named one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempt: Option<u32>,
+    /// Its attempt token, if it carried one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempt_token: Option<String>,
 }
 
 /// An item of `whimbrel_activity_exec`: one execution of one activity.
@@ -161,9 +203,24 @@ pub struct ActivityExec {
     /// Input from the plan.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub input: Option<Value>,
-    /// Launch attempt, 1 on the first launch, +1 on each re-drive.
+    /// Launch attempt, 1 on the first launch, +1 on each relaunch; 0 =
+    /// never launched. Each attempt is claimed by a conditional write
+    /// before its invoke.
     #[serde(default)]
     pub attempt: u32,
+    /// Hash of the live attempt's token ([`crate::ids::token_hash`]); the
+    /// token itself is only in the launch payload. A report carrying a
+    /// token must match it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempt_token_hash: Option<String>,
+    /// Reports without the live attempt's token are refused (plan
+    /// `require_tokens`, or the `WHIMBREL_REQUIRE_TOKENS` setting).
+    #[serde(default)]
+    pub require_tokens: bool,
+    /// Events that arrived before the activity's state allowed them (e.g.
+    /// COMPLETED before RUNNING was applied), applied when it catches up.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub parked: Vec<ParkedEvent>,
     /// True if the activity heartbeats (architecture: `heartbeat_enabled`).
     pub heartbeat_enabled: bool,
     /// Heartbeat timeout, seconds, when heartbeats are enabled.
@@ -179,28 +236,24 @@ pub struct ActivityExec {
     /// Last heartbeat, epoch seconds; negative when heartbeats are disabled
     /// or the activity has not started.
     pub heartbeat_time_epoch: i64,
-    /// When the monitor times the activity out, epoch seconds: the earlier of
-    /// `heartbeat_time_epoch + heartbeat_timeout_seconds` and
-    /// `start_time_epoch + timeout_seconds`. Range key of the sparse
-    /// heartbeat GSI, present only while RUNNING / CANCELLED_RUNNING with a
-    /// heartbeat or a start-to-close timeout.
+    /// When the heartbeat monitor must look at the activity next, epoch
+    /// seconds: its deadline in a non-terminal state after launch (QUEUED:
+    /// schedule-to-start; PREPARING, RUNNING: heartbeat or start-to-close;
+    /// CANCELLED_RUNNING: the cancel grace), or, once terminal, until its
+    /// side effects (release or cancel dependents, finish the workflow) are
+    /// done. Range key of the sparse due GSI; absent when nothing is owed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub heartbeat_deadline_epoch: Option<i64>,
-    /// Shard (0..INDEX_SHARDS) of the sparse heartbeat GSI; present only
-    /// while the monitor must watch the activity.
+    pub due_epoch: Option<i64>,
+    /// Shard (0..INDEX_SHARDS) of the sparse due GSI; present exactly when
+    /// `due_epoch` is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub heartbeat_shard: Option<u32>,
+    pub due_shard: Option<u32>,
     /// When it was queued, UTC date list.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queued_time: Option<DateList>,
     /// When it was queued, epoch seconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queued_time_epoch: Option<i64>,
-    /// Shard of the sparse launch GSI: present from QUEUED until the
-    /// activity starts (PREPARING / RUNNING) or ends, so the monitor can
-    /// launch again an activity that never started.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub launch_shard: Option<u32>,
     /// When the last launch (async Invoke) was accepted, UTC date list.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub launched_time: Option<DateList>,

@@ -18,7 +18,7 @@ pub const MAX_PLAN_BYTES: usize = 300_000;
 
 /// Largest serialized `input` of one activity, bytes (it is stored on the
 /// activity exec item, beside its output and dependency lists, and the
-/// launch payload must fit Lambda's 256 KB async payload limit).
+/// launch payload must fit Lambda's 1 MB async payload limit).
 pub const MAX_ACTIVITY_INPUT_BYTES: usize = 150_000;
 
 /// Largest serialized `output` of a COMPLETED event, bytes; a larger one
@@ -77,6 +77,10 @@ pub struct Plan {
     pub version: u32,
     /// The activities, in any order.
     pub activities: Vec<PlannedActivity>,
+    /// Refuse reports that do not carry the live attempt's token, for every
+    /// activity (default false: existing clients' rows carry none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub require_tokens: Option<bool>,
 }
 
 fn default_version() -> u32 {
@@ -109,6 +113,10 @@ pub struct PlannedActivity {
     /// Input handed to the activity when it is launched.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub input: Option<Value>,
+    /// Refuse this activity's reports that do not carry the live attempt's
+    /// token (default: the plan's `require_tokens`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub require_tokens: Option<bool>,
 }
 
 /// The payload an activity Lambda receives (async Invoke) when launched
@@ -138,6 +146,10 @@ pub struct LaunchPayload {
     /// Start-to-close timeout, seconds, when the plan gave one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_seconds: Option<i64>,
+    /// The attempt's token: report it back (`attempt_token` on event rows,
+    /// heartbeats) to prove a report comes from the live attempt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempt_token: Option<String>,
 }
 
 /// Why a plan is invalid. The message is stored as the workflow's `error`.
@@ -376,6 +388,7 @@ mod tests {
             heartbeat_enabled: None,
             timeout_seconds: None,
             input: None,
+            require_tokens: None,
         }
     }
 
@@ -383,6 +396,7 @@ mod tests {
         Plan {
             version: 1,
             activities: acts,
+            require_tokens: None,
         }
     }
 

@@ -250,6 +250,8 @@ impl Harness {
             activity_name: None,
             workflow_exec_id: None,
             workflow_name: None,
+            attempt: None,
+            attempt_token: None,
         }
     }
 

@@ -1,0 +1,373 @@
+//! The heartbeat monitor's sweep and heartbeats.
+//!
+//! One tick queries, per shard, the sparse due GSIs of `workflow_exec` and
+//! `activity_exec` for items whose due time passed (never a Scan), reads
+//! each again consistently, and acts on [`decide::monitor_verdict`]:
+//! settle what a terminal write left owed, move a deadline a heartbeat
+//! pushed, and before any timeout or relaunch apply the activity's reports
+//! still in flight (read through the event table's `activity_exec_id`
+//! GSI): a report written before the deadline wins, however late the
+//! stream delivers it.
+
+use serde::Deserialize;
+use tracing::{info, warn};
+
+use super::apply::Source;
+use super::decide::{self, Details, Verdict};
+use super::{ActivityKey, Applied, Engine, EngineError};
+use crate::contract::{ActivityState, Transition};
+use crate::ids;
+use crate::launcher::Launcher;
+use crate::model::{ActivityEvent, ActivityExec, WorkflowExec};
+use crate::store::{self, av, n, s, Cmp, Cond, KeyCond, StoreError, UpdateRequest};
+
+/// What one heartbeat monitor tick did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct MonitorReport {
+    /// Activities moved to TIMED_OUT.
+    pub timed_out: u64,
+    /// QUEUED activities launched again as a new attempt.
+    pub relaunched: u64,
+    /// QUEUED activities FAILED after their last attempt never started.
+    pub not_started: u64,
+    /// Terminal activities whose side effects the tick finished.
+    pub settled: u64,
+    /// Reports found in flight (written, not yet applied) and applied.
+    pub reports_applied: u64,
+    /// Workflows started again (REQUESTED, or roots not launched).
+    pub restarted: u64,
+    /// Items the tick could not handle (logged); the next tick tries again.
+    pub errors: u64,
+}
+
+#[derive(Debug, Deserialize)]
+struct WorkflowKey {
+    workflow_exec_id: String,
+    workflow_name: String,
+}
+
+#[derive(Debug, Deserialize)]
+struct EventKey {
+    activity_event_id: String,
+    activity_exec_id: String,
+}
+
+impl<L: Launcher> Engine<L> {
+    /// One heartbeat monitor tick at `now` (epoch seconds). Errors on one
+    /// item are logged and counted, and the tick goes on with the others.
+    ///
+    /// Errors: [`EngineError::Retry`] when an index cannot be queried.
+    pub async fn monitor_tick(&self, now: i64) -> Result<MonitorReport, EngineError> {
+        let mut report = MonitorReport::default();
+        let t = self.store.tables().clone();
+        for shard in 0..store::INDEX_SHARDS {
+            let due = KeyCond {
+                hash: ("due_shard".into(), n(shard)),
+                range: Some(("due_epoch".into(), Cmp::Lt, n(now))),
+            };
+            let workflows: Vec<WorkflowKey> = self
+                .store
+                .query(&t.workflow_exec(), Some(store::INDEX_DUE), due.clone())
+                .await?;
+            for k in workflows {
+                let r = async {
+                    let wf: Option<WorkflowExec> = self
+                        .store
+                        .get(
+                            &t.workflow_exec(),
+                            decide::workflow_key(&k.workflow_exec_id, &k.workflow_name),
+                        )
+                        .await?;
+                    match wf {
+                        Some(wf) => self.restart_workflow(wf, now).await.map(|()| true),
+                        None => Ok(false),
+                    }
+                }
+                .await;
+                match r {
+                    Ok(true) => report.restarted += 1,
+                    Ok(false) => {}
+                    Err(e) => {
+                        warn!(workflow_exec_id = %k.workflow_exec_id, error = %e, "heartbeat monitor: will try again next tick");
+                        report.errors += 1;
+                    }
+                }
+            }
+            let activities: Vec<ActivityKey> = self
+                .store
+                .query(&t.activity_exec(), Some(store::INDEX_DUE), due)
+                .await?;
+            for k in activities {
+                if let Err(e) = self.sweep_activity(&k, now, &mut report).await {
+                    warn!(activity_exec_id = %k.activity_exec_id, error = %e, "heartbeat monitor: will try again next tick");
+                    report.errors += 1;
+                }
+            }
+        }
+        Ok(report)
+    }
+
+    async fn sweep_activity(
+        &self,
+        k: &ActivityKey,
+        now: i64,
+        report: &mut MonitorReport,
+    ) -> Result<(), EngineError> {
+        let Some(mut exec) = self
+            .store
+            .get::<ActivityExec>(
+                &self.store.tables().activity_exec(),
+                self.activity_key(&k.activity_exec_id, &k.workflow_exec_id),
+            )
+            .await?
+        else {
+            return Ok(());
+        };
+        let mut looked = false;
+        loop {
+            let verdict = decide::monitor_verdict(&exec, &self.config, now);
+            let acts = matches!(
+                verdict,
+                Verdict::TimeOut { .. } | Verdict::Relaunch | Verdict::FailNotStarted(_)
+            );
+            if acts && !looked {
+                looked = true;
+                // Reports already parked on the item, then those still in
+                // the event table, decide before any deadline does.
+                let applied =
+                    u64::from(!exec.parked.is_empty() && self.apply_parked(exec.clone()).await?)
+                        + self.apply_in_flight(&exec).await?;
+                if applied > 0 {
+                    report.reports_applied += applied;
+                    exec = self
+                        .load_activity(&exec.activity_exec_id, &exec.workflow_exec_id)
+                        .await?;
+                    continue;
+                }
+            }
+            let tables = self.store.tables();
+            match verdict {
+                Verdict::Settle => {
+                    self.settle(&exec).await?;
+                    report.settled += 1;
+                }
+                Verdict::Wait => {}
+                Verdict::Clear => ignore_condition(
+                    self.store
+                        .update(decide::clear_due(tables, &exec), false)
+                        .await,
+                )?,
+                Verdict::Extend(at) => ignore_condition(
+                    self.store
+                        .update(decide::extend_due(tables, &exec, at), false)
+                        .await,
+                )?,
+                Verdict::TimeOut {
+                    reason,
+                    stale_before,
+                } => {
+                    let event_id = format!("timed-out:{}:{}", exec.activity_exec_id, exec.attempt);
+                    warn!(activity_exec_id = %exec.activity_exec_id, state = %exec.state, %reason, "timing out the activity");
+                    let details = Details {
+                        error: Some(reason),
+                        at: Some(now),
+                        stale_before,
+                        ..Details::default()
+                    };
+                    if self
+                        .decree(
+                            exec,
+                            Transition::TimedOut,
+                            Source::Monitor,
+                            &event_id,
+                            details,
+                        )
+                        .await?
+                        == Some(ActivityState::TimedOut)
+                    {
+                        report.timed_out += 1;
+                    }
+                }
+                Verdict::FailNotStarted(reason) => {
+                    let event_id =
+                        format!("not-started:{}:{}", exec.activity_exec_id, exec.attempt);
+                    warn!(activity_exec_id = %exec.activity_exec_id, %reason, "failing the activity");
+                    let details = Details {
+                        error: Some(reason),
+                        at: Some(now),
+                        ..Details::default()
+                    };
+                    if self
+                        .decree(exec, Transition::Failed, Source::Engine, &event_id, details)
+                        .await?
+                        == Some(ActivityState::Failed)
+                    {
+                        report.not_started += 1;
+                    }
+                }
+                Verdict::Relaunch => {
+                    let token = self.env.new_token();
+                    let req = decide::relaunch_update(
+                        tables,
+                        &self.config,
+                        &exec,
+                        &ids::token_hash(&token),
+                        now,
+                    );
+                    match self.store.update(req, true).await {
+                        Ok(Some(item)) => {
+                            let next: ActivityExec =
+                                serde_dynamo::from_item(item).map_err(|e| {
+                                    EngineError::Retry(format!("{}: {e}", exec.activity_exec_id))
+                                })?;
+                            warn!(activity_exec_id = %next.activity_exec_id, attempt = next.attempt, "activity did not start; launching a new attempt");
+                            self.launch(&next, &token).await?;
+                            report.relaunched += 1;
+                        }
+                        Ok(None) | Err(StoreError::ConditionFailed) => {}
+                        Err(e) => return Err(e.into()),
+                    }
+                }
+            }
+            return Ok(());
+        }
+    }
+
+    /// Apply the activity's event rows that are written but not applied yet
+    /// (the stream is late, or gave up), oldest first. Returns how many
+    /// were applied or parked.
+    async fn apply_in_flight(&self, exec: &ActivityExec) -> Result<u64, EngineError> {
+        let t = self.store.tables();
+        let key = KeyCond {
+            hash: ("activity_exec_id".into(), s(&exec.activity_exec_id)),
+            range: None,
+        };
+        let keys: Vec<EventKey> = self
+            .store
+            .query(
+                &t.activity_event(),
+                Some(store::INDEX_EVENTS_BY_ACTIVITY),
+                key,
+            )
+            .await?;
+        let seen = |id: &str| {
+            exec.last_event_id.as_deref() == Some(id)
+                || exec.history.iter().any(|h| h.event_id == id)
+                || exec.parked.iter().any(|p| p.activity_event_id == id)
+        };
+        let wanted: Vec<_> = keys
+            .into_iter()
+            .filter(|k| !seen(&k.activity_event_id))
+            .map(|k| {
+                std::collections::HashMap::from([
+                    ("activity_event_id".to_string(), s(&k.activity_event_id)),
+                    ("activity_exec_id".to_string(), s(&k.activity_exec_id)),
+                ])
+            })
+            .collect();
+        if wanted.is_empty() {
+            return Ok(0);
+        }
+        let mut events: Vec<ActivityEvent> = Vec::new();
+        for item in self
+            .store
+            .batch_get::<serde_json::Value>(&t.activity_event(), wanted)
+            .await?
+        {
+            // A row that is not an event (hostile) is the stream's to reject.
+            if let Ok(ev) = serde_json::from_value::<ActivityEvent>(item) {
+                events.push(ev);
+            }
+        }
+        let rank = |ev: &ActivityEvent| match ev.transition.as_str() {
+            "PREPARING" => 0,
+            "RUNNING" => 1,
+            _ => 2,
+        };
+        events.sort_by(|a, b| {
+            (a.when_epoch.unwrap_or(0.0), rank(a))
+                .partial_cmp(&(b.when_epoch.unwrap_or(0.0), rank(b)))
+                .unwrap_or(std::cmp::Ordering::Equal)
+        });
+        let mut applied = 0;
+        for ev in events {
+            match self.apply_event(&ev).await {
+                Ok(Applied::State(_) | Applied::Parked(_)) => {
+                    info!(activity_exec_id = %ev.activity_exec_id, event_id = %ev.activity_event_id, transition = %ev.transition, "monitor applied a report still in flight");
+                    applied += 1;
+                }
+                Ok(_) | Err(EngineError::Rejected(_)) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(applied)
+    }
+
+    /// Record a heartbeat for a running activity (a direct conditional
+    /// update of `whimbrel_activity_exec`, the architecture's
+    /// `heartbeat_time_epoch`; not a state change). Returns the activity's
+    /// state, so a running activity learns it was cancelled
+    /// (CANCELLED_RUNNING) or timed out. Same as
+    /// [`Engine::heartbeat_attempt`] without a token.
+    pub async fn heartbeat(&self, activity_exec_id: &str) -> Result<ActivityState, EngineError> {
+        self.heartbeat_attempt(activity_exec_id, None).await
+    }
+
+    /// A heartbeat from the attempt holding `token` (when given).
+    ///
+    /// Errors: [`EngineError::Rejected`] for an unknown activity, or a token
+    /// that is not the live attempt's (the attempt should stop).
+    pub async fn heartbeat_attempt(
+        &self,
+        activity_exec_id: &str,
+        token: Option<&str>,
+    ) -> Result<ActivityState, EngineError> {
+        let exec = self.find_activity(activity_exec_id).await?.ok_or_else(|| {
+            EngineError::Rejected(format!("unknown activity exec {activity_exec_id}"))
+        })?;
+        if token.is_some() {
+            decide::report_actor(&exec, None, token)
+                .map_err(|r| EngineError::Rejected(format!("{activity_exec_id}: {r}")))?;
+        }
+        if !exec.state.is_running() || !exec.heartbeat_enabled {
+            return Ok(exec.state);
+        }
+        let now = self.now();
+        let mut req = UpdateRequest::new(
+            self.store.tables().activity_exec(),
+            self.activity_key(&exec.activity_exec_id, &exec.workflow_exec_id),
+        )
+        .when(Cond::In(
+            "state".into(),
+            vec![
+                s(ActivityState::Running.as_str()),
+                s(ActivityState::CancelledRunning.as_str()),
+            ],
+        ))
+        .set("heartbeat_time", av(&now.date_list()))
+        .set("heartbeat_time_epoch", n(now.epoch));
+        if let Some(h) = &exec.attempt_token_hash {
+            if token.is_some() {
+                req = req.when(Cond::eq("attempt_token_hash", s(h)));
+            }
+        }
+        match self.store.update(req, true).await {
+            Ok(Some(item)) => Ok(serde_dynamo::from_item::<_, ActivityExec>(item)
+                .map(|e| e.state)
+                .unwrap_or(exec.state)),
+            Ok(None) => Ok(exec.state),
+            Err(StoreError::ConditionFailed) => Ok(self
+                .find_activity(activity_exec_id)
+                .await?
+                .map_or(exec.state, |e| e.state)),
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+fn ignore_condition<T>(r: Result<T, StoreError>) -> Result<(), EngineError> {
+    match r {
+        Ok(_) | Err(StoreError::ConditionFailed) => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}

@@ -1,0 +1,373 @@
+//! Starting a workflow: the exec item (REQUESTED, with a due marker until
+//! its roots are launched), the plan (registered definition or decider),
+//! the activity items and edges, RUNNING, and the root launches. Every
+//! step is resumable: by a redelivered request record, or by the monitor
+//! when the due marker comes up ([`Engine::restart_workflow`]).
+
+use std::collections::HashMap;
+
+use futures::stream::{self, StreamExt};
+use serde_json::Value;
+use tracing::{info, warn};
+
+use super::decide;
+use super::{Applied, Engine, EngineError};
+use crate::contract::WorkflowState;
+use crate::ids;
+use crate::launcher::Launcher;
+use crate::model::{ActivityExec, WorkflowExec, WorkflowLambda, WorkflowRequest};
+use crate::plan::{
+    DeciderRequest, Plan, MAX_OUTPUT_BYTES, MAX_WORKFLOW_INPUT_BYTES, SHAPE_VERSION,
+};
+use crate::store::size::{item_size, MAX_ITEM_BYTES};
+use crate::store::{self, av, n, s, Action, Cond, Item, StoreError, UpdateRequest};
+
+/// Room kept free on an activity item for what it gathers while it runs
+/// (history, parked events, error, times), bytes.
+const ACTIVITY_ITEM_RESERVE: usize = 24 * 1024;
+/// Room kept free on a workflow item (counters, error, times), bytes.
+const WORKFLOW_ITEM_RESERVE: usize = 8 * 1024;
+
+impl<L: Launcher> Engine<L> {
+    /// Start the workflow a `whimbrel_workflow_request` row asks for
+    /// (contract: Full Logic API, "Initiate a New Workflow").
+    ///
+    /// Creates the workflow exec (REQUESTED), obtains and validates the
+    /// plan, writes the activity execs (REQUESTED) and edges, moves the
+    /// workflow to RUNNING, then claims and launches the activities without
+    /// prerequisites, and clears the workflow's due marker. An unknown
+    /// workflow, an invalid plan, a plan whose items DynamoDB cannot store
+    /// or a decider error fails the workflow with the reason in its
+    /// `error`. Safe to call again for the same request at any point.
+    ///
+    /// Errors: [`EngineError::Rejected`] for a malformed row;
+    /// [`EngineError::Retry`] when DynamoDB or the decider is unavailable
+    /// (the monitor also starts the workflow again from its due marker).
+    pub async fn start_workflow(&self, req: &WorkflowRequest) -> Result<Applied, EngineError> {
+        if req.workflow_name.trim().is_empty() {
+            return Err(EngineError::Rejected("workflow_name is empty".into()));
+        }
+        let recommended = ids::check_id(
+            "workflow_request_id",
+            "workflow_name",
+            &req.workflow_request_id,
+            &req.workflow_name,
+        )
+        .map_err(|e| EngineError::Rejected(e.to_string()))?;
+        if !recommended {
+            info!(workflow_request_id = %req.workflow_request_id, "request id is not (workflow_name)::(uuid); accepted");
+        }
+        let t = self.store.tables().clone();
+        let name = &req.workflow_name;
+        let id = ids::workflow_exec_id(name, &req.workflow_request_id);
+        let now = self.now();
+        let input_size = req.input.as_ref().map_or(0, |v| v.to_string().len());
+        let oversized = (input_size > MAX_WORKFLOW_INPUT_BYTES)
+            .then(|| format!("workflow input is {input_size} bytes; at most {MAX_WORKFLOW_INPUT_BYTES} bytes are allowed"));
+        let fresh = WorkflowExec {
+            workflow_exec_id: id.clone(),
+            workflow_name: name.clone(),
+            state: WorkflowState::Requested,
+            workflow_request_id: Some(req.workflow_request_id.clone()),
+            start_time: now.date_list(),
+            start_time_epoch: now.epoch,
+            end_time: None,
+            end_time_epoch: None,
+            input: if oversized.is_some() {
+                None
+            } else {
+                req.input.clone()
+            },
+            plan: None,
+            activity_count: 0,
+            completed_count: 0,
+            failed_count: 0,
+            cancelled_count: 0,
+            error: None,
+            source: req.source.clone(),
+            due_epoch: Some(now.epoch + self.config.start_retry_seconds),
+            due_shard: Some(store::shard_of(&id)),
+            start_attempts: 0,
+        };
+        let mut exec = if self
+            .store
+            .put_new(&t.workflow_exec(), "workflow_exec_id", &fresh)
+            .await?
+        {
+            fresh
+        } else {
+            self.load_workflow(&id, name).await?
+        };
+        if exec.state.is_terminal() {
+            return Ok(Applied::Workflow(exec.state));
+        }
+        if let (Some(reason), None) = (&oversized, &exec.plan) {
+            return self.fail_start(&exec, reason).await;
+        }
+        // True when this call stored the plan: then no activity item exists.
+        let mut planned_now = false;
+        let plan = match exec.plan.clone() {
+            Some(p) => p,
+            None => match self.obtain_plan(&exec, req).await? {
+                Ok(plan) => match self.record_plan(&exec, plan).await? {
+                    Ok(recorded) => {
+                        (exec, planned_now) = recorded;
+                        exec.plan.clone().expect("recorded plan")
+                    }
+                    Err(reason) => return self.fail_start(&exec, &reason).await,
+                },
+                Err(reason) => return self.fail_start(&exec, &reason).await,
+            },
+        };
+        let (activities, edges) = decide::activity_items(&exec, &plan, &self.config);
+        if exec.state == WorkflowState::Requested {
+            if let Some(reason) = unstorable_activity(&activities) {
+                return self.fail_start(&exec, &reason).await;
+            }
+            if planned_now {
+                self.store
+                    .batch_put(&t.activity_exec(), &activities)
+                    .await?;
+            } else {
+                // Resumed: some items may exist, and a client may already
+                // have cancelled one; create only the missing ones.
+                let table = t.activity_exec();
+                let created: Vec<Result<bool, StoreError>> = stream::iter(&activities)
+                    .map(|a| self.store.put_new(&table, "activity_exec_id", a))
+                    .buffer_unordered(self.config.concurrency)
+                    .collect()
+                    .await;
+                created.into_iter().collect::<Result<Vec<_>, _>>()?;
+            }
+            // Edges are write-once with deterministic content.
+            self.store
+                .batch_put(&t.activity_exec_dependency(), &edges)
+                .await?;
+            self.move_workflow(
+                &id,
+                name,
+                WorkflowState::Requested,
+                WorkflowState::Running,
+                None,
+            )
+            .await?;
+            // Every activity may have ended while still REQUESTED (client
+            // CANCELs): their finish checks saw REQUESTED.
+            self.finish_workflow(&id, name).await?;
+        }
+        let roots: Vec<&ActivityExec> = activities
+            .iter()
+            .filter(|a| a.prerequisites.is_empty())
+            .collect();
+        let results: Vec<Result<(), EngineError>> = stream::iter(roots)
+            .map(|a| async move {
+                let current = if planned_now {
+                    a.clone()
+                } else {
+                    self.load_activity(&a.activity_exec_id, &a.workflow_exec_id)
+                        .await?
+                };
+                self.queue_and_launch(current).await
+            })
+            .buffer_unordered(self.config.concurrency)
+            .collect()
+            .await;
+        results.into_iter().collect::<Result<Vec<_>, _>>()?;
+        // The roots are claimed: every later step has its own marker.
+        let done = UpdateRequest::new(t.workflow_exec(), decide::workflow_key(&id, name))
+            .when(Cond::exists("due_epoch"))
+            .remove("due_epoch")
+            .remove("due_shard");
+        match self.store.update(done, false).await {
+            Ok(_) | Err(StoreError::ConditionFailed) => {}
+            Err(e) => return Err(e.into()),
+        }
+        info!(workflow_exec_id = %id, activities = activities.len(), "workflow running");
+        Ok(Applied::Workflow(WorkflowState::Running))
+    }
+
+    /// The monitor's resumption of a workflow whose due marker came up: it
+    /// is still REQUESTED (decider unreachable, the request's stream record
+    /// given up on) or RUNNING with its roots not all launched. Counts the
+    /// attempt, then runs [`Engine::start_workflow`] again from the request
+    /// row. A workflow that cannot get a plan after `max_start_attempts` is
+    /// FAILED with the reason.
+    pub(crate) async fn restart_workflow(
+        &self,
+        exec: WorkflowExec,
+        now: i64,
+    ) -> Result<(), EngineError> {
+        let t = self.store.tables();
+        if exec.state.is_terminal() || exec.due_epoch.is_none_or(|d| d > now) {
+            return Ok(());
+        }
+        if exec.state == WorkflowState::Requested
+            && exec.plan.is_none()
+            && exec.start_attempts >= self.config.max_start_attempts
+        {
+            let reason = format!(
+                "not started after {} attempts (decider or store unavailable)",
+                exec.start_attempts
+            );
+            self.fail_start(&exec, &reason).await?;
+            return Ok(());
+        }
+        let bump = UpdateRequest::new(
+            t.workflow_exec(),
+            decide::workflow_key(&exec.workflow_exec_id, &exec.workflow_name),
+        )
+        .when(Cond::eq("start_attempts", n(exec.start_attempts)).and(Cond::exists("due_epoch")))
+        .set("start_attempts", n(exec.start_attempts + 1))
+        .set("due_epoch", n(now + self.config.start_retry_seconds));
+        match self.store.update(bump, false).await {
+            Ok(_) => {}
+            Err(StoreError::ConditionFailed) => return Ok(()),
+            Err(e) => return Err(e.into()),
+        }
+        let request_id = exec.workflow_request_id.clone().unwrap_or_default();
+        let key = HashMap::from([
+            ("workflow_request_id".to_string(), s(&request_id)),
+            ("workflow_name".to_string(), s(&exec.workflow_name)),
+        ]);
+        let request: Option<WorkflowRequest> = self.store.get(&t.workflow_request(), key).await?;
+        let Some(request) = request else {
+            let reason = format!("workflow request row {request_id:?} not found");
+            return self.fail_start(&exec, &reason).await.map(|_| ());
+        };
+        warn!(workflow_exec_id = %exec.workflow_exec_id, state = %exec.state, attempt = exec.start_attempts + 1, "monitor: starting the workflow again");
+        self.start_workflow(&request).await.map(|_| ())
+    }
+
+    /// The plan from the registered definition or decider. `Ok(Err(reason))`
+    /// means the workflow must fail; `Err` means retry.
+    async fn obtain_plan(
+        &self,
+        exec: &WorkflowExec,
+        req: &WorkflowRequest,
+    ) -> Result<Result<Plan, String>, EngineError> {
+        let t = self.store.tables();
+        let key = HashMap::from([("workflow_name".to_string(), s(&exec.workflow_name))]);
+        let Some(reg) = self
+            .store
+            .get::<WorkflowLambda>(&t.workflow_lambda(), key)
+            .await?
+        else {
+            return Ok(Err(format!(
+                "workflow {:?} is not registered in {}",
+                exec.workflow_name,
+                t.workflow_lambda()
+            )));
+        };
+        let plan = if let Some(def) = reg.definition {
+            def
+        } else if let Some(lambda) = reg.lambda {
+            let request = DeciderRequest {
+                version: SHAPE_VERSION,
+                kind: "workflow_started".into(),
+                workflow_exec_id: exec.workflow_exec_id.clone(),
+                workflow_name: exec.workflow_name.clone(),
+                workflow_request_id: req.workflow_request_id.clone(),
+                input: req.input.clone().unwrap_or(Value::Null),
+            };
+            let payload = serde_json::to_value(&request).expect("serializable");
+            match self.launcher.invoke_sync(&lambda, &payload).await {
+                Ok(v) => match serde_json::from_value::<Plan>(v) {
+                    Ok(p) => p,
+                    Err(e) => {
+                        return Ok(Err(format!("decider {lambda} returned no valid plan: {e}")))
+                    }
+                },
+                Err(e) if e.is_transient() => return Err(EngineError::Retry(e.to_string())),
+                Err(e) => return Ok(Err(format!("decider failed: {e}"))),
+            }
+        } else {
+            return Ok(Err(format!(
+                "workflow {:?} has neither a lambda nor a definition",
+                exec.workflow_name
+            )));
+        };
+        Ok(plan
+            .validate()
+            .map(|_| plan)
+            .map_err(|e| format!("invalid plan: {e}")))
+    }
+
+    /// Store the plan on the workflow exec (once). Returns the exec as
+    /// stored, with whichever plan won, and whether this call stored it;
+    /// `Err(reason)` when DynamoDB cannot store it (the workflow fails).
+    async fn record_plan(
+        &self,
+        exec: &WorkflowExec,
+        plan: Plan,
+    ) -> Result<Result<(WorkflowExec, bool), String>, EngineError> {
+        let t = self.store.tables();
+        let plan_value = av(&plan);
+        let mut planned = exec.clone();
+        planned.plan = Some(plan.clone());
+        let size = serde_dynamo::to_item::<_, Item>(&planned)
+            .map(|i| item_size(&i))
+            .unwrap_or(usize::MAX);
+        if size + WORKFLOW_ITEM_RESERVE > MAX_ITEM_BYTES {
+            return Ok(Err(format!(
+                "the plan makes the workflow item {size} bytes; DynamoDB stores at most {MAX_ITEM_BYTES}"
+            )));
+        }
+        let req = UpdateRequest::new(
+            t.workflow_exec(),
+            decide::workflow_key(&exec.workflow_exec_id, &exec.workflow_name),
+        )
+        .when(Cond::eq("state", s(WorkflowState::Requested.as_str())))
+        .when(Cond::not_exists("plan"))
+        .act(Action::Set("plan".into(), plan_value))
+        .set("activity_count", n(plan.activities.len()));
+        match self.store.update(req, false).await {
+            Ok(_) => {
+                planned.activity_count = plan.activities.len() as u64;
+                Ok(Ok((planned, true)))
+            }
+            Err(StoreError::ConditionFailed) => {
+                let e = self
+                    .load_workflow(&exec.workflow_exec_id, &exec.workflow_name)
+                    .await?;
+                if e.plan.is_none() {
+                    return Err(EngineError::Rejected(format!(
+                        "workflow exec {} is {} without a plan",
+                        e.workflow_exec_id, e.state
+                    )));
+                }
+                Ok(Ok((e, false)))
+            }
+            Err(e) if e.is_permanent() => Ok(Err(format!("the plan cannot be stored: {e}"))),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// REQUESTED → FAILED with `reason` (conditional; clears the marker).
+    async fn fail_start(&self, exec: &WorkflowExec, reason: &str) -> Result<Applied, EngineError> {
+        warn!(workflow_exec_id = %exec.workflow_exec_id, %reason, "workflow failed before it started");
+        self.move_workflow(
+            &exec.workflow_exec_id,
+            &exec.workflow_name,
+            WorkflowState::Requested,
+            WorkflowState::Failed,
+            Some(reason),
+        )
+        .await?;
+        Ok(Applied::Workflow(WorkflowState::Failed))
+    }
+}
+
+/// Why one of the activity items could not be stored with its largest
+/// output, measured as DynamoDB measures items; `None` when all fit.
+fn unstorable_activity(activities: &[ActivityExec]) -> Option<String> {
+    activities.iter().find_map(|a| {
+        let size = serde_dynamo::to_item::<_, Item>(a).map(|i| item_size(&i)).unwrap_or(usize::MAX);
+        let worst = size + MAX_OUTPUT_BYTES + ACTIVITY_ITEM_RESERVE;
+        (worst > MAX_ITEM_BYTES).then(|| {
+            format!(
+                "activity {:?}: its item is {size} bytes, {worst} with the largest output; DynamoDB stores at most {MAX_ITEM_BYTES}",
+                a.activity_name
+            )
+        })
+    })
+}

@@ -1,0 +1,508 @@
+//! The DynamoDB backend: the only place DynamoDB expression strings are
+//! built, from the typed conditions and actions of [`super::expr`].
+
+use std::collections::HashMap;
+
+use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
+use aws_sdk_dynamodb::types::{
+    AttributeValue, KeysAndAttributes, Put, PutRequest, ReturnValue, TransactWriteItem, Update,
+    WriteRequest,
+};
+use aws_sdk_dynamodb::Client;
+use futures::future::BoxFuture;
+use futures::FutureExt;
+
+use super::expr::{Action, Cond, KeyCond, Write};
+use super::{Backend, Item, Page, StoreError};
+
+/// DynamoDB through the AWS SDK. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct DynamoBackend {
+    client: Client,
+}
+
+impl DynamoBackend {
+    /// A backend over `client`.
+    pub fn new(client: Client) -> Self {
+        DynamoBackend { client }
+    }
+}
+
+/// Expression text with its `#n` / `:v` placeholders.
+#[derive(Debug, Default)]
+pub struct Expressions {
+    /// `#n0` → attribute name.
+    pub names: HashMap<String, String>,
+    /// `:v0` → value.
+    pub values: HashMap<String, AttributeValue>,
+}
+
+impl Expressions {
+    fn name(&mut self, attr: &str) -> String {
+        if let Some((k, _)) = self.names.iter().find(|(_, v)| v.as_str() == attr) {
+            return k.clone();
+        }
+        let k = format!("#n{}", self.names.len());
+        self.names.insert(k.clone(), attr.into());
+        k
+    }
+
+    fn value(&mut self, v: &AttributeValue) -> String {
+        let k = format!(":v{}", self.values.len());
+        self.values.insert(k.clone(), v.clone());
+        k
+    }
+
+    /// The text of a condition.
+    pub fn condition(&mut self, c: &Cond) -> String {
+        match c {
+            Cond::Exists(a) => format!("attribute_exists({})", self.name(a)),
+            Cond::NotExists(a) => format!("attribute_not_exists({})", self.name(a)),
+            Cond::Compare(a, op, v) => {
+                format!("{} {} {}", self.name(a), op.as_str(), self.value(v))
+            }
+            Cond::In(a, vs) => {
+                let n = self.name(a);
+                let list: Vec<String> = vs.iter().map(|v| self.value(v)).collect();
+                format!("{n} IN ({})", list.join(", "))
+            }
+            Cond::Contains(a, v) => format!("contains({}, {})", self.name(a), self.value(v)),
+            Cond::Not(c) => format!("NOT ({})", self.condition(c)),
+            Cond::And(cs) if cs.is_empty() => {
+                "attribute_exists(#always) OR attribute_not_exists(#always)"
+                    .replace("#always", &self.name("__whimbrel_always"))
+            }
+            Cond::Or(cs) if cs.is_empty() => {
+                "attribute_exists(#never) AND attribute_not_exists(#never)"
+                    .replace("#never", &self.name("__whimbrel_never"))
+            }
+            Cond::And(cs) => self.join(cs, " AND "),
+            Cond::Or(cs) => self.join(cs, " OR "),
+        }
+    }
+
+    fn join(&mut self, cs: &[Cond], sep: &str) -> String {
+        cs.iter()
+            .map(|c| format!("({})", self.condition(c)))
+            .collect::<Vec<_>>()
+            .join(sep)
+    }
+
+    /// The text of an update (`SET ... REMOVE ... ADD ... DELETE ...`).
+    pub fn update(&mut self, actions: &[Action]) -> String {
+        let (mut set, mut remove, mut add, mut delete) = (vec![], vec![], vec![], vec![]);
+        for a in actions {
+            match a {
+                Action::Set(n, v) => set.push(format!("{} = {}", self.name(n), self.value(v))),
+                Action::SetIfNotExists(n, v) => {
+                    let n = self.name(n);
+                    set.push(format!("{n} = if_not_exists({n}, {})", self.value(v)))
+                }
+                Action::Append(n, vs) => {
+                    let n = self.name(n);
+                    let empty = self.value(&AttributeValue::L(vec![]));
+                    let vs = self.value(&AttributeValue::L(vs.clone()));
+                    set.push(format!(
+                        "{n} = list_append(if_not_exists({n}, {empty}), {vs})"
+                    ))
+                }
+                Action::Remove(n) => remove.push(self.name(n)),
+                Action::Add(n, v) => add.push(format!("{} {}", self.name(n), self.value(v))),
+                Action::Delete(n, v) => delete.push(format!("{} {}", self.name(n), self.value(v))),
+            }
+        }
+        let mut out = vec![];
+        for (word, parts) in [
+            ("SET", set),
+            ("REMOVE", remove),
+            ("ADD", add),
+            ("DELETE", delete),
+        ] {
+            if !parts.is_empty() {
+                out.push(format!("{word} {}", parts.join(", ")));
+            }
+        }
+        out.join(" ")
+    }
+
+    /// The text of a key condition.
+    pub fn key(&mut self, k: &KeyCond) -> String {
+        let mut text = format!("{} = {}", self.name(&k.hash.0), self.value(&k.hash.1));
+        if let Some((a, op, v)) = &k.range {
+            text.push_str(&format!(
+                " AND {} {} {}",
+                self.name(a),
+                op.as_str(),
+                self.value(v)
+            ));
+        }
+        text
+    }
+
+    fn names(&self) -> Option<HashMap<String, String>> {
+        (!self.names.is_empty()).then(|| self.names.clone())
+    }
+
+    fn values(&self) -> Option<HashMap<String, AttributeValue>> {
+        (!self.values.is_empty()).then(|| self.values.clone())
+    }
+}
+
+const TRANSIENT_CODES: &[&str] = &[
+    "ProvisionedThroughputExceededException",
+    "ThrottlingException",
+    "RequestLimitExceeded",
+    "InternalServerError",
+    "ServiceUnavailable",
+    "TransactionConflictException",
+    "TransactionInProgressException",
+];
+
+fn classify<E>(
+    op: &'static str,
+    e: SdkError<E, aws_sdk_dynamodb::config::http::HttpResponse>,
+) -> StoreError
+where
+    E: ProvideErrorMetadata + std::error::Error + 'static,
+{
+    let text = || aws_smithy_types::error::display::DisplayErrorContext(&e).to_string();
+    match &e {
+        SdkError::ServiceError(se) => {
+            let err = se.err();
+            let code = err.code().unwrap_or("");
+            let message = format!("{code}: {}", err.message().unwrap_or(""));
+            if code == "ConditionalCheckFailedException" {
+                StoreError::ConditionFailed
+            } else if code == "ValidationException" {
+                StoreError::Invalid { op, message }
+            } else if TRANSIENT_CODES.contains(&code) || se.raw().status().is_server_error() {
+                StoreError::Transient { op, message }
+            } else {
+                StoreError::Other { op, message }
+            }
+        }
+        SdkError::DispatchFailure(_) | SdkError::TimeoutError(_) | SdkError::ResponseError(_) => {
+            StoreError::Transient {
+                op,
+                message: text(),
+            }
+        }
+        _ => StoreError::Other {
+            op,
+            message: text(),
+        },
+    }
+}
+
+fn build_error(op: &'static str, e: impl std::fmt::Display) -> StoreError {
+    StoreError::Invalid {
+        op,
+        message: e.to_string(),
+    }
+}
+
+impl DynamoBackend {
+    async fn do_update(
+        &self,
+        table: String,
+        key: Item,
+        actions: Vec<Action>,
+        cond: Option<Cond>,
+        return_new: bool,
+    ) -> Result<Option<Item>, StoreError> {
+        let mut x = Expressions::default();
+        let update = x.update(&actions);
+        let condition = cond.map(|c| x.condition(&c));
+        let out = self
+            .client
+            .update_item()
+            .table_name(table)
+            .set_key(Some(key))
+            .update_expression(update)
+            .set_condition_expression(condition)
+            .set_expression_attribute_names(x.names())
+            .set_expression_attribute_values(x.values())
+            .return_values(if return_new {
+                ReturnValue::AllNew
+            } else {
+                ReturnValue::None
+            })
+            .send()
+            .await
+            .map_err(|e| classify("UpdateItem", e))?;
+        Ok(out.attributes)
+    }
+
+    async fn do_transact(&self, writes: Vec<Write>) -> Result<(), StoreError> {
+        const OP: &str = "TransactWriteItems";
+        let mut items = Vec::with_capacity(writes.len());
+        for w in writes {
+            let mut x = Expressions::default();
+            let item = match w {
+                Write::Put { table, item, cond } => {
+                    let condition = cond.map(|c| x.condition(&c));
+                    let p = Put::builder()
+                        .table_name(table)
+                        .set_item(Some(item))
+                        .set_condition_expression(condition)
+                        .set_expression_attribute_names(x.names())
+                        .set_expression_attribute_values(x.values())
+                        .build()
+                        .map_err(|e| build_error(OP, e))?;
+                    TransactWriteItem::builder().put(p).build()
+                }
+                Write::Update {
+                    table,
+                    key,
+                    actions,
+                    cond,
+                } => {
+                    let update = x.update(&actions);
+                    let condition = cond.map(|c| x.condition(&c));
+                    let u = Update::builder()
+                        .table_name(table)
+                        .set_key(Some(key))
+                        .update_expression(update)
+                        .set_condition_expression(condition)
+                        .set_expression_attribute_names(x.names())
+                        .set_expression_attribute_values(x.values())
+                        .build()
+                        .map_err(|e| build_error(OP, e))?;
+                    TransactWriteItem::builder().update(u).build()
+                }
+            };
+            items.push(item);
+        }
+        let r = self
+            .client
+            .transact_write_items()
+            .set_transact_items(Some(items))
+            .send()
+            .await;
+        match r {
+            Ok(_) => Ok(()),
+            Err(SdkError::ServiceError(se)) if se.err().is_transaction_canceled_exception() => {
+                use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError as E;
+                let reasons: Vec<(String, String)> = match se.err() {
+                    E::TransactionCanceledException(t) => t
+                        .cancellation_reasons()
+                        .iter()
+                        .map(|r| {
+                            (
+                                r.code().unwrap_or("").to_string(),
+                                r.message().unwrap_or("").to_string(),
+                            )
+                        })
+                        .collect(),
+                    _ => vec![],
+                };
+                let has = |c: &str| reasons.iter().any(|(code, _)| code == c);
+                if has("ConditionalCheckFailed") {
+                    Err(StoreError::ConditionFailed)
+                } else if has("ValidationError") {
+                    Err(StoreError::Invalid {
+                        op: OP,
+                        message: format!("transaction cancelled: {reasons:?}"),
+                    })
+                } else if has("TransactionConflict") {
+                    Err(StoreError::Conflict)
+                } else {
+                    Err(StoreError::Transient {
+                        op: OP,
+                        message: format!("transaction cancelled: {reasons:?}"),
+                    })
+                }
+            }
+            Err(e) => Err(classify(OP, e)),
+        }
+    }
+}
+
+impl Backend for DynamoBackend {
+    fn get(
+        &self,
+        table: String,
+        key: Item,
+        projection: Vec<String>,
+    ) -> BoxFuture<'_, Result<Option<Item>, StoreError>> {
+        async move {
+            let mut x = Expressions::default();
+            let proj: Vec<String> = projection.iter().map(|p| x.name(p)).collect();
+            let out = self
+                .client
+                .get_item()
+                .table_name(table)
+                .set_key(Some(key))
+                .consistent_read(true)
+                .set_projection_expression((!proj.is_empty()).then(|| proj.join(", ")))
+                .set_expression_attribute_names(x.names())
+                .send()
+                .await
+                .map_err(|e| classify("GetItem", e))?;
+            Ok(out.item)
+        }
+        .boxed()
+    }
+
+    fn put(
+        &self,
+        table: String,
+        item: Item,
+        cond: Option<Cond>,
+    ) -> BoxFuture<'_, Result<(), StoreError>> {
+        async move {
+            let mut x = Expressions::default();
+            let condition = cond.map(|c| x.condition(&c));
+            self.client
+                .put_item()
+                .table_name(table)
+                .set_item(Some(item))
+                .set_condition_expression(condition)
+                .set_expression_attribute_names(x.names())
+                .set_expression_attribute_values(x.values())
+                .send()
+                .await
+                .map_err(|e| classify("PutItem", e))?;
+            Ok(())
+        }
+        .boxed()
+    }
+
+    fn update(
+        &self,
+        table: String,
+        key: Item,
+        actions: Vec<Action>,
+        cond: Option<Cond>,
+        return_new: bool,
+    ) -> BoxFuture<'_, Result<Option<Item>, StoreError>> {
+        self.do_update(table, key, actions, cond, return_new)
+            .boxed()
+    }
+
+    fn transact(&self, writes: Vec<Write>) -> BoxFuture<'_, Result<(), StoreError>> {
+        self.do_transact(writes).boxed()
+    }
+
+    fn batch_put(
+        &self,
+        table: String,
+        items: Vec<Item>,
+    ) -> BoxFuture<'_, Result<Vec<Item>, StoreError>> {
+        async move {
+            let mut reqs = Vec::with_capacity(items.len());
+            for item in items {
+                let put = PutRequest::builder()
+                    .set_item(Some(item))
+                    .build()
+                    .map_err(|e| build_error("BatchWriteItem", e))?;
+                reqs.push(WriteRequest::builder().put_request(put).build());
+            }
+            let out = self
+                .client
+                .batch_write_item()
+                .request_items(&table, reqs)
+                .send()
+                .await
+                .map_err(|e| classify("BatchWriteItem", e))?;
+            Ok(out
+                .unprocessed_items
+                .and_then(|mut m| m.remove(&table))
+                .unwrap_or_default()
+                .into_iter()
+                .filter_map(|w| w.put_request.map(|p| p.item))
+                .collect())
+        }
+        .boxed()
+    }
+
+    fn batch_get(
+        &self,
+        table: String,
+        keys: Vec<Item>,
+    ) -> BoxFuture<'_, Result<(Vec<Item>, Vec<Item>), StoreError>> {
+        async move {
+            let ka = KeysAndAttributes::builder()
+                .set_keys(Some(keys))
+                .consistent_read(true)
+                .build()
+                .map_err(|e| build_error("BatchGetItem", e))?;
+            let r = self
+                .client
+                .batch_get_item()
+                .request_items(&table, ka)
+                .send()
+                .await
+                .map_err(|e| classify("BatchGetItem", e))?;
+            let found = r
+                .responses
+                .and_then(|mut m| m.remove(&table))
+                .unwrap_or_default();
+            let left = r
+                .unprocessed_keys
+                .and_then(|mut m| m.remove(&table))
+                .map(|k| k.keys)
+                .unwrap_or_default();
+            Ok((found, left))
+        }
+        .boxed()
+    }
+
+    fn query(
+        &self,
+        table: String,
+        index: Option<String>,
+        key: KeyCond,
+        start: Option<Item>,
+    ) -> BoxFuture<'_, Result<Page, StoreError>> {
+        async move {
+            let mut x = Expressions::default();
+            let text = x.key(&key);
+            let r = self
+                .client
+                .query()
+                .table_name(table)
+                .consistent_read(index.is_none())
+                .set_index_name(index)
+                .key_condition_expression(text)
+                .set_expression_attribute_names(x.names())
+                .set_expression_attribute_values(x.values())
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .map_err(|e| classify("Query", e))?;
+            Ok((r.items.unwrap_or_default(), r.last_evaluated_key))
+        }
+        .boxed()
+    }
+
+    fn pause(&self, millis: u64) -> BoxFuture<'_, ()> {
+        tokio::time::sleep(std::time::Duration::from_millis(millis)).boxed()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{n, s, Cmp};
+
+    #[test]
+    fn conditions_and_updates_become_expressions() {
+        let mut x = Expressions::default();
+        let c = Cond::eq("state", s("RUNNING"))
+            .and(Cond::not_exists("parked"))
+            .and(Cond::Compare("version".into(), Cmp::Lt, n(3)));
+        assert_eq!(
+            x.condition(&c),
+            "(#n0 = :v0) AND (attribute_not_exists(#n1)) AND (#n2 < :v1)"
+        );
+        let u = x.update(&[
+            Action::Set("state".into(), s("COMPLETED")),
+            Action::Remove("due_shard".into()),
+            Action::Add("completed_count".into(), n(1)),
+        ]);
+        assert_eq!(u, "SET #n0 = :v2 REMOVE #n3 ADD #n4 :v3");
+        assert_eq!(x.names["#n0"], "state");
+        assert_eq!(x.values[":v3"], n(1));
+    }
+}

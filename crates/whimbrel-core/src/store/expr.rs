@@ -1,0 +1,182 @@
+//! Typed conditions and update actions: what the engine decides, as data.
+//!
+//! The engine never writes DynamoDB expression strings. It builds a
+//! [`Cond`] and a list of [`Action`]s; the DynamoDB backend
+//! (`store::dynamo`) translates them to `ConditionExpression` /
+//! `UpdateExpression` text, and the in-memory backend (`store::memory`)
+//! evaluates them directly with DynamoDB's semantics. Only top-level
+//! attributes are addressed (every Whimbrel attribute is top-level).
+
+use aws_sdk_dynamodb::types::AttributeValue;
+
+use super::Item;
+
+/// A comparison operator of a condition or a key condition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cmp {
+    /// `=`
+    Eq,
+    /// `<>`
+    Ne,
+    /// `<`
+    Lt,
+    /// `<=`
+    Le,
+    /// `>`
+    Gt,
+    /// `>=`
+    Ge,
+}
+
+impl Cmp {
+    /// The operator as DynamoDB spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Cmp::Eq => "=",
+            Cmp::Ne => "<>",
+            Cmp::Lt => "<",
+            Cmp::Le => "<=",
+            Cmp::Gt => ">",
+            Cmp::Ge => ">=",
+        }
+    }
+}
+
+/// A condition on one item (DynamoDB `ConditionExpression`). A comparison
+/// with a missing attribute is false, as in DynamoDB.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Cond {
+    /// `attribute_exists(a)`
+    Exists(String),
+    /// `attribute_not_exists(a)`
+    NotExists(String),
+    /// `a <op> v`
+    Compare(String, Cmp, AttributeValue),
+    /// `a IN (v1, v2, ...)`
+    In(String, Vec<AttributeValue>),
+    /// `contains(a, v)`: a string contains a substring, or a set or list
+    /// holds an element.
+    Contains(String, AttributeValue),
+    /// `NOT (c)`
+    Not(Box<Cond>),
+    /// `(c1) AND (c2) ...`; true when empty.
+    And(Vec<Cond>),
+    /// `(c1) OR (c2) ...`; false when empty.
+    Or(Vec<Cond>),
+}
+
+impl Cond {
+    /// `a = v`
+    pub fn eq(attr: &str, v: AttributeValue) -> Cond {
+        Cond::Compare(attr.into(), Cmp::Eq, v)
+    }
+    /// `a < v`
+    pub fn lt(attr: &str, v: AttributeValue) -> Cond {
+        Cond::Compare(attr.into(), Cmp::Lt, v)
+    }
+    /// `attribute_exists(a)`
+    pub fn exists(attr: &str) -> Cond {
+        Cond::Exists(attr.into())
+    }
+    /// `attribute_not_exists(a)`
+    pub fn not_exists(attr: &str) -> Cond {
+        Cond::NotExists(attr.into())
+    }
+    /// `NOT contains(a, v)`
+    pub fn not_contains(attr: &str, v: AttributeValue) -> Cond {
+        Cond::Not(Box::new(Cond::Contains(attr.into(), v)))
+    }
+    /// `self AND other`, flattening nested ANDs.
+    pub fn and(self, other: Cond) -> Cond {
+        match (self, other) {
+            (Cond::And(mut a), Cond::And(b)) => {
+                a.extend(b);
+                Cond::And(a)
+            }
+            (Cond::And(mut a), c) => {
+                a.push(c);
+                Cond::And(a)
+            }
+            (c, Cond::And(mut b)) => {
+                b.insert(0, c);
+                Cond::And(b)
+            }
+            (a, b) => Cond::And(vec![a, b]),
+        }
+    }
+}
+
+/// One action of an UpdateItem (DynamoDB `UpdateExpression` clauses).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    /// `SET a = v`
+    Set(String, AttributeValue),
+    /// `SET a = if_not_exists(a, v)`
+    SetIfNotExists(String, AttributeValue),
+    /// `SET a = list_append(if_not_exists(a, []), v)`; `v` is a list.
+    Append(String, Vec<AttributeValue>),
+    /// `ADD a v`: a number is added (missing counts 0), a set is unioned.
+    Add(String, AttributeValue),
+    /// `DELETE a v`: the elements of set `v` are removed from set `a`.
+    Delete(String, AttributeValue),
+    /// `REMOVE a`
+    Remove(String),
+}
+
+impl Action {
+    /// The attribute the action changes.
+    pub fn attr(&self) -> &str {
+        match self {
+            Action::Set(a, _)
+            | Action::SetIfNotExists(a, _)
+            | Action::Append(a, _)
+            | Action::Add(a, _)
+            | Action::Delete(a, _)
+            | Action::Remove(a) => a,
+        }
+    }
+}
+
+/// A key condition of a Query: the hash key equals a value, and optionally
+/// the range key compares with one.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KeyCond {
+    /// Hash key attribute and value.
+    pub hash: (String, AttributeValue),
+    /// Range key attribute, operator and value.
+    pub range: Option<(String, Cmp, AttributeValue)>,
+}
+
+/// One write of a transaction (TransactWriteItems element).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Write {
+    /// A PutItem of a whole item.
+    Put {
+        /// Table name.
+        table: String,
+        /// The item, keys included.
+        item: Item,
+        /// Condition on the item it replaces.
+        cond: Option<Cond>,
+    },
+    /// An UpdateItem.
+    Update {
+        /// Table name.
+        table: String,
+        /// The item's full primary key.
+        key: Item,
+        /// The changes.
+        actions: Vec<Action>,
+        /// Condition on the item before the change.
+        cond: Option<Cond>,
+    },
+}
+
+impl Write {
+    /// The table written.
+    pub fn table(&self) -> &str {
+        match self {
+            Write::Put { table, .. } | Write::Update { table, .. } => table,
+        }
+    }
+}

@@ -1,0 +1,663 @@
+//! The in-memory backend: a model of DynamoDB's semantics for the
+//! simulation, kept honest against DynamoDB Local by a differential test.
+//!
+//! What it models: conditional writes evaluated atomically; UpdateItem
+//! creating an absent item; all-or-nothing transactions (and
+//! `TransactionConflict` injected through the fault hook); sparse GSIs with
+//! KEYS_ONLY or ALL projection that lag behind the table until
+//! [`MemoryBackend::propagate`] runs (eventual consistency), or at once
+//! when built with no lag; the 400 KB item limit computed as DynamoDB
+//! computes item size; INSERT stream records of stream-enabled tables;
+//! throttling or any other error on demand through the fault hook.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+
+use aws_sdk_dynamodb::types::{AttributeValue, ScalarAttributeType};
+use futures::future::BoxFuture;
+use futures::FutureExt;
+
+use super::expr::{Action, Cmp, Cond, KeyCond, Write};
+use super::size::{item_size, MAX_ITEM_BYTES};
+use super::{Backend, Item, Page, StoreError, Tables};
+use crate::install::{self, TableDef};
+
+/// Decides, before an operation runs, whether it fails instead:
+/// `(operation, table) -> Some(error)`. Used for throttling, conflicts.
+pub type FaultHook = Arc<dyn Fn(&'static str, &str) -> Option<StoreError> + Send + Sync>;
+
+/// An INSERT on a stream-enabled table, as its stream carries it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StreamRecord {
+    /// The table written.
+    pub table: String,
+    /// Global, increasing sequence number.
+    pub sequence: u64,
+    /// The item's key attributes.
+    pub keys: Item,
+    /// The item as written.
+    pub new_image: Item,
+}
+
+#[derive(Debug, Default)]
+struct IndexState {
+    view: BTreeMap<String, Item>,
+    pending: VecDeque<(String, Option<Item>)>,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    items: HashMap<String, BTreeMap<String, Item>>,
+    indexes: HashMap<(String, String), IndexState>,
+    stream: Vec<StreamRecord>,
+    sequence: u64,
+    writes: u64,
+}
+
+/// The in-memory DynamoDB model. Cheap to share behind an `Arc`.
+pub struct MemoryBackend {
+    defs: HashMap<String, TableDef>,
+    lag: bool,
+    inner: Mutex<Inner>,
+    fault: Mutex<Option<FaultHook>>,
+}
+
+impl std::fmt::Debug for MemoryBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemoryBackend")
+            .field("lag", &self.lag)
+            .finish()
+    }
+}
+
+fn invalid(op: &'static str, message: impl Into<String>) -> StoreError {
+    StoreError::Invalid {
+        op,
+        message: message.into(),
+    }
+}
+
+/// Equality as DynamoDB compares values (numbers by value, sets unordered).
+pub fn av_eq(a: &AttributeValue, b: &AttributeValue) -> bool {
+    use AttributeValue as A;
+    match (a, b) {
+        (A::N(x), A::N(y)) => num(x) == num(y),
+        (A::Ss(x), A::Ss(y)) => sorted(x) == sorted(y),
+        (A::Ns(x), A::Ns(y)) => {
+            let mut x: Vec<f64> = x.iter().map(|v| num(v)).collect();
+            let mut y: Vec<f64> = y.iter().map(|v| num(v)).collect();
+            x.sort_by(f64::total_cmp);
+            y.sort_by(f64::total_cmp);
+            x == y
+        }
+        (A::L(x), A::L(y)) => x.len() == y.len() && x.iter().zip(y).all(|(a, b)| av_eq(a, b)),
+        (A::M(x), A::M(y)) => {
+            x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| av_eq(v, w)))
+        }
+        _ => a == b,
+    }
+}
+
+fn sorted(x: &[String]) -> Vec<&String> {
+    let mut v: Vec<&String> = x.iter().collect();
+    v.sort();
+    v
+}
+
+fn num(text: &str) -> f64 {
+    text.trim().parse().unwrap_or(f64::NAN)
+}
+
+/// Ordering of two scalar values of the same type (numbers by value,
+/// strings and binaries by bytes); `None` for other pairs.
+fn av_cmp(a: &AttributeValue, b: &AttributeValue) -> Option<std::cmp::Ordering> {
+    use AttributeValue as A;
+    match (a, b) {
+        (A::N(x), A::N(y)) => num(x).partial_cmp(&num(y)),
+        (A::S(x), A::S(y)) => Some(x.as_bytes().cmp(y.as_bytes())),
+        (A::B(x), A::B(y)) => Some(x.as_ref().cmp(y.as_ref())),
+        _ => None,
+    }
+}
+
+fn compare(a: &AttributeValue, op: Cmp, b: &AttributeValue) -> bool {
+    use std::cmp::Ordering::*;
+    match op {
+        Cmp::Eq => av_eq(a, b),
+        Cmp::Ne => !av_eq(a, b),
+        _ => matches!(
+            (op, av_cmp(a, b)),
+            (Cmp::Lt, Some(Less))
+                | (Cmp::Le, Some(Less | Equal))
+                | (Cmp::Gt, Some(Greater))
+                | (Cmp::Ge, Some(Greater | Equal))
+        ),
+    }
+}
+
+/// Evaluate a condition on an item (`None`: the item does not exist).
+pub fn eval(c: &Cond, item: Option<&Item>) -> bool {
+    let get = |a: &str| item.and_then(|i| i.get(a));
+    match c {
+        Cond::Exists(a) => get(a).is_some(),
+        Cond::NotExists(a) => get(a).is_none(),
+        Cond::Compare(a, op, v) => get(a).is_some_and(|x| compare(x, *op, v)),
+        Cond::In(a, vs) => get(a).is_some_and(|x| vs.iter().any(|v| av_eq(x, v))),
+        Cond::Contains(a, v) => match (get(a), v) {
+            (Some(AttributeValue::S(x)), AttributeValue::S(y)) => x.contains(y.as_str()),
+            (Some(AttributeValue::Ss(x)), AttributeValue::S(y)) => x.contains(y),
+            (Some(AttributeValue::Ns(x)), AttributeValue::N(y)) => {
+                x.iter().any(|e| num(e) == num(y))
+            }
+            (Some(AttributeValue::L(x)), v) => x.iter().any(|e| av_eq(e, v)),
+            _ => false,
+        },
+        Cond::Not(c) => !eval(c, item),
+        Cond::And(cs) => cs.iter().all(|c| eval(c, item)),
+        Cond::Or(cs) => cs.iter().any(|c| eval(c, item)),
+    }
+}
+
+fn add_numbers(a: &str, b: &str) -> String {
+    match (a.trim().parse::<i128>(), b.trim().parse::<i128>()) {
+        (Ok(x), Ok(y)) => (x + y).to_string(),
+        _ => (num(a) + num(b)).to_string(),
+    }
+}
+
+/// Apply update actions to an item (created from `key` when absent).
+pub fn apply(key: &Item, old: Option<&Item>, actions: &[Action]) -> Result<Item, StoreError> {
+    const OP: &str = "UpdateItem";
+    use AttributeValue as A;
+    let mut item = old.cloned().unwrap_or_else(|| key.clone());
+    for a in actions {
+        if key.contains_key(a.attr()) {
+            return Err(invalid(
+                OP,
+                format!("cannot update key attribute {}", a.attr()),
+            ));
+        }
+        match a {
+            Action::Set(n, v) => {
+                item.insert(n.clone(), v.clone());
+            }
+            Action::SetIfNotExists(n, v) => {
+                item.entry(n.clone()).or_insert_with(|| v.clone());
+            }
+            Action::Append(n, vs) => match item.get_mut(n) {
+                Some(A::L(l)) => l.extend(vs.iter().cloned()),
+                Some(_) => return Err(invalid(OP, format!("{n} is not a list"))),
+                None => {
+                    item.insert(n.clone(), A::L(vs.clone()));
+                }
+            },
+            Action::Add(n, v) => {
+                let next = match (item.get(n), v) {
+                    (None, v) => v.clone(),
+                    (Some(A::N(x)), A::N(y)) => A::N(add_numbers(x, y)),
+                    (Some(A::Ss(x)), A::Ss(y)) => {
+                        let mut s = x.clone();
+                        s.extend(y.iter().filter(|e| !x.contains(e)).cloned());
+                        A::Ss(s)
+                    }
+                    _ => return Err(invalid(OP, format!("ADD: type mismatch on {n}"))),
+                };
+                item.insert(n.clone(), next);
+            }
+            Action::Delete(n, v) => match (item.get(n), v) {
+                (None, _) => {}
+                (Some(A::Ss(x)), A::Ss(y)) => {
+                    let rest: Vec<String> = x.iter().filter(|e| !y.contains(e)).cloned().collect();
+                    if rest.is_empty() {
+                        item.remove(n);
+                    } else {
+                        item.insert(n.clone(), A::Ss(rest));
+                    }
+                }
+                _ => return Err(invalid(OP, format!("DELETE: type mismatch on {n}"))),
+            },
+            Action::Remove(n) => {
+                item.remove(n);
+            }
+        }
+    }
+    Ok(item)
+}
+
+impl MemoryBackend {
+    /// A model of every Whimbrel table of `tables`. With `lag`, GSIs are
+    /// only updated by [`MemoryBackend::propagate`]; without, at once.
+    pub fn new(tables: &Tables, lag: bool) -> Self {
+        let defs = install::definitions(tables)
+            .into_iter()
+            .map(|d| (d.name.clone(), d))
+            .collect();
+        MemoryBackend {
+            defs,
+            lag,
+            inner: Mutex::new(Inner::default()),
+            fault: Mutex::new(None),
+        }
+    }
+
+    /// Install (or clear) the fault hook.
+    pub fn set_fault_hook(&self, hook: Option<FaultHook>) {
+        *self.fault.lock().unwrap_or_else(|p| p.into_inner()) = hook;
+    }
+
+    fn fault(&self, op: &'static str, table: &str) -> Result<(), StoreError> {
+        let hook = self.fault.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        match hook.and_then(|h| h(op, table)) {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn def(&self, op: &'static str, table: &str) -> Result<&TableDef, StoreError> {
+        self.defs
+            .get(table)
+            .ok_or_else(|| invalid(op, format!("ResourceNotFoundException: {table}")))
+    }
+
+    /// The canonical primary key text of `item` in `table`, checking that
+    /// the key attributes are present with their declared types.
+    fn pk(&self, op: &'static str, table: &str, item: &Item) -> Result<String, StoreError> {
+        let d = self.def(op, table)?;
+        let mut parts = vec![];
+        for (name, ty) in std::iter::once(&d.hash).chain(d.range.iter()) {
+            match (item.get(*name), ty) {
+                (Some(AttributeValue::S(v)), ScalarAttributeType::S) if !v.is_empty() => {
+                    parts.push(v.clone())
+                }
+                (Some(AttributeValue::N(v)), ScalarAttributeType::N) => {
+                    parts.push(num(v).to_string())
+                }
+                _ => {
+                    return Err(invalid(
+                        op,
+                        format!("missing or mistyped key attribute {name} for {table}"),
+                    ))
+                }
+            }
+        }
+        Ok(parts.join("\u{1f}"))
+    }
+
+    fn key_of(&self, table: &str, item: &Item) -> Item {
+        let d = &self.defs[table];
+        std::iter::once(d.hash.0)
+            .chain(d.range.as_ref().map(|r| r.0))
+            .filter_map(|k| item.get(k).map(|v| (k.to_string(), v.clone())))
+            .collect()
+    }
+
+    /// Record a change of one item: index maintenance and stream records.
+    fn changed(&self, inner: &mut Inner, table: &str, pk: &str, old: bool, new: Option<&Item>) {
+        let d = &self.defs[table];
+        for g in &d.gsis {
+            let projected = new.and_then(|item| {
+                let has_keys = item.contains_key(g.hash.0)
+                    && g.range.as_ref().is_none_or(|r| item.contains_key(r.0));
+                has_keys.then(|| {
+                    if g.keys_only {
+                        let mut p = self.key_of(table, item);
+                        for k in std::iter::once(g.hash.0).chain(g.range.as_ref().map(|r| r.0)) {
+                            p.insert(k.to_string(), item[k].clone());
+                        }
+                        p
+                    } else {
+                        item.clone()
+                    }
+                })
+            });
+            let idx = inner
+                .indexes
+                .entry((table.to_string(), g.name.to_string()))
+                .or_default();
+            if self.lag {
+                idx.pending.push_back((pk.to_string(), projected));
+            } else {
+                set_view(idx, pk, projected);
+            }
+        }
+        if d.stream && !old {
+            if let Some(item) = new {
+                inner.sequence += 1;
+                let rec = StreamRecord {
+                    table: table.to_string(),
+                    sequence: inner.sequence,
+                    keys: self.key_of(table, item),
+                    new_image: item.clone(),
+                };
+                inner.stream.push(rec);
+            }
+        }
+    }
+
+    /// Apply up to `n` pending index changes, oldest first, in every index;
+    /// returns how many remain.
+    pub fn propagate(&self, n: usize) -> usize {
+        let mut inner = self.lock();
+        let mut left = 0;
+        for idx in inner.indexes.values_mut() {
+            for _ in 0..n {
+                let Some((pk, item)) = idx.pending.pop_front() else {
+                    break;
+                };
+                set_view(idx, &pk, item);
+            }
+            left += idx.pending.len();
+        }
+        left
+    }
+
+    /// Take the stream records written since the last call, in order.
+    pub fn drain_stream(&self) -> Vec<StreamRecord> {
+        std::mem::take(&mut self.lock().stream)
+    }
+
+    /// A copy of one table's items, ordered by key (for invariants).
+    pub fn items(&self, table: &str) -> Vec<Item> {
+        self.lock()
+            .items
+            .get(table)
+            .map(|t| t.values().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    fn check_size(op: &'static str, item: &Item) -> Result<(), StoreError> {
+        let size = item_size(item);
+        if size > MAX_ITEM_BYTES {
+            return Err(invalid(
+                op,
+                format!("ValidationException: Item size has exceeded the maximum allowed size ({size} bytes)"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// One write against `inner`, checked; returns the new item.
+    fn stage(
+        &self,
+        inner: &Inner,
+        op: &'static str,
+        w: &Write,
+    ) -> Result<(String, Option<Item>, Item), StoreError> {
+        match w {
+            Write::Put { table, item, cond } => {
+                let pk = self.pk(op, table, item)?;
+                let old = inner.items.get(table).and_then(|t| t.get(&pk)).cloned();
+                if let Some(c) = cond {
+                    if !eval(c, old.as_ref()) {
+                        return Err(StoreError::ConditionFailed);
+                    }
+                }
+                Self::check_size(op, item)?;
+                Ok((pk, old, item.clone()))
+            }
+            Write::Update {
+                table,
+                key,
+                actions,
+                cond,
+            } => {
+                let pk = self.pk(op, table, key)?;
+                let old = inner.items.get(table).and_then(|t| t.get(&pk)).cloned();
+                if let Some(c) = cond {
+                    if !eval(c, old.as_ref()) {
+                        return Err(StoreError::ConditionFailed);
+                    }
+                }
+                let new = apply(key, old.as_ref(), actions)?;
+                Self::check_size(op, &new)?;
+                Ok((pk, old, new))
+            }
+        }
+    }
+
+    /// Writes applied so far (a checker re-reads only after a change).
+    pub fn writes(&self) -> u64 {
+        self.lock().writes
+    }
+
+    fn commit(&self, inner: &mut Inner, table: &str, pk: String, old: bool, new: Item) {
+        inner.writes += 1;
+        self.changed(inner, table, &pk, old, Some(&new));
+        inner
+            .items
+            .entry(table.to_string())
+            .or_default()
+            .insert(pk, new);
+    }
+
+    fn write_now(&self, op: &'static str, w: Write) -> Result<Item, StoreError> {
+        self.fault(op, w.table())?;
+        let mut inner = self.lock();
+        let (pk, old, new) = self.stage(&inner, op, &w)?;
+        self.commit(&mut inner, w.table(), pk, old.is_some(), new.clone());
+        Ok(new)
+    }
+
+    fn transact_now(&self, writes: Vec<Write>) -> Result<(), StoreError> {
+        const OP: &str = "TransactWriteItems";
+        for w in &writes {
+            self.fault(OP, w.table())?;
+        }
+        if writes.is_empty() || writes.len() > 100 {
+            return Err(invalid(OP, "a transaction holds 1 to 100 writes"));
+        }
+        let mut inner = self.lock();
+        let mut staged = Vec::with_capacity(writes.len());
+        let mut seen = std::collections::HashSet::new();
+        let mut failed = None;
+        for w in &writes {
+            match self.stage(&inner, OP, w) {
+                Ok((pk, old, new)) => {
+                    if !seen.insert((w.table().to_string(), pk.clone())) {
+                        return Err(invalid(OP, "two operations on one item in a transaction"));
+                    }
+                    staged.push((w.table().to_string(), pk, old.is_some(), new));
+                }
+                // DynamoDB reports validation before condition failures.
+                Err(e @ StoreError::Invalid { .. }) => return Err(e),
+                Err(e) => failed = failed.or(Some(e)),
+            }
+        }
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        for (table, pk, old, new) in staged {
+            self.commit(&mut inner, &table, pk, old, new);
+        }
+        Ok(())
+    }
+
+    fn get_now(
+        &self,
+        table: &str,
+        key: &Item,
+        projection: &[String],
+    ) -> Result<Option<Item>, StoreError> {
+        self.fault("GetItem", table)?;
+        let pk = self.pk("GetItem", table, key)?;
+        let inner = self.lock();
+        let item = inner.items.get(table).and_then(|t| t.get(&pk)).cloned();
+        Ok(item.map(|i| {
+            if projection.is_empty() {
+                i
+            } else {
+                i.into_iter()
+                    .filter(|(k, _)| projection.contains(k))
+                    .collect()
+            }
+        }))
+    }
+
+    fn query_now(
+        &self,
+        table: &str,
+        index: Option<&str>,
+        key: &KeyCond,
+    ) -> Result<Page, StoreError> {
+        self.fault("Query", table)?;
+        let d = self.def("Query", table)?;
+        let range_attr = match index {
+            None => d.range.as_ref().map(|r| r.0),
+            Some(ix) => {
+                let g = d
+                    .gsis
+                    .iter()
+                    .find(|g| g.name == ix)
+                    .ok_or_else(|| invalid("Query", format!("no index {ix} on {table}")))?;
+                g.range.as_ref().map(|r| r.0)
+            }
+        };
+        let inner = self.lock();
+        let source: Vec<&Item> = match index {
+            None => inner
+                .items
+                .get(table)
+                .map(|t| t.values().collect())
+                .unwrap_or_default(),
+            Some(ix) => inner
+                .indexes
+                .get(&(table.to_string(), ix.to_string()))
+                .map(|i| i.view.values().collect())
+                .unwrap_or_default(),
+        };
+        let mut out: Vec<Item> = source
+            .into_iter()
+            .filter(|i| i.get(&key.hash.0).is_some_and(|v| av_eq(v, &key.hash.1)))
+            .filter(|i| {
+                key.range
+                    .as_ref()
+                    .is_none_or(|(a, op, v)| i.get(a).is_some_and(|x| compare(x, *op, v)))
+            })
+            .cloned()
+            .collect();
+        if let Some(r) = range_attr {
+            out.sort_by(|a, b| match (a.get(r), b.get(r)) {
+                (Some(x), Some(y)) => av_cmp(x, y).unwrap_or(std::cmp::Ordering::Equal),
+                _ => std::cmp::Ordering::Equal,
+            });
+        }
+        Ok((out, None))
+    }
+}
+
+fn set_view(idx: &mut IndexState, pk: &str, item: Option<Item>) {
+    match item {
+        Some(i) => {
+            idx.view.insert(pk.to_string(), i);
+        }
+        None => {
+            idx.view.remove(pk);
+        }
+    }
+}
+
+impl Backend for MemoryBackend {
+    fn get(
+        &self,
+        table: String,
+        key: Item,
+        projection: Vec<String>,
+    ) -> BoxFuture<'_, Result<Option<Item>, StoreError>> {
+        futures::future::ready(self.get_now(&table, &key, &projection)).boxed()
+    }
+
+    fn put(
+        &self,
+        table: String,
+        item: Item,
+        cond: Option<Cond>,
+    ) -> BoxFuture<'_, Result<(), StoreError>> {
+        futures::future::ready(
+            self.write_now("PutItem", Write::Put { table, item, cond })
+                .map(|_| ()),
+        )
+        .boxed()
+    }
+
+    fn update(
+        &self,
+        table: String,
+        key: Item,
+        actions: Vec<Action>,
+        cond: Option<Cond>,
+        return_new: bool,
+    ) -> BoxFuture<'_, Result<Option<Item>, StoreError>> {
+        let w = Write::Update {
+            table,
+            key,
+            actions,
+            cond,
+        };
+        let r = self
+            .write_now("UpdateItem", w)
+            .map(|i| return_new.then_some(i));
+        futures::future::ready(r).boxed()
+    }
+
+    fn transact(&self, writes: Vec<Write>) -> BoxFuture<'_, Result<(), StoreError>> {
+        futures::future::ready(self.transact_now(writes)).boxed()
+    }
+
+    fn batch_put(
+        &self,
+        table: String,
+        items: Vec<Item>,
+    ) -> BoxFuture<'_, Result<Vec<Item>, StoreError>> {
+        let r = (|| {
+            self.fault("BatchWriteItem", &table)?;
+            for item in items {
+                self.write_now(
+                    "BatchWriteItem",
+                    Write::Put {
+                        table: table.clone(),
+                        item,
+                        cond: None,
+                    },
+                )?;
+            }
+            Ok(vec![])
+        })();
+        futures::future::ready(r).boxed()
+    }
+
+    fn batch_get(
+        &self,
+        table: String,
+        keys: Vec<Item>,
+    ) -> BoxFuture<'_, Result<(Vec<Item>, Vec<Item>), StoreError>> {
+        let r = (|| {
+            self.fault("BatchGetItem", &table)?;
+            let mut found = vec![];
+            for k in keys {
+                if let Some(i) = self.get_now(&table, &k, &[])? {
+                    found.push(i);
+                }
+            }
+            Ok((found, vec![]))
+        })();
+        futures::future::ready(r).boxed()
+    }
+
+    fn query(
+        &self,
+        table: String,
+        index: Option<String>,
+        key: KeyCond,
+        _start: Option<Item>,
+    ) -> BoxFuture<'_, Result<Page, StoreError>> {
+        futures::future::ready(self.query_now(&table, index.as_deref(), &key)).boxed()
+    }
+
+    fn pause(&self, _millis: u64) -> BoxFuture<'_, ()> {
+        futures::future::ready(()).boxed()
+    }
+}

@@ -1,0 +1,641 @@
+//! The store: table names, item (de)serialization and the few request
+//! shapes the engine uses (conditional put, update, transaction, batch
+//! write, get, query), over a [`Backend`]:
+//!
+//! * [`dynamo::DynamoBackend`]: DynamoDB (or DynamoDB Local); the only
+//!   place expression strings are built, from the typed [`expr`] writes;
+//! * [`memory::MemoryBackend`]: an in-memory model with DynamoDB's
+//!   semantics (conditions, all-or-nothing transactions, sparse GSIs with
+//!   lag, the 400 KB item limit, streams), for the simulation.
+//!
+//! Every request is counted per operation so the engine's cost can be
+//! measured (see [`Metrics`]). No Scan anywhere: every cross-item read is a
+//! Query on a table or GSI. Index names are defined here and in
+//! `docs/tables.md`.
+
+pub mod dynamo;
+pub mod expr;
+pub mod memory;
+pub mod size;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use futures::future::BoxFuture;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+pub use expr::{Action, Cmp, Cond, KeyCond, Write};
+
+/// A DynamoDB item as the SDK sees it.
+pub type Item = HashMap<String, AttributeValue>;
+
+/// Default table name prefix (whimbrel-architecture.md).
+pub const DEFAULT_TABLE_PREFIX: &str = "whimbrel_";
+
+/// GSI of `activity_exec`: a workflow's activities (`workflow_exec_id` HASH,
+/// `activity_name` RANGE). Used by `whimbrel status`.
+pub const INDEX_ACTIVITIES_BY_WORKFLOW: &str = "workflow_exec_id-activity_name-index";
+/// Sparse, sharded GSI of `activity_exec` and of `workflow_exec`: items the
+/// heartbeat monitor must look at, by when (`due_shard` HASH, `due_epoch`
+/// RANGE, KEYS_ONLY). An item is in it while it has a deadline (every
+/// non-terminal state after launch) or an unfinished obligation (a terminal
+/// activity whose side effects are not done, a REQUESTED workflow).
+pub const INDEX_DUE: &str = "due_shard-due_epoch-index";
+/// GSI of `activity_event`: an activity's event rows (`activity_exec_id`
+/// HASH, KEYS_ONLY). The monitor reads the reports still in flight before
+/// it times out or relaunches an activity.
+pub const INDEX_EVENTS_BY_ACTIVITY: &str = "activity_exec_id-index";
+/// GSI of `workflow_exec`: workflows by state and start time.
+pub const INDEX_WORKFLOWS_BY_STATE: &str = "state-start_time_epoch-index";
+/// GSI of `activity_exec_dependency`: the edges whose prerequisite is a
+/// given activity (who waits for it).
+pub const INDEX_WAITERS: &str = "dependent_activity_exec_id-index";
+/// GSI of `activity_exec_dependency`: a workflow's edges.
+pub const INDEX_EDGES_BY_WORKFLOW: &str = "workflow_exec_id-index";
+
+/// Number of shards of the sparse due GSIs, so one hot
+/// partition key value cannot cap writes at 1,000/s (DESIGN 2.2).
+pub const INDEX_SHARDS: u32 = 8;
+
+/// The shard (0..[`INDEX_SHARDS`]) of an item id in the sparse due GSIs.
+pub fn shard_of(activity_exec_id: &str) -> u32 {
+    // FNV-1a: stable across processes and releases, unlike `DefaultHasher`.
+    let mut h: u32 = 0x811c_9dc5;
+    for b in activity_exec_id.bytes() {
+        h ^= u32::from(b);
+        h = h.wrapping_mul(0x0100_0193);
+    }
+    h % INDEX_SHARDS
+}
+
+/// The seven table names for one prefix.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tables {
+    /// The prefix, default `whimbrel_`.
+    pub prefix: String,
+}
+
+impl Tables {
+    /// Tables named `{prefix}{suffix}`.
+    pub fn new(prefix: impl Into<String>) -> Self {
+        Tables {
+            prefix: prefix.into(),
+        }
+    }
+    fn name(&self, suffix: &str) -> String {
+        format!("{}{}", self.prefix, suffix)
+    }
+    /// `whimbrel_install_status`.
+    pub fn install_status(&self) -> String {
+        self.name("install_status")
+    }
+    /// `whimbrel_workflow_request` (stream).
+    pub fn workflow_request(&self) -> String {
+        self.name("workflow_request")
+    }
+    /// `whimbrel_activity_event` (stream).
+    pub fn activity_event(&self) -> String {
+        self.name("activity_event")
+    }
+    /// `whimbrel_workflow_exec`.
+    pub fn workflow_exec(&self) -> String {
+        self.name("workflow_exec")
+    }
+    /// `whimbrel_activity_exec`.
+    pub fn activity_exec(&self) -> String {
+        self.name("activity_exec")
+    }
+    /// `whimbrel_activity_exec_dependency`.
+    pub fn activity_exec_dependency(&self) -> String {
+        self.name("activity_exec_dependency")
+    }
+    /// `whimbrel_workflow_lambda`.
+    pub fn workflow_lambda(&self) -> String {
+        self.name("workflow_lambda")
+    }
+}
+
+/// A store request that failed. Retryable and permanent failures are
+/// different variants ([`StoreError::is_transient`]).
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// A condition (or a transaction's condition) was false.
+    #[error("conditional write failed")]
+    ConditionFailed,
+    /// A transaction was cancelled because another one touched the same
+    /// item (`TransactionConflict`); deciding again may succeed at once.
+    #[error("transaction conflict")]
+    Conflict,
+    /// Throttling, a 5xx or a network error: the same request may succeed
+    /// later.
+    #[error("{op}: transient DynamoDB error: {message}")]
+    Transient {
+        /// The operation, e.g. `UpdateItem`.
+        op: &'static str,
+        /// The error text.
+        message: String,
+    },
+    /// The request can never succeed as it is: a `ValidationException`,
+    /// for example an item over 400 KB. Retrying it is pointless.
+    #[error("{op}: invalid request: {message}")]
+    Invalid {
+        /// The operation.
+        op: &'static str,
+        /// The error text.
+        message: String,
+    },
+    /// Any other error (missing table, access denied...): a deployment
+    /// problem an operator may fix, so it is retried.
+    #[error("{op}: DynamoDB error: {message}")]
+    Other {
+        /// The operation.
+        op: &'static str,
+        /// The error text.
+        message: String,
+    },
+    /// An item that does not have the expected shape.
+    #[error("{table}: item does not match its type: {source}")]
+    Shape {
+        /// The table read.
+        table: String,
+        /// The conversion error.
+        source: serde_dynamo::Error,
+    },
+}
+
+impl StoreError {
+    /// True when the same request may succeed later (throttling, network).
+    pub fn is_transient(&self) -> bool {
+        matches!(self, StoreError::Transient { .. })
+    }
+    /// True when the same request can never succeed (validation, size).
+    pub fn is_permanent(&self) -> bool {
+        matches!(self, StoreError::Invalid { .. })
+    }
+}
+
+/// Requests and items per DynamoDB operation, counted by the store.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct OpCount {
+    /// API calls.
+    pub requests: u64,
+    /// Items written or read by those calls (a BatchWriteItem of 25 items
+    /// counts 25; a TransactWriteItems of 2 items counts 2).
+    pub items: u64,
+}
+
+/// Per-operation request counters, shared by clones of a [`Store`].
+#[derive(Debug, Clone, Default)]
+pub struct Metrics {
+    inner: Arc<Mutex<BTreeMap<&'static str, OpCount>>>,
+}
+
+impl Metrics {
+    pub(crate) fn record(&self, op: &'static str, items: usize) {
+        let mut m = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let c = m.entry(op).or_default();
+        c.requests += 1;
+        c.items += items as u64;
+    }
+
+    /// A copy of the counters.
+    pub fn snapshot(&self) -> BTreeMap<String, OpCount> {
+        let m = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        m.iter()
+            .map(|(k, v)| ((*k).to_string(), v.clone()))
+            .collect()
+    }
+
+    /// The counters, reset to zero.
+    pub fn take(&self) -> BTreeMap<String, OpCount> {
+        let mut m = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let out = m
+            .iter()
+            .map(|(k, v)| ((*k).to_string(), v.clone()))
+            .collect();
+        m.clear();
+        out
+    }
+
+    /// Write operations counted: PutItem, UpdateItem, BatchWriteItem and
+    /// TransactWriteItems items.
+    pub fn write_items(snapshot: &BTreeMap<String, OpCount>) -> u64 {
+        [
+            "PutItem",
+            "UpdateItem",
+            "BatchWriteItem",
+            "TransactWriteItems",
+        ]
+        .iter()
+        .filter_map(|op| snapshot.get(*op))
+        .map(|c| c.items)
+        .sum()
+    }
+}
+
+/// Convert a value to an attribute value; panics only on types serde_dynamo
+/// cannot represent, which the engine never passes.
+pub fn av<T: Serialize>(v: &T) -> AttributeValue {
+    serde_dynamo::to_attribute_value(v).expect("value representable as a DynamoDB attribute")
+}
+
+/// A string attribute value.
+pub fn s(v: impl Into<String>) -> AttributeValue {
+    AttributeValue::S(v.into())
+}
+
+/// A number attribute value.
+pub fn n(v: impl ToString) -> AttributeValue {
+    AttributeValue::N(v.to_string())
+}
+
+/// A page of Query results.
+pub type Page = (Vec<Item>, Option<Item>);
+
+/// What a store backend does: one method per DynamoDB request shape, typed
+/// (no expression strings). Object safe; every future is `Send`.
+pub trait Backend: Send + Sync + std::fmt::Debug {
+    /// GetItem, strongly consistent; `projection` empty = every attribute.
+    fn get(
+        &self,
+        table: String,
+        key: Item,
+        projection: Vec<String>,
+    ) -> BoxFuture<'_, Result<Option<Item>, StoreError>>;
+    /// PutItem with an optional condition on the item replaced.
+    fn put(
+        &self,
+        table: String,
+        item: Item,
+        cond: Option<Cond>,
+    ) -> BoxFuture<'_, Result<(), StoreError>>;
+    /// UpdateItem (creates the item if absent and the condition allows, as
+    /// DynamoDB does). With `return_new`, the item after the update.
+    fn update(
+        &self,
+        table: String,
+        key: Item,
+        actions: Vec<Action>,
+        cond: Option<Cond>,
+        return_new: bool,
+    ) -> BoxFuture<'_, Result<Option<Item>, StoreError>>;
+    /// TransactWriteItems: all apply or none.
+    fn transact(&self, writes: Vec<Write>) -> BoxFuture<'_, Result<(), StoreError>>;
+    /// BatchWriteItem puts (at most 25); returns the unprocessed items.
+    fn batch_put(
+        &self,
+        table: String,
+        items: Vec<Item>,
+    ) -> BoxFuture<'_, Result<Vec<Item>, StoreError>>;
+    /// BatchGetItem (at most 100 keys, strongly consistent); returns the
+    /// items found and the unprocessed keys.
+    fn batch_get(
+        &self,
+        table: String,
+        keys: Vec<Item>,
+    ) -> BoxFuture<'_, Result<(Vec<Item>, Vec<Item>), StoreError>>;
+    /// One page of a Query on a table (consistent) or an index (eventually
+    /// consistent), from `start` (a LastEvaluatedKey).
+    fn query(
+        &self,
+        table: String,
+        index: Option<String>,
+        key: KeyCond,
+        start: Option<Item>,
+    ) -> BoxFuture<'_, Result<Page, StoreError>>;
+    /// Wait `millis` before a retry (backoff). The simulation's backends
+    /// do not really wait.
+    fn pause(&self, millis: u64) -> BoxFuture<'_, ()>;
+}
+
+/// An UpdateItem the engine decided: table, key, typed actions and
+/// condition. Run alone ([`Store::update`]) or in a transaction.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UpdateRequest {
+    /// Table name.
+    pub table: String,
+    /// Full primary key.
+    pub key: Item,
+    /// The changes.
+    pub actions: Vec<Action>,
+    /// Condition on the item before the change.
+    pub cond: Option<Cond>,
+}
+
+impl UpdateRequest {
+    /// A new request on `table` for `key`, with no action yet.
+    pub fn new(table: String, key: Item) -> Self {
+        UpdateRequest {
+            table,
+            key,
+            actions: vec![],
+            cond: None,
+        }
+    }
+    /// Add an action.
+    pub fn act(mut self, a: Action) -> Self {
+        self.actions.push(a);
+        self
+    }
+    /// `SET attr = v`.
+    pub fn set(self, attr: &str, v: AttributeValue) -> Self {
+        self.act(Action::Set(attr.into(), v))
+    }
+    /// `REMOVE attr`.
+    pub fn remove(self, attr: &str) -> Self {
+        self.act(Action::Remove(attr.into()))
+    }
+    /// AND a condition to the existing one.
+    pub fn when(mut self, c: Cond) -> Self {
+        self.cond = Some(match self.cond.take() {
+            Some(old) => old.and(c),
+            None => c,
+        });
+        self
+    }
+    /// As one element of a transaction.
+    pub fn into_write(self) -> Write {
+        Write::Update {
+            table: self.table,
+            key: self.key,
+            actions: self.actions,
+            cond: self.cond,
+        }
+    }
+}
+
+/// The store. Cheap to clone; clones share the backend and the counters.
+#[derive(Debug, Clone)]
+pub struct Store {
+    backend: Arc<dyn Backend>,
+    client: Option<aws_sdk_dynamodb::Client>,
+    tables: Tables,
+    metrics: Metrics,
+}
+
+const BATCH_WRITE_MAX: usize = 25;
+const BATCH_GET_MAX: usize = 100;
+const UNPROCESSED_RETRIES: u32 = 8;
+
+fn shape(table: &str) -> impl FnOnce(serde_dynamo::Error) -> StoreError + '_ {
+    move |e| StoreError::Shape {
+        table: table.into(),
+        source: e,
+    }
+}
+
+impl Store {
+    /// A store over DynamoDB (`client`) for the tables of `tables`.
+    pub fn new(client: aws_sdk_dynamodb::Client, tables: Tables) -> Self {
+        let mut store =
+            Store::with_backend(Arc::new(dynamo::DynamoBackend::new(client.clone())), tables);
+        store.client = Some(client);
+        store
+    }
+
+    /// A store over any backend (the simulation's in-memory model).
+    pub fn with_backend(backend: Arc<dyn Backend>, tables: Tables) -> Self {
+        Store {
+            backend,
+            client: None,
+            tables,
+            metrics: Metrics::default(),
+        }
+    }
+
+    /// The SDK client of a DynamoDB store (`None` for other backends), for
+    /// what only DynamoDB has: table creation, streams.
+    pub fn client(&self) -> Option<&aws_sdk_dynamodb::Client> {
+        self.client.as_ref()
+    }
+
+    /// The table names.
+    pub fn tables(&self) -> &Tables {
+        &self.tables
+    }
+
+    /// The backend.
+    pub fn backend(&self) -> &Arc<dyn Backend> {
+        &self.backend
+    }
+
+    /// The request counters.
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    /// Wait `millis` (through the backend: no real wait in a simulation).
+    pub async fn pause(&self, millis: u64) {
+        self.backend.pause(millis).await
+    }
+
+    /// PutItem with `attribute_not_exists(hash_key)`. Returns false if an
+    /// item with that key already exists.
+    pub async fn put_new<T: Serialize>(
+        &self,
+        table: &str,
+        hash_key: &str,
+        value: &T,
+    ) -> Result<bool, StoreError> {
+        let item: Item = serde_dynamo::to_item(value).map_err(shape(table))?;
+        self.metrics.record("PutItem", 1);
+        match self
+            .backend
+            .put(table.into(), item, Some(Cond::not_exists(hash_key)))
+            .await
+        {
+            Ok(()) => Ok(true),
+            Err(StoreError::ConditionFailed) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// PutItem without condition (registration, install status).
+    pub async fn put<T: Serialize>(&self, table: &str, value: &T) -> Result<(), StoreError> {
+        let item: Item = serde_dynamo::to_item(value).map_err(shape(table))?;
+        self.metrics.record("PutItem", 1);
+        self.backend.put(table.into(), item, None).await
+    }
+
+    /// Strongly consistent GetItem, converted to `T`.
+    pub async fn get<T: DeserializeOwned>(
+        &self,
+        table: &str,
+        key: Item,
+    ) -> Result<Option<T>, StoreError> {
+        self.get_projected(table, key, &[]).await
+    }
+
+    /// Strongly consistent GetItem of only the attributes in `projection`
+    /// (all of them when empty), converted to `T`. A projection does not
+    /// read cheaper (a read unit covers 4 KB of the whole item), but it
+    /// returns less.
+    pub async fn get_projected<T: DeserializeOwned>(
+        &self,
+        table: &str,
+        key: Item,
+        projection: &[&str],
+    ) -> Result<Option<T>, StoreError> {
+        self.metrics.record("GetItem", 1);
+        let projection = projection.iter().map(|p| (*p).to_string()).collect();
+        let item = self.backend.get(table.into(), key, projection).await?;
+        item.map(|i| serde_dynamo::from_item(i).map_err(shape(table)))
+            .transpose()
+    }
+
+    /// UpdateItem. With `return_new`, returns the item after the update.
+    /// A false condition is [`StoreError::ConditionFailed`].
+    pub async fn update(
+        &self,
+        req: UpdateRequest,
+        return_new: bool,
+    ) -> Result<Option<Item>, StoreError> {
+        self.metrics.record("UpdateItem", 1);
+        self.backend
+            .update(req.table, req.key, req.actions, req.cond, return_new)
+            .await
+    }
+
+    /// TransactWriteItems: all apply or none. A false condition in any of
+    /// them is [`StoreError::ConditionFailed`]; a conflict with another
+    /// transaction is [`StoreError::Conflict`].
+    pub async fn transact(&self, writes: Vec<Write>) -> Result<(), StoreError> {
+        self.metrics.record("TransactWriteItems", writes.len());
+        self.backend.transact(writes).await
+    }
+
+    /// BatchWriteItem puts, 25 per request, resending unprocessed items with
+    /// backoff. Unconditional: callers only use it for items whose content
+    /// is deterministic (ids derived from their parents).
+    pub async fn batch_put<T: Serialize>(
+        &self,
+        table: &str,
+        values: &[T],
+    ) -> Result<(), StoreError> {
+        for chunk in values.chunks(BATCH_WRITE_MAX) {
+            let mut pending = chunk
+                .iter()
+                .map(|v| serde_dynamo::to_item(v).map_err(shape(table)))
+                .collect::<Result<Vec<Item>, _>>()?;
+            let mut delay = 25;
+            for attempt in 0.. {
+                self.metrics.record("BatchWriteItem", pending.len());
+                pending = self.backend.batch_put(table.into(), pending).await?;
+                if pending.is_empty() {
+                    break;
+                }
+                if attempt >= UNPROCESSED_RETRIES {
+                    return Err(StoreError::Transient {
+                        op: "BatchWriteItem",
+                        message: format!("{} items still unprocessed", pending.len()),
+                    });
+                }
+                self.pause(delay).await;
+                delay *= 2;
+            }
+        }
+        Ok(())
+    }
+
+    /// BatchGetItem (strongly consistent), 100 keys per request, resending
+    /// unprocessed keys. The order of the result is not the order of `keys`.
+    pub async fn batch_get<T: DeserializeOwned>(
+        &self,
+        table: &str,
+        keys: Vec<Item>,
+    ) -> Result<Vec<T>, StoreError> {
+        let mut out = Vec::with_capacity(keys.len());
+        for chunk in keys.chunks(BATCH_GET_MAX) {
+            let mut pending = chunk.to_vec();
+            let mut delay = 25;
+            for attempt in 0.. {
+                self.metrics.record("BatchGetItem", pending.len());
+                let (found, left) = self.backend.batch_get(table.into(), pending).await?;
+                for i in found {
+                    out.push(serde_dynamo::from_item(i).map_err(shape(table))?);
+                }
+                pending = left;
+                if pending.is_empty() {
+                    break;
+                }
+                if attempt >= UNPROCESSED_RETRIES {
+                    return Err(StoreError::Transient {
+                        op: "BatchGetItem",
+                        message: "keys still unprocessed".into(),
+                    });
+                }
+                self.pause(delay).await;
+                delay *= 2;
+            }
+        }
+        Ok(out)
+    }
+
+    /// Query every page of `table` (or `index`) for `key`. Reads of the
+    /// table are consistent; reads of a GSI are eventually consistent.
+    pub async fn query<T: DeserializeOwned>(
+        &self,
+        table: &str,
+        index: Option<&str>,
+        key: KeyCond,
+    ) -> Result<Vec<T>, StoreError> {
+        let mut out = Vec::new();
+        let mut start: Option<Item> = None;
+        loop {
+            self.metrics.record("Query", 1);
+            let (items, last) = self
+                .backend
+                .query(
+                    table.into(),
+                    index.map(str::to_string),
+                    key.clone(),
+                    start.take(),
+                )
+                .await?;
+            for i in items {
+                out.push(serde_dynamo::from_item(i).map_err(shape(table))?);
+            }
+            match last {
+                Some(k) if !k.is_empty() => start = Some(k),
+                _ => break,
+            }
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shards_are_stable_and_spread() {
+        assert_eq!(shard_of("a"), shard_of("a"));
+        let mut seen = std::collections::HashSet::new();
+        for i in 0..200 {
+            seen.insert(shard_of(&format!("count-{i}::x")));
+        }
+        assert_eq!(seen.len(), INDEX_SHARDS as usize);
+    }
+
+    #[test]
+    fn table_names_use_the_prefix() {
+        let t = Tables::new("t1_");
+        assert_eq!(t.workflow_request(), "t1_workflow_request");
+        assert_eq!(t.activity_exec_dependency(), "t1_activity_exec_dependency");
+    }
+
+    #[test]
+    fn write_items_sums_write_operations() {
+        let m = Metrics::default();
+        m.record("PutItem", 1);
+        m.record("BatchWriteItem", 25);
+        m.record("TransactWriteItems", 2);
+        m.record("GetItem", 1);
+        assert_eq!(Metrics::write_items(&m.snapshot()), 28);
+        assert_eq!(m.take().len(), 4);
+        assert!(m.snapshot().is_empty());
+    }
+}

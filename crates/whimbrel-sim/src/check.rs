@@ -1,0 +1,303 @@
+//! The invariants. Safety after every step; liveness at the end of a
+//! schedule, once faults stopped and the clock ran on.
+//!
+//! Safety: a terminal state never changes and is reached by one accepted
+//! terminal transition; the workflow's counters equal its activities'
+//! states; each edge is released once (`pending_dependency_count` +
+//! released = prerequisites, never negative); attempts stay within the
+//! limit; one token per claimed attempt (checked by the launcher); hostile
+//! rows are rejected with a reason.
+//!
+//! Liveness: every workflow and activity ends, no obligation (due marker)
+//! is left, the workflow's outcome agrees with its counts, completed
+//! outputs are what the activity computed from its prerequisites' final
+//! outputs, and a report written well before the monitor acted wins over
+//! TIMED_OUT.
+
+use std::collections::{HashMap, HashSet};
+
+use whimbrel_core::contract::{self, ActivityState, WorkflowState};
+use whimbrel_core::engine::EngineConfig;
+use whimbrel_core::handlers::Outcome;
+use whimbrel_core::model::{ActivityExec, WorkflowExec};
+use whimbrel_core::store::memory::MemoryBackend;
+use whimbrel_core::store::Tables;
+
+use crate::actors::{output_of, Report};
+
+/// What the checker remembers between steps.
+#[derive(Debug, Default)]
+pub struct Checker {
+    seen_writes: u64,
+    terminal: HashMap<String, ActivityState>,
+    workflow_terminal: HashMap<String, WorkflowState>,
+}
+
+fn activities(mem: &MemoryBackend, t: &Tables) -> (Vec<ActivityExec>, Vec<String>) {
+    let mut bad = vec![];
+    let mut out = vec![];
+    for item in mem.items(&t.activity_exec()) {
+        match serde_dynamo::from_item::<_, ActivityExec>(item.clone()) {
+            Ok(a) => out.push(a),
+            Err(e) => bad.push(format!("activity item does not parse ({e}): {item:?}")),
+        }
+    }
+    (out, bad)
+}
+
+fn workflows(mem: &MemoryBackend, t: &Tables) -> Vec<WorkflowExec> {
+    mem.items(&t.workflow_exec())
+        .into_iter()
+        .filter_map(|i| serde_dynamo::from_item(i).ok())
+        .collect()
+}
+
+impl Checker {
+    /// Ids of the activity execs that exist.
+    pub fn activity_ids(&self, mem: &MemoryBackend, t: &Tables) -> Vec<String> {
+        activities(mem, t)
+            .0
+            .into_iter()
+            .map(|a| a.activity_exec_id)
+            .collect()
+    }
+
+    /// Ids of the workflow execs that exist.
+    pub fn workflow_ids(&self, mem: &MemoryBackend, t: &Tables) -> Vec<String> {
+        workflows(mem, t)
+            .into_iter()
+            .map(|w| w.workflow_exec_id)
+            .collect()
+    }
+
+    /// True when every workflow requested so far ended.
+    pub fn all_ended(&self, mem: &MemoryBackend, t: &Tables, lost: &HashSet<String>) -> bool {
+        let requests = mem
+            .items(&t.workflow_request())
+            .iter()
+            .filter(|r| {
+                r.get("workflow_request_id")
+                    .and_then(|v| v.as_s().ok())
+                    .is_none_or(|id| !lost.contains(id))
+            })
+            .count();
+        let wfs = workflows(mem, t);
+        wfs.len() >= requests
+            && wfs
+                .iter()
+                .all(|w| w.state.is_terminal() && w.due_epoch.is_none())
+            && activities(mem, t)
+                .0
+                .iter()
+                .all(|a| a.state.is_terminal() && a.due_epoch.is_none())
+    }
+
+    /// The safety invariants on the tables as they are now.
+    pub fn safety(&mut self, mem: &MemoryBackend, t: &Tables) -> Vec<String> {
+        let writes = mem.writes();
+        if writes == self.seen_writes {
+            return vec![];
+        }
+        self.seen_writes = writes;
+        let (acts, mut v) = activities(mem, t);
+        let mut by_wf: HashMap<&str, Vec<&ActivityExec>> = HashMap::new();
+        for a in &acts {
+            by_wf
+                .entry(a.workflow_exec_id.as_str())
+                .or_default()
+                .push(a);
+            let id = &a.activity_exec_id;
+            match (self.terminal.get(id), a.state.is_terminal()) {
+                (Some(s), _) if *s != a.state => {
+                    v.push(format!("{id}: terminal state {s} changed to {}", a.state))
+                }
+                (None, true) => {
+                    self.terminal.insert(id.clone(), a.state);
+                }
+                _ => {}
+            }
+            let ends = a.history.iter().filter(|h| h.state.is_terminal()).count();
+            if ends > 1 {
+                v.push(format!("{id}: {ends} terminal transitions accepted"));
+            }
+            let released: HashSet<&String> = a.released_prerequisites.iter().collect();
+            if released.len() != a.released_prerequisites.len()
+                || !released.iter().all(|r| a.prerequisites.contains(r))
+                || a.pending_dependency_count as usize + released.len() != a.prerequisites.len()
+            {
+                v.push(format!(
+                    "{id}: edges released wrongly: pending {} released {:?} of {:?}",
+                    a.pending_dependency_count, a.released_prerequisites, a.prerequisites
+                ));
+            }
+            if a.state == ActivityState::Queued && a.pending_dependency_count > 0 {
+                v.push(format!(
+                    "{id}: queued with {} prerequisites pending",
+                    a.pending_dependency_count
+                ));
+            }
+        }
+        for w in workflows(mem, t) {
+            let id = &w.workflow_exec_id;
+            match (self.workflow_terminal.get(id), w.state.is_terminal()) {
+                (Some(s), _) if *s != w.state => v.push(format!(
+                    "workflow {id}: terminal state {s} changed to {}",
+                    w.state
+                )),
+                (None, true) => {
+                    self.workflow_terminal.insert(id.clone(), w.state);
+                }
+                _ => {}
+            }
+            let mine = by_wf.get(id.as_str()).cloned().unwrap_or_default();
+            let count = |f: &dyn Fn(ActivityState) -> bool| {
+                mine.iter().filter(|a| f(a.state)).count() as u64
+            };
+            let counts = (
+                count(&|s| s == ActivityState::Completed),
+                count(&|s| s.is_failure()),
+                count(&|s| s == ActivityState::Cancelled),
+            );
+            if counts != (w.completed_count, w.failed_count, w.cancelled_count) {
+                v.push(format!(
+                    "workflow {id}: counters {:?} but activities {counts:?}",
+                    (w.completed_count, w.failed_count, w.cancelled_count)
+                ));
+            }
+        }
+        v
+    }
+
+    /// The liveness invariants and the end-of-run checks.
+    pub fn liveness(
+        &mut self,
+        mem: &MemoryBackend,
+        t: &Tables,
+        cfg: &EngineConfig,
+        reports: &[Report],
+        _hostile: &HashSet<String>,
+        outcomes: &HashMap<String, Vec<Outcome>>,
+        lost: &HashSet<String>,
+    ) -> Vec<String> {
+        self.seen_writes = u64::MAX;
+        let mut v = self.safety(mem, t);
+        let (acts, _) = activities(mem, t);
+        let wfs = workflows(mem, t);
+        // A request row whose stream record the mapping gave up on before
+        // any exec existed has nothing in the tables to resume from: it
+        // needs the on-failure record replayed (a known gap, counted apart).
+        let requests = mem
+            .items(&t.workflow_request())
+            .iter()
+            .filter(|r| {
+                r.get("workflow_request_id")
+                    .and_then(|v| v.as_s().ok())
+                    .is_none_or(|id| !lost.contains(id))
+            })
+            .count();
+        if wfs.len() < requests {
+            v.push(format!(
+                "{requests} requests but {} workflow execs",
+                wfs.len()
+            ));
+        }
+        for w in &wfs {
+            if !w.state.is_terminal() {
+                v.push(format!(
+                    "workflow {} stuck in {}",
+                    w.workflow_exec_id, w.state
+                ));
+            }
+            if w.due_epoch.is_some() {
+                v.push(format!(
+                    "workflow {} still has an obligation",
+                    w.workflow_exec_id
+                ));
+            }
+            if w.state.is_terminal() && w.plan.is_some() {
+                let counts = contract::EndCounts {
+                    completed: w.completed_count,
+                    failed: w.failed_count,
+                    cancelled: w.cancelled_count,
+                };
+                let expected = contract::workflow_outcome(w.activity_count, counts);
+                if expected != Some(w.state) {
+                    v.push(format!(
+                        "workflow {} ended {} but its counts say {expected:?}",
+                        w.workflow_exec_id, w.state
+                    ));
+                }
+            }
+        }
+        let by_id: HashMap<&str, &ActivityExec> = acts
+            .iter()
+            .map(|a| (a.activity_exec_id.as_str(), a))
+            .collect();
+        for a in &acts {
+            if !a.state.is_terminal() {
+                v.push(format!(
+                    "activity {} stuck in {} (attempt {})",
+                    a.activity_exec_id, a.state, a.attempt
+                ));
+            }
+            if a.due_epoch.is_some() {
+                v.push(format!(
+                    "activity {} still has an obligation ({})",
+                    a.activity_exec_id, a.state
+                ));
+            }
+            if a.attempt > cfg.max_launch_attempts {
+                v.push(format!(
+                    "activity {} has {} attempts",
+                    a.activity_exec_id, a.attempt
+                ));
+            }
+            if a.state == ActivityState::Completed {
+                let prereqs: serde_json::Map<String, serde_json::Value> = a
+                    .prerequisites
+                    .iter()
+                    .filter_map(|p| by_id.get(p.as_str()))
+                    .map(|p| {
+                        (
+                            p.activity_name.clone(),
+                            p.output.clone().unwrap_or_default(),
+                        )
+                    })
+                    .collect();
+                let expected = output_of(&a.activity_name, &serde_json::Value::Object(prereqs));
+                if a.output.as_ref() != Some(&expected) {
+                    v.push(format!(
+                        "activity {}: output {:?} is not {expected}",
+                        a.activity_exec_id, a.output
+                    ));
+                }
+            }
+            if a.state == ActivityState::TimedOut {
+                let at = a
+                    .history
+                    .iter()
+                    .find(|h| h.state == ActivityState::TimedOut)
+                    .map_or(i64::MAX, |h| h.at_epoch);
+                let early = reports.iter().find(|r| {
+                    r.activity_exec_id == a.activity_exec_id
+                        && r.attempt == a.attempt
+                        && matches!(r.transition.as_str(), "COMPLETED" | "FAILED")
+                        && r.at + cfg.report_grace_seconds + 2 <= at
+                });
+                if let Some(r) = early {
+                    v.push(format!(
+                        "activity {} TIMED_OUT at {at} though its {} report {} was written at {} (outcomes {:?}; history {:?})",
+                        a.activity_exec_id, r.transition, r.event_id, r.at, outcomes.get(&r.event_id),
+                        a.history.iter().map(|h| format!("{}@{} by {}", h.state, h.at_epoch, h.event_id)).collect::<Vec<_>>()
+                    ));
+                }
+            }
+        }
+        for (id, outs) in outcomes {
+            if !lost.contains(id) && outs.iter().all(|o| matches!(o, Outcome::Retry(_))) {
+                v.push(format!("row {id} was only ever retried: {outs:?}"));
+            }
+        }
+        v
+    }
+}

@@ -1,0 +1,428 @@
+//! What every simulated function shares with the world: the clock, the one
+//! seeded random source, the pending async invokes and timers, and the
+//! fault switches; and the adapters the engine runs on in the simulation:
+//! a store backend that yields and may throttle or crash, a launcher, and
+//! an environment (clock with skew, seeded tokens).
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll, Waker};
+
+use futures::future::BoxFuture;
+use futures::FutureExt;
+use rand::Rng;
+use rand_chacha::ChaCha8Rng;
+use serde_json::Value;
+use whimbrel_core::dates::Timestamp;
+use whimbrel_core::engine::Environment;
+use whimbrel_core::launcher::{InvokeError, Launcher};
+use whimbrel_core::store::memory::MemoryBackend;
+use whimbrel_core::store::{Action, Backend, Cond, Item, KeyCond, Page, StoreError, Write};
+
+use crate::exec::{Invocation, YieldNow};
+
+/// Fault rates of a schedule (each a probability per opportunity).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Faults {
+    /// A store call fails with throttling.
+    pub throttle: f64,
+    /// A transaction fails with TransactionConflict.
+    pub conflict: f64,
+    /// A function invocation crashes after some store call.
+    pub crash: f64,
+    /// An async invoke is never delivered.
+    pub drop_invoke: f64,
+    /// An async invoke is delivered twice.
+    pub dup_invoke: f64,
+    /// An invoke answers "unavailable" (whether or not it was delivered).
+    pub invoke_error: f64,
+    /// A stream batch that succeeded is delivered again.
+    pub dup_batch: f64,
+}
+
+impl Faults {
+    /// No faults (the liveness phase).
+    pub const NONE: Faults = Faults {
+        throttle: 0.0,
+        conflict: 0.0,
+        crash: 0.0,
+        drop_invoke: 0.0,
+        dup_invoke: 0.0,
+        invoke_error: 0.0,
+        dup_batch: 0.0,
+    };
+
+    /// An outage: most store calls are throttled, so event source mappings
+    /// run out of retries and give records up.
+    pub fn outage() -> Faults {
+        Faults {
+            throttle: 0.9,
+            ..Faults::at(1.0)
+        }
+    }
+
+    /// Rates scaled by `level` (0 = none, 1 = the default mix).
+    pub fn at(level: f64) -> Faults {
+        Faults {
+            throttle: 0.03 * level,
+            conflict: 0.05 * level,
+            crash: 0.15 * level,
+            drop_invoke: 0.1 * level,
+            dup_invoke: 0.1 * level,
+            invoke_error: 0.05 * level,
+            dup_batch: 0.1 * level,
+        }
+    }
+}
+
+/// An async invoke waiting to be delivered.
+#[derive(Debug, Clone)]
+pub struct PendingInvoke {
+    /// Function name.
+    pub function: String,
+    /// The payload.
+    pub payload: Value,
+    /// Not delivered before this time.
+    pub not_before: i64,
+}
+
+/// The world's shared state.
+pub struct Shared {
+    /// Global time, epoch seconds.
+    pub now: i64,
+    /// The one random source.
+    pub rng: ChaCha8Rng,
+    /// Current fault rates.
+    pub faults: Faults,
+    /// Sleeping tasks: wake time and waker.
+    pub timers: Vec<(i64, Waker)>,
+    /// Async invokes not delivered yet.
+    pub invokes: Vec<PendingInvoke>,
+    /// Decider plans by workflow name (the decider function answers them).
+    pub deciders: HashMap<String, Value>,
+    /// Claimed attempts seen in launch payloads: (activity, attempt) → token.
+    pub claims: HashMap<(String, u32), String>,
+    /// Safety violations found.
+    pub violations: Vec<String>,
+    /// What happened, for the failure report.
+    pub trace: Vec<String>,
+}
+
+impl Shared {
+    /// A world at `now` with `seed`.
+    pub fn new(seed: u64, now: i64) -> Self {
+        use rand::SeedableRng;
+        Shared {
+            now,
+            rng: ChaCha8Rng::seed_from_u64(seed),
+            faults: Faults::NONE,
+            timers: vec![],
+            invokes: vec![],
+            deciders: HashMap::new(),
+            claims: HashMap::new(),
+            violations: vec![],
+            trace: vec![],
+        }
+    }
+
+    /// True with probability `p`.
+    pub fn chance(&mut self, p: f64) -> bool {
+        p > 0.0 && self.rng.gen_bool(p.min(1.0))
+    }
+
+    /// Record a trace line (kept bounded).
+    pub fn log(&mut self, line: String) {
+        let now = self.now;
+        self.trace.push(format!("t={now} {line}"));
+    }
+}
+
+/// The shared state behind a lock (single-threaded: never contended).
+pub type World = Arc<Mutex<Shared>>;
+
+/// Lock the world.
+pub fn lock(w: &World) -> MutexGuard<'_, Shared> {
+    w.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The store backend of one invocation: yields before every call (so
+/// invocations interleave), injects throttling and conflicts, and crashes
+/// the invocation after its k-th call.
+#[derive(Debug)]
+pub struct SimBackend {
+    mem: Arc<MemoryBackend>,
+    world: World,
+    invocation: Arc<Invocation>,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared").field("now", &self.now).finish()
+    }
+}
+
+impl SimBackend {
+    /// A backend for one invocation.
+    pub fn new(mem: Arc<MemoryBackend>, world: World, invocation: Arc<Invocation>) -> Self {
+        SimBackend {
+            mem,
+            world,
+            invocation,
+        }
+    }
+
+    async fn before(&self, transaction: bool) -> Result<(), StoreError> {
+        YieldNow::new().await;
+        if self.invocation.is_crashed() {
+            futures::future::pending::<()>().await;
+        }
+        if self.invocation.faulty {
+            let mut w = lock(&self.world);
+            let f = w.faults;
+            if w.chance(f.throttle) {
+                return Err(StoreError::Transient {
+                    op: "sim",
+                    message: "ProvisionedThroughputExceededException (simulated)".into(),
+                });
+            }
+            if transaction && w.chance(f.conflict) {
+                return Err(StoreError::Conflict);
+            }
+        }
+        Ok(())
+    }
+
+    async fn after<T>(&self, r: T) -> T {
+        if self.invocation.called() {
+            futures::future::pending::<()>().await;
+        }
+        r
+    }
+}
+
+impl Backend for SimBackend {
+    fn get(
+        &self,
+        table: String,
+        key: Item,
+        projection: Vec<String>,
+    ) -> BoxFuture<'_, Result<Option<Item>, StoreError>> {
+        async move {
+            self.before(false).await?;
+            let r = self.mem.get(table, key, projection).await;
+            self.after(r).await
+        }
+        .boxed()
+    }
+    fn put(
+        &self,
+        table: String,
+        item: Item,
+        cond: Option<Cond>,
+    ) -> BoxFuture<'_, Result<(), StoreError>> {
+        async move {
+            self.before(false).await?;
+            let r = self.mem.put(table, item, cond).await;
+            self.after(r).await
+        }
+        .boxed()
+    }
+    fn update(
+        &self,
+        table: String,
+        key: Item,
+        actions: Vec<Action>,
+        cond: Option<Cond>,
+        return_new: bool,
+    ) -> BoxFuture<'_, Result<Option<Item>, StoreError>> {
+        async move {
+            self.before(false).await?;
+            let r = self.mem.update(table, key, actions, cond, return_new).await;
+            self.after(r).await
+        }
+        .boxed()
+    }
+    fn transact(&self, writes: Vec<Write>) -> BoxFuture<'_, Result<(), StoreError>> {
+        async move {
+            self.before(true).await?;
+            let r = self.mem.transact(writes).await;
+            self.after(r).await
+        }
+        .boxed()
+    }
+    fn batch_put(
+        &self,
+        table: String,
+        items: Vec<Item>,
+    ) -> BoxFuture<'_, Result<Vec<Item>, StoreError>> {
+        async move {
+            self.before(false).await?;
+            let r = self.mem.batch_put(table, items).await;
+            self.after(r).await
+        }
+        .boxed()
+    }
+    fn batch_get(
+        &self,
+        table: String,
+        keys: Vec<Item>,
+    ) -> BoxFuture<'_, Result<(Vec<Item>, Vec<Item>), StoreError>> {
+        async move {
+            self.before(false).await?;
+            let r = self.mem.batch_get(table, keys).await;
+            self.after(r).await
+        }
+        .boxed()
+    }
+    fn query(
+        &self,
+        table: String,
+        index: Option<String>,
+        key: KeyCond,
+        start: Option<Item>,
+    ) -> BoxFuture<'_, Result<Page, StoreError>> {
+        async move {
+            self.before(false).await?;
+            let r = self.mem.query(table, index, key, start).await;
+            self.after(r).await
+        }
+        .boxed()
+    }
+    fn pause(&self, _millis: u64) -> BoxFuture<'_, ()> {
+        YieldNow::new().boxed()
+    }
+}
+
+/// A function's view of time and tokens: the world's clock plus its skew.
+#[derive(Debug)]
+pub struct SimEnv {
+    /// The world.
+    pub world: World,
+    /// Clock skew of this function, seconds.
+    pub skew: i64,
+}
+
+impl Environment for SimEnv {
+    fn now(&self) -> Timestamp {
+        Timestamp::from_epoch(lock(&self.world).now + self.skew)
+    }
+    fn new_token(&self) -> String {
+        format!("{:032x}", lock(&self.world).rng.gen::<u128>())
+    }
+}
+
+/// The Lambda service as functions see it: async invokes are queued for the
+/// world to deliver 0, 1 or 2 times, late; the decider answers the plans
+/// registered for it.
+#[derive(Debug, Clone)]
+pub struct SimLauncher {
+    /// The world.
+    pub world: World,
+    /// Whether faults apply to this caller.
+    pub faulty: bool,
+}
+
+impl Launcher for SimLauncher {
+    async fn invoke_sync(&self, function: &str, payload: &Value) -> Result<Value, InvokeError> {
+        YieldNow::new().await;
+        let mut w = lock(&self.world);
+        let f = w.faults;
+        if self.faulty && w.chance(f.invoke_error) {
+            return Err(InvokeError::Unavailable {
+                function: function.into(),
+                message: "TooManyRequestsException (simulated)".into(),
+            });
+        }
+        let name = payload["workflow_name"].as_str().unwrap_or("");
+        w.deciders
+            .get(name)
+            .cloned()
+            .ok_or_else(|| InvokeError::Rejected {
+                function: function.into(),
+                message: format!("decider knows no workflow {name}"),
+            })
+    }
+
+    async fn invoke_async(&self, function: &str, payload: &Value) -> Result<(), InvokeError> {
+        YieldNow::new().await;
+        let mut w = lock(&self.world);
+        let f = if self.faulty { w.faults } else { Faults::NONE };
+        // Two different tokens for one claimed attempt = a double claim.
+        if let (Some(id), Some(attempt), Some(token)) = (
+            payload["activity_exec_id"].as_str(),
+            payload["attempt"].as_u64(),
+            payload["attempt_token"].as_str(),
+        ) {
+            let key = (id.to_string(), attempt as u32);
+            match w.claims.get(&key) {
+                Some(t) if t != token => {
+                    let v = format!("attempt {attempt} of {id} was claimed twice (two tokens)");
+                    w.violations.push(v);
+                }
+                Some(_) => {}
+                None => {
+                    w.claims.insert(key, token.to_string());
+                }
+            }
+        }
+        let copies = if w.chance(f.drop_invoke) {
+            0
+        } else if w.chance(f.dup_invoke) {
+            2
+        } else {
+            1
+        };
+        for _ in 0..copies {
+            let delay = w.rng.gen_range(0..20);
+            let not_before = w.now + delay;
+            w.invokes.push(PendingInvoke {
+                function: function.into(),
+                payload: payload.clone(),
+                not_before,
+            });
+        }
+        let line = format!(
+            "invoke {function} {} attempt {} x{copies}",
+            payload["activity_exec_id"], payload["attempt"]
+        );
+        w.log(line);
+        if w.chance(f.invoke_error) {
+            return Err(InvokeError::Unavailable {
+                function: function.into(),
+                message: "ServiceException (simulated)".into(),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Sleep until the world's clock reaches `until`.
+pub struct Sleep {
+    world: World,
+    until: i64,
+}
+
+/// Sleep `seconds` of world time.
+pub fn sleep(world: &World, seconds: i64) -> Sleep {
+    let until = lock(world).now + seconds;
+    Sleep {
+        world: world.clone(),
+        until,
+    }
+}
+
+impl Future for Sleep {
+    type Output = ();
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let mut w = lock(&self.world);
+        if w.now >= self.until {
+            Poll::Ready(())
+        } else {
+            let until = self.until;
+            w.timers.push((until, cx.waker().clone()));
+            Poll::Pending
+        }
+    }
+}

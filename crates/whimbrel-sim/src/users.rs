@@ -1,0 +1,61 @@
+//! Users: `whimbrel cancel` as a user runs it (CANCEL rows, without a token,
+//! for every activity the contract lets a client cancel), sometimes twice.
+
+use whimbrel_core::contract::{self, Actor, Transition};
+use whimbrel_core::engine::Engine;
+use whimbrel_core::ids;
+use whimbrel_core::model::{ActivityEvent, ActivityExec};
+use whimbrel_core::store::{s, KeyCond, INDEX_ACTIVITIES_BY_WORKFLOW};
+
+use crate::shared::{lock, SimLauncher, World};
+
+/// Insert CANCEL rows for the activities of `workflow_exec_id` not ended.
+pub async fn cancel(
+    engine: &Engine<SimLauncher>,
+    world: &World,
+    workflow_exec_id: &str,
+) -> Result<(), String> {
+    let store = engine.store();
+    let key = KeyCond {
+        hash: ("workflow_exec_id".into(), s(workflow_exec_id)),
+        range: None,
+    };
+    let acts: Vec<ActivityExec> = store
+        .query(
+            &store.tables().activity_exec(),
+            Some(INDEX_ACTIVITIES_BY_WORKFLOW),
+            key,
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+    let twice = lock(world).chance(0.3);
+    for _ in 0..if twice { 2 } else { 1 } {
+        for a in &acts {
+            if contract::next_state(a.state, Transition::Cancel, Actor::Client).is_err() {
+                continue;
+            }
+            let now = engine.now();
+            let ev = ActivityEvent {
+                activity_event_id: ids::derived_id(&a.activity_exec_id, &engine.new_token()),
+                activity_exec_id: a.activity_exec_id.clone(),
+                transition: "CANCEL".into(),
+                when: Some(now.date_list()),
+                when_epoch: Some(now.epoch as f64),
+                source: Some("sim user".into()),
+                manual: None,
+                output: None,
+                error: Some("cancelled by a user".into()),
+                activity_name: None,
+                workflow_exec_id: None,
+                workflow_name: None,
+                attempt: None,
+                attempt_token: None,
+            };
+            store
+                .put_new(&store.tables().activity_event(), "activity_event_id", &ev)
+                .await
+                .map_err(|e| e.to_string())?;
+        }
+    }
+    Ok(())
+}

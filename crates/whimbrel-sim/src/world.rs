@@ -1,0 +1,848 @@
+//! One simulated schedule: the tables (in-memory DynamoDB model), their
+//! streams and event source mappings, the heartbeat schedule, the Lambda
+//! service, activities, users and hostile rows, all driven by one seed.
+//!
+//! Phase 1 runs with faults; phase 2 stops the faults and lets the clock
+//! run until every workflow ends (liveness). Safety invariants are checked
+//! after every step, liveness at the end (see [`crate::check`]).
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use rand::Rng;
+use serde_json::{json, Value};
+use whimbrel_core::engine::{Engine, EngineConfig};
+use whimbrel_core::handlers::{self, BatchSummary, Outcome};
+use whimbrel_core::ids;
+use whimbrel_core::model::{WorkflowLambda, WorkflowRequest};
+use whimbrel_core::plan::LaunchPayload;
+use whimbrel_core::store::memory::{MemoryBackend, StreamRecord};
+use whimbrel_core::store::{Item, Store, Tables};
+
+use crate::actors::{self, Reports};
+use crate::check::Checker;
+use crate::exec::{Executor, Invocation, Polled};
+use crate::shared::{lock, Faults, Shared, SimBackend, SimEnv, SimLauncher, World};
+use crate::template::EsmSettings;
+
+/// What a schedule is made of (the shrinker lowers these).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Params {
+    /// Workflows started.
+    pub workflows: usize,
+    /// Largest plan, activities.
+    pub max_activities: usize,
+    /// Fault level (0 = none, 1 = default mix).
+    pub fault_level: f64,
+    /// Steps of the faulty phase.
+    pub fault_steps: usize,
+    /// Users cancel workflows.
+    pub cancels: bool,
+    /// Hostile rows arrive.
+    pub hostile: bool,
+}
+
+impl Default for Params {
+    fn default() -> Self {
+        Params {
+            workflows: 3,
+            max_activities: 6,
+            fault_level: 1.0,
+            fault_steps: 1500,
+            cancels: true,
+            hostile: true,
+        }
+    }
+}
+
+/// A run that ended with every invariant holding.
+#[derive(Debug, Clone, Default)]
+pub struct Stats {
+    /// Executor steps and world actions.
+    pub steps: u64,
+    /// Simulated seconds.
+    pub sim_seconds: i64,
+    /// Activities created.
+    pub activities: usize,
+    /// Stream batches delivered.
+    pub batches: u64,
+    /// Invocations that crashed.
+    pub crashes: u64,
+    /// Records sent to the on-failure destination.
+    pub on_failure: u64,
+    /// Requests whose record the mapping gave up on before any exec
+    /// existed (they need the on-failure record replayed).
+    pub requests_given_up: u64,
+}
+
+/// A run that broke an invariant.
+#[derive(Debug, Clone)]
+pub struct Failure {
+    /// The violations.
+    pub violations: Vec<String>,
+    /// The last lines of the trace.
+    pub trace: Vec<String>,
+}
+
+const START: i64 = 1_795_306_411;
+const STREAM_SHARDS: u64 = 2;
+/// Longest a schedule may run in simulated time before liveness fails.
+const LIVENESS_LIMIT: i64 = 12 * 3600;
+
+struct Shard {
+    table: String,
+    records: Vec<(StreamRecord, i64)>,
+    cursor: usize,
+    inflight: Option<(u64, usize)>,
+    attempts: u32,
+    limit: usize,
+}
+
+/// Per-task results of stream batch invocations.
+type Results = Arc<Mutex<HashMap<u64, Result<BatchSummary, String>>>>;
+
+/// The simulated world of one schedule.
+pub struct Sim {
+    world: World,
+    mem: Arc<MemoryBackend>,
+    tables: Tables,
+    cfg: EngineConfig,
+    esm: EsmSettings,
+    exec: Executor,
+    shards: Vec<Shard>,
+    results: Results,
+    next_tick: i64,
+    reports: Reports,
+    /// Row ids written as hostile (must be rejected).
+    pub hostile: HashSet<String>,
+    /// Stream outcomes per row id.
+    pub outcomes: HashMap<String, Vec<Outcome>>,
+    /// Row ids the mappings gave up on (on-failure destination).
+    pub lost: HashSet<String>,
+    require_tokens: HashMap<String, bool>,
+    stats: Stats,
+    params: Params,
+    checker: Checker,
+}
+
+fn settings() -> EngineConfig {
+    EngineConfig {
+        table_prefix: "sim_".into(),
+        default_heartbeat_timeout_seconds: 60,
+        queued_redrive_seconds: 120,
+        max_launch_attempts: 3,
+        default_start_to_close_seconds: 900,
+        cancel_grace_seconds: 120,
+        report_grace_seconds: 10,
+        settle_grace_seconds: 60,
+        start_retry_seconds: 60,
+        max_start_attempts: 5,
+        require_tokens: false,
+        concurrency: 4,
+    }
+}
+
+impl Sim {
+    /// A world for `seed`.
+    pub fn new(seed: u64, params: Params) -> Self {
+        let cfg = settings();
+        let tables = Tables::new(cfg.table_prefix.clone());
+        let mem = Arc::new(MemoryBackend::new(&tables, true));
+        let esm = EsmSettings::from_template();
+        let shards = [tables.workflow_request(), tables.activity_event()]
+            .into_iter()
+            .flat_map(|t| (0..STREAM_SHARDS).map(move |_| t.clone()))
+            .map(|table| Shard {
+                table,
+                records: vec![],
+                cursor: 0,
+                inflight: None,
+                attempts: 0,
+                limit: esm.batch_size,
+            })
+            .collect();
+        Sim {
+            world: Arc::new(Mutex::new(Shared::new(seed, START))),
+            mem,
+            tables,
+            cfg,
+            esm,
+            exec: Executor::default(),
+            shards,
+            results: Arc::default(),
+            next_tick: START + 60,
+            reports: Arc::default(),
+            hostile: HashSet::new(),
+            outcomes: HashMap::new(),
+            lost: HashSet::new(),
+            require_tokens: HashMap::new(),
+            stats: Stats::default(),
+            params,
+            checker: Checker::default(),
+        }
+    }
+
+    fn rng<T>(&self, f: impl FnOnce(&mut rand_chacha::ChaCha8Rng) -> T) -> T {
+        f(&mut lock(&self.world).rng)
+    }
+
+    fn log(&self, line: String) {
+        lock(&self.world).log(line);
+    }
+
+    /// A store and engine for one invocation (its own crash point and skew).
+    fn invocation(&self, faulty: bool) -> (Arc<Invocation>, Store, Arc<SimEnv>) {
+        let (crash_after, skew) = {
+            let mut w = lock(&self.world);
+            let p = w.faults.crash;
+            let crash = faulty && w.chance(p);
+            let k = w.rng.gen_range(1..=16);
+            (crash.then_some(k), w.rng.gen_range(-2..=2))
+        };
+        let invocation = Arc::new(Invocation {
+            crash_after,
+            faulty,
+            ..Invocation::default()
+        });
+        let backend = SimBackend::new(self.mem.clone(), self.world.clone(), invocation.clone());
+        let store = Store::with_backend(Arc::new(backend), self.tables.clone());
+        let env = Arc::new(SimEnv {
+            world: self.world.clone(),
+            skew,
+        });
+        (invocation, store, env)
+    }
+
+    fn engine(&self, faulty: bool) -> (Arc<Invocation>, Arc<Engine<SimLauncher>>) {
+        let (inv, store, env) = self.invocation(faulty);
+        let launcher = SimLauncher {
+            world: self.world.clone(),
+            faulty,
+        };
+        (
+            inv,
+            Arc::new(Engine::with_environment(
+                store,
+                launcher,
+                self.cfg.clone(),
+                env,
+            )),
+        )
+    }
+
+    /// Put an item directly (set-up and hostile rows; not an invocation).
+    fn put_raw(&self, table: &str, item: Item) {
+        use futures::FutureExt;
+        use whimbrel_core::store::Backend;
+        let r = self
+            .mem
+            .put(table.to_string(), item, None)
+            .now_or_never()
+            .expect("the model answers at once");
+        r.expect("set-up put");
+    }
+
+    fn plan(&self, name: &str) -> Value {
+        let max = self.params.max_activities.max(1);
+        let (n, edges, hb, stc) = self.rng(|r| {
+            let n = r.gen_range(1..=max);
+            let edges: Vec<Vec<usize>> = (0..n)
+                .map(|i| (0..i).filter(|_| r.gen_bool(0.4)).collect())
+                .collect();
+            let hb: Vec<Option<i64>> = (0..n)
+                .map(|_| r.gen_bool(0.5).then(|| r.gen_range(30..=120)))
+                .collect();
+            let stc: Vec<Option<i64>> = (0..n)
+                .map(|_| r.gen_bool(0.3).then(|| r.gen_range(120..=600)))
+                .collect();
+            (n, edges, hb, stc)
+        });
+        let acts: Vec<Value> = (0..n)
+            .map(|i| {
+                let mut a = json!({
+                    "name": format!("a{i}"),
+                    "lambda": "sim-activity",
+                    "depends_on": edges[i].iter().map(|d| format!("a{d}")).collect::<Vec<_>>(),
+                    "input": {"workflow": name, "i": i},
+                });
+                if let Some(t) = hb[i] {
+                    a["heartbeat_timeout_seconds"] = json!(t);
+                }
+                if let Some(t) = stc[i] {
+                    a["timeout_seconds"] = json!(t);
+                }
+                a
+            })
+            .collect();
+        let tokens = self.rng(|r| r.gen_bool(0.5));
+        json!({"version": 1, "activities": acts, "require_tokens": tokens})
+    }
+
+    fn setup(&mut self) {
+        for w in 0..self.params.workflows {
+            let name = format!("wf{w}");
+            let plan = self.plan(&name);
+            self.require_tokens.insert(
+                name.clone(),
+                plan["require_tokens"].as_bool().unwrap_or(false),
+            );
+            let by_decider = self.rng(|r| r.gen_bool(0.3));
+            let reg = if by_decider {
+                lock(&self.world).deciders.insert(name.clone(), plan);
+                WorkflowLambda {
+                    workflow_name: name.clone(),
+                    lambda: Some("sim-decider".into()),
+                    definition: None,
+                }
+            } else {
+                WorkflowLambda {
+                    workflow_name: name.clone(),
+                    lambda: None,
+                    definition: Some(serde_json::from_value(plan).expect("plan shape")),
+                }
+            };
+            self.put_raw(
+                &self.tables.workflow_lambda(),
+                serde_dynamo::to_item(&reg).expect("item"),
+            );
+        }
+    }
+
+    fn start_workflow(&mut self, w: usize) {
+        let name = format!("wf{w}");
+        let seed = self.rng(|r| r.gen::<u64>());
+        let now = lock(&self.world).now;
+        let request = WorkflowRequest {
+            workflow_request_id: ids::derived_id(&name, &seed.to_string()),
+            workflow_name: name,
+            when: None,
+            when_epoch: Some(now as f64),
+            source: Some("sim".into()),
+            manual: None,
+            input: None,
+        };
+        self.log(format!("request {}", request.workflow_request_id));
+        self.put_raw(
+            &self.tables.workflow_request(),
+            serde_dynamo::to_item(&request).expect("item"),
+        );
+    }
+
+    fn hostile_row(&mut self) {
+        let activities = self.checker.activity_ids(&self.mem, &self.tables);
+        let (kind, seed, pick) =
+            self.rng(|r| (r.gen_range(0..6), r.gen::<u64>(), r.gen::<usize>()));
+        let target = activities
+            .get(pick % activities.len().max(1))
+            .cloned()
+            .unwrap_or_else(|| "ghost::x".into());
+        let id = ids::derived_id(&target, &format!("hostile{seed}"));
+        let mut item: Item = HashMap::from([
+            (
+                "activity_event_id".to_string(),
+                AttributeValue::S(id.clone()),
+            ),
+            (
+                "activity_exec_id".to_string(),
+                AttributeValue::S(target.clone()),
+            ),
+            (
+                "transition".to_string(),
+                AttributeValue::S("COMPLETED".into()),
+            ),
+        ]);
+        match kind {
+            0 => drop(item.insert("transition".into(), AttributeValue::S("DONE".into()))),
+            1 => drop(item.insert("transition".into(), AttributeValue::S("completed".into()))),
+            2 => drop(item.insert("transition".into(), AttributeValue::N("3".into()))),
+            3 => drop(item.remove("transition")),
+            4 => {
+                let ghost = ids::derived_id("ghost", &seed.to_string());
+                item.insert("activity_exec_id".into(), AttributeValue::S(ghost));
+            }
+            _ => drop(item.insert(
+                "attempt_token".into(),
+                AttributeValue::S(format!("forged{seed}")),
+            )),
+        }
+        self.log(format!("hostile row {id} kind {kind}"));
+        self.hostile.insert(id);
+        self.put_raw(&self.tables.activity_event(), item);
+    }
+
+    fn user_cancel(&mut self) {
+        let (inv, engine) = self.engine(false);
+        let wfs = self.checker.workflow_ids(&self.mem, &self.tables);
+        if wfs.is_empty() {
+            return;
+        }
+        let pick = self.rng(|r| r.gen_range(0..wfs.len()));
+        let wf = wfs[pick].clone();
+        self.log(format!("user cancels {wf}"));
+        let world = self.world.clone();
+        self.exec.spawn(inv, async move {
+            let _ = crate::users::cancel(&engine, &world, &wf).await;
+        });
+    }
+
+    fn drain_streams(&mut self) {
+        let now = lock(&self.world).now;
+        for rec in self.mem.drain_stream() {
+            let key = rec
+                .keys
+                .values()
+                .filter_map(|v| v.as_s().ok())
+                .cloned()
+                .collect::<Vec<_>>()
+                .join("|");
+            let h = key
+                .bytes()
+                .fold(0u64, |h, b| h.wrapping_mul(31).wrapping_add(u64::from(b)));
+            let base = if rec.table == self.tables.workflow_request() {
+                0
+            } else {
+                STREAM_SHARDS
+            };
+            let shard = (base + h % STREAM_SHARDS) as usize;
+            self.shards[shard].records.push((rec, now));
+        }
+    }
+
+    /// Deliver the next batch of shard `i`, as its event source mapping.
+    fn deliver(&mut self, i: usize) {
+        let now = lock(&self.world).now;
+        let shard = &mut self.shards[i];
+        if shard.inflight.is_some() || shard.cursor >= shard.records.len() {
+            return;
+        }
+        // MaximumRecordAgeInSeconds: too old, to the on-failure destination.
+        while shard.cursor < shard.records.len()
+            && now - shard.records[shard.cursor].1 > self.esm.maximum_record_age_seconds
+        {
+            self.lost.extend(row_id(&shard.records[shard.cursor].0));
+            shard.cursor += 1;
+            self.stats.on_failure += 1;
+        }
+        let end = (shard.cursor + shard.limit).min(shard.records.len());
+        if shard.cursor >= end {
+            return;
+        }
+        let batch: Vec<Value> = shard.records[shard.cursor..end]
+            .iter()
+            .map(|(r, at)| stream_record(r, *at))
+            .collect();
+        let len = batch.len();
+        let table = shard.table.clone();
+        let payload = json!({ "Records": batch });
+        let (inv, engine) = self.engine(true);
+        let results = self.results.clone();
+        let requests = table == self.tables.workflow_request();
+        let id_slot = Arc::new(Mutex::new(0u64));
+        let slot = id_slot.clone();
+        let task = self.exec.spawn(inv, async move {
+            let r = if requests {
+                handlers::workflow_requests(&engine, &payload).await
+            } else {
+                handlers::activity_events(&engine, &payload).await
+            };
+            let id = *slot.lock().unwrap();
+            results
+                .lock()
+                .unwrap()
+                .insert(id, r.map(|(_, s)| s).map_err(|e| e.to_string()));
+        });
+        *id_slot.lock().unwrap() = task;
+        self.shards[i].inflight = Some((task, len));
+        self.stats.batches += 1;
+        self.log(format!(
+            "deliver {table} shard {i} [{}..{end})",
+            self.shards[i].cursor
+        ));
+    }
+
+    /// Handle the end of a shard's in-flight invocation.
+    fn finish_batch(&mut self, i: usize) {
+        let Some((task, len)) = self.shards[i].inflight else {
+            return;
+        };
+        if self.exec.alive(task) {
+            return;
+        }
+        self.shards[i].inflight = None;
+        let result = self.results.lock().unwrap().remove(&task);
+        let dup = {
+            let mut w = lock(&self.world);
+            let p = w.faults.dup_batch;
+            w.chance(p)
+        };
+        match result {
+            Some(Ok(summary)) => {
+                let mut failed: Vec<u64> = vec![];
+                for r in &summary.records {
+                    if let Some(k) = &r.key {
+                        self.outcomes
+                            .entry(k.clone())
+                            .or_default()
+                            .push(r.outcome.clone());
+                    }
+                    if matches!(r.outcome, Outcome::Retry(_)) {
+                        failed.extend(r.sequence.as_deref().and_then(|s| s.parse::<u64>().ok()));
+                    }
+                }
+                // The mapping resumes from the lowest failed sequence number.
+                let first_failed = failed.into_iter().min().map(|s| s.to_string());
+                let shard = &mut self.shards[i];
+                match first_failed {
+                    None => {
+                        shard.attempts = 0;
+                        shard.limit = self.esm.batch_size;
+                        if !dup {
+                            shard.cursor += len;
+                        }
+                    }
+                    Some(seq) => {
+                        let at = shard.records[shard.cursor..shard.cursor + len]
+                            .iter()
+                            .position(|(r, _)| r.sequence.to_string() == seq)
+                            .unwrap_or(0);
+                        shard.cursor += at;
+                        let line = format!(
+                            "shard {i}: batch item failure at {seq}, retry from {}",
+                            shard.cursor
+                        );
+                        self.log(line);
+                        self.retry_or_give_up(i, len - at);
+                    }
+                }
+            }
+            // A crash, a timeout or an error: a function error, retried
+            // with bisection.
+            _ => {
+                self.stats.crashes += 1;
+                self.shards[i].limit = (len / 2).max(1);
+                self.retry_or_give_up(i, len);
+            }
+        }
+    }
+
+    fn retry_or_give_up(&mut self, i: usize, len: usize) {
+        let shard = &mut self.shards[i];
+        shard.attempts += 1;
+        if shard.attempts > self.esm.maximum_retry_attempts {
+            let end = (shard.cursor + len).min(shard.records.len());
+            let lost = end - shard.cursor;
+            for (r, _) in &shard.records[shard.cursor..end] {
+                self.lost.extend(row_id(r));
+            }
+            shard.cursor = end;
+            shard.attempts = 0;
+            shard.limit = self.esm.batch_size;
+            self.stats.on_failure += lost as u64;
+            let line = format!("shard {i}: retries exhausted, {lost} records to on-failure");
+            self.log(line);
+        }
+    }
+
+    fn deliver_invoke(&mut self) {
+        let now = lock(&self.world).now;
+        let ready: Vec<usize> = {
+            let w = lock(&self.world);
+            w.invokes
+                .iter()
+                .enumerate()
+                .filter(|(_, i)| i.not_before <= now)
+                .map(|(k, _)| k)
+                .collect()
+        };
+        if ready.is_empty() {
+            return;
+        }
+        let k = ready[self.rng(|r| r.gen_range(0..ready.len()))];
+        let invoke = lock(&self.world).invokes.remove(k);
+        let Ok(payload) = serde_json::from_value::<LaunchPayload>(invoke.payload) else {
+            lock(&self.world)
+                .violations
+                .push("a launch payload does not parse".into());
+            return;
+        };
+        let name = payload.workflow_name.clone();
+        let require = self.require_tokens.get(&name).copied().unwrap_or(false);
+        self.log(format!(
+            "activity {} attempt {} starts",
+            payload.activity_exec_id, payload.attempt
+        ));
+        let (inv, store, env) = self.invocation(true);
+        let world = self.world.clone();
+        let reports = self.reports.clone();
+        let cfg = self.cfg.clone();
+        self.exec.spawn(
+            inv,
+            actors::activity(world, store, cfg, env, reports, payload, require),
+        );
+    }
+
+    fn monitor_tick(&mut self) {
+        let now = lock(&self.world).now;
+        let (inv, engine) = self.engine(true);
+        self.log("monitor tick".into());
+        self.exec.spawn(inv, async move {
+            let _ = engine.monitor_tick(now).await;
+        });
+    }
+
+    fn advance(&mut self, seconds: i64) {
+        let mut w = lock(&self.world);
+        w.now += seconds;
+        let now = w.now;
+        let timers = std::mem::take(&mut w.timers);
+        for (at, waker) in timers {
+            if at <= now {
+                waker.wake();
+            } else {
+                w.timers.push((at, waker));
+            }
+        }
+        drop(w);
+        // GSIs catch up within a second of simulated time.
+        self.mem.propagate(usize::MAX);
+    }
+
+    /// One world action; returns false when nothing at all can happen.
+    fn act(&mut self) -> bool {
+        self.stats.steps += 1;
+        self.drain_streams();
+        for i in 0..self.shards.len() {
+            self.finish_batch(i);
+        }
+        let now = lock(&self.world).now;
+        if now >= self.next_tick {
+            self.next_tick += 60;
+            self.monitor_tick();
+            // EventBridge delivers at least once.
+            if self.rng(|r| r.gen_bool(0.05)) {
+                self.monitor_tick();
+            }
+        }
+        let choice = self.rng(|r| r.gen_range(0..100));
+        match choice {
+            0..=54 => {
+                let pick = self.rng(|r| r.gen::<usize>());
+                match self.exec.step(pick) {
+                    Some(Polled::Crashed(id)) => self.log(format!("task {id} crashed")),
+                    Some(_) => {}
+                    None => self.advance(1),
+                }
+            }
+            55..=69 => {
+                let i = self.rng(|r| r.gen_range(0..self.shards.len()));
+                self.deliver(i);
+            }
+            70..=79 => self.deliver_invoke(),
+            80..=94 => {
+                if self.rng(|r| r.gen_bool(0.5)) {
+                    self.mem.propagate(1);
+                } else {
+                    let s = self.rng(|r| r.gen_range(0..3));
+                    self.advance(s);
+                }
+            }
+            _ => {}
+        }
+        true
+    }
+
+    fn quiet(&self) -> bool {
+        self.exec.is_empty()
+            && lock(&self.world).invokes.is_empty()
+            && self
+                .shards
+                .iter()
+                .all(|s| s.inflight.is_none() && s.cursor >= s.records.len())
+    }
+
+    /// Run the schedule and check it.
+    pub fn run(mut self) -> Result<Stats, Failure> {
+        self.setup();
+        lock(&self.world).faults = Faults::at(self.params.fault_level);
+        let starts: BTreeMap<usize, usize> = (0..self.params.workflows)
+            .map(|w| {
+                (
+                    self.rng(|r| r.gen_range(0..self.params.fault_steps.max(1) / 3 + 1)),
+                    w,
+                )
+            })
+            .collect();
+        let mut pending_starts: Vec<(usize, usize)> = starts.into_iter().collect();
+        // Some schedules have an outage: long enough for the mappings to
+        // give records up.
+        let outage = self.rng(|r| {
+            r.gen_bool(0.2)
+                .then(|| r.gen_range(0..self.params.fault_steps.max(1)))
+        });
+        let level = self.params.fault_level;
+        for step in 0..self.params.fault_steps {
+            if level > 0.0 {
+                match outage {
+                    Some(at) if step == at => {
+                        lock(&self.world).faults = Faults::outage();
+                        self.log("outage starts".into());
+                    }
+                    Some(at) if step == at + 600 => {
+                        lock(&self.world).faults = Faults::at(level);
+                        self.log("outage ends".into());
+                    }
+                    _ => {}
+                }
+            }
+            pending_starts.retain(|&(at, w)| {
+                if at <= step {
+                    self.start_workflow(w);
+                    false
+                } else {
+                    true
+                }
+            });
+            let extra = self.rng(|r| r.gen_range(0..1000));
+            if self.params.cancels && extra < 3 {
+                self.user_cancel();
+            }
+            if self.params.hostile && (3..8).contains(&extra) {
+                self.hostile_row();
+            }
+            self.act();
+            if let Err(f) = self.check_safety() {
+                return Err(f);
+            }
+        }
+        for (_, w) in pending_starts {
+            self.start_workflow(w);
+        }
+        // Liveness: no more faults; time runs on.
+        lock(&self.world).faults = Faults::NONE;
+        self.log("faults stop".into());
+        let limit = lock(&self.world).now + LIVENESS_LIMIT;
+        loop {
+            let now = lock(&self.world).now;
+            if now > limit {
+                break;
+            }
+            if self.quiet() && self.checker.all_ended(&self.mem, &self.tables, &self.lost) {
+                break;
+            }
+            self.act();
+            if self.exec.ready_count() == 0 && self.quiet_enough() {
+                self.advance(5);
+            }
+            self.check_safety()?;
+        }
+        self.drain_streams();
+        self.stats.sim_seconds = lock(&self.world).now - START;
+        let reports = self.reports.lock().unwrap().clone();
+        let v = self.checker.liveness(
+            &self.mem,
+            &self.tables,
+            &self.cfg,
+            &reports,
+            &self.hostile,
+            &self.outcomes,
+            &self.lost,
+        );
+        self.stats.activities = self.checker.activity_ids(&self.mem, &self.tables).len();
+        let execs = self.checker.workflow_ids(&self.mem, &self.tables).len();
+        self.stats.requests_given_up = self.params.workflows.saturating_sub(execs) as u64;
+        if v.is_empty() {
+            Ok(self.stats)
+        } else {
+            Err(self.failure(v))
+        }
+    }
+
+    fn quiet_enough(&self) -> bool {
+        lock(&self.world)
+            .invokes
+            .iter()
+            .all(|i| i.not_before > lock_now(&self.world))
+            && self
+                .shards
+                .iter()
+                .all(|s| s.inflight.is_none() && s.cursor >= s.records.len())
+    }
+
+    fn check_safety(&mut self) -> Result<(), Failure> {
+        let mut v = std::mem::take(&mut lock(&self.world).violations);
+        v.extend(self.checker.safety(&self.mem, &self.tables));
+        for (id, outs) in &self.outcomes {
+            if self.hostile.contains(id) {
+                let bad = |o: &&Outcome| match o {
+                    Outcome::Rejected(r) => r.is_empty(),
+                    Outcome::Retry(_) => false,
+                    _ => true,
+                };
+                if let Some(o) = outs.iter().find(bad) {
+                    v.push(format!(
+                        "hostile row {id} was not rejected with a reason: {o:?}"
+                    ));
+                }
+            }
+        }
+        if v.is_empty() {
+            Ok(())
+        } else {
+            Err(self.failure(v))
+        }
+    }
+
+    fn failure(&self, violations: Vec<String>) -> Failure {
+        let w = lock(&self.world);
+        let keep = if std::env::var("WHIMBREL_SIM_TRACE").is_ok() {
+            usize::MAX
+        } else {
+            80
+        };
+        let from = w.trace.len().saturating_sub(keep);
+        Failure {
+            violations,
+            trace: w.trace[from..].to_vec(),
+        }
+    }
+}
+
+/// The row id a stream record carries.
+fn row_id(r: &StreamRecord) -> Option<String> {
+    ["activity_event_id", "workflow_request_id"]
+        .iter()
+        .find_map(|k| r.new_image.get(*k).and_then(|v| v.as_s().ok()).cloned())
+}
+
+fn lock_now(world: &World) -> i64 {
+    // Only called while no other lock is held by the caller's expression.
+    world.try_lock().map(|w| w.now).unwrap_or(i64::MAX)
+}
+
+/// A DynamoDB stream record as Lambda delivers it (aws_lambda_events shape).
+fn stream_record(r: &StreamRecord, at: i64) -> Value {
+    let json = |item: &Item| {
+        let m: HashMap<String, serde_dynamo::AttributeValue> = item
+            .iter()
+            .map(|(k, v)| (k.clone(), serde_dynamo::AttributeValue::from(v.clone())))
+            .collect();
+        serde_json::to_value(serde_dynamo::Item::from(m)).expect("json")
+    };
+    json!({
+        "eventID": format!("e{}", r.sequence),
+        "eventName": "INSERT",
+        "eventVersion": "1.1",
+        "eventSource": "aws:dynamodb",
+        "awsRegion": "us-east-1",
+        "dynamodb": {
+            "ApproximateCreationDateTime": at as f64,
+            "Keys": json(&r.keys),
+            "NewImage": json(&r.new_image),
+            "SequenceNumber": r.sequence.to_string(),
+            "SizeBytes": 100,
+            "StreamViewType": "NEW_IMAGE"
+        },
+        "eventSourceARN": format!("arn:aws:dynamodb:us-east-1:000000000000:table/{}/stream/2026-11-22T00:00:00.000", r.table)
+    })
+}
