@@ -1,4 +1,4 @@
-# Whimbrel: every target sets up what it needs (venv, build) on first use.
+# Whimbrel: every target sets up what it needs (venv, DynamoDB Local, build) on first use.
 .PHONY: demo demo-failure up down test lint bench clean-stack
 
 ## The main job: a real wordcount workflow end to end on the local stack.
@@ -9,7 +9,7 @@ demo:
 demo-failure:
 	bash scripts/demo.sh --failure
 
-## Start the local stack in the background (moto, cargo lambda watch, whimbrel local).
+## Start the local stack in the background (DynamoDB Local, cargo lambda watch, whimbrel local).
 up:
 	bash scripts/stack.sh up
 
@@ -17,7 +17,7 @@ up:
 down:
 	bash scripts/stack.sh down
 
-## Every test: unit, against moto, template lint, end to end.
+## Every test: unit, against DynamoDB Local, template lint, end to end.
 test:
 	bash scripts/test.sh
 

@@ -2,10 +2,8 @@
 # `make bench`: cost and latency on the local stack (not part of the tests).
 #  - a chain of 10 no-op activities and a fan-out/fan-in of 100 (start ->
 #    100 parallel -> join), after a warm-up run of 16 parallel no-ops so
-#    cargo lambda watch's process starts are not measured. The warm-up is
-#    small on purpose: moto deep-copies the tables a transaction touches, so
-#    its latency grows with the data it holds (a local artefact, not
-#    DynamoDB's behaviour);
+#    cargo lambda watch's process starts are not measured (DynamoDB Local
+#    in memory, fresh for this run);
 #  - DynamoDB requests per activity by operation, counted by the engine's
 #    store (WHIMBREL_METRICS_FILE), Lambda invocations per activity (counted
 #    by whimbrel local), wall time insert -> end, on-demand cost;

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The local stack (DESIGN 6), on 127.0.0.1 only:
-#   moto server (DynamoDB + Streams)         :$WHIMBREL_DDB_PORT   (8000)
+#   DynamoDB Local (DynamoDB + Streams)      :$WHIMBREL_DDB_PORT   (8000)
 #   cargo lambda watch (the functions)       :$WHIMBREL_WATCH_PORT (9000)
 #   whimbrel local (stream mappings, schedule, Invoke API front)
 #                                            :$WHIMBREL_FRONT_PORT (9001)
@@ -76,12 +76,12 @@ stop() { # name
 up() {
   mkdir -p "$STACK"
   bash scripts/venv.sh
+  bash scripts/dynamodb-local.sh install
   stack_env > "$STACK/env"
   set -a; . "$STACK/env"; set +a
   echo "==> building the workspace"
   cargo build --quiet --workspace --bins
-  start moto "$VENV/bin/python" scripts/moto_server.py 127.0.0.1 "$DDB_PORT"
-  wait_port "$DDB_PORT" moto "$STACK/moto.pid" 60
+  bash scripts/dynamodb-local.sh start "$DDB_PORT" "$STACK/ddb.pid" "$STACK/ddb.log"
   local wb="$CARGO_TARGET_DIR/debug/whimbrel"
   "$wb" install > "$STACK/install.log"
   "$wb" register wordcount --lambda wordcount-decider
@@ -100,7 +100,9 @@ up() {
 }
 
 down() {
-  stop local; stop watch; stop moto
+  stop local; stop watch
+  bash scripts/dynamodb-local.sh stop "$STACK/ddb.pid"
+  stop moto # a stack started before the switch to DynamoDB Local
 }
 
 case "${1:-}" in

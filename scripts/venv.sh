@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Create (once) the Python venv the local stack and the lint need:
-# moto server (DynamoDB + Streams), cargo-lambda (+ zig), cfn-lint and the
-# SAM translator. Idempotent: a stamp file records the pinned set.
+# cargo-lambda (+ zig), cfn-lint and the SAM translator. Idempotent: a stamp
+# file records the pinned set. (DynamoDB Local: scripts/dynamodb-local.sh.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${VENV:-.local/venv}
-PACKAGES=("moto[server]==5.2.5" "cargo-lambda==1.9.2" "ziglang==0.17.1" "cfn-lint==1.58.0" "aws-sam-translator==1.115.0")
+PACKAGES=("cargo-lambda==1.9.2" "ziglang==0.17.1" "cfn-lint==1.58.0" "aws-sam-translator==1.115.0")
 STAMP="$VENV/.whimbrel-stamp"
 WANT="${PACKAGES[*]}"
 if [[ -f "$STAMP" && "$(cat "$STAMP")" == "$WANT" ]]; then

@@ -355,8 +355,9 @@ impl Runner {
                             iterator = out.next_shard_iterator().map(str::to_string);
                         }
                         Err(e) => {
-                            // moto: a TransactionCanceledException on a
-                            // stream-enabled table breaks earlier iterators;
+                            // DynamoDB Local: an iterator taken on a shard
+                            // with no record yet fails (TrimmedDataAccess)
+                            // once another table is written first;
                             // re-open after the last record read.
                             warn!(shard, error = %aws_smithy_types::error::display::DisplayErrorContext(&e), "GetRecords failed; reopening the iterator");
                             iterator = None;

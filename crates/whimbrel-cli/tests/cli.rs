@@ -1,4 +1,4 @@
-//! The `whimbrel` command against a moto server started by the tests:
+//! The `whimbrel` command against DynamoDB Local started by the tests:
 //! install, register, start, event, heartbeat, status, and one-line errors.
 
 #[path = "../../whimbrel-core/tests/common/mod.rs"]
@@ -37,8 +37,8 @@ fn field<'a>(out: &'a str, name: &str) -> &'a str {
 }
 
 #[test]
-fn install_register_start_and_status_against_moto() {
-    let endpoint = common::moto_endpoint();
+fn install_register_start_and_status_against_dynamodb() {
+    let endpoint = common::dynamodb_endpoint();
     let prefix = format!("c{}_", &uuid::Uuid::new_v4().simple().to_string()[..8]);
     let run = |args: &[&str]| whimbrel(&endpoint, &prefix, args);
 
@@ -191,7 +191,7 @@ fn errors_are_one_line_with_a_non_zero_exit() {
 
 #[test]
 fn cancel_requests_a_cancel_for_every_activity_that_has_not_ended() {
-    let endpoint = common::moto_endpoint();
+    let endpoint = common::dynamodb_endpoint();
     let prefix = format!("c{}_", &uuid::Uuid::new_v4().simple().to_string()[..8]);
     let run = |args: &[&str]| whimbrel(&endpoint, &prefix, args);
     let rt = tokio::runtime::Runtime::new().unwrap();

@@ -1,5 +1,5 @@
-//! The handlers fed with every sample event in `events/`, against a moto
-//! server started by the test, with the default `whimbrel_` tables.
+//! The handlers fed with every sample event in `events/`, against DynamoDB
+//! Local started by the test, with the default `whimbrel_` tables.
 
 mod common;
 

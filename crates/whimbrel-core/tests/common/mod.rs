@@ -1,10 +1,11 @@
-//! Test support: a moto server (real DynamoDB + Streams API) started by the
-//! tests themselves, fresh tables per test, and a recording launcher.
+//! Test support: DynamoDB Local (AWS's own DynamoDB + Streams API) started
+//! by the tests themselves, fresh tables per test, and a recording launcher.
 //!
-//! The moto server is started once per test binary on a free loopback port,
-//! with a watchdog that stops it when the test process exits. Set
-//! `WHIMBREL_TEST_DYNAMODB=http://127.0.0.1:PORT` to use a running server
-//! instead. The venv comes from `scripts/venv.sh` (`make test` runs it).
+//! DynamoDB Local is started once per test binary on a free loopback port
+//! (`scripts/dynamodb-local.sh run PORT`, which installs it into `.local/ddb`
+//! on first use), with a watchdog that stops it when the test process exits.
+//! Set `WHIMBREL_TEST_DYNAMODB=http://127.0.0.1:PORT` to use a running
+//! server instead.
 
 #![allow(dead_code)]
 
@@ -29,8 +30,8 @@ fn repo_root() -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// The endpoint of the shared moto server, starting it on first use.
-pub fn moto_endpoint() -> String {
+/// The endpoint of the shared DynamoDB Local, starting it on first use.
+pub fn dynamodb_endpoint() -> String {
     static ENDPOINT: OnceLock<String> = OnceLock::new();
     ENDPOINT
         .get_or_init(|| {
@@ -41,43 +42,44 @@ pub fn moto_endpoint() -> String {
                 .and_then(|l| l.local_addr())
                 .expect("free port")
                 .port();
-            let venv = std::env::var("VENV")
-                .map(std::path::PathBuf::from)
-                .unwrap_or_else(|_| repo_root().join(".local/venv"));
-            let python = venv.join("bin/python");
-            let moto = repo_root().join("scripts/moto_server.py");
-            assert!(
-                python.exists(),
-                "{} not found: run `bash scripts/venv.sh` (make test does)",
-                python.display()
-            );
-            // The watchdog stops moto when this test process is gone.
-            let script = format!(
-                "{} {} 127.0.0.1 {port} >/dev/null 2>&1 & m=$!; \
+            let script = repo_root().join("scripts/dynamodb-local.sh");
+            let log = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!(
+                "whimbrel-dynamodb-local-{}-{port}.log",
+                std::process::id()
+            ));
+            // The watchdog stops DynamoDB Local (`run` execs java, so $m is
+            // the server) when this test process is gone.
+            let watch = format!(
+                "bash '{}' run {port} >'{}' 2>&1 & m=$!; \
                  while kill -0 {pid} 2>/dev/null && kill -0 $m 2>/dev/null; do sleep 0.5; done; \
                  kill $m 2>/dev/null",
-                python.display(),
-                moto.display(),
+                script.display(),
+                log.display(),
                 pid = std::process::id()
             );
             let watchdog = Command::new("sh")
                 .arg("-c")
-                .arg(script)
+                .arg(watch)
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
                 .spawn()
-                .expect("start moto");
+                .expect("start DynamoDB Local");
             // Kept for the life of the test process; the watchdog ends
-            // itself and moto when this process exits.
+            // itself and the server when this process exits.
             static WATCHDOG: OnceLock<Mutex<std::process::Child>> = OnceLock::new();
-            let _ = WATCHDOG.set(Mutex::new(watchdog));
+            let watchdog = WATCHDOG.get_or_init(|| Mutex::new(watchdog));
             let start = Instant::now();
             while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-                assert!(
-                    start.elapsed() < Duration::from_secs(60),
-                    "moto did not start"
-                );
+                let exited = watchdog.lock().unwrap().try_wait().ok().flatten().is_some();
+                // A first run may install it (npm) before starting.
+                if exited || start.elapsed() > Duration::from_secs(180) {
+                    panic!(
+                        "DynamoDB Local did not start on 127.0.0.1:{port}; {}:\n{}",
+                        log.display(),
+                        std::fs::read_to_string(&log).unwrap_or_default()
+                    );
+                }
                 std::thread::sleep(Duration::from_millis(100));
             }
             format!("http://127.0.0.1:{port}")
@@ -140,7 +142,7 @@ impl Launcher for RecordingLauncher {
     }
 }
 
-/// A fresh set of installed tables on the moto server and an engine.
+/// A fresh set of installed tables on DynamoDB Local and an engine.
 pub struct Harness {
     pub engine: Engine<RecordingLauncher>,
     pub launcher: RecordingLauncher,
@@ -157,7 +159,7 @@ impl Harness {
     /// Tables with `prefix` (created if missing).
     pub async fn with_prefix(prefix: &str) -> Harness {
         let prefix = prefix.to_string();
-        let endpoint = moto_endpoint();
+        let endpoint = dynamodb_endpoint();
         let sdk = aws_config::defaults(aws_config::BehaviorVersion::latest())
             .endpoint_url(&endpoint)
             .region(aws_config::Region::new("us-east-1"))

@@ -1,4 +1,4 @@
-//! The engine against a real DynamoDB API (moto server started by the tests):
+//! The engine against a real DynamoDB API (DynamoDB Local, started by the tests):
 //! every contract transition through the real tables, dependency release,
 //! fan-in, failure and timeout propagation, redelivery, stream batches.
 
@@ -819,8 +819,7 @@ async fn a_redelivered_request_does_not_reset_an_activity_cancelled_meanwhile() 
 
 #[tokio::test]
 async fn a_cancelled_transaction_applies_nothing() {
-    // The engine's exactly-once counting relies on it (and the local
-    // DynamoDB's transaction handling is ours: scripts/moto_server.py).
+    // The engine's exactly-once counting relies on it.
     let h = Harness::new().await;
     h.register("one", chain_plan(&["solo"])).await;
     let wf = h.start("one").await;
