@@ -1,5 +1,5 @@
 # Whimbrel: every target sets up what it needs (venv, DynamoDB Local, build) on first use.
-.PHONY: demo demo-failure up down test lint bench clean-stack
+.PHONY: demo demo-failure up down test lint bench torture clean-stack
 
 ## The main job: a real wordcount workflow end to end on the local stack.
 demo:
@@ -20,6 +20,10 @@ down:
 ## Every test: unit, against DynamoDB Local, template lint, end to end.
 test:
 	bash scripts/test.sh
+
+## 10,000 seeded simulation schedules under faults (WHIMBREL_SIM_SEED=n replays one).
+torture:
+	cargo run -q -p whimbrel-sim -- --schedules $${WHIMBREL_SIM_SCHEDULES:-10000}
 
 ## fmt + clippy, as CI runs them.
 lint:

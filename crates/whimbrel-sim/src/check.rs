@@ -25,6 +25,17 @@ use whimbrel_core::store::Tables;
 
 use crate::actors::{output_of, Report};
 
+/// What the world saw happen, for the end-of-run checks.
+#[derive(Debug, Clone, Copy)]
+pub struct Evidence<'a> {
+    /// Report rows actors wrote.
+    pub reports: &'a [Report],
+    /// Stream outcomes per row id.
+    pub outcomes: &'a HashMap<String, Vec<Outcome>>,
+    /// Row ids the mappings gave up on.
+    pub lost: &'a HashSet<String>,
+}
+
 /// What the checker remembers between steps.
 #[derive(Debug, Default)]
 pub struct Checker {
@@ -174,11 +185,13 @@ impl Checker {
         mem: &MemoryBackend,
         t: &Tables,
         cfg: &EngineConfig,
-        reports: &[Report],
-        _hostile: &HashSet<String>,
-        outcomes: &HashMap<String, Vec<Outcome>>,
-        lost: &HashSet<String>,
+        seen: &Evidence<'_>,
     ) -> Vec<String> {
+        let Evidence {
+            reports,
+            outcomes,
+            lost,
+        } = *seen;
         self.seen_writes = u64::MAX;
         let mut v = self.safety(mem, t);
         let (acts, _) = activities(mem, t);

@@ -19,7 +19,7 @@ use whimbrel_core::dates::Timestamp;
 use whimbrel_core::engine::Environment;
 use whimbrel_core::launcher::{InvokeError, Launcher};
 use whimbrel_core::store::memory::MemoryBackend;
-use whimbrel_core::store::{Action, Backend, Cond, Item, KeyCond, Page, StoreError, Write};
+use whimbrel_core::store::{Action, Backend, Cond, Found, Item, KeyCond, Page, StoreError, Write};
 
 use crate::exec::{Invocation, YieldNow};
 
@@ -104,6 +104,8 @@ pub struct Shared {
     pub deciders: HashMap<String, Value>,
     /// Claimed attempts seen in launch payloads: (activity, attempt) → token.
     pub claims: HashMap<(String, u32), String>,
+    /// Until then the decider cannot be reached.
+    pub decider_down_until: i64,
     /// Safety violations found.
     pub violations: Vec<String>,
     /// What happened, for the failure report.
@@ -122,6 +124,7 @@ impl Shared {
             invokes: vec![],
             deciders: HashMap::new(),
             claims: HashMap::new(),
+            decider_down_until: 0,
             violations: vec![],
             trace: vec![],
         }
@@ -268,7 +271,7 @@ impl Backend for SimBackend {
         &self,
         table: String,
         keys: Vec<Item>,
-    ) -> BoxFuture<'_, Result<(Vec<Item>, Vec<Item>), StoreError>> {
+    ) -> BoxFuture<'_, Result<Found, StoreError>> {
         async move {
             self.before(false).await?;
             let r = self.mem.batch_get(table, keys).await;
@@ -329,7 +332,7 @@ impl Launcher for SimLauncher {
         YieldNow::new().await;
         let mut w = lock(&self.world);
         let f = w.faults;
-        if self.faulty && w.chance(f.invoke_error) {
+        if (self.faulty && w.chance(f.invoke_error)) || w.now < w.decider_down_until {
             return Err(InvokeError::Unavailable {
                 function: function.into(),
                 message: "TooManyRequestsException (simulated)".into(),

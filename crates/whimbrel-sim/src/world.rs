@@ -97,6 +97,11 @@ struct Shard {
     inflight: Option<(u64, usize)>,
     attempts: u32,
     limit: usize,
+    /// Retries back off: no delivery before this time.
+    not_before: i64,
+    /// Until then every invocation for this shard fails (a broken deploy,
+    /// a throttled function): long enough for the mapping to give up.
+    poisoned_until: i64,
 }
 
 /// Per-task results of stream batch invocations.
@@ -160,6 +165,8 @@ impl Sim {
                 inflight: None,
                 attempts: 0,
                 limit: esm.batch_size,
+                not_before: 0,
+                poisoned_until: 0,
             })
             .collect();
         Sim {
@@ -413,7 +420,8 @@ impl Sim {
     fn deliver(&mut self, i: usize) {
         let now = lock(&self.world).now;
         let shard = &mut self.shards[i];
-        if shard.inflight.is_some() || shard.cursor >= shard.records.len() {
+        if shard.inflight.is_some() || shard.cursor >= shard.records.len() || now < shard.not_before
+        {
             return;
         }
         // MaximumRecordAgeInSeconds: too old, to the on-failure destination.
@@ -426,6 +434,13 @@ impl Sim {
         }
         let end = (shard.cursor + shard.limit).min(shard.records.len());
         if shard.cursor >= end {
+            return;
+        }
+        if now < shard.poisoned_until {
+            self.stats.crashes += 1;
+            self.log(format!("shard {i}: function error (broken)"));
+            let len = end - self.shards[i].cursor;
+            self.retry_or_give_up(i, len);
             return;
         }
         let batch: Vec<Value> = shard.records[shard.cursor..end]
@@ -527,8 +542,12 @@ impl Sim {
     }
 
     fn retry_or_give_up(&mut self, i: usize, len: usize) {
+        let now = lock(&self.world).now;
         let shard = &mut self.shards[i];
         shard.attempts += 1;
+        // Lambda backs off between retries of a stream batch (exponentially,
+        // up to minutes).
+        shard.not_before = now + (1i64 << shard.attempts.min(8));
         if shard.attempts > self.esm.maximum_retry_attempts {
             let end = (shard.cursor + len).min(shard.records.len());
             let lost = end - shard.cursor;
@@ -681,7 +700,39 @@ impl Sim {
                 .then(|| r.gen_range(0..self.params.fault_steps.max(1)))
         });
         let level = self.params.fault_level;
+        // Some schedules break the activity-event function, or the decider,
+        // for long enough that the mapping gives records up: nothing may
+        // wait on redelivery.
+        let (poison, decider_down) = self.rng(|r| {
+            (
+                (r.gen_bool(0.25)).then(|| {
+                    (
+                        r.gen_range(0..self.params.fault_steps.max(1)),
+                        r.gen_range(2..4),
+                        r.gen_range(1500..4000),
+                    )
+                }),
+                (r.gen_bool(0.2)).then(|| {
+                    (
+                        r.gen_range(0..self.params.fault_steps.max(1)),
+                        r.gen_range(1500..4000),
+                    )
+                }),
+            )
+        });
         for step in 0..self.params.fault_steps {
+            if level > 0.0 {
+                let now = lock(&self.world).now;
+                if let Some((at, shard, secs)) = poison.filter(|p| p.0 == step) {
+                    self.shards[shard].poisoned_until = now + secs;
+                    self.log(format!("shard {shard} broken for {secs}s"));
+                    let _ = at;
+                }
+                if let Some((_, secs)) = decider_down.filter(|p| p.0 == step) {
+                    lock(&self.world).decider_down_until = now + secs;
+                    self.log(format!("decider unreachable for {secs}s"));
+                }
+            }
             if level > 0.0 {
                 match outage {
                     Some(at) if step == at => {
@@ -711,9 +762,7 @@ impl Sim {
                 self.hostile_row();
             }
             self.act();
-            if let Err(f) = self.check_safety() {
-                return Err(f);
-            }
+            self.check_safety()?;
         }
         for (_, w) in pending_starts {
             self.start_workflow(w);
@@ -739,18 +788,18 @@ impl Sim {
         self.drain_streams();
         self.stats.sim_seconds = lock(&self.world).now - START;
         let reports = self.reports.lock().unwrap().clone();
-        let v = self.checker.liveness(
-            &self.mem,
-            &self.tables,
-            &self.cfg,
-            &reports,
-            &self.hostile,
-            &self.outcomes,
-            &self.lost,
-        );
+        let seen = crate::check::Evidence {
+            reports: &reports,
+            outcomes: &self.outcomes,
+            lost: &self.lost,
+        };
+        let v = self
+            .checker
+            .liveness(&self.mem, &self.tables, &self.cfg, &seen);
         self.stats.activities = self.checker.activity_ids(&self.mem, &self.tables).len();
         let execs = self.checker.workflow_ids(&self.mem, &self.tables).len();
-        self.stats.requests_given_up = self.params.workflows.saturating_sub(execs) as u64;
+        let requests = self.mem.items(&self.tables.workflow_request()).len();
+        self.stats.requests_given_up = requests.saturating_sub(execs) as u64;
         if v.is_empty() {
             Ok(self.stats)
         } else {

@@ -177,16 +177,13 @@ impl<L: Launcher> Engine<L> {
             };
             let now = details.at.unwrap_or_else(|| self.now().epoch);
             let tables = self.store.tables();
-            let update = decide::transition_update(
-                tables,
-                &self.config,
-                &exec,
+            let change = decide::Change {
                 transition,
                 next,
                 event_id,
-                &details,
-                now,
-            );
+            };
+            let update =
+                decide::transition_update(tables, &self.config, &exec, change, &details, now);
             let written = if next.is_terminal() {
                 let count = decide::count_end(tables, &exec, next, details.error.as_deref());
                 self.store

@@ -152,6 +152,18 @@ fn versioned(tables: &Tables, exec: &ActivityExec) -> UpdateRequest {
     .set("version", n(exec.version + 1))
 }
 
+/// One accepted transition: what was asked, the state it leads to, and the
+/// event (or engine step) that caused it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Change<'a> {
+    /// The transition.
+    pub transition: Transition,
+    /// The state reached.
+    pub next: ActivityState,
+    /// The event id recorded as `last_event_id` and in the history.
+    pub event_id: &'a str,
+}
+
 /// The conditional UpdateItem of one accepted transition `exec.state →
 /// next`, conditioned on the `version` read. It sets the due marker of the
 /// new state (its deadline, or for a terminal state the obligation to run
@@ -161,12 +173,15 @@ pub fn transition_update(
     tables: &Tables,
     cfg: &EngineConfig,
     exec: &ActivityExec,
-    transition: Transition,
-    next: ActivityState,
-    event_id: &str,
+    change: Change<'_>,
     details: &Details,
     now: i64,
 ) -> UpdateRequest {
+    let Change {
+        transition,
+        next,
+        event_id,
+    } = change;
     let t = Timestamp::from_epoch(now);
     let id = &exec.activity_exec_id;
     let mut req = versioned(tables, exec)

@@ -13,7 +13,7 @@ use futures::future::BoxFuture;
 use futures::FutureExt;
 
 use super::expr::{Action, Cond, KeyCond, Write};
-use super::{Backend, Item, Page, StoreError};
+use super::{Backend, Found, Item, Page, StoreError};
 
 /// DynamoDB through the AWS SDK. Cheap to clone.
 #[derive(Debug, Clone)]
@@ -420,7 +420,7 @@ impl Backend for DynamoBackend {
         &self,
         table: String,
         keys: Vec<Item>,
-    ) -> BoxFuture<'_, Result<(Vec<Item>, Vec<Item>), StoreError>> {
+    ) -> BoxFuture<'_, Result<Found, StoreError>> {
         async move {
             let ka = KeysAndAttributes::builder()
                 .set_keys(Some(keys))

@@ -19,7 +19,7 @@ use futures::FutureExt;
 
 use super::expr::{Action, Cmp, Cond, KeyCond, Write};
 use super::size::{item_size, MAX_ITEM_BYTES};
-use super::{Backend, Item, Page, StoreError, Tables};
+use super::{Backend, Found, Item, Page, StoreError, Tables};
 use crate::install::{self, TableDef};
 
 /// Decides, before an operation runs, whether it fails instead:
@@ -633,7 +633,7 @@ impl Backend for MemoryBackend {
         &self,
         table: String,
         keys: Vec<Item>,
-    ) -> BoxFuture<'_, Result<(Vec<Item>, Vec<Item>), StoreError>> {
+    ) -> BoxFuture<'_, Result<Found, StoreError>> {
         let r = (|| {
             self.fault("BatchGetItem", &table)?;
             let mut found = vec![];

@@ -251,8 +251,11 @@ pub fn n(v: impl ToString) -> AttributeValue {
     AttributeValue::N(v.to_string())
 }
 
-/// A page of Query results.
+/// A page of Query results: the items and the LastEvaluatedKey.
 pub type Page = (Vec<Item>, Option<Item>);
+
+/// A BatchGetItem answer: the items found and the unprocessed keys.
+pub type Found = (Vec<Item>, Vec<Item>);
 
 /// What a store backend does: one method per DynamoDB request shape, typed
 /// (no expression strings). Object safe; every future is `Send`.
@@ -291,11 +294,8 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     ) -> BoxFuture<'_, Result<Vec<Item>, StoreError>>;
     /// BatchGetItem (at most 100 keys, strongly consistent); returns the
     /// items found and the unprocessed keys.
-    fn batch_get(
-        &self,
-        table: String,
-        keys: Vec<Item>,
-    ) -> BoxFuture<'_, Result<(Vec<Item>, Vec<Item>), StoreError>>;
+    fn batch_get(&self, table: String, keys: Vec<Item>)
+        -> BoxFuture<'_, Result<Found, StoreError>>;
     /// One page of a Query on a table (consistent) or an index (eventually
     /// consistent), from `start` (a LastEvaluatedKey).
     fn query(
