@@ -120,6 +120,21 @@ fn av_cmp(a: &AttributeValue, b: &AttributeValue) -> Option<std::cmp::Ordering> 
     }
 }
 
+/// DynamoDB refuses an ordering comparison (`<`, `<=`, `>`, `>=`) whose
+/// operand is not a number, string or binary, whatever the item holds.
+fn validate(c: &Cond) -> Result<(), StoreError> {
+    use AttributeValue as A;
+    match c {
+        Cond::Compare(_, op, v) if !matches!(op, Cmp::Eq | Cmp::Ne) && !matches!(v, A::N(_) | A::S(_) | A::B(_)) => Err(invalid(
+            "ConditionCheck",
+            format!("ValidationException: Incorrect operand type for operator or function; operator: {}", op.as_str()),
+        )),
+        Cond::Not(c) => validate(c),
+        Cond::And(cs) | Cond::Or(cs) => cs.iter().try_for_each(validate),
+        _ => Ok(()),
+    }
+}
+
 fn compare(a: &AttributeValue, op: Cmp, b: &AttributeValue) -> bool {
     use std::cmp::Ordering::*;
     match op {
@@ -141,6 +156,8 @@ pub fn eval(c: &Cond, item: Option<&Item>) -> bool {
     match c {
         Cond::Exists(a) => get(a).is_some(),
         Cond::NotExists(a) => get(a).is_none(),
+        // `a <> v` holds for a missing `a`; every other comparison fails.
+        Cond::Compare(a, Cmp::Ne, v) => get(a).is_none_or(|x| compare(x, Cmp::Ne, v)),
         Cond::Compare(a, op, v) => get(a).is_some_and(|x| compare(x, *op, v)),
         Cond::In(a, vs) => get(a).is_some_and(|x| vs.iter().any(|v| av_eq(x, v))),
         Cond::Contains(a, v) => match (get(a), v) {
@@ -392,6 +409,7 @@ impl MemoryBackend {
                 let pk = self.pk(op, table, item)?;
                 let old = inner.items.get(table).and_then(|t| t.get(&pk)).cloned();
                 if let Some(c) = cond {
+                    validate(c)?;
                     if !eval(c, old.as_ref()) {
                         return Err(StoreError::ConditionFailed);
                     }
@@ -408,6 +426,7 @@ impl MemoryBackend {
                 let pk = self.pk(op, table, key)?;
                 let old = inner.items.get(table).and_then(|t| t.get(&pk)).cloned();
                 if let Some(c) = cond {
+                    validate(c)?;
                     if !eval(c, old.as_ref()) {
                         return Err(StoreError::ConditionFailed);
                     }

@@ -1,0 +1,232 @@
+//! The in-memory DynamoDB model (the simulation's store) against DynamoDB
+//! Local: random command sequences of the shapes the engine uses (puts,
+//! conditional updates with every action and condition kind, transactions,
+//! an item over 400 KB) must give the same outcome (ok, condition failed,
+//! invalid) and the same items on both.
+
+mod common;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use whimbrel_core::store::memory::MemoryBackend;
+use whimbrel_core::store::{n, s, Action, Backend, Cmp, Cond, Item, Store, Write};
+
+const SEQUENCES: u64 = 200;
+const COMMANDS: usize = 12;
+
+fn key(k: usize) -> Item {
+    HashMap::from([
+        ("activity_exec_id".to_string(), s(format!("a{k}"))),
+        ("workflow_exec_id".to_string(), s("w")),
+    ])
+}
+
+fn value(r: &mut ChaCha8Rng) -> AttributeValue {
+    match r.gen_range(0..4) {
+        0 => n(r.gen_range(-1..3)),
+        1 => s(["x", "y", "z"][r.gen_range(0..3)]),
+        2 => AttributeValue::Ss(vec![["p", "q"][r.gen_range(0..2)].to_string()]),
+        _ => AttributeValue::L(vec![n(r.gen_range(0..2))]),
+    }
+}
+
+fn attr(r: &mut ChaCha8Rng) -> String {
+    ["count", "state", "tags", "log"][r.gen_range(0..4)].to_string()
+}
+
+fn cond(r: &mut ChaCha8Rng, depth: u32) -> Cond {
+    match r.gen_range(0..if depth > 1 { 6 } else { 8 }) {
+        0 => Cond::Exists(attr(r)),
+        1 => Cond::NotExists(attr(r)),
+        2 => Cond::Compare(
+            attr(r),
+            [Cmp::Eq, Cmp::Ne, Cmp::Lt, Cmp::Ge][r.gen_range(0..4)],
+            value(r),
+        ),
+        3 => Cond::In(attr(r), vec![value(r), value(r)]),
+        4 => Cond::Contains("tags".into(), s(["p", "q"][r.gen_range(0..2)])),
+        5 => Cond::Compare("count".into(), Cmp::Gt, n(r.gen_range(-1..3))),
+        6 => Cond::Not(Box::new(cond(r, depth + 1))),
+        _ => Cond::And(vec![cond(r, depth + 1), cond(r, depth + 1)]),
+    }
+}
+
+fn actions(r: &mut ChaCha8Rng) -> Vec<Action> {
+    let mut out: Vec<Action> = vec![];
+    for _ in 0..r.gen_range(1..3) {
+        let a = match r.gen_range(0..6) {
+            0 => Action::Set("state".into(), s(["x", "y"][r.gen_range(0..2)])),
+            1 => Action::SetIfNotExists("state".into(), s("z")),
+            2 => Action::Add("count".into(), n(r.gen_range(-1..2))),
+            3 => Action::Add(
+                "tags".into(),
+                AttributeValue::Ss(vec![["p", "q"][r.gen_range(0..2)].into()]),
+            ),
+            4 => Action::Append("log".into(), vec![n(r.gen_range(0..3))]),
+            _ => Action::Remove(attr(r)),
+        };
+        // One action per attribute, as DynamoDB requires.
+        if out.iter().all(|o| o.attr() != a.attr()) {
+            out.push(a);
+        }
+    }
+    out
+}
+
+#[derive(Debug, Clone)]
+enum Command {
+    Put(Item, Option<Cond>),
+    Update(usize, Vec<Action>, Option<Cond>),
+    Transact(Vec<(usize, Vec<Action>, Option<Cond>)>),
+    Huge(usize),
+}
+
+fn command(r: &mut ChaCha8Rng) -> Command {
+    let k = r.gen_range(0..3);
+    let maybe_cond = |r: &mut ChaCha8Rng| r.gen_bool(0.7).then(|| cond(r, 0));
+    match r.gen_range(0..10) {
+        0 | 1 => {
+            let mut item = key(k);
+            item.insert("count".into(), n(r.gen_range(0..3)));
+            item.insert("state".into(), s("x"));
+            let c = maybe_cond(r);
+            Command::Put(item, c)
+        }
+        2..=7 => {
+            let a = actions(r);
+            let c = maybe_cond(r);
+            Command::Update(k, a, c)
+        }
+        8 => {
+            let other = (k + 1) % 3;
+            let (a1, c1, a2, c2) = (actions(r), maybe_cond(r), actions(r), maybe_cond(r));
+            Command::Transact(vec![(k, a1, c1), (other, a2, c2)])
+        }
+        _ => Command::Huge(k),
+    }
+}
+
+/// The outcome class, comparable across backends.
+fn class(r: Result<(), whimbrel_core::store::StoreError>) -> &'static str {
+    use whimbrel_core::store::StoreError as E;
+    match r {
+        Ok(()) => "ok",
+        Err(E::ConditionFailed) => "condition failed",
+        Err(E::Invalid { .. }) => "invalid",
+        Err(_) => "other",
+    }
+}
+
+async fn apply(b: &dyn Backend, table: &str, c: &Command) -> &'static str {
+    let t = table.to_string();
+    class(match c.clone() {
+        Command::Put(item, cond) => b.put(t, item, cond).await,
+        Command::Update(k, actions, cond) => {
+            b.update(t, key(k), actions, cond, false).await.map(|_| ())
+        }
+        Command::Transact(ws) => {
+            b.transact(
+                ws.into_iter()
+                    .map(|(k, actions, cond)| Write::Update {
+                        table: t.clone(),
+                        key: key(k),
+                        actions,
+                        cond,
+                    })
+                    .collect(),
+            )
+            .await
+        }
+        Command::Huge(k) => {
+            let mut item = key(k);
+            item.insert("blob".into(), s("x".repeat(410 * 1024)));
+            b.put(t, item, None).await
+        }
+    })
+}
+
+/// Items with numbers and sets normalized (DynamoDB may reorder sets).
+fn normalized(items: Vec<Item>) -> Vec<String> {
+    let mut out: Vec<String> = items
+        .into_iter()
+        .map(|i| {
+            let mut attrs: Vec<(String, String)> = i
+                .into_iter()
+                .map(|(k, v)| {
+                    let text = match v {
+                        AttributeValue::N(x) => {
+                            format!("N:{}", x.parse::<f64>().unwrap_or(f64::NAN))
+                        }
+                        AttributeValue::Ss(mut xs) => {
+                            xs.sort();
+                            format!("SS:{xs:?}")
+                        }
+                        other => format!("{other:?}"),
+                    };
+                    (k, text)
+                })
+                .collect();
+            attrs.sort();
+            format!("{attrs:?}")
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+#[tokio::test]
+async fn the_memory_model_agrees_with_dynamodb_local() {
+    let h = common::Harness::new().await;
+    let dynamo: Arc<dyn Backend> = h.store.backend().clone();
+    let tables = h.store.tables().clone();
+    let table = tables.activity_exec();
+    let mut mismatches = vec![];
+    for seq in 0..SEQUENCES {
+        let memory = MemoryBackend::new(&tables, false);
+        let mut r = ChaCha8Rng::seed_from_u64(seq);
+        // Start each sequence from the same bare items on both.
+        let reset = Store::with_backend(dynamo.clone(), tables.clone());
+        for k in 0..3 {
+            let clean: Item = key(k);
+            reset
+                .backend()
+                .put(table.clone(), clean.clone(), None)
+                .await
+                .unwrap();
+            memory.put(table.clone(), clean, None).await.unwrap();
+        }
+        for step in 0..COMMANDS {
+            let c = command(&mut r);
+            let (a, b) = (
+                apply(dynamo.as_ref(), &table, &c).await,
+                apply(&memory, &table, &c).await,
+            );
+            if a != b {
+                mismatches.push(format!(
+                    "sequence {seq} step {step}: DynamoDB Local {a}, model {b}: {c:?}"
+                ));
+                break;
+            }
+        }
+        let keys: Vec<Item> = (0..3).map(key).collect();
+        let (real, _) = dynamo.batch_get(table.clone(), keys.clone()).await.unwrap();
+        let (model, _) = memory.batch_get(table.clone(), keys).await.unwrap();
+        if normalized(real.clone()) != normalized(model.clone()) {
+            mismatches.push(format!(
+                "sequence {seq}: items differ:\n  DynamoDB Local {:?}\n  model          {:?}",
+                normalized(real),
+                normalized(model)
+            ));
+        }
+    }
+    assert!(
+        mismatches.is_empty(),
+        "{} of {SEQUENCES} sequences differ:\n{}",
+        mismatches.len(),
+        mismatches.join("\n")
+    );
+}
