@@ -24,7 +24,8 @@ pub fn cap_error(text: &str) -> String {
     if text.len() <= MAX_ERROR_BYTES {
         return text.to_string();
     }
-    let mut end = MAX_ERROR_BYTES - 20;
+    // Room for the marker: " [... N bytes cut]" with N up to 10 digits.
+    let mut end = MAX_ERROR_BYTES - 32;
     while !text.is_char_boundary(end) {
         end -= 1;
     }
@@ -629,3 +630,7 @@ pub fn activity_items(
     }
     (execs, edges)
 }
+
+#[cfg(test)]
+#[path = "decide_tests.rs"]
+mod tests;

@@ -1,0 +1,221 @@
+//! Unit tests of the pure rules: no server, no clock.
+
+use super::*;
+use crate::model::WorkflowExec;
+use crate::store::memory::{apply, eval};
+
+fn cfg() -> EngineConfig {
+    EngineConfig::default()
+}
+
+fn running(hb: Option<i64>, timeout: Option<i64>) -> ActivityExec {
+    let wf = WorkflowExec {
+        workflow_exec_id: "w::1".into(),
+        workflow_name: "w".into(),
+        state: crate::contract::WorkflowState::Running,
+        workflow_request_id: None,
+        start_time: crate::dates::Timestamp::from_epoch(0).date_list(),
+        start_time_epoch: 0,
+        end_time: None,
+        end_time_epoch: None,
+        input: None,
+        plan: None,
+        activity_count: 1,
+        completed_count: 0,
+        failed_count: 0,
+        cancelled_count: 0,
+        error: None,
+        source: None,
+        due_epoch: None,
+        due_shard: None,
+        start_attempts: 0,
+    };
+    let plan: Plan = serde_json::from_value(serde_json::json!({"activities": [
+        {"name": "a", "lambda": "f", "heartbeat_timeout_seconds": hb, "timeout_seconds": timeout}
+    ]}))
+    .unwrap();
+    let mut a = activity_items(&wf, &plan, &cfg()).0.remove(0);
+    a.state = ActivityState::Running;
+    a.attempt = 1;
+    a.start_time_epoch = 1000;
+    a.heartbeat_time_epoch = 1000;
+    a
+}
+
+fn item(exec: &ActivityExec) -> Item {
+    serde_dynamo::to_item(exec).unwrap()
+}
+
+#[test]
+fn running_deadline_is_the_earlier_of_heartbeat_and_start_to_close() {
+    let a = running(Some(30), Some(100));
+    assert_eq!(running_deadline(&a, &cfg()), (1030, true));
+    let mut beat = a.clone();
+    beat.heartbeat_time_epoch = 1090;
+    assert_eq!(running_deadline(&beat, &cfg()), (1100, false));
+    // Neither given: the default start-to-close still catches it.
+    let quiet = running(None, None);
+    assert_eq!(running_deadline(&quiet, &cfg()), (1000 + 3600, false));
+}
+
+#[test]
+fn the_monitor_waits_the_report_grace_then_times_out_by_heartbeat() {
+    let mut a = running(Some(30), None);
+    a.due_epoch = Some(1030);
+    assert_eq!(monitor_verdict(&a, &cfg(), 1035), Verdict::Wait);
+    match monitor_verdict(&a, &cfg(), 1040) {
+        Verdict::TimeOut {
+            reason,
+            stale_before,
+        } => {
+            assert!(reason.contains("heartbeat"), "{reason}");
+            assert_eq!(stale_before, Some(1010));
+        }
+        v => panic!("{v:?}"),
+    }
+    // A raw heartbeat (only heartbeat_time_epoch changed) moves the
+    // deadline: the marker is extended, nothing times out.
+    a.heartbeat_time_epoch = 1030;
+    assert_eq!(monitor_verdict(&a, &cfg(), 1040), Verdict::Extend(1060));
+}
+
+#[test]
+fn queued_relaunches_then_fails_preparing_and_cancelled_running_time_out() {
+    let c = cfg();
+    let mut q = running(None, None);
+    q.state = ActivityState::Queued;
+    q.queued_time_epoch = Some(0);
+    assert_eq!(
+        monitor_verdict(&q, &c, c.queued_redrive_seconds),
+        Verdict::Wait
+    );
+    assert_eq!(
+        monitor_verdict(&q, &c, c.queued_redrive_seconds + c.report_grace_seconds),
+        Verdict::Relaunch
+    );
+    q.attempt = c.max_launch_attempts;
+    assert!(matches!(
+        monitor_verdict(&q, &c, 10_000),
+        Verdict::FailNotStarted(_)
+    ));
+    let mut p = running(None, None);
+    p.state = ActivityState::Preparing;
+    p.due_epoch = Some(500);
+    assert!(matches!(
+        monitor_verdict(&p, &c, 510),
+        Verdict::TimeOut { .. }
+    ));
+    let mut cr = running(Some(30), None);
+    cr.state = ActivityState::CancelledRunning;
+    cr.due_epoch = Some(2000);
+    assert_eq!(monitor_verdict(&cr, &c, 2005), Verdict::Wait);
+    assert!(matches!(
+        monitor_verdict(&cr, &c, 2010),
+        Verdict::TimeOut { .. }
+    ));
+    let mut done = running(None, None);
+    done.state = ActivityState::Completed;
+    assert_eq!(monitor_verdict(&done, &c, 0), Verdict::Settle);
+}
+
+#[test]
+fn tokens_fence_reports() {
+    let mut a = running(None, None);
+    a.attempt = 2;
+    a.attempt_token_hash = Some(ids::token_hash("live"));
+    assert_eq!(report_actor(&a, Some(2), Some("live")), Ok(Actor::Attempt));
+    assert!(report_actor(&a, Some(2), Some("stale")).is_err());
+    assert!(report_actor(&a, Some(1), None).is_err(), "an older attempt");
+    assert_eq!(report_actor(&a, None, None), Ok(Actor::Client));
+    a.require_tokens = true;
+    assert!(report_actor(&a, None, None).is_err());
+}
+
+#[test]
+fn a_terminal_write_leaves_its_obligation_and_drops_parked_events() {
+    let t = Tables::new("t_");
+    let mut a = running(Some(30), None);
+    a.parked.push(ParkedEvent {
+        activity_event_id: "e1".into(),
+        transition: "COMPLETED".into(),
+        output: None,
+        error: None,
+        attempt: None,
+        attempt_token: None,
+    });
+    let change = Change {
+        transition: Transition::Failed,
+        next: ActivityState::Failed,
+        event_id: "e2",
+    };
+    let details = Details {
+        error: Some("x".repeat(10_000)),
+        ..Details::default()
+    };
+    let req = transition_update(&t, &cfg(), &a, change, &details, 2000);
+    let before = item(&a);
+    assert!(eval(req.cond.as_ref().unwrap(), Some(&before)));
+    let after = apply(&req.key, Some(&before), &req.actions).unwrap();
+    let got: ActivityExec = serde_dynamo::from_item(after.clone()).unwrap();
+    assert_eq!(got.state, ActivityState::Failed);
+    assert_eq!(got.version, a.version + 1);
+    assert_eq!(
+        got.due_epoch,
+        Some(2000 + cfg().settle_grace_seconds),
+        "side effects owed"
+    );
+    assert!(got.parked.is_empty());
+    assert!(got.error.unwrap().len() <= MAX_ERROR_BYTES);
+    // The same write again (a stale copy) fails its version condition.
+    assert!(!eval(req.cond.as_ref().unwrap(), Some(&after)));
+}
+
+#[test]
+fn a_timeout_write_loses_to_a_heartbeat_that_lands_first() {
+    let t = Tables::new("t_");
+    let a = running(Some(30), None);
+    let change = Change {
+        transition: Transition::TimedOut,
+        next: ActivityState::TimedOut,
+        event_id: "timed-out:a:1",
+    };
+    let details = Details {
+        stale_before: Some(1010),
+        ..Details::default()
+    };
+    let req = transition_update(&t, &cfg(), &a, change, &details, 1040);
+    let mut beat = item(&a);
+    assert!(eval(req.cond.as_ref().unwrap(), Some(&beat)));
+    beat.insert("heartbeat_time_epoch".into(), n(1035));
+    assert!(!eval(req.cond.as_ref().unwrap(), Some(&beat)));
+}
+
+#[test]
+fn claims_are_exclusive_and_count_attempts() {
+    let t = Tables::new("t_");
+    let mut a = running(None, None);
+    a.state = ActivityState::Requested;
+    a.attempt = 0;
+    let req = queue_update(&t, &cfg(), &a, "h1", 50);
+    let before = item(&a);
+    let after = apply(&req.key, Some(&before), &req.actions).unwrap();
+    let q: ActivityExec = serde_dynamo::from_item(after.clone()).unwrap();
+    assert_eq!((q.state, q.attempt), (ActivityState::Queued, 1));
+    assert_eq!(q.due_epoch, Some(50 + cfg().queued_redrive_seconds));
+    // A second claimer read the same version: its claim fails.
+    assert!(!eval(req.cond.as_ref().unwrap(), Some(&after)));
+    let re = relaunch_update(&t, &cfg(), &q, "h2", 500);
+    let again: ActivityExec =
+        serde_dynamo::from_item(apply(&re.key, Some(&after), &re.actions).unwrap()).unwrap();
+    assert_eq!(again.attempt, 2);
+    assert_eq!(again.attempt_token_hash.as_deref(), Some("h2"));
+}
+
+#[test]
+fn errors_are_capped_on_a_character_boundary() {
+    let long = "é".repeat(5000);
+    let c = cap_error(&long);
+    assert!(c.len() <= MAX_ERROR_BYTES);
+    assert!(c.ends_with("bytes cut]"));
+    assert_eq!(cap_error("short"), "short");
+}
