@@ -5,8 +5,8 @@
 //! lives in [`TRANSITIONS`]; everything else (the engine, the handlers, the
 //! CLI) asks this module.
 //!
-//! Sources: contract = `whimbrel-contract.md` § "Update Activity States and
-//! Transitions"; DESIGN = `DESIGN.md` § 3.
+//! Sources: contract = the public Whimbrel contract, "Update Activity States
+//! and Transitions"; DESIGN n.m = `docs/design.md` § n.m.
 
 use std::fmt;
 use std::str::FromStr;
@@ -23,7 +23,8 @@ pub enum ActivityState {
     Requested,
     /// Every prerequisite COMPLETED.
     Ready,
-    /// Submitted for execution (conditional update, so it is launched once).
+    /// Submitted for execution: an attempt was claimed by a conditional
+    /// update and is launched (again, as a new attempt, if it never starts).
     Queued,
     /// The environment that runs the activity is being set up.
     Preparing,

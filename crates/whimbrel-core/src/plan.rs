@@ -107,7 +107,8 @@ pub struct PlannedActivity {
     pub heartbeat_enabled: Option<bool>,
     /// Start-to-close timeout, seconds: once RUNNING, the activity must end
     /// within this long or the monitor times it out (TIMED_OUT), heartbeats
-    /// or not. Absent = no limit.
+    /// or not. Absent = the configured default
+    /// (`WHIMBREL_START_TO_CLOSE_SECONDS`, one hour).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_seconds: Option<i64>,
     /// Input handed to the activity when it is launched.

@@ -227,11 +227,8 @@ pub fn transition_update(
             }
         }
         ActivityState::CancelledRunning => {
-            let by = exec
-                .due_epoch
-                .unwrap_or(i64::MAX)
-                .min(now + cfg.cancel_grace_seconds);
-            for a in due(id, by) {
+            // The cancel grace alone: heartbeats do not extend it.
+            for a in due(id, now + cfg.cancel_grace_seconds) {
                 req = req.act(a);
             }
         }

@@ -79,7 +79,7 @@ impl<L: Launcher> Engine<L> {
                         )
                         .await?;
                     match wf {
-                        Some(wf) => self.restart_workflow(wf, now).await.map(|()| true),
+                        Some(wf) => Box::pin(self.restart_workflow(wf, now)).await,
                         None => Ok(false),
                     }
                 }
@@ -98,7 +98,7 @@ impl<L: Launcher> Engine<L> {
                 .query(&t.activity_exec(), Some(store::INDEX_DUE), due)
                 .await?;
             for k in activities {
-                if let Err(e) = self.sweep_activity(&k, now, &mut report).await {
+                if let Err(e) = Box::pin(self.sweep_activity(&k, now, &mut report)).await {
                     warn!(activity_exec_id = %k.activity_exec_id, error = %e, "heartbeat monitor: will try again next tick");
                     report.errors += 1;
                 }
@@ -325,10 +325,10 @@ impl<L: Launcher> Engine<L> {
         let exec = self.find_activity(activity_exec_id).await?.ok_or_else(|| {
             EngineError::Rejected(format!("unknown activity exec {activity_exec_id}"))
         })?;
-        if token.is_some() {
-            decide::report_actor(&exec, None, token)
-                .map_err(|r| EngineError::Rejected(format!("{activity_exec_id}: {r}")))?;
-        }
+        // The same fencing as reports: a stale or forged token, or none
+        // where the activity requires one, is refused.
+        decide::report_actor(&exec, None, token)
+            .map_err(|r| EngineError::Rejected(format!("{activity_exec_id}: {r}")))?;
         if !exec.state.is_running() || !exec.heartbeat_enabled {
             return Ok(exec.state);
         }

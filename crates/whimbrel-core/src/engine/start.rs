@@ -191,15 +191,15 @@ impl<L: Launcher> Engine<L> {
     /// given up on) or RUNNING with its roots not all launched. Counts the
     /// attempt, then runs [`Engine::start_workflow`] again from the request
     /// row. A workflow that cannot get a plan after `max_start_attempts` is
-    /// FAILED with the reason.
+    /// FAILED with the reason. Returns whether it started it again.
     pub(crate) async fn restart_workflow(
         &self,
         exec: WorkflowExec,
         now: i64,
-    ) -> Result<(), EngineError> {
+    ) -> Result<bool, EngineError> {
         let t = self.store.tables();
         if exec.state.is_terminal() || exec.due_epoch.is_none_or(|d| d > now) {
-            return Ok(());
+            return Ok(false);
         }
         if exec.state == WorkflowState::Requested
             && exec.plan.is_none()
@@ -210,7 +210,7 @@ impl<L: Launcher> Engine<L> {
                 exec.start_attempts
             );
             self.fail_start(&exec, &reason).await?;
-            return Ok(());
+            return Ok(false);
         }
         let bump = UpdateRequest::new(
             t.workflow_exec(),
@@ -221,7 +221,7 @@ impl<L: Launcher> Engine<L> {
         .set("due_epoch", n(now + self.config.start_retry_seconds));
         match self.store.update(bump, false).await {
             Ok(_) => {}
-            Err(StoreError::ConditionFailed) => return Ok(()),
+            Err(StoreError::ConditionFailed) => return Ok(false),
             Err(e) => return Err(e.into()),
         }
         let request_id = exec.workflow_request_id.clone().unwrap_or_default();
@@ -230,12 +230,19 @@ impl<L: Launcher> Engine<L> {
             ("workflow_name".to_string(), s(&exec.workflow_name)),
         ]);
         let request: Option<WorkflowRequest> = self.store.get(&t.workflow_request(), key).await?;
-        let Some(request) = request else {
-            let reason = format!("workflow request row {request_id:?} not found");
-            return self.fail_start(&exec, &reason).await.map(|_| ());
-        };
+        // Without its row (a Full Logic API caller may not insert one), the
+        // exec holds what a start needs: the ids and the input.
+        let request = request.unwrap_or_else(|| WorkflowRequest {
+            workflow_request_id: request_id,
+            workflow_name: exec.workflow_name.clone(),
+            when: None,
+            when_epoch: None,
+            source: exec.source.clone(),
+            manual: None,
+            input: exec.input.clone(),
+        });
         warn!(workflow_exec_id = %exec.workflow_exec_id, state = %exec.state, attempt = exec.start_attempts + 1, "monitor: starting the workflow again");
-        self.start_workflow(&request).await.map(|_| ())
+        self.start_workflow(&request).await.map(|_| true)
     }
 
     /// The plan from the registered definition or decider. `Ok(Err(reason))`
