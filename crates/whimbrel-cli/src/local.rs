@@ -19,7 +19,11 @@
 //!   runs in the background with the function's `EventInvokeConfig`
 //!   (retries, maximum event age); ARNs and deployed names resolve to binary
 //!   names; a function error becomes 200 + `X-Amz-Function-Error`.
+//! * **Chaos** ([`chaos`], `--chaos`): drops, duplicates and delays async
+//!   invokes, delivers successful stream batches again; every action is
+//!   logged with the prefix `CHAOS`.
 
+mod chaos;
 mod checkpoint;
 mod front;
 mod mapping;
@@ -44,8 +48,18 @@ use serde_json::{json, Value};
 use tracing::{info, warn};
 
 use crate::{CliError, Global};
+use chaos::{Chaos, ChaosConfig};
 use checkpoint::Checkpoints;
 use template::{AsyncConfig, Template};
+
+fn rate(s: &str) -> Result<f64, String> {
+    let r: f64 = s.parse().map_err(|e| format!("{e}"))?;
+    if (0.0..=1.0).contains(&r) {
+        Ok(r)
+    } else {
+        Err(format!("{r} is not a rate in [0, 1]"))
+    }
+}
 
 /// Options of `whimbrel local`.
 #[derive(Args, Debug, Clone)]
@@ -100,6 +114,54 @@ pub struct LocalArgs {
     /// file, i.e. in the stack directory).
     #[arg(long, env = "WHIMBREL_CHECKPOINT_FILE")]
     checkpoint_file: Option<PathBuf>,
+    #[command(flatten)]
+    chaos: ChaosArgs,
+}
+
+/// `--chaos` and its settings (also from the environment, so a stack
+/// script can turn it on without new flags).
+#[derive(Args, Debug, Clone)]
+pub struct ChaosArgs {
+    /// Drop, duplicate and delay async invokes; deliver successful stream
+    /// batches again. Every action is logged with the prefix CHAOS.
+    #[arg(long, env = "WHIMBREL_CHAOS", value_parser = clap::builder::BoolishValueParser::new())]
+    chaos: bool,
+    /// Seed of the chaos decisions (default: from the clock, logged).
+    #[arg(long, env = "WHIMBREL_CHAOS_SEED")]
+    chaos_seed: Option<u64>,
+    /// Share of async invokes answered 202 and never run.
+    #[arg(long, env = "WHIMBREL_CHAOS_DROP_RATE", default_value = "0.05", value_parser = rate)]
+    chaos_drop_rate: f64,
+    /// Share of async invokes run twice.
+    #[arg(long, env = "WHIMBREL_CHAOS_DUPLICATE_RATE", default_value = "0.1", value_parser = rate)]
+    chaos_duplicate_rate: f64,
+    /// Share of async invokes delayed (up to --chaos-max-delay-ms).
+    #[arg(long, env = "WHIMBREL_CHAOS_DELAY_RATE", default_value = "0.2", value_parser = rate)]
+    chaos_delay_rate: f64,
+    /// Longest chaos delay of an async invoke, milliseconds.
+    #[arg(long, env = "WHIMBREL_CHAOS_MAX_DELAY_MS", default_value_t = 3000)]
+    chaos_max_delay_ms: u64,
+    /// Share of successful stream batches delivered once more.
+    #[arg(long, env = "WHIMBREL_CHAOS_STREAM_DUPLICATE_RATE", default_value = "0.1", value_parser = rate)]
+    chaos_stream_duplicate_rate: f64,
+}
+
+impl ChaosArgs {
+    fn config(&self) -> Option<ChaosConfig> {
+        self.chaos.then(|| ChaosConfig {
+            seed: self.chaos_seed.unwrap_or_else(|| {
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_nanos() as u64)
+                    .unwrap_or(1)
+            }),
+            async_drop_rate: self.chaos_drop_rate,
+            async_duplicate_rate: self.chaos_duplicate_rate,
+            async_delay_rate: self.chaos_delay_rate,
+            async_max_delay: Duration::from_millis(self.chaos_max_delay_ms),
+            stream_duplicate_rate: self.chaos_stream_duplicate_rate,
+        })
+    }
 }
 
 /// Invocation counters, by function name and kind.
@@ -114,6 +176,7 @@ pub(crate) struct Runner {
     counters: Counters,
     region: String,
     checkpoints: Checkpoints,
+    chaos: Option<Chaos>,
 }
 
 /// The outcome of one invocation on the upstream.
@@ -334,6 +397,19 @@ pub async fn run(g: Global, args: LocalArgs) -> Result<(), CliError> {
     if let Some(w) = warning {
         warn!("{w}");
     }
+    let chaos = args.chaos.config().map(|c| {
+        warn!(
+            seed = c.seed,
+            drop_rate = c.async_drop_rate,
+            duplicate_rate = c.async_duplicate_rate,
+            delay_rate = c.async_delay_rate,
+            max_delay_ms = c.async_max_delay.as_millis() as u64,
+            stream_duplicate_rate = c.stream_duplicate_rate,
+            "{} mode on",
+            chaos::PREFIX
+        );
+        Chaos::new(c)
+    });
     let scheduled: Vec<String> = template.scheduled().map(|f| f.binary.clone()).collect();
     let runner = Arc::new(Runner {
         lambda: aws_sdk_lambda::Client::from_conf(lambda_conf),
@@ -342,6 +418,7 @@ pub async fn run(g: Global, args: LocalArgs) -> Result<(), CliError> {
         counters: Counters::default(),
         region,
         checkpoints,
+        chaos,
         template,
         args: args.clone(),
     });
@@ -434,5 +511,13 @@ mod tests {
             assert!(!m.settings.bisect_batch_on_function_error);
             assert_eq!(m.timeout, Duration::from_secs(2));
         }
+        assert!(Cli::try_parse_from(["x", "--chaos-drop-rate", "1.5"]).is_err());
+        assert!(Cli::parse_from(["x"]).local.chaos.config().is_none());
+        let c = Cli::parse_from(["x", "--chaos", "--chaos-seed", "7"])
+            .local
+            .chaos
+            .config()
+            .unwrap();
+        assert_eq!(c.seed, 7);
     }
 }

@@ -26,6 +26,7 @@ use axum::Json;
 use serde_json::{json, Value};
 use tracing::{error, info, warn};
 
+use super::chaos::PREFIX;
 use super::template::AsyncConfig;
 use super::{function_name, Outcome, Runner};
 
@@ -114,8 +115,39 @@ pub(super) async fn invoke(
     runner.count(name.clone());
     if asynchronous {
         let received = Instant::now();
-        let (r, n, id) = (runner.clone(), name.clone(), request_id.clone());
-        tokio::spawn(async move { r.deliver_async(n, body, id, received).await });
+        let chaos = runner
+            .chaos
+            .as_ref()
+            .map(|c| c.async_invoke(&name, &body))
+            .unwrap_or_default();
+        if chaos.drop {
+            warn!(function = %name, %request_id, "{PREFIX} dropping async invoke (answered 202, never run)");
+        } else {
+            if let Some(after) = chaos.duplicate_after {
+                warn!(function = %name, %request_id, after_ms = after.as_millis() as u64, "{PREFIX} duplicating async invoke");
+                let (r, n, b, id) = (
+                    runner.clone(),
+                    name.clone(),
+                    body.clone(),
+                    format!("{request_id}-dup"),
+                );
+                tokio::spawn(async move {
+                    tokio::time::sleep(after).await;
+                    r.count(format!("{n} (chaos duplicate)"));
+                    r.deliver_async(n, b, id, received).await
+                });
+            }
+            if let Some(d) = chaos.delay {
+                warn!(function = %name, %request_id, delay_ms = d.as_millis() as u64, "{PREFIX} delaying async invoke");
+            }
+            let (r, n, id) = (runner.clone(), name.clone(), request_id.clone());
+            tokio::spawn(async move {
+                if let Some(d) = chaos.delay {
+                    tokio::time::sleep(d).await;
+                }
+                r.deliver_async(n, body, id, received).await
+            });
+        }
         let mut resp = StatusCode::ACCEPTED.into_response();
         if let Ok(v) = HeaderValue::from_str(&request_id) {
             resp.headers_mut().insert("x-amzn-requestid", v);

@@ -33,6 +33,7 @@ use chrono::{DateTime, Utc};
 use tokio::sync::Notify;
 use tracing::{error, info, warn};
 
+use super::chaos::PREFIX;
 use super::on_failure::{function_arn, Condition, GivenUp, LastInvocation, OnFailureRecord};
 use super::shards::{ready_to_start, ShardInfo};
 use super::template::{StartingPosition, StreamMapping};
@@ -444,7 +445,9 @@ impl Runner {
             let seqs: Vec<&str> = pending.iter().take(n).map(|p| p.seq.as_str()).collect();
             match verdict(&outcome, &seqs, s.report_batch_item_failures) {
                 Verdict::Success => {
-                    let last = seqs[n - 1].to_string();
+                    let (first, last) = (seqs[0].to_string(), seqs[n - 1].to_string());
+                    self.chaos_redeliver(m, arn, shard, &first, &last, body)
+                        .await;
                     pending.drain(..n);
                     self.processed(
                         arn,
@@ -596,6 +599,28 @@ impl Runner {
             }
         }
         given.last().map(|g| g.sequence_number.clone())
+    }
+
+    /// `--chaos`: deliver a successful batch once more.
+    async fn chaos_redeliver(
+        &self,
+        m: &Mapping,
+        arn: &str,
+        shard: &str,
+        first: &str,
+        last: &str,
+        body: Bytes,
+    ) {
+        let Some(chaos) = &self.chaos else { return };
+        if !chaos.stream_duplicate(arn, shard, first, last) {
+            return;
+        }
+        warn!(function = %m.function, shard, first, last, "{PREFIX} delivering a successful stream batch again");
+        self.count(format!("{} (chaos duplicate batches)", m.function));
+        let outcome = self.invoke(&m.function, body, m.timeout).await;
+        if !matches!(outcome, Outcome::Answered(_)) {
+            warn!(function = %m.function, shard, ?outcome, "{PREFIX} the duplicate delivery failed");
+        }
     }
 }
 
