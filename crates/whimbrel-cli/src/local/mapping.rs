@@ -307,6 +307,9 @@ impl Runner {
     }
 
     fn checkpoint(&self, arn: &str, shard: &str, seq: Option<&str>, ended: bool) {
+        if seq.is_none() && !ended {
+            return; // Nothing processed yet.
+        }
         if let Err(e) = self.checkpoints.set(arn, shard, seq, ended) {
             error!(shard, error = %e, file = %self.checkpoints.path().display(), "cannot write the checkpoint");
         }
