@@ -141,16 +141,101 @@ fn backoff(retries: u32) -> Duration {
 }
 
 /// The retry state of the batch at the head of a shard.
-#[derive(Default)]
-struct Attempts {
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Attempts {
     /// Failures counted against `MaximumRetryAttempts`.
-    failures: u32,
+    pub failures: u32,
     /// Invocations that included the head records.
-    invokes: u32,
+    pub invokes: u32,
     /// The last of them.
-    last: Option<LastInvocation>,
-    /// Records per invocation while bisecting (`None`: `BatchSize`).
-    limit: Option<usize>,
+    pub last: Option<LastInvocation>,
+    /// Records of the head batch once invoked: a retried batch keeps its
+    /// records (records read meanwhile wait for the next batch), a bisected
+    /// one shrinks. `None`: the next batch takes up to `BatchSize`.
+    pub batch: Option<usize>,
+}
+
+/// What the poller does after one invocation of the head batch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Step {
+    /// The first this many records are processed.
+    pub processed: usize,
+    /// Then this many are given up (`RetryAttemptsExhausted`), with the
+    /// invocation count and last invocation to report.
+    pub give_up: Option<(usize, u32, Option<LastInvocation>)>,
+    /// Wait this long before the next invocation (a retry).
+    pub wait: Option<Duration>,
+}
+
+impl Attempts {
+    /// Record one invocation of the first `n` records (the head batch),
+    /// its `verdict`, and say what to do next (pure). The batch is
+    /// bounded: bisecting halves it without using up a retry, every other
+    /// failure uses one, and past `MaximumRetryAttempts` it is given up.
+    pub fn after(
+        &mut self,
+        verdict: &Verdict,
+        n: usize,
+        settings: &StreamMapping,
+        last: LastInvocation,
+    ) -> Step {
+        self.invokes += 1;
+        let mut step = Step {
+            processed: 0,
+            give_up: None,
+            wait: None,
+        };
+        match verdict {
+            Verdict::Success => {
+                *self = Attempts::default();
+                step.processed = n;
+                return step;
+            }
+            Verdict::PartialFrom(i) => {
+                if *i > 0 {
+                    // The records before the first failure are done; the
+                    // rest is retried as a batch that already failed once.
+                    step.processed = *i;
+                    *self = Attempts {
+                        invokes: 1,
+                        ..Attempts::default()
+                    };
+                }
+                self.batch = Some(n - i);
+                self.last = Some(LastInvocation {
+                    function_error: None,
+                    ..last
+                });
+            }
+            Verdict::FunctionError => {
+                self.last = Some(last);
+                if settings.bisect_batch_on_function_error && n > 1 {
+                    self.batch = Some(n / 2);
+                    return step;
+                }
+                self.batch = Some(n);
+            }
+            Verdict::Invalid => {
+                self.batch = Some(n);
+                self.last = Some(LastInvocation {
+                    function_error: None,
+                    ..last
+                });
+            }
+        }
+        self.failures += 1;
+        if settings
+            .maximum_retry_attempts
+            .is_some_and(|max| self.failures > max)
+        {
+            let k = self.batch.unwrap_or(n);
+            step.give_up = Some((k, self.invokes, self.last.clone()));
+            *self = Attempts::default();
+        } else {
+            step.wait = Some(backoff(self.failures));
+        }
+        step
+    }
 }
 
 impl Runner {
@@ -412,28 +497,23 @@ impl Runner {
                     .take_while(|p| (now - p.arrival).to_std().unwrap_or_default() > max)
                     .count();
                 if expired > 0 {
+                    let invokes = if at.last.is_some() { at.invokes } else { 0 };
                     let done = self.give_up(
                         m,
                         arn,
                         shard,
                         &mut pending,
-                        expired,
-                        &at,
+                        (expired, invokes, at.last.clone()),
                         Condition::RecordAgeExceeded,
                     );
-                    self.processed(
-                        arn,
-                        shard,
-                        &pending,
-                        done.as_deref(),
-                        last_read.as_deref(),
-                        &mut at,
-                    );
+                    // What is left of the batch starts afresh.
+                    at = Attempts::default();
+                    self.processed(arn, shard, &pending, done.as_deref(), last_read.as_deref());
                     continue;
                 }
             }
 
-            let n = at.limit.unwrap_or(batch_size).min(pending.len());
+            let n = at.batch.unwrap_or(batch_size).min(pending.len());
             let mut event = Event::default();
             event.records = pending
                 .iter()
@@ -444,104 +524,62 @@ impl Runner {
             let request_id = uuid::Uuid::new_v4().to_string();
             self.count(format!("{function} (stream batches)"));
             let outcome = self.invoke(function, body.clone(), m.timeout).await;
-            at.invokes += 1;
-            let seqs: Vec<&str> = pending.iter().take(n).map(|p| p.seq.as_str()).collect();
-            match verdict(&outcome, &seqs, s.report_batch_item_failures) {
+            let seqs: Vec<String> = pending.iter().take(n).map(|p| p.seq.clone()).collect();
+            let refs: Vec<&str> = seqs.iter().map(String::as_str).collect();
+            let v = verdict(&outcome, &refs, s.report_batch_item_failures);
+            let error = outcome
+                .error_payload(&request_id)
+                .map(|e| String::from_utf8_lossy(&e).into_owned());
+            let last = LastInvocation {
+                request_id,
+                function_error: Some("Unhandled".into()),
+            };
+            let step = at.after(&v, n, s, last);
+            match &v {
                 Verdict::Success => {
-                    let (first, last) = (seqs[0].to_string(), seqs[n - 1].to_string());
-                    self.chaos_redeliver(m, arn, shard, &first, &last, body)
+                    self.chaos_redeliver(m, arn, shard, &seqs[0], &seqs[n - 1], body)
                         .await;
-                    pending.drain(..n);
-                    self.processed(
-                        arn,
-                        shard,
-                        &pending,
-                        Some(&last),
-                        last_read.as_deref(),
-                        &mut at,
-                    );
-                    continue;
                 }
                 Verdict::PartialFrom(i) => {
-                    info!(%function, shard, records = n, retry_from = i, "partial batch failure");
-                    if i > 0 {
-                        // The records before the first failure are done; the
-                        // rest is retried as a batch that already failed once.
-                        let done = seqs[i - 1].to_string();
-                        pending.drain(..i);
-                        self.processed(
-                            arn,
-                            shard,
-                            &pending,
-                            Some(&done),
-                            last_read.as_deref(),
-                            &mut at,
-                        );
-                        at.invokes = 1;
-                    }
-                    at.failures += 1;
-                    at.last = Some(LastInvocation {
-                        request_id,
-                        function_error: None,
-                    });
+                    info!(%function, shard, records = n, retry_from = i, "partial batch failure")
+                }
+                Verdict::FunctionError if step.wait.is_none() && step.give_up.is_none() => {
+                    warn!(%function, shard, records = n, error = error.as_deref().unwrap_or(""), "function error; bisecting the batch")
                 }
                 Verdict::FunctionError => {
-                    let e = outcome.error_payload(&request_id).unwrap_or_default();
-                    at.last = Some(LastInvocation {
-                        request_id,
-                        function_error: Some("Unhandled".into()),
-                    });
-                    if s.bisect_batch_on_function_error && n > 1 {
-                        warn!(%function, shard, records = n, error = %String::from_utf8_lossy(&e), "function error; bisecting the batch");
-                        at.limit = Some(n / 2);
-                        continue;
-                    }
-                    at.failures += 1;
-                    warn!(%function, shard, records = n, failures = at.failures, error = %String::from_utf8_lossy(&e), "function error; retrying the batch");
+                    warn!(%function, shard, records = n, failures = at.failures, error = error.as_deref().unwrap_or(""), "function error; retrying the batch")
                 }
                 Verdict::Invalid => {
-                    at.failures += 1;
-                    at.last = Some(LastInvocation {
-                        request_id,
-                        function_error: None,
-                    });
                     if let Outcome::Answered(a) = &outcome {
                         warn!(%function, shard, answer = %String::from_utf8_lossy(a), "answer is not a partial batch response; retrying the batch");
                     }
                 }
             }
-            let exhausted = s
-                .maximum_retry_attempts
-                .is_some_and(|max| at.failures > max);
-            if exhausted {
-                let k = at.limit.unwrap_or(batch_size).min(pending.len());
+            if step.processed > 0 {
+                pending.drain(..step.processed);
+                let done = &seqs[step.processed - 1];
+                self.processed(arn, shard, &pending, Some(done), last_read.as_deref());
+            }
+            if let Some(give_up) = step.give_up {
                 let done = self.give_up(
                     m,
                     arn,
                     shard,
                     &mut pending,
-                    k,
-                    &at,
+                    give_up,
                     Condition::RetryAttemptsExhausted,
                 );
-                self.processed(
-                    arn,
-                    shard,
-                    &pending,
-                    done.as_deref(),
-                    last_read.as_deref(),
-                    &mut at,
-                );
-            } else {
-                tokio::time::sleep(backoff(at.failures)).await;
+                self.processed(arn, shard, &pending, done.as_deref(), last_read.as_deref());
+            }
+            if let Some(wait) = step.wait {
+                tokio::time::sleep(wait).await;
             }
         }
     }
 
     /// The head records were processed (or given up), the last of them
-    /// `done`: reset the retry state and advance the checkpoint, to
-    /// everything read when nothing is pending (records filtered out
-    /// included).
+    /// `done`: advance the checkpoint, to everything read when nothing is
+    /// pending (records filtered out included).
     fn processed(
         &self,
         arn: &str,
@@ -549,9 +587,7 @@ impl Runner {
         pending: &VecDeque<Pending>,
         done: Option<&str>,
         last_read: Option<&str>,
-        at: &mut Attempts,
     ) {
-        *at = Attempts::default();
         let upto = if pending.is_empty() { last_read } else { done };
         if upto.is_some() {
             self.checkpoint(arn, shard, upto, false);
@@ -566,22 +602,16 @@ impl Runner {
         arn: &str,
         shard: &str,
         pending: &mut VecDeque<Pending>,
-        k: usize,
-        at: &Attempts,
+        (k, invokes, last): (usize, u32, Option<LastInvocation>),
         condition: Condition,
     ) -> Option<String> {
         let given: Vec<GivenUp> = pending
-            .drain(..k)
+            .drain(..k.min(pending.len()))
             .map(|p| GivenUp {
                 sequence_number: p.seq,
                 arrival: p.arrival,
             })
             .collect();
-        let invokes = if condition == Condition::RecordAgeExceeded && at.last.is_none() {
-            0
-        } else {
-            at.invokes
-        };
         let record = OnFailureRecord::new(
             condition,
             function_arn(&self.region, &m.function),
@@ -589,7 +619,7 @@ impl Runner {
             shard,
             &given,
             invokes,
-            at.last.as_ref(),
+            last.as_ref(),
             Utc::now(),
         );
         let file = &self.args.on_failure_file;
@@ -630,6 +660,103 @@ impl Runner {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::local::template::StartingPosition;
+
+    fn settings(retries: Option<u32>, bisect: bool) -> StreamMapping {
+        StreamMapping {
+            table: "t".into(),
+            batch_size: 100,
+            maximum_retry_attempts: retries,
+            maximum_record_age: None,
+            bisect_batch_on_function_error: bisect,
+            report_batch_item_failures: true,
+            event_names: None,
+            starting_position: StartingPosition::TrimHorizon,
+            on_failure_destination: true,
+        }
+    }
+
+    fn call(n: u32) -> LastInvocation {
+        LastInvocation {
+            request_id: format!("r{n}"),
+            function_error: Some("Unhandled".into()),
+        }
+    }
+
+    /// Invoke the head batch of `pending` records with a function that
+    /// always fails until something is given up; the invocations made.
+    fn until_given_up(s: &StreamMapping, pending: usize) -> (u32, Step, Vec<usize>) {
+        let mut at = Attempts::default();
+        let mut sizes = Vec::new();
+        for i in 1..=10_000 {
+            let n = at.batch.unwrap_or(s.batch_size).min(pending);
+            sizes.push(n);
+            let step = at.after(&Verdict::FunctionError, n, s, call(i));
+            if step.give_up.is_some() {
+                return (i, step, sizes);
+            }
+        }
+        panic!("never given up");
+    }
+
+    #[test]
+    fn a_failing_batch_is_bisected_then_bounded() {
+        // 100 → 50 → 25 → 12 → 6 → 3 → 1 (bisecting uses no retry), then
+        // the single record is tried 1 + 10 times.
+        let (invokes, step, sizes) = until_given_up(&settings(Some(10), true), 100);
+        assert_eq!(invokes, 6 + 11);
+        assert_eq!(&sizes[..7], [100, 50, 25, 12, 6, 3, 1]);
+        assert!(sizes[7..].iter().all(|n| *n == 1));
+        let (k, count, last) = step.give_up.unwrap();
+        assert_eq!(k, 1);
+        assert_eq!(count, 17);
+        assert_eq!(last.unwrap().request_id, "r17");
+    }
+
+    #[test]
+    fn without_bisect_the_whole_batch_is_retried_then_given_up() {
+        let (invokes, step, sizes) = until_given_up(&settings(Some(10), false), 40);
+        assert_eq!(invokes, 11);
+        assert!(sizes.iter().all(|n| *n == 40));
+        assert_eq!(step.give_up.unwrap().0, 40);
+        // A retried batch keeps its records: records read meanwhile wait.
+        let mut at = Attempts::default();
+        at.after(&Verdict::Invalid, 3, &settings(Some(10), false), call(1));
+        assert_eq!(at.batch, Some(3));
+        assert_eq!(at.last.unwrap().function_error, None);
+    }
+
+    #[test]
+    fn retries_wait_and_infinite_retries_never_give_up() {
+        let s = settings(None, false);
+        let mut at = Attempts::default();
+        for i in 1..=1000 {
+            let step = at.after(&Verdict::FunctionError, 5, &s, call(i));
+            assert_eq!(step.give_up, None);
+            assert!(step.wait.unwrap() <= Duration::from_secs(2));
+        }
+    }
+
+    #[test]
+    fn partial_failures_process_the_prefix() {
+        let s = settings(Some(0), true);
+        let mut at = Attempts::default();
+        // 3 of 10 done; MaximumRetryAttempts 0: the other 7 are given up.
+        let step = at.after(&Verdict::PartialFrom(3), 10, &s, call(1));
+        assert_eq!(step.processed, 3);
+        let (k, invokes, last) = step.give_up.unwrap();
+        assert_eq!((k, invokes), (7, 1));
+        assert_eq!(last.unwrap().function_error, None);
+        assert_eq!(at, Attempts::default());
+        // With retries left, the rest is retried as one batch.
+        let s = settings(Some(2), true);
+        let step = at.after(&Verdict::PartialFrom(4), 10, &s, call(2));
+        assert_eq!((step.processed, step.give_up.is_none()), (4, true));
+        assert_eq!((at.batch, at.failures), (Some(6), 1));
+        let step = at.after(&Verdict::Success, 6, &s, call(3));
+        assert_eq!(step.processed, 6);
+        assert_eq!(at, Attempts::default());
+    }
 
     #[test]
     fn verdicts() {
