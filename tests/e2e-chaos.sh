@@ -12,6 +12,7 @@
 #   --seed S       chaos seed (default 42; WHIMBREL_CHAOS_SEED)
 #   --timeout S    seconds to wait for every workflow after the restart (default 600)
 #   --kill-after S seconds after the starts before the runner is killed (default 20)
+#   --no-kill      do not kill and restart the runner (to tell its effect apart)
 #
 # The chaos rates are whimbrel local's defaults unless WHIMBREL_CHAOS_*_RATE
 # say otherwise. The relaunch window is shortened (WHIMBREL_QUEUED_REDRIVE_SECONDS,
@@ -30,7 +31,8 @@ while [[ $# -gt 0 ]]; do
     --seed) SEED=$2; shift 2 ;;
     --timeout) TIMEOUT=$2; shift 2 ;;
     --kill-after) KILL_AFTER=$2; shift 2 ;;
-    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+    --no-kill) KILL_AFTER=; shift ;;
+    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
     *) echo "e2e-chaos: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -78,20 +80,22 @@ states() { # prints one "id state" line per workflow
 }
 summary() { awk '{c[$2]++} END {for (s in c) printf "%s=%d ", s, c[s]; print ""}'; }
 
-sleep "$KILL_AFTER"
-echo "==> before the kill: $(states | summary)"
-PID=$(cat "$STACK/local.pid")
-kill -KILL -- "-$PID" 2>/dev/null || kill -KILL "$PID"
-while kill -0 "$PID" 2>/dev/null; do sleep 0.1; done
 KILLED=$(date +%s.%N)
-echo "==> runner killed (SIGKILL, pid $PID)"
-cp "$STACK/local.log" "$STACK/local.before-kill.log"
-cp "$STACK/checkpoints.json" "$STACK/checkpoints.at-kill.json" 2>/dev/null || true
-# `up` starts only what is not running: the runner, with the same settings.
-bash scripts/stack.sh up > "$STACK/restart.log" 2>&1 || { cat "$STACK/restart.log"; exit 1; }
-LISTENING=$(date +%s.%N)
-echo "==> runner restarted (pid $(cat "$STACK/local.pid")), listening $(python3 -c "print(f'{$LISTENING - $KILLED:.1f}')") s after the kill"
-
+if [[ -n $KILL_AFTER ]]; then
+  sleep "$KILL_AFTER"
+  echo "==> before the kill: $(states | summary)"
+  PID=$(cat "$STACK/local.pid")
+  kill -KILL -- "-$PID" 2>/dev/null || kill -KILL "$PID"
+  while kill -0 "$PID" 2>/dev/null; do sleep 0.1; done
+  KILLED=$(date +%s.%N)
+  echo "==> runner killed (SIGKILL, pid $PID)"
+  cp "$STACK/local.log" "$STACK/local.before-kill.log"
+  cp "$STACK/checkpoints.json" "$STACK/checkpoints.at-kill.json" 2>/dev/null || true
+  # `up` starts only what is not running: the runner, with the same settings.
+  bash scripts/stack.sh up > "$STACK/restart.log" 2>&1 || { cat "$STACK/restart.log"; exit 1; }
+  LISTENING=$(date +%s.%N)
+  echo "==> runner restarted (pid $(cat "$STACK/local.pid")), listening $(python3 -c "print(f'{$LISTENING - $KILLED:.1f}')") s after the kill"
+fi
 DEADLINE=$(( $(date +%s) + TIMEOUT ))
 while :; do
   states > "$STACK/states"
