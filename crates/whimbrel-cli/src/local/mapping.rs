@@ -543,11 +543,13 @@ impl Runner {
                 Verdict::PartialFrom(i) => {
                     info!(%function, shard, records = n, retry_from = i, "partial batch failure")
                 }
-                Verdict::FunctionError if step.wait.is_none() && step.give_up.is_none() => {
-                    warn!(%function, shard, records = n, error = error.as_deref().unwrap_or(""), "function error; bisecting the batch")
-                }
                 Verdict::FunctionError => {
-                    warn!(%function, shard, records = n, failures = at.failures, error = error.as_deref().unwrap_or(""), "function error; retrying the batch")
+                    let what = match (&step.give_up, step.wait) {
+                        (Some(_), _) => "function error; retries used up",
+                        (None, None) => "function error; bisecting the batch",
+                        (None, Some(_)) => "function error; retrying the batch",
+                    };
+                    warn!(%function, shard, records = n, failures = at.failures, error = error.as_deref().unwrap_or(""), "{what}")
                 }
                 Verdict::Invalid => {
                     if let Outcome::Answered(a) = &outcome {
