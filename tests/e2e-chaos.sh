@@ -11,7 +11,9 @@
 #   -n N           workflows (default 5)
 #   --seed S       chaos seed (default 42; WHIMBREL_CHAOS_SEED)
 #   --timeout S    seconds to wait for every workflow after the restart (default 600)
-#   --kill-after S seconds after the starts before the runner is killed (default 20)
+#   --kill-after S kill the runner S seconds after the starts (default: as soon
+#                  as both mappings have checkpointed a batch, i.e. when the
+#                  first activity events are processed; at the latest after 120 s)
 #   --no-kill      do not kill and restart the runner (to tell its effect apart)
 #
 # The chaos rates are whimbrel local's defaults unless WHIMBREL_CHAOS_*_RATE
@@ -24,7 +26,7 @@ cd "$(dirname "$0")/.."
 N=5
 SEED=${WHIMBREL_CHAOS_SEED:-42}
 TIMEOUT=600
-KILL_AFTER=20
+KILL_AFTER=auto
 while [[ $# -gt 0 ]]; do
   case $1 in
     -n|--workflows) N=$2; shift 2 ;;
@@ -32,7 +34,7 @@ while [[ $# -gt 0 ]]; do
     --timeout) TIMEOUT=$2; shift 2 ;;
     --kill-after) KILL_AFTER=$2; shift 2 ;;
     --no-kill) KILL_AFTER=; shift ;;
-    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
     *) echo "e2e-chaos: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -82,7 +84,21 @@ summary() { awk '{c[$2]++} END {for (s in c) printf "%s=%d ", s, c[s]; print ""}
 
 KILLED=$(date +%s.%N)
 if [[ -n $KILL_AFTER ]]; then
-  sleep "$KILL_AFTER"
+  if [[ $KILL_AFTER == auto ]]; then
+    # Mid-run: as soon as both shards have a checkpoint (the first activity
+    # events are processed when the counts start).
+    for _ in $(seq 1 240); do
+      if python3 - "$STACK/checkpoints.json" <<'PY' 2>/dev/null; then break; fi
+import json, sys
+streams = json.load(open(sys.argv[1]))["streams"]
+done = [a for a, shards in streams.items() if any(c.get("sequence_number") for c in shards.values())]
+sys.exit(0 if len(done) >= 2 else 1)
+PY
+      sleep 0.5
+    done
+  else
+    sleep "$KILL_AFTER"
+  fi
   echo "==> before the kill: $(states | summary)"
   PID=$(cat "$STACK/local.pid")
   kill -KILL -- "-$PID" 2>/dev/null || kill -KILL "$PID"
