@@ -6,7 +6,7 @@
 # resume from its shard checkpoints. Every workflow must reach its
 # fault-free end state, COMPLETED, within the timeout.
 #
-#   bash tests/e2e-chaos.sh [-n N] [--seed S] [--timeout SECONDS] [--kill-after SECONDS]
+#   bash tests/e2e-chaos.sh [-n N] [--seed S] [--timeout S] [--kill-after S | --no-kill]
 #
 #   -n N           workflows (default 5)
 #   --seed S       chaos seed (default 42; WHIMBREL_CHAOS_SEED)
@@ -21,6 +21,9 @@
 # default here 20) so dropped launches are relaunched within the run.
 # Prints a summary (states, chaos actions, restart and resume times) and
 # exits 0 only if every workflow COMPLETED. Not part of scripts/test.sh yet.
+# Function timeouts are the template's and include cargo lambda watch's
+# queueing and cold starts (`cargo run`): on a crowded machine a large N can
+# fail on timeouts rather than on chaos.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=5
@@ -34,7 +37,7 @@ while [[ $# -gt 0 ]]; do
     --timeout) TIMEOUT=$2; shift 2 ;;
     --kill-after) KILL_AFTER=$2; shift 2 ;;
     --no-kill) KILL_AFTER=; shift ;;
-    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
     *) echo "e2e-chaos: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
