@@ -1,42 +1,65 @@
-//! `whimbrel local`: what AWS wires and no local tool does (DESIGN 6).
+//! `whimbrel local`: what AWS wires and no local tool does (DESIGN 6), with
+//! the settings of `template.yaml` (the one place they are written down;
+//! flags only override them).
 //!
-//! * **Event source mappings**: poll the DynamoDB stream shards of
-//!   `workflow_request` and `activity_event` and deliver batches of real
-//!   DynamoDB stream event JSON to the functions, as Lambda would: INSERT
-//!   filter, batch size, partial batch responses (retry from the lowest
-//!   failed sequence number), retries with backoff, bisect on function
-//!   error, and an on-failure destination (a JSON-lines file).
-//! * **Schedule**: invoke the heartbeat monitor with an EventBridge
-//!   Scheduled Event every `--monitor-interval-seconds`.
-//! * **Invoke API front**: `POST /2015-03-31/functions/{name}/invocations`
-//!   on `--listen`, forwarded to `cargo lambda watch`; `InvocationType=Event`
-//!   answers 202 at once and runs in the background, ARNs resolve to
-//!   binary names, and a function error becomes 200 + `X-Amz-Function-Error`.
+//! * **Event source mappings** ([`mapping`]): one per `Type: DynamoDB`
+//!   event of the template. Polls the stream's shards (a parent to its end
+//!   before its children) and delivers batches of real DynamoDB stream event
+//!   JSON: event name filter, `BatchSize`, partial batch responses, retries
+//!   up to `MaximumRetryAttempts`, `MaximumRecordAgeInSeconds`, bisect on
+//!   function error, the function's `Timeout` (a hung or unreachable
+//!   instance is a function error), an on-failure destination (a JSON-lines
+//!   file, records shaped as Lambda sends them to SQS), and durable shard
+//!   checkpoints so a restarted runner resumes where it stopped.
+//! * **Schedule**: invoke the scheduled function (`Type: Schedule`) with an
+//!   EventBridge Scheduled Event every `--monitor-interval-seconds`.
+//! * **Invoke API front** ([`front`]): `POST
+//!   /2015-03-31/functions/{name}/invocations` on `--listen`, forwarded to
+//!   `cargo lambda watch`. `InvocationType=Event` answers 202 at once and
+//!   runs in the background with the function's `EventInvokeConfig`
+//!   (retries, maximum event age); ARNs and deployed names resolve to binary
+//!   names; a function error becomes 200 + `X-Amz-Function-Error`.
+//! * **Chaos** ([`chaos`], `--chaos`): drops, duplicates and delays async
+//!   invokes, delivers successful stream batches again; every action is
+//!   logged with the prefix `CHAOS`.
 
-use std::collections::{BTreeMap, HashSet};
+mod chaos;
+mod checkpoint;
+mod front;
+mod mapping;
+mod on_failure;
+mod shards;
+mod template;
+
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use aws_lambda_events::event::dynamodb::{Event, EventRecord, StreamRecord, StreamViewType};
 use aws_lambda_events::event::eventbridge::EventBridgeEvent;
-use aws_lambda_events::event::streams::DynamoDbEventResponse;
-use aws_sdk_dynamodbstreams::types::{OperationType, Record, ShardIteratorType};
 use aws_sdk_lambda::error::SdkError;
 use aws_sdk_lambda::primitives::Blob;
 use axum::body::Bytes;
-use axum::extract::{Path, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode};
-use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use axum::{Json, Router};
+use axum::Router;
 use clap::Args;
 use serde_json::{json, Value};
-use tracing::{error, info, warn};
-use whimbrel_core::store::Tables;
+use tracing::{info, warn};
 
 use crate::{CliError, Global};
+use chaos::{Chaos, ChaosConfig};
+use checkpoint::Checkpoints;
+use template::{AsyncConfig, Template};
+
+fn rate(s: &str) -> Result<f64, String> {
+    let r: f64 = s.parse().map_err(|e| format!("{e}"))?;
+    if (0.0..=1.0).contains(&r) {
+        Ok(r)
+    } else {
+        Err(format!("{r} is not a rate in [0, 1]"))
+    }
+}
 
 /// Options of `whimbrel local`.
 #[derive(Args, Debug, Clone)]
@@ -51,55 +74,147 @@ pub struct LocalArgs {
     /// Where the Invoke API front listens (point AWS_ENDPOINT_URL_LAMBDA here).
     #[arg(long, default_value = "127.0.0.1:9001")]
     listen: SocketAddr,
-    /// Records per batch (event source mapping BatchSize).
-    #[arg(long, default_value_t = 100)]
-    batch_size: usize,
-    /// Retries of a failing batch before it goes to the on-failure file
-    /// (MaximumRetryAttempts).
-    #[arg(long, default_value_t = 30)]
-    maximum_retry_attempts: u32,
-    /// Seconds between heartbeat monitor invocations (the schedule).
+    /// The SAM template the mappings, timeouts and async settings are read
+    /// from.
+    #[arg(long, env = "WHIMBREL_TEMPLATE", default_value = "template.yaml")]
+    template: PathBuf,
+    /// Override every mapping's BatchSize (records per batch; template:
+    /// the StreamBatchSize parameter's default).
+    #[arg(long)]
+    batch_size: Option<usize>,
+    /// Override every mapping's MaximumRetryAttempts (-1: infinite).
+    #[arg(long, allow_hyphen_values = true)]
+    maximum_retry_attempts: Option<i64>,
+    /// Override every mapping's MaximumRecordAgeInSeconds (-1: infinite).
+    #[arg(long, allow_hyphen_values = true)]
+    maximum_record_age_seconds: Option<i64>,
+    /// Override every mapping's BisectBatchOnFunctionError.
+    #[arg(long)]
+    bisect_batch_on_function_error: Option<bool>,
+    /// Override every function's Timeout, seconds.
+    #[arg(long)]
+    function_timeout_seconds: Option<u64>,
+    /// Multiply the waits between async invoke retries (AWS: about 1 min,
+    /// then 2 min) by this; e.g. 0.05 for 3 s then 6 s. Event ages are not
+    /// scaled.
+    #[arg(long, env = "WHIMBREL_ASYNC_RETRY_DELAY_SCALE", default_value_t = 1.0)]
+    async_retry_delay_scale: f64,
+    /// Seconds between scheduled invocations (the template's rate is for
+    /// AWS; locally the monitor ticks faster).
     #[arg(long, default_value_t = 5)]
     monitor_interval_seconds: u64,
     /// Milliseconds between polls of an idle shard.
     #[arg(long, default_value_t = 200)]
     poll_interval_ms: u64,
-    /// On-failure destination: batches that exhausted their retries are
-    /// appended here as JSON lines.
+    /// On-failure destination of the mappings: one JSON line per batch
+    /// given up, shaped as Lambda sends it to SQS.
     #[arg(long, default_value = ".stack/on-failure.jsonl")]
     on_failure_file: PathBuf,
-    /// Function fed by the workflow_request stream.
-    #[arg(long, default_value = "whimbrel-workflow-request")]
-    workflow_request_function: String,
-    /// Function fed by the activity_event stream.
-    #[arg(long, default_value = "whimbrel-activity-event")]
-    activity_event_function: String,
-    /// Function run on the schedule.
-    #[arg(long, default_value = "whimbrel-heartbeat-monitor")]
-    heartbeat_monitor_function: String,
+    /// Shard checkpoints (default: checkpoints.json beside the on-failure
+    /// file, i.e. in the stack directory).
+    #[arg(long, env = "WHIMBREL_CHECKPOINT_FILE")]
+    checkpoint_file: Option<PathBuf>,
+    #[command(flatten)]
+    chaos: ChaosArgs,
+}
+
+/// `--chaos` and its settings (also from the environment, so a stack
+/// script can turn it on without new flags).
+#[derive(Args, Debug, Clone)]
+pub struct ChaosArgs {
+    /// Drop, duplicate and delay async invokes; deliver successful stream
+    /// batches again. Every action is logged with the prefix CHAOS.
+    #[arg(long, env = "WHIMBREL_CHAOS", value_parser = clap::builder::BoolishValueParser::new())]
+    chaos: bool,
+    /// Seed of the chaos decisions (default: from the clock, logged).
+    #[arg(long, env = "WHIMBREL_CHAOS_SEED")]
+    chaos_seed: Option<u64>,
+    /// Share of async invokes answered 202 and never run.
+    #[arg(long, env = "WHIMBREL_CHAOS_DROP_RATE", default_value = "0.05", value_parser = rate)]
+    chaos_drop_rate: f64,
+    /// Share of async invokes run twice.
+    #[arg(long, env = "WHIMBREL_CHAOS_DUPLICATE_RATE", default_value = "0.1", value_parser = rate)]
+    chaos_duplicate_rate: f64,
+    /// Share of async invokes delayed (up to --chaos-max-delay-ms).
+    #[arg(long, env = "WHIMBREL_CHAOS_DELAY_RATE", default_value = "0.2", value_parser = rate)]
+    chaos_delay_rate: f64,
+    /// Longest chaos delay of an async invoke, milliseconds.
+    #[arg(long, env = "WHIMBREL_CHAOS_MAX_DELAY_MS", default_value_t = 3000)]
+    chaos_max_delay_ms: u64,
+    /// Share of successful stream batches delivered once more.
+    #[arg(long, env = "WHIMBREL_CHAOS_STREAM_DUPLICATE_RATE", default_value = "0.1", value_parser = rate)]
+    chaos_stream_duplicate_rate: f64,
+}
+
+impl ChaosArgs {
+    fn config(&self) -> Option<ChaosConfig> {
+        self.chaos.then(|| ChaosConfig {
+            seed: self.chaos_seed.unwrap_or_else(|| {
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_nanos() as u64)
+                    .unwrap_or(1)
+            }),
+            async_drop_rate: self.chaos_drop_rate,
+            async_duplicate_rate: self.chaos_duplicate_rate,
+            async_delay_rate: self.chaos_delay_rate,
+            async_max_delay: Duration::from_millis(self.chaos_max_delay_ms),
+            stream_duplicate_rate: self.chaos_stream_duplicate_rate,
+        })
+    }
 }
 
 /// Invocation counters, by function name and kind.
 type Counters = Arc<Mutex<BTreeMap<String, u64>>>;
 
-struct Runner {
+pub(crate) struct Runner {
     args: LocalArgs,
+    template: Template,
     lambda: aws_sdk_lambda::Client,
     streams: aws_sdk_dynamodbstreams::Client,
     dynamodb: aws_sdk_dynamodb::Client,
     counters: Counters,
     region: String,
+    checkpoints: Checkpoints,
+    chaos: Option<Chaos>,
 }
 
 /// The outcome of one invocation on the upstream.
-enum Invoked {
+#[derive(Debug)]
+pub(crate) enum Outcome {
     /// 2xx and no function error: the answer.
-    Ok(Bytes),
+    Answered(Bytes),
     /// The function ran and failed: its error payload.
     FunctionError(Bytes),
+    /// No answer within the function's timeout (a hung instance).
+    TimedOut(Duration),
+    /// Not delivered, or the answer was lost (connection refused or reset,
+    /// a 4xx from the upstream): the reason.
+    NotDelivered(String),
 }
 
-/// `ARN` or `name[:qualifier]` → the bare binary name (DESIGN 6: only the
+impl Outcome {
+    /// The error payload Lambda gives for a function error, a timeout or
+    /// a dead instance; `None` for an answer.
+    fn error_payload(&self, request_id: &str) -> Option<Bytes> {
+        match self {
+            Outcome::Answered(_) => None,
+            Outcome::FunctionError(b) => Some(b.clone()),
+            Outcome::TimedOut(t) => Some(Bytes::from(
+                json!({
+                    "errorType": "Sandbox.Timedout",
+                    "errorMessage": format!("RequestId: {request_id} Error: Task timed out after {:.2} seconds", t.as_secs_f64()),
+                })
+                .to_string(),
+            )),
+            Outcome::NotDelivered(e) => Some(Bytes::from(
+                json!({"errorType": "Runtime.Unavailable", "errorMessage": e}).to_string(),
+            )),
+        }
+    }
+}
+
+/// `ARN` or `name[:qualifier]` → the bare function name (DESIGN 6: only the
 /// bare name resolves under `cargo lambda watch`).
 pub fn function_name(name_or_arn: &str) -> &str {
     match name_or_arn.split_once(":function:") {
@@ -118,390 +233,83 @@ impl Runner {
             .or_default() += 1;
     }
 
-    /// Invoke `function` on the upstream, synchronously, without retries.
-    async fn invoke(&self, function: &str, payload: Bytes) -> Result<Invoked, String> {
-        let r = self
+    /// The function's timeout: `--function-timeout-seconds`, else its
+    /// template `Timeout`, else the template's global one.
+    fn timeout(&self, function: &str) -> Duration {
+        if let Some(s) = self.args.function_timeout_seconds {
+            return Duration::from_secs(s.max(1));
+        }
+        self.template
+            .function(function)
+            .map_or(self.template.default_timeout, |f| f.timeout)
+    }
+
+    /// The function's `EventInvokeConfig` (AWS's defaults if none).
+    fn async_config(&self, function: &str) -> AsyncConfig {
+        self.template
+            .function(function)
+            .map(|f| f.async_config)
+            .unwrap_or_default()
+    }
+
+    /// Invoke `function` on the upstream, synchronously, once, waiting at
+    /// most `timeout`.
+    async fn invoke(&self, function: &str, payload: Bytes, timeout: Duration) -> Outcome {
+        let call = self
             .lambda
             .invoke()
             .function_name(function)
             .payload(Blob::new(payload.to_vec()))
-            .send()
-            .await;
+            .send();
+        let r = match tokio::time::timeout(timeout, call).await {
+            Ok(r) => r,
+            Err(_) => return Outcome::TimedOut(timeout),
+        };
         match r {
             Ok(out) => {
                 let body = Bytes::from(out.payload.map(|b| b.into_inner()).unwrap_or_default());
                 if out.function_error.is_some() {
-                    Ok(Invoked::FunctionError(body))
+                    Outcome::FunctionError(body)
                 } else {
-                    Ok(Invoked::Ok(body))
+                    Outcome::Answered(body)
                 }
             }
             Err(SdkError::ServiceError(se)) if se.raw().status().as_u16() >= 500 => {
-                // cargo lambda watch answers a function error with HTTP 500.
+                // cargo lambda watch answers a function error (a panic, an
+                // exit) with HTTP 500.
                 let body = se
                     .raw()
                     .body()
                     .bytes()
                     .map(Bytes::copy_from_slice)
                     .unwrap_or_default();
-                Ok(Invoked::FunctionError(body))
+                Outcome::FunctionError(body)
             }
-            Err(e) => Err(aws_smithy_types::error::display::DisplayErrorContext(&e).to_string()),
-        }
-    }
-}
-
-// ----- Invoke API front -----------------------------------------------------
-
-async fn front_invoke(
-    State(runner): State<Arc<Runner>>,
-    Path(target): Path<String>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    let name = function_name(&target).to_string();
-    let asynchronous = headers
-        .get("x-amz-invocation-type")
-        .and_then(|v| v.to_str().ok())
-        == Some("Event");
-    runner.count(name.clone());
-    if asynchronous {
-        let r = runner.clone();
-        tokio::spawn(async move {
-            match r.invoke(&name, body).await {
-                Ok(Invoked::Ok(_)) => {}
-                Ok(Invoked::FunctionError(e)) => {
-                    warn!(function = %name, error = %String::from_utf8_lossy(&e), "async invocation failed")
-                }
-                Err(e) => error!(function = %name, error = %e, "async invocation not delivered"),
-            }
-        });
-        return StatusCode::ACCEPTED.into_response();
-    }
-    match runner.invoke(&name, body).await {
-        Ok(Invoked::Ok(b)) => (StatusCode::OK, b).into_response(),
-        Ok(Invoked::FunctionError(b)) => {
-            let mut resp = (StatusCode::OK, b).into_response();
-            resp.headers_mut().insert(
-                "x-amz-function-error",
-                HeaderValue::from_static("Unhandled"),
-            );
-            resp
-        }
-        Err(e) => (
-            StatusCode::BAD_GATEWAY,
-            Json(json!({"Type": "Service", "message": e})),
-        )
-            .into_response(),
-    }
-}
-
-async fn front_counters(State(runner): State<Arc<Runner>>) -> Json<Value> {
-    let c = runner
-        .counters
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .clone();
-    Json(json!(c))
-}
-
-// ----- event source mappings -------------------------------------------------
-
-/// A stream record as the Lambda event source mapping delivers it.
-fn lambda_record(r: &Record, stream_arn: &str, region: &str) -> EventRecord {
-    let mut out = EventRecord::default();
-    out.aws_region = r.aws_region().unwrap_or(region).to_string();
-    out.event_id = r.event_id().unwrap_or_default().to_string();
-    out.event_name = r
-        .event_name()
-        .map(|o| o.as_str().to_string())
-        .unwrap_or_default();
-    out.event_source = Some("aws:dynamodb".into());
-    out.event_version = Some(r.event_version().unwrap_or("1.1").to_string());
-    out.event_source_arn = Some(stream_arn.to_string());
-    let mut c = StreamRecord::default();
-    if let Some(sr) = r.dynamodb() {
-        if let Some(t) = sr.approximate_creation_date_time() {
-            c.approximate_creation_date_time =
-                chrono::DateTime::from_timestamp(t.secs(), 0).unwrap_or_default();
-        }
-        c.keys = sr.keys().cloned().unwrap_or_default().into();
-        c.new_image = sr.new_image().cloned().unwrap_or_default().into();
-        c.old_image = sr.old_image().cloned().unwrap_or_default().into();
-        c.sequence_number = sr.sequence_number().map(str::to_string);
-        c.size_bytes = sr.size_bytes().unwrap_or(0);
-        c.stream_view_type = Some(StreamViewType::NewImage);
-    }
-    out.change = c;
-    out
-}
-
-fn seq_of(r: &Record) -> Option<&str> {
-    r.dynamodb().and_then(|d| d.sequence_number())
-}
-
-fn backoff(attempt: u32) -> Duration {
-    Duration::from_millis((100u64 << attempt.min(5)).min(2_000))
-}
-
-impl Runner {
-    /// The table's latest stream ARN, waiting for the table to exist.
-    async fn stream_arn(&self, table: &str) -> String {
-        loop {
-            match self
-                .dynamodb
-                .describe_table()
-                .table_name(table)
-                .send()
-                .await
-            {
-                Ok(out) => {
-                    if let Some(arn) = out.table().and_then(|t| t.latest_stream_arn()) {
-                        return arn.to_string();
-                    }
-                    warn!(table, "table has no stream; run `whimbrel install`");
-                }
-                Err(e) => {
-                    warn!(table, error = %aws_smithy_types::error::display::DisplayErrorContext(&e), "waiting for table")
-                }
-            }
-            tokio::time::sleep(Duration::from_secs(2)).await;
+            Err(e) => Outcome::NotDelivered(
+                aws_smithy_types::error::display::DisplayErrorContext(&e).to_string(),
+            ),
         }
     }
 
-    /// The event source mapping of one table: discover shards, poll each.
-    async fn map_table(self: Arc<Self>, table: String, function: String) {
-        let arn = self.stream_arn(&table).await;
-        info!(%table, %function, stream = %arn, "event source mapping started");
-        let mut started = HashSet::new();
-        loop {
-            match self.streams.describe_stream().stream_arn(&arn).send().await {
-                Ok(out) => {
-                    let shards = out
-                        .stream_description()
-                        .map(|d| d.shards().to_vec())
-                        .unwrap_or_default();
-                    for s in shards {
-                        let Some(id) = s.shard_id() else { continue };
-                        if started.insert(id.to_string()) {
-                            let r = self.clone();
-                            let (arn, id, f) = (arn.clone(), id.to_string(), function.clone());
-                            tokio::spawn(async move { r.poll_shard(arn, id, f).await });
-                        }
-                    }
-                }
-                Err(e) => {
-                    warn!(%table, error = %aws_smithy_types::error::display::DisplayErrorContext(&e), "DescribeStream failed")
-                }
-            }
-            tokio::time::sleep(Duration::from_secs(10)).await;
-        }
-    }
-
-    async fn iterator(&self, arn: &str, shard: &str, after: Option<&str>) -> Option<String> {
-        let mut req = self
-            .streams
-            .get_shard_iterator()
-            .stream_arn(arn)
-            .shard_id(shard);
-        req = match after {
-            Some(seq) => req
-                .shard_iterator_type(ShardIteratorType::AfterSequenceNumber)
-                .sequence_number(seq),
-            None => req.shard_iterator_type(ShardIteratorType::TrimHorizon),
-        };
-        match req.send().await {
-            Ok(out) => out.shard_iterator().map(str::to_string),
-            Err(e) => {
-                warn!(shard, error = %aws_smithy_types::error::display::DisplayErrorContext(&e), "GetShardIterator failed");
-                None
-            }
-        }
-    }
-
-    /// Poll one shard and deliver its INSERT records in order.
-    async fn poll_shard(self: Arc<Self>, arn: String, shard: String, function: String) {
-        let batch_size = self.args.batch_size.max(1);
-        let mut last_read: Option<String> = None;
-        let mut iterator = self.iterator(&arn, &shard, None).await;
-        let mut pending: Vec<Record> = Vec::new();
-        let mut attempts = 0u32;
-        let mut limit = batch_size;
-        let idle = Duration::from_millis(self.args.poll_interval_ms);
-        loop {
-            if pending.len() < batch_size {
-                if iterator.is_none() {
-                    iterator = self.iterator(&arn, &shard, last_read.as_deref()).await;
-                }
-                if let Some(it) = iterator.clone() {
-                    match self
-                        .streams
-                        .get_records()
-                        .shard_iterator(it)
-                        .limit((batch_size - pending.len()) as i32)
-                        .send()
-                        .await
-                    {
-                        Ok(out) => {
-                            for r in out.records() {
-                                if let Some(seq) = seq_of(r) {
-                                    last_read = Some(seq.to_string());
-                                }
-                                // FilterCriteria {"eventName": ["INSERT"]}.
-                                if r.event_name() == Some(&OperationType::Insert) {
-                                    pending.push(r.clone());
-                                }
-                            }
-                            iterator = out.next_shard_iterator().map(str::to_string);
-                        }
-                        Err(e) => {
-                            // DynamoDB Local: an iterator taken on a shard
-                            // with no record yet fails (TrimmedDataAccess)
-                            // once another table is written first;
-                            // re-open after the last record read.
-                            warn!(shard, error = %aws_smithy_types::error::display::DisplayErrorContext(&e), "GetRecords failed; reopening the iterator");
-                            iterator = None;
-                            tokio::time::sleep(idle).await;
-                            continue;
-                        }
-                    }
-                }
-            }
-            if pending.is_empty() {
-                tokio::time::sleep(idle).await;
-                continue;
-            }
-            let n = limit.min(pending.len());
-            let mut event = Event::default();
-            event.records = pending[..n]
-                .iter()
-                .map(|r| lambda_record(r, &arn, &self.region))
-                .collect();
-            let body = Bytes::from(serde_json::to_vec(&event).unwrap_or_default());
-            self.count(format!("{function} (stream batches)"));
-            let done = match self.invoke(&function, body).await {
-                Ok(Invoked::Ok(answer)) => {
-                    // An empty answer is success; one that is not a partial
-                    // batch response fails the whole batch, as on AWS.
-                    let resp: Option<DynamoDbEventResponse> =
-                        if answer.iter().all(u8::is_ascii_whitespace) || answer.as_ref() == b"null"
-                        {
-                            Some(DynamoDbEventResponse::default())
-                        } else {
-                            serde_json::from_slice(&answer).ok()
-                        };
-                    let Some(resp) = resp else {
-                        attempts += 1;
-                        warn!(%function, answer = %String::from_utf8_lossy(&answer), "answer is not a partial batch response; retrying the batch");
-                        if attempts > self.args.maximum_retry_attempts {
-                            let k = n.min(pending.len());
-                            let dropped: Vec<Value> = pending
-                                .drain(..k)
-                                .map(|r| json!(lambda_record(&r, &arn, &self.region)))
-                                .collect();
-                            self.on_failure(&function, dropped);
-                            attempts = 0;
-                        } else {
-                            tokio::time::sleep(backoff(attempts)).await;
-                        }
-                        continue;
-                    };
-                    let failed: Vec<usize> = resp
-                        .batch_item_failures
-                        .iter()
-                        .map(|f| {
-                            pending[..n]
-                                .iter()
-                                .position(|r| seq_of(r) == f.item_identifier.as_deref())
-                                // An unknown identifier fails the whole batch.
-                                .unwrap_or(0)
-                        })
-                        .collect();
-                    match failed.into_iter().min() {
-                        None => Some(n),
-                        Some(first) => {
-                            attempts += 1;
-                            info!(%function, retry_from = first, attempts, "partial batch failure");
-                            if first > 0 {
-                                // Records before the first failure are done.
-                                pending.drain(..first);
-                                attempts = 1;
-                            }
-                            None
-                        }
-                    }
-                }
-                Ok(Invoked::FunctionError(e)) => {
-                    attempts += 1;
-                    warn!(%function, records = n, error = %String::from_utf8_lossy(&e), "function error; bisecting");
-                    limit = (n / 2).max(1);
-                    None
-                }
-                Err(e) => {
-                    // Not delivered (or the answer was lost): counts as an
-                    // attempt, like a function error.
-                    attempts += 1;
-                    warn!(%function, attempts, error = %e, "function not reachable; retrying");
-                    None
-                }
-            };
-            match done {
-                Some(k) => {
-                    pending.drain(..k);
-                    attempts = 0;
-                    limit = batch_size;
-                }
-                None if attempts > self.args.maximum_retry_attempts => {
-                    let k = limit.min(pending.len());
-                    let dropped: Vec<Value> = pending
-                        .drain(..k)
-                        .map(|r| json!(lambda_record(&r, &arn, &self.region)))
-                        .collect();
-                    error!(%function, records = dropped.len(), file = %self.args.on_failure_file.display(), "retries exhausted; batch sent to the on-failure destination");
-                    self.on_failure(&function, dropped);
-                    attempts = 0;
-                    limit = batch_size;
-                }
-                None => tokio::time::sleep(backoff(attempts)).await,
-            }
-        }
-    }
-
-    fn on_failure(&self, function: &str, records: Vec<Value>) {
-        use std::io::Write;
-        let line = json!({"function": function, "records": records});
-        if let Some(dir) = self.args.on_failure_file.parent() {
-            let _ = std::fs::create_dir_all(dir);
-        }
-        match std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&self.args.on_failure_file)
-        {
-            Ok(mut f) => {
-                let _ = writeln!(f, "{line}");
-            }
-            Err(e) => error!(error = %e, "cannot write the on-failure file"),
-        }
-    }
-
-    /// The schedule: a Scheduled Event to the heartbeat monitor every tick.
-    async fn schedule(self: Arc<Self>) {
+    /// The schedule: a Scheduled Event to `function` every tick.
+    async fn schedule(self: Arc<Self>, function: String) {
         let every = Duration::from_secs(self.args.monitor_interval_seconds.max(1));
-        let function = self.args.heartbeat_monitor_function.clone();
+        let timeout = self.timeout(&function);
         loop {
             tokio::time::sleep(every).await;
             let payload = scheduled_event(&self.region);
             self.count(format!("{function} (schedule)"));
+            // An EventBridge target is invoked asynchronously; the monitor's
+            // EventInvokeConfig has no retries: the next tick does the work.
             match self
-                .invoke(&function, Bytes::from(payload.to_string()))
+                .invoke(&function, Bytes::from(payload.to_string()), timeout)
                 .await
             {
-                Ok(Invoked::Ok(_)) => {}
-                Ok(Invoked::FunctionError(e)) => {
-                    warn!(%function, error = %String::from_utf8_lossy(&e), "heartbeat monitor failed")
+                Outcome::Answered(_) => {}
+                o => {
+                    let e = o.error_payload("-").unwrap_or_default();
+                    warn!(%function, error = %String::from_utf8_lossy(&e), "scheduled invocation failed")
                 }
-                Err(e) => warn!(%function, error = %e, "heartbeat monitor not reachable"),
             }
         }
     }
@@ -524,8 +332,52 @@ pub fn scheduled_event(region: &str) -> Value {
     serde_json::to_value(ev).unwrap_or_default()
 }
 
+/// The mappings of the template with the flags' overrides applied.
+fn mappings(template: &Template, args: &LocalArgs) -> Result<Vec<mapping::Mapping>, CliError> {
+    let mut out = Vec::new();
+    for (f, m) in template.stream_mappings() {
+        let mut m = m.clone();
+        if let Some(n) = args.batch_size {
+            m.batch_size = n.max(1);
+        }
+        if let Some(n) = args.maximum_retry_attempts {
+            m.maximum_retry_attempts = u32::try_from(n).ok();
+        }
+        if let Some(n) = args.maximum_record_age_seconds {
+            m.maximum_record_age = u64::try_from(n).ok().map(Duration::from_secs);
+        }
+        if let Some(b) = args.bisect_batch_on_function_error {
+            m.bisect_batch_on_function_error = b;
+        }
+        let timeout = args
+            .function_timeout_seconds
+            .map_or(f.timeout, |s| Duration::from_secs(s.max(1)));
+        out.push(mapping::Mapping {
+            function: f.binary.clone(),
+            settings: m,
+            timeout,
+        });
+    }
+    if out.is_empty() {
+        return Err(CliError(format!(
+            "{} has no DynamoDB stream events",
+            args.template.display()
+        )));
+    }
+    Ok(out)
+}
+
 /// Run the local runner until interrupted.
 pub async fn run(g: Global, args: LocalArgs) -> Result<(), CliError> {
+    let text = std::fs::read_to_string(&args.template).map_err(|e| {
+        CliError(format!(
+            "cannot read {}: {e} (--template)",
+            args.template.display()
+        ))
+    })?;
+    let template = Template::parse(&text, &g.table_prefix)
+        .map_err(|e| CliError(format!("{}: {e}", args.template.display())))?;
+    let mappings = mappings(&template, &args)?;
     let sdk = whimbrel_core::aws_config(g.endpoint_url.as_deref()).await;
     let region = sdk
         .region()
@@ -535,35 +387,58 @@ pub async fn run(g: Global, args: LocalArgs) -> Result<(), CliError> {
         .endpoint_url(&args.lambda_upstream)
         .retry_config(aws_sdk_lambda::config::retry::RetryConfig::disabled())
         .build();
-    let tables = Tables::new(g.table_prefix.clone());
+    let checkpoint_file = args.checkpoint_file.clone().unwrap_or_else(|| {
+        args.on_failure_file.parent().map_or_else(
+            || PathBuf::from("checkpoints.json"),
+            |d| d.join("checkpoints.json"),
+        )
+    });
+    let (checkpoints, warning) = Checkpoints::open(checkpoint_file);
+    if let Some(w) = warning {
+        warn!("{w}");
+    }
+    let chaos = args.chaos.config().map(|c| {
+        warn!(
+            seed = c.seed,
+            drop_rate = c.async_drop_rate,
+            duplicate_rate = c.async_duplicate_rate,
+            delay_rate = c.async_delay_rate,
+            max_delay_ms = c.async_max_delay.as_millis() as u64,
+            stream_duplicate_rate = c.stream_duplicate_rate,
+            "{} mode on",
+            chaos::PREFIX
+        );
+        Chaos::new(c)
+    });
+    let scheduled: Vec<String> = template.scheduled().map(|f| f.binary.clone()).collect();
     let runner = Arc::new(Runner {
         lambda: aws_sdk_lambda::Client::from_conf(lambda_conf),
         streams: aws_sdk_dynamodbstreams::Client::new(&sdk),
         dynamodb: aws_sdk_dynamodb::Client::new(&sdk),
         counters: Counters::default(),
         region,
+        checkpoints,
+        chaos,
+        template,
         args: args.clone(),
     });
     let app = Router::new()
         .route(
             "/2015-03-31/functions/{name}/invocations",
-            post(front_invoke),
+            post(front::invoke),
         )
-        .route("/whimbrel/invocations", get(front_counters))
+        .route("/whimbrel/invocations", get(front::counters))
         .with_state(runner.clone());
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .map_err(|e| CliError(format!("cannot listen on {}: {e}", args.listen)))?;
-    info!(listen = %args.listen, upstream = %args.lambda_upstream, "Lambda Invoke API front listening");
-    tokio::spawn(runner.clone().map_table(
-        tables.workflow_request(),
-        args.workflow_request_function.clone(),
-    ));
-    tokio::spawn(runner.clone().map_table(
-        tables.activity_event(),
-        args.activity_event_function.clone(),
-    ));
-    tokio::spawn(runner.clone().schedule());
+    info!(listen = %args.listen, upstream = %args.lambda_upstream, template = %args.template.display(), checkpoints = %runner.checkpoints.path().display(), "Lambda Invoke API front listening");
+    for m in mappings {
+        tokio::spawn(runner.clone().map_stream(Arc::new(m)));
+    }
+    for f in scheduled {
+        tokio::spawn(runner.clone().schedule(f));
+    }
     axum::serve(listener, app)
         .with_graceful_shutdown(async {
             let _ = tokio::signal::ctrl_c().await;
@@ -575,6 +450,13 @@ pub async fn run(g: Global, args: LocalArgs) -> Result<(), CliError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        local: LocalArgs,
+    }
 
     #[test]
     fn arns_resolve_to_binary_names() {
@@ -591,5 +473,51 @@ mod tests {
         let v = scheduled_event("us-east-1");
         assert_eq!(v["detail-type"], "Scheduled Event");
         assert_eq!(v["source"], "aws.events");
+    }
+
+    #[test]
+    fn template_values_unless_overridden() {
+        let t = Template::parse(include_str!("../../../template.yaml"), "whimbrel_").unwrap();
+        let args = Cli::parse_from(["x"]).local;
+        let ms = mappings(&t, &args).unwrap();
+        assert_eq!(ms.len(), 2);
+        for m in &ms {
+            assert_eq!(m.settings.maximum_retry_attempts, Some(10));
+            assert_eq!(
+                m.settings.maximum_record_age,
+                Some(Duration::from_secs(3600))
+            );
+            assert_eq!(m.settings.batch_size, 100);
+        }
+        let args = Cli::parse_from([
+            "x",
+            "--maximum-retry-attempts",
+            "-1",
+            "--maximum-record-age-seconds",
+            "60",
+            "--batch-size",
+            "5",
+            "--bisect-batch-on-function-error",
+            "false",
+            "--function-timeout-seconds",
+            "2",
+        ])
+        .local;
+        let ms = mappings(&t, &args).unwrap();
+        for m in &ms {
+            assert_eq!(m.settings.maximum_retry_attempts, None);
+            assert_eq!(m.settings.maximum_record_age, Some(Duration::from_secs(60)));
+            assert_eq!(m.settings.batch_size, 5);
+            assert!(!m.settings.bisect_batch_on_function_error);
+            assert_eq!(m.timeout, Duration::from_secs(2));
+        }
+        assert!(Cli::try_parse_from(["x", "--chaos-drop-rate", "1.5"]).is_err());
+        assert!(Cli::parse_from(["x"]).local.chaos.config().is_none());
+        let c = Cli::parse_from(["x", "--chaos", "--chaos-seed", "7"])
+            .local
+            .chaos
+            .config()
+            .unwrap();
+        assert_eq!(c.seed, 7);
     }
 }
