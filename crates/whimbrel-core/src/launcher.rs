@@ -107,9 +107,20 @@ impl LambdaLauncher {
             .map(|b| String::from_utf8_lossy(b.as_ref()).into_owned())
             .unwrap_or_default();
         if let Some(fe) = out.function_error {
-            return Err(InvokeError::FunctionError {
-                function: function.into(),
-                message: format!("{fe}: {text}"),
+            let message = format!("{fe}: {text}");
+            // A timeout, a crash or running out of memory says nothing about
+            // the request: the same call may succeed (errorType
+            // `Sandbox.Timedout`, `Runtime.ExitError`, `Runtime.OutOfMemory`).
+            return Err(if is_infrastructure_error(&text) {
+                InvokeError::Unavailable {
+                    function: function.into(),
+                    message,
+                }
+            } else {
+                InvokeError::FunctionError {
+                    function: function.into(),
+                    message,
+                }
             });
         }
         if text.trim().is_empty() {
@@ -122,6 +133,15 @@ impl LambdaLauncher {
                 message: format!("answer is not JSON: {e}"),
             })
     }
+}
+
+/// True when a function error's payload names a failure of the runtime or
+/// its sandbox (timeout, crash, out of memory), not of the code's logic.
+pub fn is_infrastructure_error(payload: &str) -> bool {
+    serde_json::from_str::<Value>(payload)
+        .ok()
+        .and_then(|v| v["errorType"].as_str().map(str::to_string))
+        .is_some_and(|t| t.starts_with("Sandbox.") || t.starts_with("Runtime."))
 }
 
 fn classify<E>(
@@ -175,5 +195,24 @@ impl Launcher for LambdaLauncher {
         self.invoke(function, payload, InvocationType::Event)
             .await
             .map(|_| ())
+    }
+}
+
+#[cfg(test)]
+mod infrastructure_tests {
+    use super::is_infrastructure_error;
+
+    #[test]
+    fn timeouts_and_crashes_are_retried_logic_errors_are_not() {
+        assert!(is_infrastructure_error(
+            r#"{"errorType":"Sandbox.Timedout","errorMessage":"Task timed out"}"#
+        ));
+        assert!(is_infrastructure_error(
+            r#"{"errorType":"Runtime.ExitError"}"#
+        ));
+        assert!(!is_infrastructure_error(
+            r#"{"errorType":"&alloc::boxed::Box<dyn Error>","errorMessage":"bad input"}"#
+        ));
+        assert!(!is_infrastructure_error("not json"));
     }
 }
