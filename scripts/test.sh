@@ -7,6 +7,10 @@
 #  2. the SAM template lint (cfn-lint + the SAM transform, offline)
 #  3. end to end: wordcount to COMPLETED and the failure run to FAILED,
 #     through cargo lambda watch and whimbrel local (tests/e2e.sh)
+#  4. end to end under chaos: 5 wordcount workflows while whimbrel local
+#     drops, duplicates and delays invokes and redelivers batches, with the
+#     runner killed and restarted mid-run; all must COMPLETE
+#     (tests/e2e-chaos.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/venv.sh
@@ -14,4 +18,5 @@ bash scripts/dynamodb-local.sh install
 cargo test --workspace
 REQUIRE_SAM_TRANSFORM=1 bash tests/lint-template.sh
 bash tests/e2e.sh
+bash tests/e2e-chaos.sh -n 5
 echo "all tests passed"
