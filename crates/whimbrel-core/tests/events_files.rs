@@ -3,10 +3,10 @@
 
 mod common;
 
-use common::{failures, Harness};
+use common::{counts, failures, Harness};
 use serde_json::{json, Value};
 use whimbrel_core::contract::{ActivityState, WorkflowState};
-use whimbrel_core::handlers::{self, BatchSummary};
+use whimbrel_core::handlers;
 
 fn event(name: &str) -> Value {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -16,13 +16,15 @@ fn event(name: &str) -> Value {
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{name}: {e}"))
 }
 
-fn summary(applied: u64, skipped: u64, rejected: u64, retried: u64) -> BatchSummary {
-    BatchSummary {
-        applied,
-        skipped,
-        rejected,
-        retried,
-    }
+/// (applied, skipped, rejected, retried, parked), as [`counts`] gives them.
+type Counts = (u64, u64, u64, u64, u64);
+
+fn summary(applied: u64, skipped: u64, rejected: u64, retried: u64) -> Counts {
+    (applied, skipped, rejected, retried, 0)
+}
+
+fn parked(n: u64) -> Counts {
+    (n, 0, 0, 0, n)
 }
 
 #[tokio::test]
@@ -38,17 +40,17 @@ async fn every_sample_event_is_handled_as_documented() {
         .await;
 
     // Nothing exists yet: only rejections and skips, never a retry.
-    let cases: &[(&str, BatchSummary)] = &[
+    let cases: &[(&str, Counts)] = &[
         ("workflow-request-malformed.json", summary(0, 0, 1, 0)),
         ("workflow-request-manual.json", summary(0, 1, 0, 0)),
         ("workflow-request-modify.json", summary(0, 1, 0, 0)),
     ];
     for (file, want) in cases {
         let (resp, got) = handlers::workflow_requests(e, &event(file)).await.unwrap();
-        assert_eq!(&got, want, "{file}");
+        assert_eq!(&counts(&got), want, "{file}");
         assert!(failures(&resp).is_empty(), "{file}");
     }
-    let cases: &[(&str, BatchSummary)] = &[
+    let cases: &[(&str, Counts)] = &[
         (
             "activity-event-unknown-transition.json",
             summary(0, 0, 1, 0),
@@ -61,21 +63,21 @@ async fn every_sample_event_is_handled_as_documented() {
     ];
     for (file, want) in cases {
         let (resp, got) = handlers::activity_events(e, &event(file)).await.unwrap();
-        assert_eq!(&got, want, "{file}");
+        assert_eq!(&counts(&got), want, "{file}");
         assert!(failures(&resp).is_empty(), "{file}");
     }
     // An activity event sent to the workflow-request function: wrong table.
     let (_, got) = handlers::workflow_requests(e, &event("activity-event-running.json"))
         .await
         .unwrap();
-    assert_eq!(got, summary(0, 0, 1, 0));
+    assert_eq!(counts(&got), summary(0, 0, 1, 0));
 
     // The request starts the workflow; its count-0 is the activity the
     // event files name.
     let (_, got) = handlers::workflow_requests(e, &event("workflow-request-insert.json"))
         .await
         .unwrap();
-    assert_eq!(got, summary(1, 0, 0, 0));
+    assert_eq!(counts(&got), summary(1, 0, 0, 0));
     let req = event("workflow-request-insert.json");
     let rid = req["Records"][0]["dynamodb"]["NewImage"]["workflow_request_id"]["S"]
         .as_str()
@@ -94,24 +96,31 @@ async fn every_sample_event_is_handled_as_documented() {
         .unwrap();
     assert_eq!(h.launcher.launch_count(), 8);
 
-    // COMPLETED before RUNNING: retried with its sequence number.
+    // COMPLETED before RUNNING: parked on the activity, not a batch item
+    // failure; applied as soon as RUNNING is.
     let (resp, got) = handlers::activity_events(e, &event("activity-event-completed.json"))
         .await
         .unwrap();
-    assert_eq!(got, summary(0, 0, 0, 1));
-    assert_eq!(failures(&resp).len(), 1);
-    let cases: &[(&str, BatchSummary, ActivityState)] = &[
+    assert_eq!(counts(&got), parked(1));
+    assert!(failures(&resp).is_empty());
+    let count0 = h.activity(&wf, "count-0").await;
+    assert_eq!(count0.state, ActivityState::Queued);
+    assert_eq!(count0.parked.len(), 1);
+    assert_eq!(count0.parked[0].transition, "COMPLETED");
+    let cases: &[(&str, Counts, ActivityState)] = &[
+        // RUNNING, then the parked COMPLETED.
         (
             "activity-event-running.json",
             summary(1, 0, 0, 0),
-            ActivityState::Running,
+            ActivityState::Completed,
         ),
-        // A second RUNNING (another event id) is not allowed from RUNNING.
+        // A second RUNNING (another event id): the activity has ended.
         (
             "activity-event-existing-client.json",
             summary(0, 0, 1, 0),
-            ActivityState::Running,
+            ActivityState::Completed,
         ),
+        // The COMPLETED redelivered: already applied.
         (
             "activity-event-completed.json",
             summary(1, 0, 0, 0),
@@ -130,10 +139,11 @@ async fn every_sample_event_is_handled_as_documented() {
     ];
     for (file, want, state) in cases {
         let (resp, got) = handlers::activity_events(e, &event(file)).await.unwrap();
-        assert_eq!(&got, want, "{file}");
+        assert_eq!(&counts(&got), want, "{file}");
         assert!(failures(&resp).is_empty(), "{file}");
         assert_eq!(h.activity(&wf, "count-0").await.state, *state, "{file}");
     }
+    assert!(h.activity(&wf, "count-0").await.parked.is_empty());
     let out = h.activity(&wf, "count-0").await.output;
     assert!(out.is_some(), "COMPLETED stored the output");
 

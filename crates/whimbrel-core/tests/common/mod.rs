@@ -12,18 +12,21 @@
 use std::collections::HashMap;
 use std::net::TcpListener;
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
+use whimbrel_core::activity::Activity;
 use whimbrel_core::dates::Timestamp;
-use whimbrel_core::engine::{Engine, EngineConfig};
+use whimbrel_core::engine::{Engine, EngineConfig, Environment, MonitorReport};
+use whimbrel_core::handlers::{self, BatchSummary};
 use whimbrel_core::ids;
 use whimbrel_core::launcher::{InvokeError, Launcher};
 use whimbrel_core::model::{
     ActivityEvent, ActivityExec, WorkflowExec, WorkflowLambda, WorkflowRequest,
 };
-use whimbrel_core::plan::Plan;
+use whimbrel_core::plan::{LaunchPayload, Plan};
 use whimbrel_core::store::{s, Store, Tables};
 
 fn repo_root() -> std::path::PathBuf {
@@ -110,6 +113,15 @@ impl RecordingLauncher {
     pub fn launch_count(&self) -> usize {
         self.launched.lock().unwrap().len()
     }
+
+    /// The `i`-th launch payload (0-based) of activity `activity_name`.
+    pub fn payload(&self, activity_name: &str, i: usize) -> LaunchPayload {
+        let all = self.launches_of(activity_name);
+        let p = all
+            .get(i)
+            .unwrap_or_else(|| panic!("{activity_name}: launch {i} of {}", all.len()));
+        serde_json::from_value(p.clone()).expect("launch payload")
+    }
 }
 
 impl Launcher for RecordingLauncher {
@@ -142,11 +154,37 @@ impl Launcher for RecordingLauncher {
     }
 }
 
+/// The engine's clock in the tests: the system clock moved by an offset, so
+/// a monitor tick "at" a future time runs with the engine's own clock at
+/// that time too (as in production, where both are the same clock).
+#[derive(Debug, Default)]
+pub struct TestClock {
+    offset: AtomicI64,
+}
+
+impl TestClock {
+    /// Move the clock so that it reads `epoch` now (forwards or back).
+    pub fn set(&self, epoch: i64) {
+        self.offset
+            .store(epoch - Timestamp::now().epoch, Ordering::SeqCst);
+    }
+}
+
+impl Environment for TestClock {
+    fn now(&self) -> Timestamp {
+        Timestamp::from_epoch(Timestamp::now().epoch + self.offset.load(Ordering::SeqCst))
+    }
+    fn new_token(&self) -> String {
+        uuid::Uuid::new_v4().simple().to_string()
+    }
+}
+
 /// A fresh set of installed tables on DynamoDB Local and an engine.
 pub struct Harness {
     pub engine: Engine<RecordingLauncher>,
     pub launcher: RecordingLauncher,
     pub store: Store,
+    pub clock: Arc<TestClock>,
 }
 
 impl Harness {
@@ -180,11 +218,30 @@ impl Harness {
             table_prefix: prefix,
             ..EngineConfig::default()
         };
+        let clock = Arc::new(TestClock::default());
         Harness {
-            engine: Engine::new(store.clone(), launcher.clone(), config),
+            engine: Engine::with_environment(
+                store.clone(),
+                launcher.clone(),
+                config,
+                clock.clone(),
+            ),
             launcher,
             store,
+            clock,
         }
+    }
+
+    /// The engine's current time, epoch seconds.
+    pub fn now(&self) -> i64 {
+        self.clock.now().epoch
+    }
+
+    /// One heartbeat monitor tick at `at`, with the engine's clock moved to
+    /// `at` (it stays there, running on).
+    pub async fn tick(&self, at: i64) -> MonitorReport {
+        self.clock.set(at);
+        self.engine.monitor_tick(at).await.expect("monitor tick")
     }
 
     /// Register `name` with a static plan.
@@ -202,7 +259,7 @@ impl Harness {
     }
 
     pub fn request(&self, name: &str, input: Option<Value>) -> WorkflowRequest {
-        let now = Timestamp::now();
+        let now = self.clock.now();
         WorkflowRequest {
             workflow_request_id: ids::new_id(name),
             workflow_name: name.into(),
@@ -238,7 +295,7 @@ impl Harness {
     /// An event row for activity `name` of `wf`.
     pub fn event(&self, wf: &str, name: &str, transition: &str) -> ActivityEvent {
         let id = ids::activity_exec_id(wf, name);
-        let now = Timestamp::now();
+        let now = self.clock.now();
         ActivityEvent {
             activity_event_id: ids::new_id(&id),
             activity_exec_id: id,
@@ -266,6 +323,84 @@ impl Harness {
             events,
             seq,
         )
+    }
+
+    /// The engine settings (table prefix of this harness).
+    pub fn config(&self) -> EngineConfig {
+        self.engine.config().clone()
+    }
+
+    /// The activity Lambda of the `i`-th launch (0-based) of `name`: it
+    /// reports through the event table with that attempt's number and token.
+    pub fn attempt(&self, name: &str, i: usize) -> Activity {
+        let engine =
+            Engine::with_environment(self.store.clone(), (), self.config(), self.clock.clone());
+        Activity::with_engine(self.launcher.payload(name, i), engine)
+    }
+
+    /// An event row for activity `name` of `wf` from the `i`-th launch
+    /// (0-based) of it: with that attempt's number and token.
+    pub fn attempt_event(&self, wf: &str, name: &str, transition: &str, i: usize) -> ActivityEvent {
+        let p = self.launcher.payload(name, i);
+        ActivityEvent {
+            attempt: Some(p.attempt),
+            attempt_token: p.attempt_token,
+            ..self.event(wf, name, transition)
+        }
+    }
+
+    /// Insert an event row into `whimbrel_activity_event` (as an activity
+    /// does), without applying it.
+    pub async fn put_event(&self, ev: &ActivityEvent) {
+        let written = self
+            .store
+            .put_new(
+                &self.store.tables().activity_event(),
+                "activity_event_id",
+                ev,
+            )
+            .await
+            .expect("put event row");
+        assert!(written, "event row {} is new", ev.activity_event_id);
+    }
+
+    /// The event row `event_id` of activity exec `activity_exec_id`, read
+    /// back from `whimbrel_activity_event`.
+    pub async fn event_row(&self, activity_exec_id: &str, event_id: &str) -> ActivityEvent {
+        let key = HashMap::from([
+            ("activity_event_id".to_string(), s(event_id)),
+            ("activity_exec_id".to_string(), s(activity_exec_id)),
+        ]);
+        self.store
+            .get(&self.store.tables().activity_event(), key)
+            .await
+            .expect("get event row")
+            .expect("event row exists")
+    }
+
+    /// Deliver `events` as one stream batch (sequence numbers from `seq`)
+    /// to the activity-event handler; returns the sequence numbers to
+    /// retry and the summary.
+    pub async fn deliver(&self, events: &[ActivityEvent], seq: u64) -> (Vec<String>, BatchSummary) {
+        let (resp, sum) = handlers::activity_events(&self.engine, &self.event_batch(events, seq))
+            .await
+            .expect("stream batch");
+        (failures(&resp), sum)
+    }
+
+    /// Put the request row into `whimbrel_workflow_request` (as a client
+    /// does), so the monitor can start the workflow again from it.
+    pub async fn put_request(&self, req: &WorkflowRequest) {
+        let written = self
+            .store
+            .put_new(
+                &self.store.tables().workflow_request(),
+                "workflow_request_id",
+                req,
+            )
+            .await
+            .expect("put request row");
+        assert!(written, "request row {} is new", req.workflow_request_id);
     }
 
     /// Apply RUNNING then COMPLETED for activity `name`.
@@ -326,6 +461,18 @@ pub fn failures(resp: &aws_lambda_events::event::streams::DynamoDbEventResponse)
         .iter()
         .filter_map(|f| f.item_identifier.clone())
         .collect()
+}
+
+/// The counts of a batch summary: (applied, skipped, rejected, retried,
+/// parked).
+pub fn counts(sum: &BatchSummary) -> (u64, u64, u64, u64, u64) {
+    (
+        sum.applied,
+        sum.skipped,
+        sum.rejected,
+        sum.retried,
+        sum.parked,
+    )
 }
 
 /// A string attribute value, re-exported for tests.
