@@ -46,6 +46,9 @@ pub fn output_of(payload_name: &str, prerequisites: &Value) -> Value {
 /// How one activity instance behaves, drawn from the seed.
 #[derive(Debug, Clone)]
 struct Behaviour {
+    /// A Full Logic API caller: it writes `manual` rows and applies them
+    /// in-process, retrying until applied or rejected.
+    in_process: bool,
     tokenless: bool,
     dies_before_running: bool,
     prepares: bool,
@@ -63,21 +66,40 @@ enum Ending {
     Die,
 }
 
+/// What an activity invocation runs on: the world, its own store (with
+/// its crash point), settings, clock, the reports log and the Lambda
+/// service (for in-process callers).
+pub struct ActorCtx {
+    /// The world.
+    pub world: World,
+    /// The invocation's store.
+    pub store: Store,
+    /// Engine settings.
+    pub config: EngineConfig,
+    /// Its clock (with skew) and tokens.
+    pub env: Arc<dyn whimbrel_core::engine::Environment>,
+    /// Where written reports are logged.
+    pub reports: Reports,
+    /// The Lambda service.
+    pub launcher: crate::shared::SimLauncher,
+}
+
 /// Run one delivered invocation of an activity function.
-pub async fn activity(
-    world: World,
-    store: Store,
-    config: EngineConfig,
-    engine_env: Arc<dyn whimbrel_core::engine::Environment>,
-    reports: Reports,
-    payload: LaunchPayload,
-    require_tokens: bool,
-) {
+pub async fn activity(ctx: ActorCtx, payload: LaunchPayload, require_tokens: bool) {
+    let ActorCtx {
+        world,
+        store,
+        config,
+        env: engine_env,
+        reports,
+        launcher,
+    } = ctx;
     let b = {
         let mut w = lock(&world);
         let hb = payload.heartbeat_timeout_seconds.unwrap_or(120);
         let r = &mut w.rng;
         Behaviour {
+            in_process: r.gen_bool(0.1),
             tokenless: !require_tokens && r.gen_bool(0.4),
             dies_before_running: r.gen_bool(0.05),
             prepares: r.gen_bool(0.1),
@@ -96,6 +118,8 @@ pub async fn activity(
             },
         }
     };
+    let full =
+        Engine::with_environment(store.clone(), launcher, config.clone(), engine_env.clone());
     let engine = Engine::with_environment(store.clone(), (), config, engine_env);
     let helper = Activity::with_engine(payload.clone(), engine.clone());
     if b.dies_before_running {
@@ -106,11 +130,12 @@ pub async fn activity(
         let payload = &payload;
         let store = &store;
         let engine = &engine;
+        let full = &full;
         let world = &world;
         let reports = &reports;
         async move {
             let t: whimbrel_core::contract::Transition = transition.parse().expect("known");
-            let id = if b.tokenless {
+            let id = if b.tokenless || b.in_process {
                 let now = engine.now();
                 let ev = ActivityEvent {
                     activity_event_id: ids::derived_id(
@@ -121,21 +146,38 @@ pub async fn activity(
                     transition: transition.into(),
                     when: Some(now.date_list()),
                     when_epoch: Some(now.epoch as f64),
-                    source: Some("sim tokenless client".into()),
-                    manual: None,
+                    source: Some("sim client".into()),
+                    manual: b.in_process.then_some(true),
                     output,
                     error,
                     activity_name: None,
                     workflow_exec_id: None,
                     workflow_name: None,
-                    attempt: None,
-                    attempt_token: None,
+                    attempt: (!b.tokenless).then_some(payload.attempt),
+                    attempt_token: if b.tokenless {
+                        None
+                    } else {
+                        payload.attempt_token.clone()
+                    },
                 };
-                store
+                let written = store
                     .put_new(&store.tables().activity_event(), "activity_event_id", &ev)
                     .await
                     .ok()
-                    .map(|_| ev.activity_event_id)
+                    .map(|_| ev.activity_event_id.clone());
+                if written.is_some() && b.in_process {
+                    // The Full Logic API duty: apply it until it applies or
+                    // is rejected (nothing redelivers a manual row).
+                    for _ in 0..30 {
+                        match full.apply_event(&ev).await {
+                            Err(whimbrel_core::engine::EngineError::Retry(_)) => {
+                                sleep(world, 1).await
+                            }
+                            _ => break,
+                        }
+                    }
+                }
+                written
             } else {
                 helper.report(t, output, error).await.ok()
             };

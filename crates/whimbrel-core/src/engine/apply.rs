@@ -138,7 +138,16 @@ impl<L: Launcher> Engine<L> {
                     let Source::Report { attempt, token } = &source else {
                         unreachable!()
                     };
-                    if exec.parked.iter().any(|p| p.activity_event_id == event_id) {
+                    // One parked copy per report: a client repeating the
+                    // same report (same transition, attempt and token) adds
+                    // nothing, and its outputs could overflow the item.
+                    let same = |p: &ParkedEvent| {
+                        p.activity_event_id == event_id
+                            || (p.transition == transition.as_str()
+                                && p.attempt == *attempt
+                                && p.attempt_token == *token)
+                    };
+                    if exec.parked.iter().any(same) {
                         return Ok(Applied::Parked(exec.state));
                     }
                     let parked = ParkedEvent {

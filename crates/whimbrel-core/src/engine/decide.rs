@@ -204,7 +204,7 @@ pub fn transition_update(
     } else if rest.len() != exec.parked.len() {
         req = req.set("parked", av(&rest));
     }
-    match next {
+    let deadline = match next {
         ActivityState::Running => {
             req = req
                 .set("start_time", av(&t.date_list()))
@@ -217,30 +217,26 @@ pub fn transition_update(
                     .set("heartbeat_time_epoch", n(now));
                 started.heartbeat_time_epoch = now;
             }
-            for a in due(id, running_deadline(&started, cfg).0) {
-                req = req.act(a);
-            }
+            Some(running_deadline(&started, cfg).0)
         }
-        ActivityState::Preparing => {
-            for a in due(id, now + start_to_close(exec, cfg)) {
-                req = req.act(a);
-            }
-        }
-        ActivityState::CancelledRunning => {
-            // The cancel grace alone: heartbeats do not extend it.
-            for a in due(id, now + cfg.cancel_grace_seconds) {
-                req = req.act(a);
-            }
-        }
+        ActivityState::Preparing => Some(now + start_to_close(exec, cfg)),
+        // The cancel grace alone: heartbeats do not extend it.
+        ActivityState::CancelledRunning => Some(now + cfg.cancel_grace_seconds),
         s if s.is_terminal() => {
             req = req
                 .set("end_time", av(&t.date_list()))
                 .set("end_time_epoch", n(now));
-            for a in due(id, now + cfg.settle_grace_seconds) {
-                req = req.act(a);
-            }
+            Some(now + cfg.settle_grace_seconds)
         }
-        _ => {}
+        _ => None,
+    };
+    // Events still parked are owed too: if the function dies before it
+    // applies them, the monitor does soon, not at the state's deadline.
+    let owed = (!next.is_terminal() && !rest.is_empty()).then(|| now + cfg.settle_grace_seconds);
+    if let Some(at) = [deadline, owed].into_iter().flatten().min() {
+        for a in due(id, at) {
+            req = req.act(a);
+        }
     }
     if let Some(cut) = details.stale_before {
         req = req.when(Cond::lt("heartbeat_time_epoch", n(cut)));

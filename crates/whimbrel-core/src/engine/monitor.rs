@@ -124,6 +124,15 @@ impl<L: Launcher> Engine<L> {
             return Ok(());
         };
         let mut looked = false;
+        if !exec.state.is_terminal()
+            && !exec.parked.is_empty()
+            && self.apply_parked(exec.clone()).await?
+        {
+            report.reports_applied += 1;
+            exec = self
+                .load_activity(&exec.activity_exec_id, &exec.workflow_exec_id)
+                .await?;
+        }
         loop {
             let verdict = decide::monitor_verdict(&exec, &self.config, now);
             let acts = matches!(
