@@ -31,6 +31,7 @@ async fn images(
     let described = h
         .store
         .client()
+        .expect("a DynamoDB store")
         .describe_table()
         .table_name(table)
         .send()
