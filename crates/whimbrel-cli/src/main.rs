@@ -315,11 +315,23 @@ async fn run(cli: Cli) -> Result<(), CliError> {
         } => {
             let store = store_for(g).await;
             let snap = status::snapshot(&store, &workflow_exec_id).await?;
-            if snap.workflow.state == WorkflowState::Requested || snap.activities.is_empty() {
-                return Err(CliError(format!(
-                    "{workflow_exec_id} is {} and has no activities yet; try again in a moment",
-                    snap.workflow.state
-                )));
+            if snap.workflow.state == WorkflowState::Requested {
+                // Not started: cancelled as a whole, before any activity.
+                let config = whimbrel_core::engine::EngineConfig {
+                    table_prefix: store.tables().prefix.clone(),
+                    ..Default::default()
+                };
+                let engine = whimbrel_core::engine::Engine::new(store.clone(), (), config);
+                let state = engine
+                    .cancel_requested_workflow(
+                        &workflow_exec_id,
+                        &snap.workflow.workflow_name,
+                        &reason,
+                    )
+                    .await
+                    .map_err(|e| CliError(e.to_string()))?;
+                println!("{workflow_exec_id}: {state}");
+                return Ok(());
             }
             let mut sent = 0;
             for a in snap.activities {

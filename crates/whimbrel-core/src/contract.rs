@@ -550,7 +550,7 @@ impl WorkflowState {
         use WorkflowState as W;
         matches!(
             (self, to),
-            (W::Requested, W::Running) | (W::Requested, W::Failed)
+            (W::Requested, W::Running) | (W::Requested, W::Failed) | (W::Requested, W::Cancelled)
         ) || (self == W::Running && to.is_terminal())
     }
 }

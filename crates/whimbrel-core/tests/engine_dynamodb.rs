@@ -1964,3 +1964,52 @@ async fn repeated_early_completed_rows_do_not_fail_an_activity_with_a_large_inpu
     assert_eq!(solo.output, Some(output));
     assert_eq!(h.workflow(&wf).await.state, WorkflowState::Completed);
 }
+
+/// Finding 1 (`whimbrel cancel` refused a REQUESTED workflow): a workflow
+/// whose decider is unreachable is cancelled as a whole, the monitor leaves
+/// it alone, and a start that comes late cannot store a plan any more.
+#[tokio::test]
+async fn a_requested_workflow_is_cancelled_as_a_whole() {
+    let h = Harness::new().await;
+    let reg = whimbrel_core::model::WorkflowLambda {
+        workflow_name: "late".into(),
+        lambda: Some("late-decider".into()),
+        definition: None,
+    };
+    h.store
+        .put(&h.store.tables().workflow_lambda(), &reg)
+        .await
+        .unwrap();
+    h.launcher.deciders.lock().unwrap().insert(
+        "late-decider".into(),
+        Err(InvokeError::Unavailable {
+            function: "late-decider".into(),
+            message: "throttled".into(),
+        }),
+    );
+    let req = h.request("late", None);
+    h.put_request(&req).await;
+    let id = ids::workflow_exec_id("late", &req.workflow_request_id);
+    assert!(h.engine.start_workflow(&req).await.is_err());
+    assert_eq!(h.workflow(&id).await.state, WorkflowState::Requested);
+    let state = h
+        .engine
+        .cancel_requested_workflow(&id, "late", "not needed")
+        .await
+        .unwrap();
+    assert_eq!(state, WorkflowState::Cancelled);
+    let w = h.workflow(&id).await;
+    assert_eq!(w.state, WorkflowState::Cancelled);
+    assert_eq!(w.error.as_deref(), Some("not needed"));
+    assert!(w.due_epoch.is_none(), "no obligation left");
+    // The decider answers now; a redelivered request changes nothing.
+    h.launcher.deciders.lock().unwrap().insert(
+        "late-decider".into(),
+        Ok(json!({"activities": [{"name": "a", "lambda": "noop"}]})),
+    );
+    let again = h.engine.start_workflow(&req).await.unwrap();
+    assert_eq!(again, Applied::Workflow(WorkflowState::Cancelled));
+    assert!(h.workflow(&id).await.plan.is_none());
+    assert_eq!(h.tick(w.start_time_epoch + 3600).await.restarted, 0);
+    assert!(h.launcher.launches_of("a").is_empty());
+}

@@ -1,7 +1,7 @@
 //! Users: `whimbrel cancel` as a user runs it (CANCEL rows, without a token,
 //! for every activity the contract lets a client cancel), sometimes twice.
 
-use whimbrel_core::contract::{self, Actor, Transition};
+use whimbrel_core::contract::{self, Actor, Transition, WorkflowState};
 use whimbrel_core::engine::Engine;
 use whimbrel_core::ids;
 use whimbrel_core::model::{ActivityEvent, ActivityExec};
@@ -16,6 +16,17 @@ pub async fn cancel(
     workflow_exec_id: &str,
 ) -> Result<(), String> {
     let store = engine.store();
+    let name = ids::name_of(workflow_exec_id).unwrap_or_default();
+    if let Ok(wf) = engine.load_workflow(workflow_exec_id, name).await {
+        if wf.state == WorkflowState::Requested {
+            // Not started yet: cancelled as a whole (or, while its
+            // activities are being created, refused: try later).
+            let _ = engine
+                .cancel_requested_workflow(workflow_exec_id, name, "cancelled by a user")
+                .await;
+            return Ok(());
+        }
+    }
     let key = KeyCond {
         hash: ("workflow_exec_id".into(), s(workflow_exec_id)),
         range: None,

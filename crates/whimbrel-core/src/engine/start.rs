@@ -245,6 +245,57 @@ impl<L: Launcher> Engine<L> {
         self.start_workflow(&request).await.map(|_| true)
     }
 
+    /// Cancel a workflow that has not started yet (REQUESTED, no plan
+    /// stored: no activity exists): REQUESTED → CANCELLED with `reason`, in
+    /// one conditional write. A start running meanwhile cannot store its
+    /// plan afterwards (that write requires REQUESTED). Returns the
+    /// workflow's state after the call.
+    ///
+    /// Errors: [`EngineError::Retry`] when its plan is stored but it is
+    /// still REQUESTED (its activities are being created: cancel them in a
+    /// moment); [`EngineError::Rejected`] for an unknown workflow.
+    pub async fn cancel_requested_workflow(
+        &self,
+        id: &str,
+        name: &str,
+        reason: &str,
+    ) -> Result<WorkflowState, EngineError> {
+        let now = self.now();
+        let req = UpdateRequest::new(
+            self.store.tables().workflow_exec(),
+            decide::workflow_key(id, name),
+        )
+        .when(Cond::eq("state", s(WorkflowState::Requested.as_str())))
+        .when(Cond::not_exists("plan"))
+        .set("state", s(WorkflowState::Cancelled.as_str()))
+        .set("error", s(decide::cap_error(reason)))
+        .set("end_time", av(&now.date_list()))
+        .set("end_time_epoch", n(now.epoch))
+        .remove("due_epoch")
+        .remove("due_shard");
+        match self.store.update(req, false).await {
+            Ok(_) => Ok(WorkflowState::Cancelled),
+            Err(StoreError::ConditionFailed) => {
+                let wf = self
+                    .store
+                    .get::<WorkflowExec>(
+                        &self.store.tables().workflow_exec(),
+                        decide::workflow_key(id, name),
+                    )
+                    .await?
+                    .ok_or_else(|| EngineError::Rejected(format!("no workflow exec {id}")))?;
+                if wf.state == WorkflowState::Requested {
+                    Err(EngineError::Retry(format!(
+                        "{id} is creating its activities; cancel them in a moment"
+                    )))
+                } else {
+                    Ok(wf.state)
+                }
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
     /// The plan from the registered definition or decider. `Ok(Err(reason))`
     /// means the workflow must fail; `Err` means retry.
     async fn obtain_plan(
