@@ -206,22 +206,16 @@ async fn insert_event(
     output: Option<Value>,
     error: Option<String>,
 ) -> Result<String, CliError> {
-    let now = Timestamp::now();
     let ev = ActivityEvent {
-        activity_event_id: ids::new_id(&activity_exec_id),
-        activity_exec_id,
-        transition: transition.as_str().into(),
-        when: Some(now.date_list()),
-        when_epoch: Some(now.epoch as f64),
-        source: Some("whimbrel cli".into()),
-        manual: None,
         output,
         error,
-        activity_name: None,
-        workflow_exec_id: None,
-        workflow_name: None,
-        attempt: None,
-        attempt_token: None,
+        ..ActivityEvent::new(
+            &activity_exec_id,
+            transition.as_str(),
+            Timestamp::now(),
+            "whimbrel cli",
+            &uuid::Uuid::new_v4().to_string(),
+        )
     };
     store
         .put_new(&store.tables().activity_event(), "activity_event_id", &ev)

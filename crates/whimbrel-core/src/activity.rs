@@ -15,7 +15,6 @@ use serde_json::Value;
 
 use crate::contract::{ActivityState, Transition};
 use crate::engine::{Engine, EngineConfig, EngineError};
-use crate::ids;
 use crate::model::ActivityEvent;
 use crate::plan::LaunchPayload;
 use crate::store::{Store, StoreError, Tables};
@@ -81,13 +80,6 @@ impl Activity {
         let now = self.engine.now();
         let p = &self.payload;
         let ev = ActivityEvent {
-            activity_event_id: ids::derived_id(&p.activity_exec_id, &self.engine.new_token()),
-            activity_exec_id: p.activity_exec_id.clone(),
-            transition: transition.as_str().into(),
-            when: Some(now.date_list()),
-            when_epoch: Some(now.epoch as f64),
-            source: Some(self.source.clone()),
-            manual: None,
             output,
             error,
             activity_name: Some(p.activity_name.clone()),
@@ -95,6 +87,13 @@ impl Activity {
             workflow_name: Some(p.workflow_name.clone()),
             attempt: Some(p.attempt),
             attempt_token: p.attempt_token.clone(),
+            ..ActivityEvent::new(
+                &p.activity_exec_id,
+                transition.as_str(),
+                now,
+                &self.source,
+                &self.engine.new_token(),
+            )
         };
         let store = self.engine.store();
         store

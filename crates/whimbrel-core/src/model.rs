@@ -89,6 +89,38 @@ pub struct ActivityEvent {
     pub attempt_token: Option<String>,
 }
 
+impl ActivityEvent {
+    /// A new event row for `transition` of `activity_exec_id`, written at
+    /// `now` by `source`, with the id `(activity_exec_id)::(uuid)` derived
+    /// from `seed` (any unique text, e.g. a fresh token). Optional fields
+    /// are empty: set `output`, `error`, `attempt`, `attempt_token` as the
+    /// report needs.
+    pub fn new(
+        activity_exec_id: &str,
+        transition: &str,
+        now: crate::dates::Timestamp,
+        source: &str,
+        seed: &str,
+    ) -> Self {
+        ActivityEvent {
+            activity_event_id: crate::ids::derived_id(activity_exec_id, seed),
+            activity_exec_id: activity_exec_id.into(),
+            transition: transition.into(),
+            when: Some(now.date_list()),
+            when_epoch: Some(now.epoch as f64),
+            source: Some(source.into()),
+            manual: None,
+            output: None,
+            error: None,
+            activity_name: None,
+            workflow_exec_id: None,
+            workflow_name: None,
+            attempt: None,
+            attempt_token: None,
+        }
+    }
+}
+
 /// An item of `whimbrel_workflow_exec`: one workflow execution.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct WorkflowExec {

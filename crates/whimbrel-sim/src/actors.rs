@@ -13,7 +13,6 @@ use serde_json::{json, Value};
 use whimbrel_core::activity::Activity;
 use whimbrel_core::contract::ActivityState;
 use whimbrel_core::engine::{Engine, EngineConfig};
-use whimbrel_core::ids;
 use whimbrel_core::model::ActivityEvent;
 use whimbrel_core::plan::LaunchPayload;
 use whimbrel_core::store::{n, s, Cond, Store, UpdateRequest};
@@ -138,27 +137,22 @@ pub async fn activity(ctx: ActorCtx, payload: LaunchPayload, require_tokens: boo
             let id = if b.tokenless || b.in_process {
                 let now = engine.now();
                 let ev = ActivityEvent {
-                    activity_event_id: ids::derived_id(
-                        &payload.activity_exec_id,
-                        &engine.new_token(),
-                    ),
-                    activity_exec_id: payload.activity_exec_id.clone(),
-                    transition: transition.into(),
-                    when: Some(now.date_list()),
-                    when_epoch: Some(now.epoch as f64),
-                    source: Some("sim client".into()),
                     manual: b.in_process.then_some(true),
                     output,
                     error,
-                    activity_name: None,
-                    workflow_exec_id: None,
-                    workflow_name: None,
                     attempt: (!b.tokenless).then_some(payload.attempt),
                     attempt_token: if b.tokenless {
                         None
                     } else {
                         payload.attempt_token.clone()
                     },
+                    ..ActivityEvent::new(
+                        &payload.activity_exec_id,
+                        transition,
+                        now,
+                        "sim client",
+                        &engine.new_token(),
+                    )
                 };
                 let written = store
                     .put_new(&store.tables().activity_event(), "activity_event_id", &ev)

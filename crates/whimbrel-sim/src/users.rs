@@ -45,22 +45,15 @@ pub async fn cancel(
             if contract::next_state(a.state, Transition::Cancel, Actor::Client).is_err() {
                 continue;
             }
-            let now = engine.now();
             let ev = ActivityEvent {
-                activity_event_id: ids::derived_id(&a.activity_exec_id, &engine.new_token()),
-                activity_exec_id: a.activity_exec_id.clone(),
-                transition: "CANCEL".into(),
-                when: Some(now.date_list()),
-                when_epoch: Some(now.epoch as f64),
-                source: Some("sim user".into()),
-                manual: None,
-                output: None,
                 error: Some("cancelled by a user".into()),
-                activity_name: None,
-                workflow_exec_id: None,
-                workflow_name: None,
-                attempt: None,
-                attempt_token: None,
+                ..ActivityEvent::new(
+                    &a.activity_exec_id,
+                    "CANCEL",
+                    engine.now(),
+                    "sim user",
+                    &engine.new_token(),
+                )
             };
             store
                 .put_new(&store.tables().activity_event(), "activity_event_id", &ev)
