@@ -212,8 +212,10 @@ fn cancel_requests_a_cancel_for_every_activity_that_has_not_ended() {
             .apply_event(&h.event(&wf, "busy", "RUNNING"))
             .await
             .unwrap();
-        wf
+        // The running attempt's own acknowledgement, for later.
+        (wf.clone(), h.attempt_event(&wf, "busy", "CANCEL", 0))
     });
+    let (wf, acknowledgement) = wf;
     let out = stdout(&run(&["cancel", &wf, "--reason", "operator said so"]));
     let ids: Vec<&str> = out
         .lines()
@@ -247,11 +249,18 @@ fn cancel_requests_a_cancel_for_every_activity_that_has_not_ended() {
             ActivityState::Cancelled
         );
         assert_eq!(h.workflow(&wf).await.state, WorkflowState::Running);
-        // The running activity acknowledges at its next heartbeat.
-        h.engine
+        // A second cancel from the CLI asks nothing of CANCELLED_RUNNING,
+        // and a tokenless CANCEL row cannot end it.
+        let again = stdout(&run(&["cancel", &wf, "--reason", "again"]));
+        assert!(!again.contains("activity_event_id"), "{again}");
+        assert!(h
+            .engine
             .apply_event(&h.event(&wf, "busy", "CANCEL"))
             .await
-            .unwrap();
+            .is_err());
+        assert_eq!(h.workflow(&wf).await.state, WorkflowState::Running);
+        // The running attempt acknowledges at its next heartbeat.
+        h.engine.apply_event(&acknowledgement).await.unwrap();
         assert_eq!(h.workflow(&wf).await.state, WorkflowState::Cancelled);
     });
 }

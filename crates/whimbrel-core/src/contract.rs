@@ -799,6 +799,7 @@ mod tests {
             vec![
                 (W::Requested, W::Running),
                 (W::Requested, W::Failed),
+                (W::Requested, W::Cancelled),
                 (W::Running, W::Completed),
                 (W::Running, W::Failed),
                 (W::Running, W::Cancelled),
