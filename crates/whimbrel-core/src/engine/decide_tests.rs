@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::model::WorkflowExec;
+use crate::plan::Plan;
 use crate::store::memory::{apply, eval};
 
 fn cfg() -> EngineConfig {

@@ -28,6 +28,7 @@
 pub mod apply;
 pub mod decide;
 pub mod effects;
+pub mod items;
 pub mod monitor;
 pub mod start;
 

@@ -1,0 +1,103 @@
+//! The items a plan becomes: one activity exec (REQUESTED) per planned
+//! activity and one dependency edge per prerequisite. Pure: the same plan
+//! always yields the same items (ids derived from the workflow exec id and
+//! the activity names).
+
+use std::collections::HashMap;
+
+use super::EngineConfig;
+use crate::contract::ActivityState;
+use crate::ids;
+use crate::model::{ActivityExec, ActivityExecDependency, WorkflowExec};
+use crate::plan::Plan;
+
+/// The activity exec items (REQUESTED) and dependency edges for a plan.
+/// Pure: the same plan always yields the same items.
+pub fn activity_items(
+    wf: &WorkflowExec,
+    plan: &Plan,
+    config: &EngineConfig,
+) -> (Vec<ActivityExec>, Vec<ActivityExecDependency>) {
+    let id_of: HashMap<&str, String> = plan
+        .activities
+        .iter()
+        .map(|a| {
+            (
+                a.name.as_str(),
+                ids::activity_exec_id(&wf.workflow_exec_id, &a.name),
+            )
+        })
+        .collect();
+    let dependents = plan.dependents();
+    let mut execs = Vec::with_capacity(plan.activities.len());
+    let mut edges = Vec::new();
+    for a in &plan.activities {
+        let id = id_of[a.name.as_str()].clone();
+        // An explicit `heartbeat_enabled` wins; otherwise a timeout enables.
+        let heartbeat_enabled = a
+            .heartbeat_enabled
+            .unwrap_or(a.heartbeat_timeout_seconds.is_some());
+        let prerequisites: Vec<String> = a
+            .depends_on
+            .iter()
+            .map(|p| id_of[p.as_str()].clone())
+            .collect();
+        for (i, p) in prerequisites.iter().enumerate() {
+            edges.push(ActivityExecDependency {
+                activity_exec_dependency: ids::dependency_id(&id, i),
+                activity_exec_id: id.clone(),
+                dependent_activity_exec_id: p.clone(),
+                workflow_exec_id: wf.workflow_exec_id.clone(),
+            });
+        }
+        execs.push(ActivityExec {
+            activity_exec_id: id,
+            workflow_exec_id: wf.workflow_exec_id.clone(),
+            workflow_name: wf.workflow_name.clone(),
+            activity_name: a.name.clone(),
+            state: ActivityState::Requested,
+            lambda: a.lambda.clone(),
+            input: a.input.clone(),
+            attempt: 0,
+            attempt_token_hash: None,
+            require_tokens: a
+                .require_tokens
+                .or(plan.require_tokens)
+                .unwrap_or(config.require_tokens),
+            parked: vec![],
+            heartbeat_enabled,
+            heartbeat_timeout_seconds: heartbeat_enabled.then(|| {
+                a.heartbeat_timeout_seconds
+                    .unwrap_or(config.default_heartbeat_timeout_seconds)
+            }),
+            timeout_seconds: a.timeout_seconds,
+            heartbeat_time: None,
+            heartbeat_time_epoch: -1,
+            due_epoch: None,
+            due_shard: None,
+            queued_time: None,
+            queued_time_epoch: None,
+            launched_time: None,
+            launched_time_epoch: None,
+            start_time: None,
+            start_time_epoch: -1,
+            end_time: None,
+            end_time_epoch: None,
+            output: None,
+            error: None,
+            pending_dependency_count: prerequisites.len() as u64,
+            released_prerequisites: vec![],
+            prerequisites,
+            dependents: dependents
+                .get(a.name.as_str())
+                .into_iter()
+                .flatten()
+                .map(|d| id_of[d].clone())
+                .collect(),
+            last_event_id: None,
+            version: 0,
+            history: vec![],
+        });
+    }
+    (execs, edges)
+}
