@@ -2013,3 +2013,56 @@ async fn a_requested_workflow_is_cancelled_as_a_whole() {
     assert_eq!(h.tick(w.start_time_epoch + 3600).await.restarted, 0);
     assert!(h.launcher.launches_of("a").is_empty());
 }
+
+/// Finding 6: a plan under the JSON size bound that is larger as a DynamoDB
+/// item (numbers cost more there than in JSON) fails the workflow with the
+/// reason at once: no write that can never succeed, no retry, no second
+/// decider call.
+#[tokio::test]
+async fn finding_6_a_plan_too_large_as_an_item_fails_the_workflow_at_once() {
+    let h = Harness::new().await;
+    let reg = whimbrel_core::model::WorkflowLambda {
+        workflow_name: "big".into(),
+        lambda: Some("big-decider".into()),
+        definition: None,
+    };
+    h.store
+        .put(&h.store.tables().workflow_lambda(), &reg)
+        .await
+        .unwrap();
+    // Two activities, each with 70,000 numbers: about 140 KB of JSON each
+    // (the plan is under its 300 KB bound), about 210 KB each as an item.
+    let numbers = vec![1; 70_000];
+    let plan = json!({"activities": [
+        {"name": "a", "lambda": "noop", "input": numbers},
+        {"name": "b", "lambda": "noop", "input": numbers}
+    ]});
+    assert!(plan.to_string().len() < whimbrel_core::plan::MAX_PLAN_BYTES);
+    h.launcher
+        .deciders
+        .lock()
+        .unwrap()
+        .insert("big-decider".into(), Ok(plan));
+    let req = h.request("big", None);
+    assert_eq!(
+        h.engine.start_workflow(&req).await.unwrap(),
+        Applied::Workflow(WorkflowState::Failed)
+    );
+    let w = h
+        .workflow(&ids::workflow_exec_id("big", &req.workflow_request_id))
+        .await;
+    assert!(
+        w.error
+            .as_deref()
+            .unwrap_or("")
+            .contains("DynamoDB stores at most"),
+        "{:?}",
+        w.error
+    );
+    assert!(w.due_epoch.is_none());
+    // Redelivered: nothing more happens.
+    assert_eq!(
+        h.engine.start_workflow(&req).await.unwrap(),
+        Applied::Workflow(WorkflowState::Failed)
+    );
+}
