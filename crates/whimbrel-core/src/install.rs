@@ -6,16 +6,26 @@
 use std::time::Duration;
 
 use aws_sdk_dynamodb::types::{
-    AttributeDefinition, BillingMode, GlobalSecondaryIndex, KeySchemaElement, KeyType, Projection,
-    ProjectionType, ScalarAttributeType, StreamSpecification, StreamViewType, TableStatus,
+    AttributeDefinition, BillingMode, CreateGlobalSecondaryIndexAction,
+    DeleteGlobalSecondaryIndexAction, GlobalSecondaryIndex, GlobalSecondaryIndexUpdate,
+    IndexStatus, KeySchemaElement, KeyType, Projection, ProjectionType, ScalarAttributeType,
+    StreamSpecification, StreamViewType, TableStatus,
 };
 use tracing::info;
 
 use crate::model::InstallStatus;
 use crate::store::{self, Store, StoreError, Tables};
 
-/// Version of the table layout this crate writes and reads.
-pub const SCHEMA_VERSION: u32 = 1;
+/// Version of the table layout this crate writes and reads. 2: the due
+/// indexes replace the heartbeat and launch indexes, and `activity_event`
+/// gains its `activity_exec_id` index.
+pub const SCHEMA_VERSION: u32 = 2;
+
+/// Indexes of earlier layouts that `install` deletes from existing tables.
+pub const OBSOLETE_INDEXES: [&str; 2] = [
+    "heartbeat_shard-heartbeat_deadline_epoch-index",
+    "launch_shard-queued_time_epoch-index",
+];
 
 /// One GSI: name, hash (name, type), optional range, projection.
 #[derive(Debug, Clone)]
@@ -170,9 +180,10 @@ fn other(e: impl std::fmt::Display) -> StoreError {
     }
 }
 
-/// Create every missing table (with its GSIs and streams), wait until all
-/// are ACTIVE, and record them in `install_status`. Existing tables are left
-/// as they are. Returns the names of the tables created.
+/// Create every missing table (with its GSIs and streams), bring the GSIs
+/// of existing tables to this layout (create missing ones, delete the
+/// [`OBSOLETE_INDEXES`]), wait until all are ACTIVE, and record them in
+/// `install_status`. Returns the names of the tables created.
 ///
 /// Errors: any DynamoDB error other than "table already exists".
 pub async fn install(store: &Store) -> Result<Vec<String>, StoreError> {
@@ -209,22 +220,7 @@ pub async fn install(store: &Store) -> Result<Vec<String>, StoreError> {
             );
         }
         for g in &d.gsis {
-            let mut b = GlobalSecondaryIndex::builder()
-                .index_name(g.name)
-                .key_schema(key(g.hash.0, KeyType::Hash))
-                .projection(
-                    Projection::builder()
-                        .projection_type(if g.keys_only {
-                            ProjectionType::KeysOnly
-                        } else {
-                            ProjectionType::All
-                        })
-                        .build(),
-                );
-            if let Some(r) = &g.range {
-                b = b.key_schema(key(r.0, KeyType::Range));
-            }
-            req = req.global_secondary_indexes(b.build().map_err(other)?);
+            req = req.global_secondary_indexes(gsi(g)?);
         }
         if d.stream {
             req = req.stream_specification(
@@ -242,7 +238,11 @@ pub async fn install(store: &Store) -> Result<Vec<String>, StoreError> {
             }
             Err(e)
                 if e.as_service_error()
-                    .is_some_and(|s| s.is_resource_in_use_exception()) => {}
+                    .is_some_and(|s| s.is_resource_in_use_exception()) =>
+            {
+                // It exists: bring its indexes to this layout.
+                upgrade_indexes(client, d).await?;
+            }
             Err(e) => {
                 return Err(StoreError::Other {
                     op: "CreateTable",
@@ -280,6 +280,153 @@ pub async fn install(store: &Store) -> Result<Vec<String>, StoreError> {
             .await?;
     }
     Ok(created)
+}
+
+fn dynamo_error(op: &'static str, e: impl std::error::Error) -> StoreError {
+    StoreError::Other {
+        op,
+        message: aws_smithy_types::error::display::DisplayErrorContext(&e).to_string(),
+    }
+}
+
+/// The CreateTable shape of one GSI (on-demand, so no throughput).
+fn gsi(g: &Gsi) -> Result<GlobalSecondaryIndex, StoreError> {
+    let mut b = GlobalSecondaryIndex::builder()
+        .index_name(g.name)
+        .key_schema(key(g.hash.0, KeyType::Hash))
+        .projection(projection(g));
+    if let Some(r) = &g.range {
+        b = b.key_schema(key(r.0, KeyType::Range));
+    }
+    b.build().map_err(other)
+}
+
+fn projection(g: &Gsi) -> Projection {
+    Projection::builder()
+        .projection_type(if g.keys_only {
+            ProjectionType::KeysOnly
+        } else {
+            ProjectionType::All
+        })
+        .build()
+}
+
+/// Bring an existing table's GSIs to `d`: create each missing index and
+/// delete the [`OBSOLETE_INDEXES`], one change at a time (DynamoDB allows
+/// one index creation or deletion per UpdateTable), waiting for each.
+/// Indexes neither defined nor obsolete (an operator's own) are left.
+///
+/// Errors: DynamoDB errors, or an index not ACTIVE within a minute.
+async fn upgrade_indexes(
+    client: &aws_sdk_dynamodb::Client,
+    d: &TableDef,
+) -> Result<(), StoreError> {
+    let existing = table_indexes(client, &d.name).await?;
+    for g in d
+        .gsis
+        .iter()
+        .filter(|g| !existing.iter().any(|(n, _)| n == g.name))
+    {
+        let mut create = CreateGlobalSecondaryIndexAction::builder()
+            .index_name(g.name)
+            .key_schema(key(g.hash.0, KeyType::Hash))
+            .projection(projection(g));
+        if let Some(r) = &g.range {
+            create = create.key_schema(key(r.0, KeyType::Range));
+        }
+        let mut req = client
+            .update_table()
+            .table_name(&d.name)
+            .global_secondary_index_updates(
+                GlobalSecondaryIndexUpdate::builder()
+                    .create(create.build().map_err(other)?)
+                    .build(),
+            );
+        for (name, ty) in std::iter::once(&g.hash).chain(g.range.iter()) {
+            req = req.attribute_definitions(
+                AttributeDefinition::builder()
+                    .attribute_name(*name)
+                    .attribute_type(ty.clone())
+                    .build()
+                    .map_err(other)?,
+            );
+        }
+        req.send()
+            .await
+            .map_err(|e| dynamo_error("UpdateTable", e))?;
+        info!(table = %d.name, index = g.name, "index created");
+        wait_for_indexes(client, &d.name).await?;
+    }
+    for (name, _) in existing
+        .iter()
+        .filter(|(n, _)| OBSOLETE_INDEXES.contains(&n.as_str()))
+    {
+        client
+            .update_table()
+            .table_name(&d.name)
+            .global_secondary_index_updates(
+                GlobalSecondaryIndexUpdate::builder()
+                    .delete(
+                        DeleteGlobalSecondaryIndexAction::builder()
+                            .index_name(name)
+                            .build()
+                            .map_err(other)?,
+                    )
+                    .build(),
+            )
+            .send()
+            .await
+            .map_err(|e| dynamo_error("UpdateTable", e))?;
+        info!(table = %d.name, index = %name, "obsolete index deleted");
+        wait_for_indexes(client, &d.name).await?;
+    }
+    Ok(())
+}
+
+/// The GSIs of a table: name and status.
+async fn table_indexes(
+    client: &aws_sdk_dynamodb::Client,
+    table: &str,
+) -> Result<Vec<(String, Option<IndexStatus>)>, StoreError> {
+    let out = client
+        .describe_table()
+        .table_name(table)
+        .send()
+        .await
+        .map_err(|e| dynamo_error("DescribeTable", e))?;
+    Ok(out
+        .table()
+        .map(|t| t.global_secondary_indexes())
+        .unwrap_or_default()
+        .iter()
+        .map(|g| {
+            (
+                g.index_name().unwrap_or("").to_string(),
+                g.index_status().cloned(),
+            )
+        })
+        .collect())
+}
+
+/// Wait until every GSI of `table` is ACTIVE (or gone).
+async fn wait_for_indexes(
+    client: &aws_sdk_dynamodb::Client,
+    table: &str,
+) -> Result<(), StoreError> {
+    for _ in 0..120 {
+        let indexes = table_indexes(client, table).await?;
+        if indexes
+            .iter()
+            .all(|(_, s)| matches!(s, None | Some(IndexStatus::Active)))
+        {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    Err(StoreError::Transient {
+        op: "UpdateTable",
+        message: format!("indexes of {table} not ACTIVE after a minute"),
+    })
 }
 
 /// Names of every table of this prefix.
