@@ -14,6 +14,7 @@
 //! `docs/tables.md`.
 
 pub mod dynamo;
+pub mod eval;
 pub mod expr;
 pub mod memory;
 pub mod size;

@@ -9,13 +9,9 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
-use aws_sdk_dynamodb::types::AttributeValue;
 use rand::Rng;
-use serde_json::{json, Value};
 use whimbrel_core::engine::{Engine, EngineConfig};
 use whimbrel_core::handlers::{BatchSummary, Outcome};
-use whimbrel_core::ids;
-use whimbrel_core::model::{WorkflowLambda, WorkflowRequest};
 use whimbrel_core::plan::LaunchPayload;
 use whimbrel_core::store::memory::{MemoryBackend, StreamRecord};
 use whimbrel_core::store::{Item, Store, Tables};
@@ -27,6 +23,7 @@ use crate::shared::{lock, Faults, Shared, SimBackend, SimEnv, SimLauncher, World
 use crate::template::EsmSettings;
 
 mod esm;
+mod scenario;
 use esm::lock_now;
 
 /// What a schedule is made of (the shrinker lowers these).
@@ -251,149 +248,6 @@ impl Sim {
             .now_or_never()
             .expect("the model answers at once");
         r.expect("set-up put");
-    }
-
-    fn plan(&self, name: &str) -> Value {
-        let max = self.params.max_activities.max(1);
-        let (n, edges, hb, stc) = self.rng(|r| {
-            let n = r.gen_range(1..=max);
-            let edges: Vec<Vec<usize>> = (0..n)
-                .map(|i| (0..i).filter(|_| r.gen_bool(0.4)).collect())
-                .collect();
-            let hb: Vec<Option<i64>> = (0..n)
-                .map(|_| r.gen_bool(0.5).then(|| r.gen_range(30..=120)))
-                .collect();
-            let stc: Vec<Option<i64>> = (0..n)
-                .map(|_| r.gen_bool(0.3).then(|| r.gen_range(120..=600)))
-                .collect();
-            (n, edges, hb, stc)
-        });
-        let acts: Vec<Value> = (0..n)
-            .map(|i| {
-                let mut a = json!({
-                    "name": format!("a{i}"),
-                    "lambda": "sim-activity",
-                    "depends_on": edges[i].iter().map(|d| format!("a{d}")).collect::<Vec<_>>(),
-                    "input": {"workflow": name, "i": i},
-                });
-                if let Some(t) = hb[i] {
-                    a["heartbeat_timeout_seconds"] = json!(t);
-                }
-                if let Some(t) = stc[i] {
-                    a["timeout_seconds"] = json!(t);
-                }
-                a
-            })
-            .collect();
-        let tokens = self.rng(|r| r.gen_bool(0.5));
-        json!({"version": 1, "activities": acts, "require_tokens": tokens})
-    }
-
-    fn setup(&mut self) {
-        for w in 0..self.params.workflows {
-            let name = format!("wf{w}");
-            let plan = self.plan(&name);
-            self.require_tokens.insert(
-                name.clone(),
-                plan["require_tokens"].as_bool().unwrap_or(false),
-            );
-            let by_decider = self.rng(|r| r.gen_bool(0.3));
-            let reg = if by_decider {
-                lock(&self.world).deciders.insert(name.clone(), plan);
-                WorkflowLambda {
-                    workflow_name: name.clone(),
-                    lambda: Some("sim-decider".into()),
-                    definition: None,
-                }
-            } else {
-                WorkflowLambda {
-                    workflow_name: name.clone(),
-                    lambda: None,
-                    definition: Some(serde_json::from_value(plan).expect("plan shape")),
-                }
-            };
-            self.put_raw(
-                &self.tables.workflow_lambda(),
-                serde_dynamo::to_item(&reg).expect("item"),
-            );
-        }
-    }
-
-    fn start_workflow(&mut self, w: usize) {
-        let name = format!("wf{w}");
-        let seed = self.rng(|r| r.gen::<u64>());
-        let now = lock(&self.world).now;
-        let request = WorkflowRequest {
-            workflow_request_id: ids::derived_id(&name, &seed.to_string()),
-            workflow_name: name,
-            when: None,
-            when_epoch: Some(now as f64),
-            source: Some("sim".into()),
-            manual: None,
-            input: None,
-        };
-        self.log(format!("request {}", request.workflow_request_id));
-        self.put_raw(
-            &self.tables.workflow_request(),
-            serde_dynamo::to_item(&request).expect("item"),
-        );
-    }
-
-    fn hostile_row(&mut self) {
-        let activities = self.checker.activity_ids(&self.mem, &self.tables);
-        let (kind, seed, pick) =
-            self.rng(|r| (r.gen_range(0..6), r.gen::<u64>(), r.gen::<usize>()));
-        let target = activities
-            .get(pick % activities.len().max(1))
-            .cloned()
-            .unwrap_or_else(|| "ghost::x".into());
-        let id = ids::derived_id(&target, &format!("hostile{seed}"));
-        let mut item: Item = HashMap::from([
-            (
-                "activity_event_id".to_string(),
-                AttributeValue::S(id.clone()),
-            ),
-            (
-                "activity_exec_id".to_string(),
-                AttributeValue::S(target.clone()),
-            ),
-            (
-                "transition".to_string(),
-                AttributeValue::S("COMPLETED".into()),
-            ),
-        ]);
-        match kind {
-            0 => drop(item.insert("transition".into(), AttributeValue::S("DONE".into()))),
-            1 => drop(item.insert("transition".into(), AttributeValue::S("completed".into()))),
-            2 => drop(item.insert("transition".into(), AttributeValue::N("3".into()))),
-            3 => drop(item.remove("transition")),
-            4 => {
-                let ghost = ids::derived_id("ghost", &seed.to_string());
-                item.insert("activity_exec_id".into(), AttributeValue::S(ghost));
-            }
-            _ => drop(item.insert(
-                "attempt_token".into(),
-                AttributeValue::S(format!("forged{seed}")),
-            )),
-        }
-        self.log(format!("hostile row {id} kind {kind}"));
-        self.hostile.insert(id);
-        self.put_raw(&self.tables.activity_event(), item);
-    }
-
-    fn user_cancel(&mut self) {
-        let (inv, engine) = self.engine(false);
-        let wfs = self.checker.workflow_ids(&self.mem, &self.tables);
-        if wfs.is_empty() {
-            return;
-        }
-        let pick = self.rng(|r| r.gen_range(0..wfs.len()));
-        let wf = wfs[pick].clone();
-        self.log(format!("user cancels {wf}"));
-        let world = self.world.clone();
-        self.exec.spawn(inv, async move {
-            let _ = crate::users::cancel(&engine, &world, &wf).await;
-        });
     }
 
     fn deliver_invoke(&mut self) {
