@@ -81,6 +81,23 @@ impl Checker {
             .collect()
     }
 
+    /// How many activities ended in each terminal state.
+    pub fn ended_states(
+        &self,
+        mem: &MemoryBackend,
+        t: &Tables,
+    ) -> std::collections::BTreeMap<String, u64> {
+        let mut out = std::collections::BTreeMap::new();
+        for a in activities(mem, t)
+            .0
+            .into_iter()
+            .filter(|a| a.state.is_terminal())
+        {
+            *out.entry(a.state.to_string()).or_insert(0) += 1;
+        }
+        out
+    }
+
     /// True when every workflow requested so far ended.
     pub fn all_ended(&self, mem: &MemoryBackend, t: &Tables, lost: &HashSet<String>) -> bool {
         let requests = mem

@@ -42,6 +42,8 @@ fn main() {
     let started = Instant::now();
     let (mut activities, mut batches, mut crashes, mut lost, mut sim_seconds, mut stranded) =
         (0, 0, 0, 0, 0, 0);
+    let mut ended: std::collections::BTreeMap<String, u64> = Default::default();
+    let mut relaunches = 0;
     for (n, &seed) in seeds.iter().enumerate() {
         match run(seed, &params) {
             Ok(s) => {
@@ -51,6 +53,10 @@ fn main() {
                 lost += s.on_failure;
                 sim_seconds += s.sim_seconds;
                 stranded += s.requests_given_up;
+                relaunches += s.relaunches;
+                for (k, v) in s.ended {
+                    *ended.entry(k).or_insert(0) += v;
+                }
             }
             Err(_) => {
                 let (small, failure) = shrink(seed, &params);
@@ -75,5 +81,6 @@ fn main() {
         seeds.len() as f64 / secs,
         sim_seconds as f64 / 3600.0
     );
+    println!("activities ended: {ended:?}; attempts relaunched: {relaunches}");
     println!("{} passed, 0 failed", seeds.len());
 }

@@ -7,9 +7,17 @@ use whimbrel_sim::{run, Params};
 fn five_hundred_schedules_hold_every_invariant() {
     let params = Params::default();
     let mut activities = 0;
+    let mut ended = std::collections::BTreeMap::<String, u64>::new();
+    let mut relaunches = 0;
     for seed in 1..=500 {
         match run(seed, &params) {
-            Ok(stats) => activities += stats.activities,
+            Ok(stats) => {
+                activities += stats.activities;
+                relaunches += stats.relaunches;
+                for (k, v) in stats.ended {
+                    *ended.entry(k).or_insert(0) += v;
+                }
+            }
             Err(f) => panic!(
                 "seed {seed} broke an invariant (replay: WHIMBREL_SIM_SEED={seed} make torture):\n{}\n{}",
                 f.violations.join("\n"),

@@ -74,6 +74,12 @@ pub struct Stats {
     /// Requests whose record the mapping gave up on before any exec
     /// existed (they need the on-failure record replayed).
     pub requests_given_up: u64,
+    /// Activities by the state they ended in (name → count), so a run
+    /// shows that every outcome was exercised.
+    pub ended: std::collections::BTreeMap<String, u64>,
+    /// Monitor actions seen in the trace: timeouts, relaunches, reports
+    /// applied from the event table.
+    pub relaunches: u64,
 }
 
 /// A run that broke an invariant.
@@ -502,6 +508,12 @@ impl Sim {
         let execs = self.checker.workflow_ids(&self.mem, &self.tables).len();
         let requests = self.mem.items(&self.tables.workflow_request()).len();
         self.stats.requests_given_up = requests.saturating_sub(execs) as u64;
+        self.stats.ended = self.checker.ended_states(&self.mem, &self.tables);
+        self.stats.relaunches = lock(&self.world)
+            .claims
+            .keys()
+            .filter(|(_, attempt)| *attempt > 1)
+            .count() as u64;
         if v.is_empty() {
             Ok(self.stats)
         } else {
