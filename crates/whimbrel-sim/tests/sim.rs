@@ -29,6 +29,14 @@ fn five_hundred_schedules_hold_every_invariant() {
         activities > 2000,
         "the schedules ran {activities} activities"
     );
+    // Not vacuous: every outcome, and relaunched attempts, happened.
+    for state in ["COMPLETED", "FAILED", "TIMED_OUT", "CANCELLED"] {
+        assert!(
+            ended.get(state).copied().unwrap_or(0) > 10,
+            "{state}: {ended:?}"
+        );
+    }
+    assert!(relaunches > 10, "{relaunches} relaunches");
 }
 
 #[test]
