@@ -144,6 +144,22 @@ impl Checker {
                 }
                 _ => {}
             }
+            // Every accepted step is a row of the contract table (or a
+            // relaunch, QUEUED → QUEUED): no state ever goes back.
+            let mut from = ActivityState::Requested;
+            for h in &a.history {
+                let allowed = (from == ActivityState::Queued && h.state == ActivityState::Queued)
+                    || contract::TRANSITIONS.iter().any(|(f, t, to, _)| {
+                        *f == from && t.as_str() == h.transition && *to == h.state
+                    });
+                if !allowed {
+                    v.push(format!(
+                        "{id}: {from} -> {} by {} is not in the contract ({})",
+                        h.state, h.transition, h.event_id
+                    ));
+                }
+                from = h.state;
+            }
             let ends = a.history.iter().filter(|h| h.state.is_terminal()).count();
             if ends > 1 {
                 v.push(format!("{id}: {ends} terminal transitions accepted"));

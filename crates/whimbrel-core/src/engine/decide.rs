@@ -315,6 +315,13 @@ pub fn queue_update(
     ));
     claim(tables, cfg, exec, attempt, token_hash, now, &event_id)
         .when(Cond::eq("pending_dependency_count", n(0)))
+        .when(Cond::In(
+            "state".into(),
+            vec![
+                s(ActivityState::Requested.as_str()),
+                s(ActivityState::Ready.as_str()),
+            ],
+        ))
         .set("state", s(ActivityState::Queued.as_str()))
         .act(Action::Append("history".into(), entries))
 }
@@ -434,6 +441,17 @@ pub fn extend_due(tables: &Tables, exec: &ActivityExec, at: i64) -> UpdateReques
     req
 }
 
+/// When the activity entered its current state (its last history entry),
+/// epoch seconds. The deadlines of PREPARING and CANCELLED_RUNNING count
+/// from it; the due marker only says when to look.
+fn entered_at(exec: &ActivityExec) -> Option<i64> {
+    exec.history
+        .iter()
+        .rev()
+        .find(|h| h.state == exec.state)
+        .map(|h| h.at_epoch)
+}
+
 /// What the monitor does with an activity whose due time came.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {
@@ -483,8 +501,14 @@ pub fn monitor_verdict(exec: &ActivityExec, cfg: &EngineConfig, now: i64) -> Ver
                 Verdict::Relaunch
             }
         }
-        ActivityState::Preparing => match exec.due_epoch {
-            Some(d) if !passed(d) => Verdict::Wait,
+        ActivityState::Preparing => match entered_at(exec).map(|t| t + start_to_close(exec, cfg)) {
+            Some(d) if !passed(d) => {
+                if exec.due_epoch == Some(d) {
+                    Verdict::Wait
+                } else {
+                    Verdict::Extend(d)
+                }
+            }
             _ => Verdict::TimeOut {
                 reason: format!(
                     "PREPARING for more than {}s (start-to-close)",
@@ -518,16 +542,24 @@ pub fn monitor_verdict(exec: &ActivityExec, cfg: &EngineConfig, now: i64) -> Ver
                 }
             }
         }
-        ActivityState::CancelledRunning => match exec.due_epoch {
-            Some(d) if !passed(d) => Verdict::Wait,
-            _ => Verdict::TimeOut {
-                reason: format!(
-                    "cancel not acknowledged within {}s",
-                    cfg.cancel_grace_seconds
-                ),
-                stale_before: None,
-            },
-        },
+        ActivityState::CancelledRunning => {
+            match entered_at(exec).map(|t| t + cfg.cancel_grace_seconds) {
+                Some(d) if !passed(d) => {
+                    if exec.due_epoch == Some(d) {
+                        Verdict::Wait
+                    } else {
+                        Verdict::Extend(d)
+                    }
+                }
+                _ => Verdict::TimeOut {
+                    reason: format!(
+                        "cancel not acknowledged within {}s",
+                        cfg.cancel_grace_seconds
+                    ),
+                    stale_before: None,
+                },
+            }
+        }
         _ => Verdict::Wait,
     }
 }

@@ -1,7 +1,7 @@
 //! Unit tests of the pure rules: no server, no clock.
 
 use super::*;
-use crate::model::WorkflowExec;
+use crate::model::{HistoryEntry, WorkflowExec};
 use crate::plan::Plan;
 use crate::store::memory::{apply, eval};
 
@@ -99,19 +99,33 @@ fn queued_relaunches_then_fails_preparing_and_cancelled_running_time_out() {
         monitor_verdict(&q, &c, 10_000),
         Verdict::FailNotStarted(_)
     ));
+    let entered = |state: ActivityState, at: i64| HistoryEntry {
+        transition: "X".into(),
+        state,
+        at_epoch: at,
+        event_id: "e".into(),
+    };
+    // PREPARING since 500: start-to-close from then, whatever the marker
+    // (an owed parked event may have lowered it).
     let mut p = running(None, None);
     p.state = ActivityState::Preparing;
-    p.due_epoch = Some(500);
+    p.history.push(entered(ActivityState::Preparing, 500));
+    p.due_epoch = Some(560);
+    assert_eq!(monitor_verdict(&p, &c, 570), Verdict::Extend(500 + 3600));
     assert!(matches!(
-        monitor_verdict(&p, &c, 510),
+        monitor_verdict(&p, &c, 500 + 3600 + c.report_grace_seconds),
         Verdict::TimeOut { .. }
     ));
+    // CANCELLED_RUNNING since 2000: the cancel grace alone.
     let mut cr = running(Some(30), None);
     cr.state = ActivityState::CancelledRunning;
-    cr.due_epoch = Some(2000);
-    assert_eq!(monitor_verdict(&cr, &c, 2005), Verdict::Wait);
+    cr.history
+        .push(entered(ActivityState::CancelledRunning, 2000));
+    let d = 2000 + c.cancel_grace_seconds;
+    cr.due_epoch = Some(d);
+    assert_eq!(monitor_verdict(&cr, &c, d + 5), Verdict::Wait);
     assert!(matches!(
-        monitor_verdict(&cr, &c, 2010),
+        monitor_verdict(&cr, &c, d + c.report_grace_seconds),
         Verdict::TimeOut { .. }
     ));
     let mut done = running(None, None);

@@ -90,8 +90,10 @@ impl<L: Launcher> Engine<L> {
     /// ready, or claimed by someone else, is left alone.
     pub(crate) async fn queue_and_launch(&self, mut exec: ActivityExec) -> Result<(), EngineError> {
         loop {
-            if !exec.state.is_not_started()
-                || exec.state == ActivityState::Queued
+            // Only a first claim: REQUESTED or READY with nothing pending.
+            // Anything further along (QUEUED, PREPARING...) is someone
+            // else's attempt.
+            if !matches!(exec.state, ActivityState::Requested | ActivityState::Ready)
                 || exec.pending_dependency_count > 0
             {
                 return Ok(());

@@ -120,48 +120,64 @@ impl<L: Launcher> Engine<L> {
             },
         };
         let (activities, edges) = decide::activity_items(&exec, &plan, &self.config);
+        // Which activity items this call created: those it may claim from
+        // its own copy; any other is read again.
+        let mut created = std::collections::HashSet::new();
         if exec.state == WorkflowState::Requested {
             if let Some(reason) = unstorable_activity(&activities) {
                 return self.fail_start(&exec, &reason).await;
             }
-            if planned_now {
-                self.store
-                    .batch_put(&t.activity_exec(), &activities)
-                    .await?;
-            } else {
-                // Resumed: some items may exist, and a client may already
-                // have cancelled one; create only the missing ones.
-                let table = t.activity_exec();
-                let created: Vec<Result<bool, StoreError>> = stream::iter(&activities)
-                    .map(|a| self.store.put_new(&table, "activity_exec_id", a))
-                    .buffer_unordered(self.config.concurrency)
-                    .collect()
-                    .await;
-                created.into_iter().collect::<Result<Vec<_>, _>>()?;
+            // Conditional creates only: another start of the same request
+            // (a redelivery, the monitor) may already have created, claimed
+            // or even ended an item; an unconditional put would reset it.
+            let table = t.activity_exec();
+            let results: Vec<Result<(String, bool), StoreError>> = stream::iter(&activities)
+                .map(|a| {
+                    let table = &table;
+                    async move {
+                        let new = self.store.put_new(table, "activity_exec_id", a).await?;
+                        Ok((a.activity_exec_id.clone(), new))
+                    }
+                })
+                .buffer_unordered(self.config.concurrency)
+                .collect()
+                .await;
+            for r in results {
+                let (id, new) = r?;
+                if new {
+                    created.insert(id);
+                }
             }
             // Edges are write-once with deterministic content.
             self.store
                 .batch_put(&t.activity_exec_dependency(), &edges)
                 .await?;
-            self.move_workflow(
-                &id,
-                name,
-                WorkflowState::Requested,
-                WorkflowState::Running,
-                None,
-            )
-            .await?;
-            // Every activity may have ended while still REQUESTED (client
-            // CANCELs): their finish checks saw REQUESTED.
-            self.finish_workflow(&id, name).await?;
+            let moved = self
+                .move_workflow(
+                    &id,
+                    name,
+                    WorkflowState::Requested,
+                    WorkflowState::Running,
+                    None,
+                )
+                .await?;
+            if !moved {
+                // Someone else moved it: on to RUNNING (go on), or ended it
+                // (a user's cancel, the monitor's give-up): launch nothing.
+                let now_state = self.load_workflow(&id, name).await?.state;
+                if now_state != WorkflowState::Running {
+                    return Ok(Applied::Workflow(now_state));
+                }
+            }
         }
         let roots: Vec<&ActivityExec> = activities
             .iter()
             .filter(|a| a.prerequisites.is_empty())
             .collect();
+        let created = &created;
         let results: Vec<Result<(), EngineError>> = stream::iter(roots)
             .map(|a| async move {
-                let current = if planned_now {
+                let current = if planned_now && created.contains(&a.activity_exec_id) {
                     a.clone()
                 } else {
                     self.load_activity(&a.activity_exec_id, &a.workflow_exec_id)
@@ -173,6 +189,10 @@ impl<L: Launcher> Engine<L> {
             .collect()
             .await;
         results.into_iter().collect::<Result<Vec<_>, _>>()?;
+        // Every activity may have ended while the workflow was still
+        // REQUESTED (client CANCELs): their finish checks saw REQUESTED. Done
+        // on every (re)start, before the marker goes.
+        self.finish_workflow(&id, name).await?;
         // The roots are claimed: every later step has its own marker.
         let done = UpdateRequest::new(t.workflow_exec(), decide::workflow_key(&id, name))
             .when(Cond::exists("due_epoch"))
@@ -209,7 +229,7 @@ impl<L: Launcher> Engine<L> {
                 "not started after {} attempts (decider or store unavailable)",
                 exec.start_attempts
             );
-            self.fail_start(&exec, &reason).await?;
+            self.fail_unplanned(&exec, &reason).await?;
             return Ok(false);
         }
         let bump = UpdateRequest::new(
@@ -396,6 +416,32 @@ impl<L: Launcher> Engine<L> {
                 Ok(Ok((e, false)))
             }
             Err(e) if e.is_permanent() => Ok(Err(format!("the plan cannot be stored: {e}"))),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// REQUESTED → FAILED with `reason`, only while no plan is stored: a
+    /// start storing its plan meanwhile wins (the monitor's give-up).
+    async fn fail_unplanned(&self, exec: &WorkflowExec, reason: &str) -> Result<(), EngineError> {
+        let now = self.now();
+        let req = UpdateRequest::new(
+            self.store.tables().workflow_exec(),
+            decide::workflow_key(&exec.workflow_exec_id, &exec.workflow_name),
+        )
+        .when(Cond::eq("state", s(WorkflowState::Requested.as_str())))
+        .when(Cond::not_exists("plan"))
+        .set("state", s(WorkflowState::Failed.as_str()))
+        .set("error", s(decide::cap_error(reason)))
+        .set("end_time", av(&now.date_list()))
+        .set("end_time_epoch", n(now.epoch))
+        .remove("due_epoch")
+        .remove("due_shard");
+        match self.store.update(req, false).await {
+            Ok(_) => {
+                warn!(workflow_exec_id = %exec.workflow_exec_id, %reason, "workflow failed before it started");
+                Ok(())
+            }
+            Err(StoreError::ConditionFailed) => Ok(()),
             Err(e) => Err(e.into()),
         }
     }
