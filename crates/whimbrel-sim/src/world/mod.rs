@@ -93,6 +93,8 @@ pub struct Failure {
 
 const START: i64 = 1_795_306_411;
 const STREAM_SHARDS: u64 = 2;
+/// Longest GSI lag the simulation lets happen, seconds.
+const GSI_LAG_SECONDS: i64 = 5;
 /// Longest a schedule may run in simulated time before liveness fails.
 const LIVENESS_LIMIT: i64 = 12 * 3600;
 
@@ -124,6 +126,8 @@ pub struct Sim {
     shards: Vec<Shard>,
     results: Results,
     next_tick: i64,
+    /// When the GSIs last caught up completely.
+    gsi_synced: i64,
     reports: Reports,
     /// Row ids written as hostile (must be rejected).
     pub hostile: HashSet<String>,
@@ -185,6 +189,7 @@ impl Sim {
             shards,
             results: Arc::default(),
             next_tick: START + 60,
+            gsi_synced: START,
             reports: Arc::default(),
             hostile: HashSet::new(),
             outcomes: HashMap::new(),
@@ -210,7 +215,9 @@ impl Sim {
             let mut w = lock(&self.world);
             let p = w.faults.crash;
             let crash = faulty && w.chance(p);
-            let k = w.rng.gen_range(1..=16);
+            // Any store call of the invocation, late ones included (a monitor tick
+            // or a large batch makes many).
+            let k = w.rng.gen_range(1..=48);
             (crash.then_some(k), w.rng.gen_range(-2..=2))
         };
         let invocation = Arc::new(Invocation {
@@ -330,9 +337,15 @@ impl Sim {
                 w.timers.push((at, waker));
             }
         }
+        // GSIs lag: they catch up at random, and at the latest
+        // `GSI_LAG_SECONDS` after their last catch-up (below the engine's
+        // report grace, as DynamoDB's sub-second lag is).
+        let catch_up = now - self.gsi_synced >= GSI_LAG_SECONDS || w.rng.gen_bool(0.3);
         drop(w);
-        // GSIs catch up within a second of simulated time.
-        self.mem.propagate(usize::MAX);
+        if catch_up {
+            self.mem.propagate(usize::MAX);
+            self.gsi_synced = now;
+        }
     }
 
     /// One world action; returns false when nothing at all can happen.
