@@ -452,6 +452,16 @@ fn entered_at(exec: &ActivityExec) -> Option<i64> {
         .map(|h| h.at_epoch)
 }
 
+/// A deadline not passed yet: wait if the marker already says it, else
+/// move the marker there.
+fn look_again(exec: &ActivityExec, deadline: i64) -> Verdict {
+    if exec.due_epoch == Some(deadline) {
+        Verdict::Wait
+    } else {
+        Verdict::Extend(deadline)
+    }
+}
+
 /// What the monitor does with an activity whose due time came.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {
@@ -502,13 +512,7 @@ pub fn monitor_verdict(exec: &ActivityExec, cfg: &EngineConfig, now: i64) -> Ver
             }
         }
         ActivityState::Preparing => match entered_at(exec).map(|t| t + start_to_close(exec, cfg)) {
-            Some(d) if !passed(d) => {
-                if exec.due_epoch == Some(d) {
-                    Verdict::Wait
-                } else {
-                    Verdict::Extend(d)
-                }
-            }
+            Some(d) if !passed(d) => look_again(exec, d),
             _ => Verdict::TimeOut {
                 reason: format!(
                     "PREPARING for more than {}s (start-to-close)",
@@ -520,11 +524,7 @@ pub fn monitor_verdict(exec: &ActivityExec, cfg: &EngineConfig, now: i64) -> Ver
         ActivityState::Running => {
             let (deadline, by_heartbeat) = running_deadline(exec, cfg);
             if !passed(deadline) {
-                return if exec.due_epoch == Some(deadline) {
-                    Verdict::Wait
-                } else {
-                    Verdict::Extend(deadline)
-                };
+                return look_again(exec, deadline);
             }
             if by_heartbeat {
                 let t = heartbeat_timeout(exec, cfg).unwrap_or(0);
@@ -544,13 +544,7 @@ pub fn monitor_verdict(exec: &ActivityExec, cfg: &EngineConfig, now: i64) -> Ver
         }
         ActivityState::CancelledRunning => {
             match entered_at(exec).map(|t| t + cfg.cancel_grace_seconds) {
-                Some(d) if !passed(d) => {
-                    if exec.due_epoch == Some(d) {
-                        Verdict::Wait
-                    } else {
-                        Verdict::Extend(d)
-                    }
-                }
+                Some(d) if !passed(d) => look_again(exec, d),
                 _ => Verdict::TimeOut {
                     reason: format!(
                         "cancel not acknowledged within {}s",

@@ -11,7 +11,7 @@ use tracing::{info, warn};
 
 use super::apply::Source;
 use super::decide::{self, Details};
-use super::{Engine, EngineError, WorkflowCounts};
+use super::{decoded, Engine, EngineError, WorkflowCounts};
 use crate::contract::{self, ActivityState, Transition, WorkflowState};
 use crate::ids;
 use crate::launcher::{InvokeError, Launcher};
@@ -67,8 +67,7 @@ impl<L: Launcher> Engine<L> {
                     &exec.activity_exec_id,
                 );
                 let waiting: ActivityExec = match self.store.update(req, true).await {
-                    Ok(Some(item)) => serde_dynamo::from_item(item)
-                        .map_err(|e| EngineError::Retry(format!("{dep}: {e}")))?,
+                    Ok(Some(item)) => decoded(dep, item)?,
                     Ok(None) => return Err(EngineError::Retry(format!("{dep}: no item returned"))),
                     // Released by this edge already (a redelivery, or a
                     // crash after the release): resume from the item.
@@ -109,9 +108,7 @@ impl<L: Launcher> Engine<L> {
             );
             match self.store.update(req, true).await {
                 Ok(Some(item)) => {
-                    let queued: ActivityExec = serde_dynamo::from_item(item).map_err(|e| {
-                        EngineError::Retry(format!("{}: {e}", exec.activity_exec_id))
-                    })?;
+                    let queued = decoded(&exec.activity_exec_id, item)?;
                     return self.launch(&queued, &token).await;
                 }
                 Ok(None) => {

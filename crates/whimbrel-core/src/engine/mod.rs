@@ -349,6 +349,11 @@ impl<L> Engine<L> {
     }
 }
 
+/// An activity exec item as an UpdateItem returned it (ALL_NEW).
+fn decoded(id: &str, item: crate::store::Item) -> Result<ActivityExec, EngineError> {
+    serde_dynamo::from_item(item).map_err(|e| EngineError::Retry(format!("{id}: {e}")))
+}
+
 /// The part of a workflow exec that decides whether it is finished.
 #[derive(Debug, serde::Deserialize)]
 struct WorkflowCounts {

@@ -14,7 +14,7 @@ use tracing::{info, warn};
 
 use super::apply::Source;
 use super::decide::{self, Details, Verdict};
-use super::{ActivityKey, Applied, Engine, EngineError};
+use super::{decoded, ActivityKey, Applied, Engine, EngineError};
 use crate::contract::{ActivityState, Transition};
 use crate::ids;
 use crate::launcher::Launcher;
@@ -225,10 +225,7 @@ impl<L: Launcher> Engine<L> {
                     );
                     match self.store.update(req, true).await {
                         Ok(Some(item)) => {
-                            let next: ActivityExec =
-                                serde_dynamo::from_item(item).map_err(|e| {
-                                    EngineError::Retry(format!("{}: {e}", exec.activity_exec_id))
-                                })?;
+                            let next = decoded(&exec.activity_exec_id, item)?;
                             warn!(activity_exec_id = %next.activity_exec_id, attempt = next.attempt, "activity did not start; launching a new attempt");
                             self.launch(&next, &token).await?;
                             report.relaunched += 1;
