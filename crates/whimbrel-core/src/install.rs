@@ -321,6 +321,9 @@ async fn upgrade_indexes(
     client: &aws_sdk_dynamodb::Client,
     d: &TableDef,
 ) -> Result<(), StoreError> {
+    // An index change already in progress (an earlier install, a deploy)
+    // must end first: DynamoDB allows one at a time.
+    wait_for_indexes(client, &d.name).await?;
     let existing = table_indexes(client, &d.name).await?;
     for g in d
         .gsis
