@@ -76,7 +76,7 @@ pub fn wordcount_plan(input: &Value, count_lambda: &str, merge_lambda: &str) -> 
             heartbeat_enabled: None,
             timeout_seconds: Some(300),
             input: Some(json!({"text": chunk, "fail": fail == Some(i as u64)})),
-            require_tokens: None,
+            ..PlannedActivity::default()
         })
         .collect();
     let all: Vec<String> = activities.iter().map(|a| a.name.clone()).collect();
@@ -88,7 +88,7 @@ pub fn wordcount_plan(input: &Value, count_lambda: &str, merge_lambda: &str) -> 
         heartbeat_enabled: None,
         timeout_seconds: Some(120),
         input: Some(json!({"top": 20})),
-        require_tokens: None,
+        ..PlannedActivity::default()
     });
     // Every activity reports through the helper, with its attempt token:
     // reports from a stale attempt or without a token are refused.
@@ -96,6 +96,8 @@ pub fn wordcount_plan(input: &Value, count_lambda: &str, merge_lambda: &str) -> 
         version: SHAPE_VERSION,
         activities,
         require_tokens: Some(true),
+        retry: None,
+        execution_timeout_seconds: None,
     }
 }
 

@@ -61,6 +61,12 @@ impl Activity {
         }
     }
 
+    /// The same activity, writing `source` on its event rows.
+    pub fn with_source(mut self, source: impl Into<String>) -> Self {
+        self.source = source.into();
+        self
+    }
+
     /// An activity using the AWS configuration and `WHIMBREL_*` settings of
     /// the environment. Loads them on every call: a Lambda should build one
     /// [`Reporter`] in `main` and call [`Reporter::activity`] per invocation.

@@ -212,6 +212,8 @@ pub const TRANSITIONS: &[(ActivityState, Transition, ActivityState, ActorsSet)] 
     (S::Queued, T::Preparing, S::Preparing, ActorsSet(CLIENT)),
     (S::Queued, T::Running, S::Running, ActorsSet(CLIENT)),
     (S::Queued, T::Failed, S::Failed, ActorsSet(CLIENT_OR_ENGINE)),
+    // Extension: schedule-to-start and schedule-to-close fire in QUEUED.
+    (S::Queued, T::TimedOut, S::TimedOut, ActorsSet(MONITOR)),
     // contract: Current state PREPARING
     (
         S::Preparing,
@@ -258,6 +260,25 @@ pub const TRANSITIONS: &[(ActivityState, Transition, ActivityState, ActorsSet)] 
     ),
 ];
 
+/// Extension (retries, after the task-server spec's "Running to Terminated
+/// with `retry_count < max_retry_count`" rule): the states from which a
+/// failed attempt may go back to QUEUED for the next attempt instead of
+/// ending. The failure itself must be a row of [`TRANSITIONS`] (so the same
+/// actors may cause it: the activity's FAILED report, the engine's FAILED
+/// when a launch is refused or never starts, the monitor's TIMED_OUT);
+/// whether attempts are left is the retry policy's
+/// ([`crate::retry::RetryPolicy`]). Not from CANCELLED_RUNNING: a cancelled
+/// activity is never retried.
+pub const RETRY_FROM: [ActivityState; 3] = [S::Queued, S::Preparing, S::Running];
+
+/// The state a failure (`FAILED` or `TIMED_OUT` from `state`, accepted by
+/// [`next_state`]) leads to when the retry policy has attempts left:
+/// `Some(QUEUED)`, or `None` when this failure can never be retried.
+pub fn retry_state(state: ActivityState, transition: Transition) -> Option<ActivityState> {
+    (RETRY_FROM.contains(&state) && matches!(transition, T::Failed | T::TimedOut))
+        .then_some(S::Queued)
+}
+
 /// Opaque set of actors allowed to request one row of [`TRANSITIONS`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ActorsSet(Actors);
@@ -299,8 +320,8 @@ pub enum TransitionError {
         /// Requested transition.
         transition: Transition,
     },
-    /// A report of progress for an activity that was never launched.
-    #[error("transition {transition}: the activity ({state}) was never launched")]
+    /// A report of progress while no attempt is claimed.
+    #[error("transition {transition}: the activity ({state}) has no launched attempt")]
     NeverLaunched {
         /// Current state.
         state: ActivityState,
@@ -438,14 +459,15 @@ pub fn next_state(
     }
 }
 
-/// [`next_state`] for a report (an event row) about an activity that was
-/// launched `attempt` times: a report of progress (PREPARING, RUNNING,
-/// COMPLETED, FAILED) for an activity never launched (`attempt == 0`)
-/// cannot be legitimate and is refused at once (DESIGN 3.8), where
+/// [`next_state`] for a report (an event row) about an activity whose live
+/// attempt is `launched` (claimed: invoked, or taken by a worker) or not: a
+/// report of progress (PREPARING, RUNNING, COMPLETED, FAILED) while no
+/// attempt is claimed (never queued, a retry's delay, a task waiting for a
+/// worker) cannot be legitimate and is refused at once (DESIGN 3.8), where
 /// [`next_state`] alone would call it "not yet".
 pub fn next_state_of_report(
     state: ActivityState,
-    attempt: u32,
+    launched: bool,
     transition: Transition,
     actor: Actor,
 ) -> Result<ActivityState, TransitionError> {
@@ -453,7 +475,7 @@ pub fn next_state_of_report(
         transition,
         T::Preparing | T::Running | T::Completed | T::Failed
     );
-    if attempt == 0 && progress && matches!(actor, Actor::Client | Actor::Attempt) {
+    if !launched && progress && matches!(actor, Actor::Client | Actor::Attempt) {
         return Err(TransitionError::NeverLaunched { state, transition });
     }
     next_state(state, transition, actor)
@@ -639,7 +661,7 @@ mod tests {
             (CancelledRunning, X::Failed) => Ok(Failed),
             // Engine-only or monitor-only rows.
             (Requested, X::Ready | X::Queued) | (Ready, X::Queued) => Err("forbidden"),
-            (Preparing | Running | CancelledRunning, X::TimedOut) => Err("forbidden"),
+            (Queued | Preparing | Running | CancelledRunning, X::TimedOut) => Err("forbidden"),
             (Cancelled | TimedOut | Failed | Completed, _) => Err("terminal"),
             // Valid once the activity gets further.
             (Requested | Ready, X::Running | X::Preparing | X::Failed | X::Completed) => {
@@ -672,20 +694,22 @@ mod tests {
         for t in [T::Running, T::Preparing, T::Completed, T::Failed] {
             for s in [Requested, Ready] {
                 assert!(matches!(
-                    next_state_of_report(s, 0, t, Actor::Client),
+                    next_state_of_report(s, false, t, Actor::Client),
                     Err(TransitionError::NeverLaunched { .. })
                 ));
             }
         }
         // A user may still cancel an activity that has not been launched.
         assert_eq!(
-            next_state_of_report(Requested, 0, T::Cancel, Actor::Client),
+            next_state_of_report(Requested, false, T::Cancel, Actor::Client),
             Ok(Cancelled)
         );
         // Launched: an early COMPLETED is "not yet" (parked).
-        assert!(next_state_of_report(Queued, 1, T::Completed, Actor::Client)
-            .unwrap_err()
-            .is_retryable());
+        assert!(
+            next_state_of_report(Queued, true, T::Completed, Actor::Client)
+                .unwrap_err()
+                .is_retryable()
+        );
     }
 
     #[test]
@@ -728,10 +752,18 @@ mod tests {
             next_state(CancelledRunning, T::TimedOut, Actor::Monitor),
             Ok(TimedOut)
         );
-        assert!(matches!(
+        assert_eq!(
             next_state(Queued, T::TimedOut, Actor::Monitor),
-            Err(TransitionError::NotYet { .. })
-        ));
+            Ok(TimedOut)
+        );
+        // Retries: failures of QUEUED, PREPARING, RUNNING may go back to
+        // QUEUED; a cancelled activity's may not, nor other transitions.
+        for s in [Queued, Preparing, Running] {
+            assert_eq!(retry_state(s, T::Failed), Some(Queued));
+            assert_eq!(retry_state(s, T::TimedOut), Some(Queued));
+        }
+        assert_eq!(retry_state(CancelledRunning, T::Failed), None);
+        assert_eq!(retry_state(Running, T::Completed), None);
         assert!(matches!(
             next_state(Running, T::Completed, Actor::Engine),
             Err(TransitionError::Forbidden { .. })

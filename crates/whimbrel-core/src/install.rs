@@ -18,8 +18,9 @@ use crate::store::{self, Store, StoreError, Tables};
 
 /// Version of the table layout this crate writes and reads. 2: the due
 /// indexes replace the heartbeat and launch indexes, and `activity_event`
-/// gains its `activity_exec_id` index.
-pub const SCHEMA_VERSION: u32 = 2;
+/// gains its `activity_exec_id` index. 3: `activity_exec` gains the
+/// task-list index.
+pub const SCHEMA_VERSION: u32 = 3;
 
 /// Indexes of earlier layouts that `install` deletes from existing tables.
 pub const OBSOLETE_INDEXES: [&str; 2] = [
@@ -128,6 +129,12 @@ pub fn definitions(t: &Tables) -> Vec<TableDef> {
                     name: store::INDEX_DUE,
                     hash: ("due_shard", N),
                     range: Some(("due_epoch", N)),
+                    keys_only: true,
+                },
+                Gsi {
+                    name: store::INDEX_TASK_LIST,
+                    hash: ("task_list_shard", S),
+                    range: Some(("task_queued_epoch", N)),
                     keys_only: true,
                 },
             ],

@@ -56,8 +56,10 @@ pub mod launcher;
 pub mod metrics;
 pub mod model;
 pub mod plan;
+pub mod retry;
 pub mod store;
 pub mod telemetry;
+pub mod worker;
 
 use engine::{Engine, EngineConfig};
 use launcher::{LambdaLauncher, Launcher};

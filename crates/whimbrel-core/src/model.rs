@@ -180,6 +180,15 @@ pub struct WorkflowExec {
     /// Times the monitor started a REQUESTED workflow again.
     #[serde(default)]
     pub start_attempts: u32,
+    /// Once COMPLETED: the workflow's result, the outputs of its sink
+    /// activities (those nothing depends on) by activity name, when it fits
+    /// [`crate::plan::MAX_RESULT_BYTES`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<Value>,
+    /// True when the result was too large for the item: it stays on the
+    /// sink activities' `output` (`whimbrel result` assembles it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result_in_activities: Option<bool>,
 }
 
 /// One accepted transition in an activity's bounded audit trail.
@@ -193,7 +202,42 @@ pub struct HistoryEntry {
     pub at_epoch: i64,
     /// The event (or engine step) that caused it.
     pub event_id: String,
+    /// For a failed attempt that is retried (FAILED or TIMED_OUT → QUEUED):
+    /// the attempt that failed, 1-based.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempt: Option<u32>,
+    /// For a retried attempt: its error, cut to [`HISTORY_ERROR_BYTES`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// For a retried attempt: when the next attempt is due, epoch seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_attempt_epoch: Option<i64>,
 }
+
+impl HistoryEntry {
+    /// A plain entry: `transition` led to `state` at `at_epoch` because of
+    /// `event_id`.
+    pub fn new(
+        transition: crate::contract::Transition,
+        state: ActivityState,
+        at_epoch: i64,
+        event_id: &str,
+    ) -> Self {
+        HistoryEntry {
+            transition: transition.as_str().into(),
+            state,
+            at_epoch,
+            event_id: event_id.into(),
+            attempt: None,
+            error: None,
+            next_attempt_epoch: None,
+        }
+    }
+}
+
+/// Longest error kept in a history entry, bytes (the item's `error` keeps
+/// the last one whole, up to 2048 bytes).
+pub const HISTORY_ERROR_BYTES: usize = 256;
 
 /// An event row kept on its activity until the activity's state allows it
 /// (DESIGN: early events are parked, not retried).
@@ -230,19 +274,64 @@ pub struct ActivityExec {
     pub activity_name: String,
     /// Current state (contract: States).
     pub state: ActivityState,
-    /// The Lambda function that runs it (name or ARN).
+    /// The Lambda function that runs it (name or ARN); empty for a
+    /// task-list activity.
+    #[serde(default)]
     pub lambda: String,
+    /// The task list workers claim it from, instead of a Lambda.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_list: Option<String>,
+    /// While QUEUED and waiting for a worker: `(task_list)#(shard)`, hash
+    /// key of the sparse task-list GSI (`task_list_shard-task_queued_epoch-index`).
+    /// Removed by the claim.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_list_shard: Option<String>,
+    /// While waiting for a worker: when it may be claimed, epoch seconds
+    /// (range key of the task-list GSI: workers claim the oldest first).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_queued_epoch: Option<i64>,
+    /// The worker holding the live attempt (task lists), as it named itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker: Option<String>,
+    /// Retry policy (the plan's default with the activity's fields over
+    /// it); absent = one attempt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry: Option<crate::retry::RetryPolicy>,
+    /// Schedule-to-start timeout, seconds: an attempt QUEUED this long
+    /// without starting is TIMED_OUT.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule_to_start_seconds: Option<i64>,
+    /// Schedule-to-close timeout, seconds from `first_queued_epoch`, across
+    /// all attempts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule_to_close_seconds: Option<i64>,
+    /// When the activity was first QUEUED, epoch seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_queued_epoch: Option<i64>,
+    /// When the live attempt became due (its first queue, or the end of a
+    /// retry delay), epoch seconds: schedule-to-start counts from it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scheduled_epoch: Option<i64>,
+    /// While a retry waits out its delay: when the next attempt is due,
+    /// epoch seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_attempt_epoch: Option<i64>,
+    /// Launches (async Invokes) of the live attempt: 1 on its claim, +1 on
+    /// each relaunch of an invocation that never started.
+    #[serde(default)]
+    pub launch: u32,
     /// Input from the plan.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub input: Option<Value>,
-    /// Launch attempt, 1 on the first launch, +1 on each relaunch; 0 =
-    /// never launched. Each attempt is claimed by a conditional write
-    /// before its invoke.
+    /// The attempt, 1-based: 1 once first QUEUED, +1 on each retry; 0 =
+    /// never queued. Each attempt is claimed by a conditional write (the
+    /// launcher before its invoke, or a worker) that sets its token hash.
     #[serde(default)]
     pub attempt: u32,
     /// Hash of the live attempt's token ([`crate::ids::token_hash`]); the
     /// token itself is only in the launch payload. A report carrying a
-    /// token must match it.
+    /// token must match it. Absent while the attempt is not claimed (a
+    /// retry's delay, a task waiting for a worker).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attempt_token_hash: Option<String>,
     /// Reports without the live attempt's token are refused (plan
@@ -334,7 +423,8 @@ pub struct ActivityExec {
     #[serde(default)]
     pub version: u64,
     /// Accepted transitions, oldest first: the audit trail. Bounded by the
-    /// contract itself (no path through the table is longer than 6 steps).
+    /// contract (no path through the table is longer than 6 steps) times
+    /// the attempts ([`crate::retry::MAX_ATTEMPTS`]) and launches.
     #[serde(default)]
     pub history: Vec<HistoryEntry>,
 }

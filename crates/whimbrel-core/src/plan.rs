@@ -6,6 +6,8 @@ use std::collections::{HashMap, HashSet};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::retry::{PolicyError, RetryPolicy};
+
 /// Version of the decider request, plan and launch payload shapes.
 pub const SHAPE_VERSION: u32 = 1;
 
@@ -30,11 +32,19 @@ pub const MAX_OUTPUT_BYTES: usize = 100_000;
 /// workflow exec item beside the plan ([`MAX_PLAN_BYTES`]).
 pub const MAX_WORKFLOW_INPUT_BYTES: usize = 64_000;
 
+/// Largest workflow result stored on the workflow exec, bytes; a larger
+/// one stays on the sink activities.
+pub const MAX_RESULT_BYTES: usize = 64_000;
+
 /// Longest activity name, characters.
 pub const MAX_NAME_LEN: usize = 128;
 
 /// Longest heartbeat or start-to-close timeout, seconds (7 days).
 pub const MAX_HEARTBEAT_TIMEOUT_SECONDS: i64 = 7 * 24 * 3600;
+
+/// Longest schedule-to-start, schedule-to-close or execution timeout,
+/// seconds (30 days).
+pub const MAX_TIMEOUT_SECONDS: i64 = 30 * 24 * 3600;
 
 /// Largest activity exec item the plan may lead to, bytes, counting its
 /// input, the largest output ([`MAX_OUTPUT_BYTES`]) and its prerequisite and
@@ -81,6 +91,15 @@ pub struct Plan {
     /// activity (default false: existing clients' rows carry none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub require_tokens: Option<bool>,
+    /// The retry policy of every activity that does not override it
+    /// (field by field); absent = one attempt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry: Option<RetryPolicy>,
+    /// Execution timeout, seconds from the request: when it passes, the
+    /// workflow ends FAILED with the reason and every activity not ended
+    /// is cancelled. Absent = no limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub execution_timeout_seconds: Option<i64>,
 }
 
 fn default_version() -> u32 {
@@ -88,13 +107,19 @@ fn default_version() -> u32 {
 }
 
 /// One activity of a [`Plan`].
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PlannedActivity {
     /// Unique within the plan; `[A-Za-z0-9_.-]`, at most [`MAX_NAME_LEN`].
     pub name: String,
-    /// The Lambda function that runs it (name or ARN).
+    /// The Lambda function that runs it (name or ARN); exactly one of
+    /// `lambda` and `task_list` is given.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub lambda: String,
+    /// The task list external workers claim it from (nothing is invoked):
+    /// `[A-Za-z0-9_.-]`, at most [`MAX_NAME_LEN`] characters.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_list: Option<String>,
     /// Names of the activities it waits for.
     #[serde(default)]
     pub depends_on: Vec<String>,
@@ -105,12 +130,31 @@ pub struct PlannedActivity {
     /// Enable heartbeats with the default timeout (DESIGN 3.6).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub heartbeat_enabled: Option<bool>,
-    /// Start-to-close timeout, seconds: once RUNNING, the activity must end
+    /// Start-to-close timeout, seconds (JSON `start_to_close_seconds`, or
+    /// its alias `timeout_seconds`): once an attempt starts it must end
     /// within this long or the monitor times it out (TIMED_OUT), heartbeats
     /// or not. Absent = the configured default
     /// (`WHIMBREL_START_TO_CLOSE_SECONDS`, one hour).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        rename = "start_to_close_seconds",
+        alias = "timeout_seconds",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub timeout_seconds: Option<i64>,
+    /// Schedule-to-start timeout, seconds: an attempt QUEUED this long
+    /// without starting is TIMED_OUT (then retried per the policy).
+    /// Absent = `WHIMBREL_SCHEDULE_TO_START_SECONDS`, else no limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule_to_start_seconds: Option<i64>,
+    /// Schedule-to-close timeout, seconds, across all attempts from the
+    /// first time it was queued; when it passes the activity is TIMED_OUT
+    /// for good. Absent = `WHIMBREL_SCHEDULE_TO_CLOSE_SECONDS`, else none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule_to_close_seconds: Option<i64>,
+    /// Its retry policy, over the plan's `retry` field by field.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry: Option<RetryPolicy>,
     /// Input handed to the activity when it is launched.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub input: Option<Value>,
@@ -134,8 +178,12 @@ pub struct LaunchPayload {
     pub workflow_exec_id: String,
     /// Its workflow name.
     pub workflow_name: String,
-    /// Launch attempt, 1-based.
+    /// The attempt, 1-based (+1 on each retry).
     pub attempt: u32,
+    /// The launch of this attempt, 1-based (+1 when an invocation that
+    /// never started is launched again; each launch has its own token).
+    #[serde(default)]
+    pub launch: u32,
     /// The plan's input for it, `null` when absent.
     pub input: Value,
     /// Output of each prerequisite, by activity name.
@@ -173,9 +221,27 @@ pub enum PlanError {
     /// Two activities share a name.
     #[error("activity name {0:?} appears more than once")]
     DuplicateName(String),
-    /// An empty `lambda`.
-    #[error("activity {0:?} has no lambda")]
+    /// Neither or both of `lambda` and `task_list`, or a bad task list name.
+    #[error("activity {0:?} needs exactly one of lambda or task_list (a task list name is 1-{MAX_NAME_LEN} characters of A-Z a-z 0-9 _ . -)")]
     NoLambda(String),
+    /// A timeout not positive or too long.
+    #[error("{what} is {value}; it must be within 1..={max} seconds")]
+    BadTimeout {
+        /// Which timeout, and of what.
+        what: String,
+        /// The value given, seconds.
+        value: i64,
+        /// The upper bound, seconds.
+        max: i64,
+    },
+    /// An invalid retry policy (of the plan, or of the named activity).
+    #[error("{owner}: {error}")]
+    Retry {
+        /// `plan` or `activity "name"`.
+        owner: String,
+        /// What is wrong.
+        error: PolicyError,
+    },
     /// A prerequisite that is not in the plan, or the activity itself.
     #[error("activity {activity:?} depends on unknown activity {prerequisite:?}")]
     UnknownPrerequisite {
@@ -213,6 +279,18 @@ pub enum PlanError {
     },
 }
 
+/// A timeout given must be within 1..=[`MAX_TIMEOUT_SECONDS`].
+fn check_timeout(what: &str, t: Option<i64>) -> Result<(), PlanError> {
+    match t {
+        Some(v) if !(1..=MAX_TIMEOUT_SECONDS).contains(&v) => Err(PlanError::BadTimeout {
+            what: what.into(),
+            value: v,
+            max: MAX_TIMEOUT_SECONDS,
+        }),
+        _ => Ok(()),
+    }
+}
+
 fn valid_name(n: &str) -> bool {
     !n.is_empty()
         && n.len() <= MAX_NAME_LEN
@@ -236,6 +314,13 @@ impl Plan {
         if self.activities.len() > MAX_ACTIVITIES {
             return Err(PlanError::TooManyActivities(self.activities.len()));
         }
+        check_timeout("execution_timeout_seconds", self.execution_timeout_seconds)?;
+        if let Some(r) = &self.retry {
+            r.validate().map_err(|error| PlanError::Retry {
+                owner: "plan".into(),
+                error,
+            })?;
+        }
         let mut names = HashSet::new();
         for a in &self.activities {
             if !valid_name(&a.name) {
@@ -244,8 +329,22 @@ impl Plan {
             if !names.insert(a.name.as_str()) {
                 return Err(PlanError::DuplicateName(a.name.clone()));
             }
-            if a.lambda.trim().is_empty() {
+            let by_lambda = !a.lambda.trim().is_empty();
+            let by_list = a.task_list.as_deref().is_some_and(valid_name);
+            if by_lambda == by_list || (a.task_list.is_some() && !by_list) {
                 return Err(PlanError::NoLambda(a.name.clone()));
+            }
+            for (what, t) in [
+                ("schedule_to_start_seconds", a.schedule_to_start_seconds),
+                ("schedule_to_close_seconds", a.schedule_to_close_seconds),
+            ] {
+                check_timeout(&format!("{what} of activity {:?}", a.name), t)?;
+            }
+            if let Some(r) = &a.retry {
+                r.validate().map_err(|error| PlanError::Retry {
+                    owner: format!("activity {:?}", a.name),
+                    error,
+                })?;
             }
             if [a.heartbeat_timeout_seconds, a.timeout_seconds]
                 .into_iter()
@@ -390,6 +489,10 @@ mod tests {
             timeout_seconds: None,
             input: None,
             require_tokens: None,
+            task_list: None,
+            schedule_to_start_seconds: None,
+            schedule_to_close_seconds: None,
+            retry: None,
         }
     }
 
@@ -398,6 +501,8 @@ mod tests {
             version: 1,
             activities: acts,
             require_tokens: None,
+            retry: None,
+            execution_timeout_seconds: None,
         }
     }
 

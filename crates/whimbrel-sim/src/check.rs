@@ -144,11 +144,19 @@ impl Checker {
                 }
                 _ => {}
             }
-            // Every accepted step is a row of the contract table (or a
-            // relaunch, QUEUED → QUEUED): no state ever goes back.
+            // Every accepted step is a row of the contract table, a
+            // relaunch (QUEUED → QUEUED) or a retried failure
+            // (contract::retry_state): no state ever goes back otherwise.
             let mut from = ActivityState::Requested;
             for h in &a.history {
+                let retried = h
+                    .transition
+                    .parse::<contract::Transition>()
+                    .ok()
+                    .and_then(|t| contract::retry_state(from, t))
+                    == Some(h.state);
                 let allowed = (from == ActivityState::Queued && h.state == ActivityState::Queued)
+                    || retried
                     || contract::TRANSITIONS.iter().any(|(f, t, to, _)| {
                         *f == from && t.as_str() == h.transition && *to == h.state
                     });

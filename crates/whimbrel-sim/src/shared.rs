@@ -103,7 +103,7 @@ pub struct Shared {
     /// Decider plans by workflow name (the decider function answers them).
     pub deciders: HashMap<String, Value>,
     /// Claimed attempts seen in launch payloads: (activity, attempt) → token.
-    pub claims: HashMap<(String, u32), String>,
+    pub claims: HashMap<(String, u32, u32), String>,
     /// Until then the decider cannot be reached.
     pub decider_down_until: i64,
     /// Safety violations found.
@@ -353,15 +353,18 @@ impl Launcher for SimLauncher {
         let mut w = lock(&self.world);
         let f = if self.faulty { w.faults } else { Faults::NONE };
         // Two different tokens for one claimed attempt = a double claim.
-        if let (Some(id), Some(attempt), Some(token)) = (
+        if let (Some(id), Some(attempt), Some(launch), Some(token)) = (
             payload["activity_exec_id"].as_str(),
             payload["attempt"].as_u64(),
+            payload["launch"].as_u64(),
             payload["attempt_token"].as_str(),
         ) {
-            let key = (id.to_string(), attempt as u32);
+            let key = (id.to_string(), attempt as u32, launch as u32);
             match w.claims.get(&key) {
                 Some(t) if t != token => {
-                    let v = format!("attempt {attempt} of {id} was claimed twice (two tokens)");
+                    let v = format!(
+                        "launch {launch} of attempt {attempt} of {id} was claimed twice (two tokens)"
+                    );
                     w.violations.push(v);
                 }
                 Some(_) => {}

@@ -120,7 +120,12 @@ impl<L: Launcher> Engine<L> {
                         })?;
                     (
                         actor,
-                        contract::next_state_of_report(exec.state, exec.attempt, transition, actor),
+                        contract::next_state_of_report(
+                            exec.state,
+                            exec.attempt_token_hash.is_some(),
+                            transition,
+                            actor,
+                        ),
                     )
                 }
                 Source::Engine => (
@@ -191,6 +196,34 @@ impl<L: Launcher> Engine<L> {
                 next,
                 event_id,
             };
+            if let Some(at) = decide::retry_after(&exec, &change, &details, !details.no_retry, now)
+            {
+                let req =
+                    decide::retry_update(tables, &self.config, &exec, &change, &details, at, now);
+                match self.store.update(req, true).await {
+                    Ok(item) => {
+                        info!(activity_exec_id = %exec.activity_exec_id, %transition, attempt = exec.attempt, next_attempt_epoch = at, event_id, "attempt failed; the next attempt is queued");
+                        let after = match item.map(serde_dynamo::from_item::<_, ActivityExec>) {
+                            Some(Ok(e)) => e,
+                            _ => {
+                                self.load_activity(&exec.activity_exec_id, &exec.workflow_exec_id)
+                                    .await?
+                            }
+                        };
+                        if at <= now {
+                            Box::pin(self.launch_attempt(after)).await?;
+                        }
+                        return Ok(Applied::State(ActivityState::Queued));
+                    }
+                    Err(StoreError::ConditionFailed) => {}
+                    Err(StoreError::Conflict) => self.store.pause(10).await,
+                    Err(e) => return Err(e.into()),
+                }
+                exec = self
+                    .load_activity(&exec.activity_exec_id, &exec.workflow_exec_id)
+                    .await?;
+                continue;
+            }
             let update =
                 decide::transition_update(tables, &self.config, &exec, change, &details, now);
             let written = if next.is_terminal() {
@@ -248,7 +281,13 @@ impl<L: Launcher> Engine<L> {
         decide::report_actor(exec, *attempt, token.as_deref())
             .ok()
             .is_some_and(|actor| {
-                contract::next_state_of_report(exec.state, exec.attempt, transition, actor).is_ok()
+                contract::next_state_of_report(
+                    exec.state,
+                    exec.attempt_token_hash.is_some(),
+                    transition,
+                    actor,
+                )
+                .is_ok()
             })
     }
 
@@ -365,6 +404,7 @@ fn applied_locally(
 ) -> ActivityExec {
     exec.state = next;
     exec.version += 1;
+    exec.task_list_shard = None;
     exec.last_event_id = Some(event_id.to_string());
     if next.is_terminal() {
         exec.parked.clear();

@@ -44,6 +44,9 @@ pub struct Details {
     /// `heartbeat_time_epoch < stale_before` (architecture: Heartbeat
     /// Monitor), so a heartbeat that lands meanwhile wins.
     pub stale_before: Option<i64>,
+    /// A failure that ends the activity whatever its retry policy says
+    /// (schedule-to-close).
+    pub no_retry: bool,
 }
 
 /// The key of an activity exec item.
@@ -60,36 +63,6 @@ pub fn workflow_key(id: &str, name: &str) -> Item {
         ("workflow_exec_id".into(), s(id)),
         ("workflow_name".into(), s(name)),
     ])
-}
-
-/// The heartbeat timeout of an activity, seconds; `None` when heartbeats
-/// are disabled.
-pub fn heartbeat_timeout(exec: &ActivityExec, cfg: &EngineConfig) -> Option<i64> {
-    exec.heartbeat_enabled.then(|| {
-        exec.heartbeat_timeout_seconds
-            .unwrap_or(cfg.default_heartbeat_timeout_seconds)
-    })
-}
-
-/// The start-to-close timeout of an activity, seconds: its own
-/// (`timeout_seconds`) or the configured default. Also the PREPARING limit.
-pub fn start_to_close(exec: &ActivityExec, cfg: &EngineConfig) -> i64 {
-    exec.timeout_seconds
-        .unwrap_or(cfg.default_start_to_close_seconds)
-}
-
-/// When a RUNNING activity times out, epoch seconds, judged from what its
-/// item holds (the architecture's rule: `heartbeat_time_epoch` + timeout,
-/// whoever wrote the heartbeat), and whether the heartbeat is what fires.
-pub fn running_deadline(exec: &ActivityExec, cfg: &EngineConfig) -> (i64, bool) {
-    let close = exec.start_time_epoch.max(0) + start_to_close(exec, cfg);
-    match heartbeat_timeout(exec, cfg) {
-        Some(t) if exec.heartbeat_time_epoch.max(exec.start_time_epoch) + t < close => (
-            exec.heartbeat_time_epoch.max(exec.start_time_epoch) + t,
-            true,
-        ),
-        _ => (close, false),
-    }
 }
 
 /// Who a report is from, by its attempt and token (DESIGN: attempts are
@@ -129,21 +102,35 @@ fn due(id: &str, epoch: i64) -> [Action; 2] {
     ]
 }
 
-fn history(
+/// Set the due marker of `exec` to `at`, or remove it when nothing is owed
+/// (`None`) and the item has one.
+pub(crate) fn with_due(
+    mut req: UpdateRequest,
+    exec: &ActivityExec,
+    at: Option<i64>,
+) -> UpdateRequest {
+    match at {
+        Some(at) => {
+            for a in due(&exec.activity_exec_id, at) {
+                req = req.act(a);
+            }
+            req
+        }
+        None if exec.due_epoch.is_some() => req.remove("due_epoch").remove("due_shard"),
+        None => req,
+    }
+}
+
+pub(crate) fn history(
     transition: Transition,
     state: ActivityState,
     at: i64,
     event_id: &str,
 ) -> AttributeValue {
-    av(&HistoryEntry {
-        transition: transition.as_str().into(),
-        state,
-        at_epoch: at,
-        event_id: event_id.into(),
-    })
+    av(&HistoryEntry::new(transition, state, at, event_id))
 }
 
-fn versioned(tables: &Tables, exec: &ActivityExec) -> UpdateRequest {
+pub(crate) fn versioned(tables: &Tables, exec: &ActivityExec) -> UpdateRequest {
     UpdateRequest::new(
         tables.activity_exec(),
         activity_key(&exec.activity_exec_id, &exec.workflow_exec_id),
@@ -183,7 +170,6 @@ pub fn transition_update(
         event_id,
     } = change;
     let t = Timestamp::from_epoch(now);
-    let id = &exec.activity_exec_id;
     let mut req = versioned(tables, exec)
         .set("state", s(next.as_str()))
         .set("last_event_id", s(event_id))
@@ -203,40 +189,43 @@ pub fn transition_update(
     } else if rest.len() != exec.parked.len() {
         req = req.set("parked", av(&rest));
     }
-    let deadline = match next {
-        ActivityState::Running => {
+    // The state's own deadline, judged on the item as it will be.
+    let mut after = exec.clone();
+    after.state = next;
+    after
+        .history
+        .push(HistoryEntry::new(transition, next, now, event_id));
+    if next == ActivityState::Running {
+        req = req
+            .set("start_time", av(&t.date_list()))
+            .set("start_time_epoch", n(now));
+        after.start_time_epoch = now;
+        if exec.heartbeat_enabled {
             req = req
-                .set("start_time", av(&t.date_list()))
-                .set("start_time_epoch", n(now));
-            let mut started = exec.clone();
-            started.start_time_epoch = now;
-            if exec.heartbeat_enabled {
-                req = req
-                    .set("heartbeat_time", av(&t.date_list()))
-                    .set("heartbeat_time_epoch", n(now));
-                started.heartbeat_time_epoch = now;
-            }
-            Some(running_deadline(&started, cfg).0)
+                .set("heartbeat_time", av(&t.date_list()))
+                .set("heartbeat_time_epoch", n(now));
+            after.heartbeat_time_epoch = now;
         }
-        ActivityState::Preparing => Some(now + start_to_close(exec, cfg)),
-        // The cancel grace alone: heartbeats do not extend it.
-        ActivityState::CancelledRunning => Some(now + cfg.cancel_grace_seconds),
-        s if s.is_terminal() => {
-            req = req
-                .set("end_time", av(&t.date_list()))
-                .set("end_time_epoch", n(now));
-            Some(now + cfg.settle_grace_seconds)
+    }
+    let deadline = if next.is_terminal() {
+        req = req
+            .set("end_time", av(&t.date_list()))
+            .set("end_time_epoch", n(now));
+        if exec.next_attempt_epoch.is_some() {
+            req = req.remove("next_attempt_epoch");
         }
-        _ => None,
+        Some(now + cfg.settle_grace_seconds)
+    } else {
+        next_deadline(&after, cfg).map(|(at, _)| at)
     };
+    if next != ActivityState::Queued && exec.task_list_shard.is_some() {
+        // Out of the task-list index: no worker may claim it any more.
+        req = req.remove("task_list_shard").remove("task_queued_epoch");
+    }
     // Events still parked are owed too: if the function dies before it
     // applies them, the monitor does soon, not at the state's deadline.
     let owed = (!next.is_terminal() && !rest.is_empty()).then(|| now + cfg.settle_grace_seconds);
-    if let Some(at) = [deadline, owed].into_iter().flatten().min() {
-        for a in due(id, at) {
-            req = req.act(a);
-        }
-    }
+    req = with_due(req, exec, [deadline, owed].into_iter().flatten().min());
     if let Some(cut) = details.stale_before {
         req = req.when(Cond::lt("heartbeat_time_epoch", n(cut)));
     }
@@ -281,108 +270,6 @@ pub fn count_end(
 /// version read, so a concurrent transition makes the caller decide again).
 pub fn park_update(tables: &Tables, exec: &ActivityExec, event: &ParkedEvent) -> UpdateRequest {
     versioned(tables, exec).act(Action::Append("parked".into(), vec![av(event)]))
-}
-
-/// Claim the first attempt of an activity whose prerequisites all completed:
-/// REQUESTED → QUEUED for roots, REQUESTED → READY → QUEUED otherwise
-/// (contract: "Launching A New Activity"), with the attempt's token hash
-/// and the schedule-to-start deadline as its due marker. Conditioned on the
-/// version read and a zero pending count: exactly one caller wins the
-/// claim, and only the winner invokes.
-pub fn queue_update(
-    tables: &Tables,
-    cfg: &EngineConfig,
-    exec: &ActivityExec,
-    token_hash: &str,
-    now: i64,
-) -> UpdateRequest {
-    let attempt = exec.attempt + 1;
-    let event_id = format!("launcher:{}:{attempt}", exec.activity_exec_id);
-    let mut entries = vec![];
-    if exec.state == ActivityState::Requested && !exec.prerequisites.is_empty() {
-        entries.push(history(
-            Transition::Ready,
-            ActivityState::Ready,
-            now,
-            &event_id,
-        ));
-    }
-    entries.push(history(
-        Transition::Queued,
-        ActivityState::Queued,
-        now,
-        &event_id,
-    ));
-    claim(tables, cfg, exec, attempt, token_hash, now, &event_id)
-        .when(Cond::eq("pending_dependency_count", n(0)))
-        .when(Cond::In(
-            "state".into(),
-            vec![
-                s(ActivityState::Requested.as_str()),
-                s(ActivityState::Ready.as_str()),
-            ],
-        ))
-        .set("state", s(ActivityState::Queued.as_str()))
-        .act(Action::Append("history".into(), entries))
-}
-
-/// Claim a new attempt of an activity still QUEUED past its
-/// schedule-to-start deadline (the launch or the invocation was lost).
-pub fn relaunch_update(
-    tables: &Tables,
-    cfg: &EngineConfig,
-    exec: &ActivityExec,
-    token_hash: &str,
-    now: i64,
-) -> UpdateRequest {
-    let attempt = exec.attempt + 1;
-    let event_id = format!("relaunch:{}:{attempt}", exec.activity_exec_id);
-    claim(tables, cfg, exec, attempt, token_hash, now, &event_id).act(Action::Append(
-        "history".into(),
-        vec![history(
-            Transition::Queued,
-            ActivityState::Queued,
-            now,
-            &event_id,
-        )],
-    ))
-}
-
-fn claim(
-    tables: &Tables,
-    cfg: &EngineConfig,
-    exec: &ActivityExec,
-    attempt: u32,
-    token_hash: &str,
-    now: i64,
-    event_id: &str,
-) -> UpdateRequest {
-    let t = Timestamp::from_epoch(now);
-    let mut req = versioned(tables, exec)
-        .set("attempt", n(attempt))
-        .set("attempt_token_hash", s(token_hash))
-        .set("last_event_id", s(event_id))
-        .set("queued_time", av(&t.date_list()))
-        .set("queued_time_epoch", n(now))
-        .remove("launched_time")
-        .remove("launched_time_epoch");
-    for a in due(&exec.activity_exec_id, now + cfg.queued_redrive_seconds) {
-        req = req.act(a);
-    }
-    req
-}
-
-/// Record that attempt `attempt` was invoked (for operators; no rule reads
-/// it). Conditioned on the attempt still being live.
-pub fn launched_update(tables: &Tables, exec: &ActivityExec, now: i64) -> UpdateRequest {
-    let t = Timestamp::from_epoch(now);
-    UpdateRequest::new(
-        tables.activity_exec(),
-        activity_key(&exec.activity_exec_id, &exec.workflow_exec_id),
-    )
-    .when(Cond::eq("attempt", n(exec.attempt)))
-    .set("launched_time", av(&t.date_list()))
-    .set("launched_time_epoch", n(now))
 }
 
 /// Release one edge: lower the waiting activity's pending count and add the
@@ -441,123 +328,8 @@ pub fn extend_due(tables: &Tables, exec: &ActivityExec, at: i64) -> UpdateReques
     req
 }
 
-/// When the activity entered its current state (its last history entry),
-/// epoch seconds. The deadlines of PREPARING and CANCELLED_RUNNING count
-/// from it; the due marker only says when to look.
-fn entered_at(exec: &ActivityExec) -> Option<i64> {
-    exec.history
-        .iter()
-        .rev()
-        .find(|h| h.state == exec.state)
-        .map(|h| h.at_epoch)
-}
-
-/// A deadline not passed yet: wait if the marker already says it, else
-/// move the marker there.
-fn look_again(exec: &ActivityExec, deadline: i64) -> Verdict {
-    if exec.due_epoch == Some(deadline) {
-        Verdict::Wait
-    } else {
-        Verdict::Extend(deadline)
-    }
-}
-
-/// What the monitor does with an activity whose due time came.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Verdict {
-    /// Terminal: run its side effects, then clear the marker.
-    Settle,
-    /// Not due after all (a heartbeat moved its deadline): move the marker.
-    Extend(i64),
-    /// Due, within the report grace: look again next tick.
-    Wait,
-    /// No marker should be there (not launched): clear it.
-    Clear,
-    /// The deadline passed: TIMED_OUT with this reason; `stale_before` is
-    /// the heartbeat cut-off the write must be conditioned on.
-    TimeOut {
-        /// Which timeout fired.
-        reason: String,
-        /// Heartbeat cut-off, when the heartbeat timeout fired.
-        stale_before: Option<i64>,
-    },
-    /// QUEUED past schedule-to-start with attempts left: claim a new one.
-    Relaunch,
-    /// QUEUED past schedule-to-start on its last attempt: FAILED.
-    FailNotStarted(String),
-}
-
-/// The monitor's verdict on `exec` at `now` (the item read consistently).
-/// A deadline is acted on only `report_grace_seconds` after it passed, so
-/// reports written before it are visible in the event index first.
-pub fn monitor_verdict(exec: &ActivityExec, cfg: &EngineConfig, now: i64) -> Verdict {
-    let grace = cfg.report_grace_seconds;
-    if exec.state.is_terminal() {
-        return Verdict::Settle;
-    }
-    let passed = |deadline: i64| now >= deadline + grace;
-    match exec.state {
-        ActivityState::Requested | ActivityState::Ready => Verdict::Clear,
-        ActivityState::Queued => {
-            let deadline = exec.queued_time_epoch.unwrap_or(0) + cfg.queued_redrive_seconds;
-            if !passed(deadline) {
-                Verdict::Wait
-            } else if exec.attempt >= cfg.max_launch_attempts {
-                Verdict::FailNotStarted(format!(
-                    "not started after {} attempts ({}s each, schedule-to-start)",
-                    exec.attempt, cfg.queued_redrive_seconds
-                ))
-            } else {
-                Verdict::Relaunch
-            }
-        }
-        ActivityState::Preparing => match entered_at(exec).map(|t| t + start_to_close(exec, cfg)) {
-            Some(d) if !passed(d) => look_again(exec, d),
-            _ => Verdict::TimeOut {
-                reason: format!(
-                    "PREPARING for more than {}s (start-to-close)",
-                    start_to_close(exec, cfg)
-                ),
-                stale_before: None,
-            },
-        },
-        ActivityState::Running => {
-            let (deadline, by_heartbeat) = running_deadline(exec, cfg);
-            if !passed(deadline) {
-                return look_again(exec, deadline);
-            }
-            if by_heartbeat {
-                let t = heartbeat_timeout(exec, cfg).unwrap_or(0);
-                Verdict::TimeOut {
-                    reason: format!("no heartbeat for {t}s (heartbeat timeout)"),
-                    stale_before: Some(now - t),
-                }
-            } else {
-                Verdict::TimeOut {
-                    reason: format!(
-                        "not finished within {}s of starting (start-to-close)",
-                        start_to_close(exec, cfg)
-                    ),
-                    stale_before: None,
-                }
-            }
-        }
-        ActivityState::CancelledRunning => {
-            match entered_at(exec).map(|t| t + cfg.cancel_grace_seconds) {
-                Some(d) if !passed(d) => look_again(exec, d),
-                _ => Verdict::TimeOut {
-                    reason: format!(
-                        "cancel not acknowledged within {}s",
-                        cfg.cancel_grace_seconds
-                    ),
-                    stale_before: None,
-                },
-            }
-        }
-        _ => Verdict::Wait,
-    }
-}
-
+pub use super::attempts::*;
+pub use super::deadline::*;
 pub use super::items::activity_items;
 
 #[cfg(test)]

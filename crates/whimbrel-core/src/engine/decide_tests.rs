@@ -30,6 +30,8 @@ fn running(hb: Option<i64>, timeout: Option<i64>) -> ActivityExec {
         due_epoch: None,
         due_shard: None,
         start_attempts: 0,
+        result: None,
+        result_in_activities: None,
     };
     let plan: Plan = serde_json::from_value(serde_json::json!({"activities": [
         {"name": "a", "lambda": "f", "heartbeat_timeout_seconds": hb, "timeout_seconds": timeout}
@@ -68,6 +70,7 @@ fn the_monitor_waits_the_report_grace_then_times_out_by_heartbeat() {
         Verdict::TimeOut {
             reason,
             stale_before,
+            retryable: true,
         } => {
             assert!(reason.contains("heartbeat"), "{reason}");
             assert_eq!(stale_before, Some(1010));
@@ -85,6 +88,7 @@ fn queued_relaunches_then_fails_preparing_and_cancelled_running_time_out() {
     let c = cfg();
     let mut q = running(None, None);
     q.state = ActivityState::Queued;
+    q.attempt_token_hash = Some("h".into());
     q.queued_time_epoch = Some(0);
     assert_eq!(
         monitor_verdict(&q, &c, c.queued_redrive_seconds),
@@ -94,17 +98,14 @@ fn queued_relaunches_then_fails_preparing_and_cancelled_running_time_out() {
         monitor_verdict(&q, &c, c.queued_redrive_seconds + c.report_grace_seconds),
         Verdict::Relaunch
     );
-    q.attempt = c.max_launch_attempts;
+    q.attempt_token_hash = Some("h".into());
+    q.launch = c.max_launch_attempts;
     assert!(matches!(
         monitor_verdict(&q, &c, 10_000),
         Verdict::FailNotStarted(_)
     ));
-    let entered = |state: ActivityState, at: i64| HistoryEntry {
-        transition: "X".into(),
-        state,
-        at_epoch: at,
-        event_id: "e".into(),
-    };
+    let entered =
+        |state: ActivityState, at: i64| HistoryEntry::new(Transition::Running, state, at, "e");
     // PREPARING since 500: start-to-close from then, whatever the marker
     // (an owed parked event may have lowered it).
     let mut p = running(None, None);
@@ -211,7 +212,7 @@ fn claims_are_exclusive_and_count_attempts() {
     let mut a = running(None, None);
     a.state = ActivityState::Requested;
     a.attempt = 0;
-    let req = queue_update(&t, &cfg(), &a, "h1", 50);
+    let req = queue_update(&t, &cfg(), &a, Some("h1"), 50);
     let before = item(&a);
     let after = apply(&req.key, Some(&before), &req.actions).unwrap();
     let q: ActivityExec = serde_dynamo::from_item(after.clone()).unwrap();
@@ -222,8 +223,166 @@ fn claims_are_exclusive_and_count_attempts() {
     let re = relaunch_update(&t, &cfg(), &q, "h2", 500);
     let again: ActivityExec =
         serde_dynamo::from_item(apply(&re.key, Some(&after), &re.actions).unwrap()).unwrap();
-    assert_eq!(again.attempt, 2);
+    // A relaunch is the same attempt with a new token (the lost
+    // invocation's reports are refused from now on).
+    assert_eq!((again.attempt, again.launch), (1, 2));
     assert_eq!(again.attempt_token_hash.as_deref(), Some("h2"));
+}
+
+fn with_retry(mut a: ActivityExec, json: serde_json::Value) -> ActivityExec {
+    a.retry = Some(serde_json::from_value(json).unwrap());
+    a
+}
+
+#[test]
+fn a_failed_attempt_with_attempts_left_goes_back_to_queued_after_the_backoff() {
+    let t = Tables::new("t_");
+    let c = cfg();
+    let mut a = with_retry(
+        running(None, None),
+        serde_json::json!({"max_attempts": 3, "interval_seconds": 5, "backoff_rate": 2.0, "no_retry_on": ["Bad"]}),
+    );
+    a.attempt_token_hash = Some("h".into());
+    a.first_queued_epoch = Some(900);
+    let change = Change {
+        transition: Transition::Failed,
+        next: ActivityState::Failed,
+        event_id: "ev1",
+    };
+    let failed = |e: &str| Details {
+        error: Some(e.into()),
+        ..Details::default()
+    };
+    assert_eq!(
+        retry_after(&a, &change, &failed("Busy: later"), true, 1000),
+        Some(1005)
+    );
+    // A name in no_retry_on, a non-retryable failure, the last attempt, or
+    // a CANCELLED_RUNNING activity: the failure is final.
+    assert_eq!(
+        retry_after(&a, &change, &failed("Bad: input"), true, 1000),
+        None
+    );
+    assert_eq!(retry_after(&a, &change, &failed("Busy"), false, 1000), None);
+    let mut last = a.clone();
+    last.attempt = 3;
+    assert_eq!(
+        retry_after(&last, &change, &failed("Busy"), true, 1000),
+        None
+    );
+    let mut cancelled = a.clone();
+    cancelled.state = ActivityState::CancelledRunning;
+    assert_eq!(
+        retry_after(&cancelled, &change, &failed("Busy"), true, 1000),
+        None
+    );
+    // Schedule-to-close would pass before the next attempt: final.
+    let mut closing = a.clone();
+    closing.schedule_to_close_seconds = Some(104);
+    assert_eq!(
+        retry_after(&closing, &change, &failed("Busy"), true, 1000),
+        None
+    );
+    // Attempt 2 fails: twice the interval.
+    let mut second = a.clone();
+    second.attempt = 2;
+    assert_eq!(
+        retry_after(&second, &change, &failed("Busy"), true, 1000),
+        Some(1010)
+    );
+
+    let req = retry_update(&t, &c, &a, &change, &failed("Busy: later"), 1005, 1000);
+    let after: ActivityExec =
+        serde_dynamo::from_item(apply(&req.key, Some(&item(&a)), &req.actions).unwrap()).unwrap();
+    assert_eq!((after.state, after.attempt), (ActivityState::Queued, 2));
+    assert_eq!(after.attempt_token_hash, None);
+    assert_eq!(after.next_attempt_epoch, Some(1005));
+    assert_eq!(after.due_epoch, Some(1005));
+    let h = after.history.last().unwrap();
+    assert_eq!((h.attempt, h.next_attempt_epoch), (Some(1), Some(1005)));
+    assert_eq!(h.transition, "FAILED");
+    // The monitor launches it when the delay ends (no report grace).
+    assert_eq!(monitor_verdict(&after, &c, 1004), Verdict::Wait);
+    assert_eq!(monitor_verdict(&after, &c, 1005), Verdict::Launch);
+    let l = launch_update(&t, &c, &after, "h2", 1006);
+    let launched: ActivityExec =
+        serde_dynamo::from_item(apply(&l.key, Some(&item(&after)), &l.actions).unwrap()).unwrap();
+    assert_eq!((launched.attempt, launched.launch), (2, 1));
+    assert_eq!(launched.due_epoch, Some(1006 + c.queued_redrive_seconds));
+    // A second launcher read the same version: its claim fails.
+    assert!(!eval(l.cond.as_ref().unwrap(), Some(&item(&launched))));
+}
+
+#[test]
+fn schedule_to_start_and_schedule_to_close_fire_and_only_the_first_retries() {
+    let c = cfg();
+    let mut q = running(None, None);
+    q.state = ActivityState::Queued;
+    q.task_list = Some("tl".into());
+    q.schedule_to_start_seconds = Some(50);
+    q.scheduled_epoch = Some(1000);
+    q.first_queued_epoch = Some(1000);
+    assert_eq!(
+        next_deadline(&q, &c),
+        Some((1050, Deadline::ScheduleToStart))
+    );
+    match monitor_verdict(&q, &c, 1050 + c.report_grace_seconds) {
+        Verdict::TimeOut {
+            reason,
+            retryable: true,
+            ..
+        } => {
+            assert!(reason.contains("schedule-to-start"), "{reason}")
+        }
+        v => panic!("{v:?}"),
+    }
+    q.schedule_to_close_seconds = Some(20);
+    match monitor_verdict(&q, &c, 1020 + c.report_grace_seconds) {
+        Verdict::TimeOut {
+            reason,
+            retryable: false,
+            ..
+        } => {
+            assert!(reason.contains("schedule-to-close"), "{reason}")
+        }
+        v => panic!("{v:?}"),
+    }
+    // A task waiting for a worker without schedule timeouts is not watched.
+    let mut idle = q.clone();
+    idle.schedule_to_start_seconds = None;
+    idle.schedule_to_close_seconds = None;
+    assert_eq!(next_deadline(&idle, &c), None);
+}
+
+#[test]
+fn a_worker_claim_is_exclusive_and_sets_the_running_deadline() {
+    let t = Tables::new("t_");
+    let c = cfg();
+    let mut a = running(Some(30), Some(600));
+    a.state = ActivityState::Requested;
+    a.attempt = 0;
+    a.task_list = Some("tl".into());
+    let q = queue_update(&t, &c, &a, None, 50);
+    let queued: ActivityExec =
+        serde_dynamo::from_item(apply(&q.key, Some(&item(&a)), &q.actions).unwrap()).unwrap();
+    assert_eq!((queued.state, queued.attempt), (ActivityState::Queued, 1));
+    assert_eq!(queued.attempt_token_hash, None);
+    assert_eq!(
+        queued.task_list_shard,
+        Some(task_list_shard("tl", &a.activity_exec_id))
+    );
+    assert_eq!(queued.task_queued_epoch, Some(50));
+    let claim = claim_task_update(&t, &c, &queued, "tok", "w1", 60);
+    let before = item(&queued);
+    assert!(eval(claim.cond.as_ref().unwrap(), Some(&before)));
+    let running: ActivityExec =
+        serde_dynamo::from_item(apply(&claim.key, Some(&before), &claim.actions).unwrap()).unwrap();
+    assert_eq!(running.state, ActivityState::Running);
+    assert_eq!(running.worker.as_deref(), Some("w1"));
+    assert_eq!(running.task_list_shard, None);
+    assert_eq!(running.due_epoch, Some(60 + 30));
+    // The second worker's claim, on the version it read, fails.
+    assert!(!eval(claim.cond.as_ref().unwrap(), Some(&item(&running))));
 }
 
 #[test]

@@ -11,13 +11,13 @@ use tracing::{info, warn};
 
 use super::apply::Source;
 use super::decide::{self, Details};
-use super::{decoded, Engine, EngineError, WorkflowCounts};
-use crate::contract::{self, ActivityState, Transition, WorkflowState};
+use super::{decoded, Engine, EngineError};
+use crate::contract::{ActivityState, Transition};
 use crate::ids;
 use crate::launcher::{InvokeError, Launcher};
 use crate::model::ActivityExec;
 use crate::plan::{LaunchPayload, SHAPE_VERSION};
-use crate::store::{av, n, s, Cond, StoreError, UpdateRequest};
+use crate::store::StoreError;
 
 /// Immediate retries of an invoke that failed for a transient reason before
 /// the launch is left to the monitor's schedule-to-start relaunch.
@@ -97,19 +97,27 @@ impl<L: Launcher> Engine<L> {
             {
                 return Ok(());
             }
-            let token = self.env.new_token();
+            // A task-list activity is queued unclaimed: a worker claims it.
+            let token = exec.task_list.is_none().then(|| self.env.new_token());
+            let hash = token.as_deref().map(ids::token_hash);
             let now = self.now().epoch;
             let req = decide::queue_update(
                 self.store.tables(),
                 &self.config,
                 &exec,
-                &ids::token_hash(&token),
+                hash.as_deref(),
                 now,
             );
             match self.store.update(req, true).await {
                 Ok(Some(item)) => {
                     let queued = decoded(&exec.activity_exec_id, item)?;
-                    return self.launch(&queued, &token).await;
+                    return match token {
+                        Some(token) => self.launch(&queued, &token).await,
+                        None => {
+                            info!(activity_exec_id = %queued.activity_exec_id, task_list = ?queued.task_list, "activity queued for a worker");
+                            Ok(())
+                        }
+                    };
                 }
                 Ok(None) => {
                     return Err(EngineError::Retry(format!(
@@ -128,12 +136,45 @@ impl<L: Launcher> Engine<L> {
         }
     }
 
-    /// Invoke the activity's Lambda asynchronously for the attempt `exec`
-    /// holds, whose claim this caller won (DESIGN 3.9): the four ids,
-    /// `attempt`, its token, `input` and the prerequisites' outputs. A
-    /// function that refuses for good fails the activity; one that cannot
-    /// be reached is retried a little, then left to the monitor.
-    pub(crate) async fn launch(&self, exec: &ActivityExec, token: &str) -> Result<(), EngineError> {
+    /// Claim and launch the attempt a retry queued (a Lambda activity,
+    /// QUEUED and unclaimed, its delay over). Returns whether this call won
+    /// the claim; anything else (claimed meanwhile, cancelled, a task-list
+    /// activity) is left alone.
+    pub(crate) async fn launch_attempt(&self, exec: ActivityExec) -> Result<bool, EngineError> {
+        if exec.task_list.is_some()
+            || exec.state != ActivityState::Queued
+            || exec.attempt_token_hash.is_some()
+        {
+            return Ok(false);
+        }
+        let token = self.env.new_token();
+        let req = decide::launch_update(
+            self.store.tables(),
+            &self.config,
+            &exec,
+            &ids::token_hash(&token),
+            self.now().epoch,
+        );
+        match self.store.update(req, true).await {
+            Ok(Some(item)) => {
+                let claimed = decoded(&exec.activity_exec_id, item)?;
+                info!(activity_exec_id = %claimed.activity_exec_id, attempt = claimed.attempt, "launching the next attempt");
+                self.launch(&claimed, &token).await?;
+                Ok(true)
+            }
+            Ok(None) | Err(StoreError::ConditionFailed) => Ok(false),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// The payload of the claimed attempt `exec` holds (DESIGN 3.9): the
+    /// four ids, `attempt`, its token, `input`, the timeouts and the
+    /// prerequisites' outputs (read consistently).
+    pub async fn launch_payload(
+        &self,
+        exec: &ActivityExec,
+        token: &str,
+    ) -> Result<LaunchPayload, EngineError> {
         let mut prerequisites = HashMap::new();
         if !exec.prerequisites.is_empty() {
             let keys = exec
@@ -149,19 +190,29 @@ impl<L: Launcher> Engine<L> {
                 prerequisites.insert(p.activity_name, p.output.unwrap_or(Value::Null));
             }
         }
-        let payload = LaunchPayload {
+        Ok(LaunchPayload {
             version: SHAPE_VERSION,
             activity_exec_id: exec.activity_exec_id.clone(),
             activity_name: exec.activity_name.clone(),
             workflow_exec_id: exec.workflow_exec_id.clone(),
             workflow_name: exec.workflow_name.clone(),
             attempt: exec.attempt,
+            launch: exec.launch,
             input: exec.input.clone().unwrap_or(Value::Null),
             prerequisites,
             timeout_seconds: exec.timeout_seconds,
             heartbeat_timeout_seconds: decide::heartbeat_timeout(exec, &self.config),
             attempt_token: Some(token.to_string()),
-        };
+        })
+    }
+
+    /// Invoke the activity's Lambda asynchronously for the attempt `exec`
+    /// holds, whose claim this caller won, with [`Engine::launch_payload`].
+    /// A function that refuses for good fails the attempt (retried per the
+    /// policy); one that cannot be reached is retried a little, then left
+    /// to the monitor's relaunch.
+    pub(crate) async fn launch(&self, exec: &ActivityExec, token: &str) -> Result<(), EngineError> {
+        let payload = self.launch_payload(exec, token).await?;
         let body = serde_json::to_value(&payload).expect("serializable");
         let mut tries = 0;
         loop {
@@ -188,7 +239,7 @@ impl<L: Launcher> Engine<L> {
                     let event_id =
                         format!("launch-failed:{}:{}", exec.activity_exec_id, exec.attempt);
                     let details = Details {
-                        error: Some(format!("launch failed: {e}")),
+                        error: Some(format!("LAUNCH_FAILED: {e}")),
                         ..Details::default()
                     };
                     self.decree(
@@ -233,75 +284,5 @@ impl<L: Launcher> Engine<L> {
             .collect()
             .await;
         results.into_iter().collect()
-    }
-
-    /// Finish the workflow if its last activity ended: counted, not scanned
-    /// (DESIGN 3.3). The write is conditional on RUNNING, so concurrent
-    /// finishers agree and a redelivery changes nothing.
-    pub(crate) async fn finish_workflow(&self, id: &str, name: &str) -> Result<(), EngineError> {
-        let wf: WorkflowCounts = self
-            .store
-            .get_projected(
-                &self.store.tables().workflow_exec(),
-                self.workflow_key(id, name),
-                &WorkflowCounts::ATTRIBUTES,
-            )
-            .await?
-            .ok_or_else(|| EngineError::Retry(format!("workflow exec {id} not found")))?;
-        if wf.state != WorkflowState::Running {
-            return Ok(());
-        }
-        let counts = contract::EndCounts {
-            completed: wf.completed_count,
-            failed: wf.failed_count,
-            cancelled: wf.cancelled_count,
-        };
-        let Some(outcome) = contract::workflow_outcome(wf.activity_count, counts) else {
-            return Ok(());
-        };
-        if self
-            .move_workflow(id, name, WorkflowState::Running, outcome, None)
-            .await?
-        {
-            info!(workflow_exec_id = id, state = %outcome, "workflow finished");
-        }
-        Ok(())
-    }
-
-    /// Move a workflow exec from `from` to `to` with a conditional write
-    /// ([`WorkflowState::may_move_to`]), recording `error` and, for an end,
-    /// the end time; an end also clears its due marker. Returns false if it
-    /// was not in `from`.
-    pub(crate) async fn move_workflow(
-        &self,
-        id: &str,
-        name: &str,
-        from: WorkflowState,
-        to: WorkflowState,
-        error: Option<&str>,
-    ) -> Result<bool, EngineError> {
-        debug_assert!(from.may_move_to(to), "{from} -> {to}");
-        let mut req = UpdateRequest::new(
-            self.store.tables().workflow_exec(),
-            self.workflow_key(id, name),
-        )
-        .when(Cond::eq("state", s(from.as_str())))
-        .set("state", s(to.as_str()));
-        if let Some(e) = error {
-            req = req.set("error", s(decide::cap_error(e)));
-        }
-        if to.is_terminal() {
-            let now = self.now();
-            req = req
-                .set("end_time", av(&now.date_list()))
-                .set("end_time_epoch", n(now.epoch))
-                .remove("due_epoch")
-                .remove("due_shard");
-        }
-        match self.store.update(req, false).await {
-            Ok(_) => Ok(true),
-            Err(StoreError::ConditionFailed) => Ok(false),
-            Err(e) => Err(e.into()),
-        }
     }
 }

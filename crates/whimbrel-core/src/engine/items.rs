@@ -57,6 +57,25 @@ pub fn activity_items(
             activity_name: a.name.clone(),
             state: ActivityState::Requested,
             lambda: a.lambda.clone(),
+            task_list: a.task_list.clone(),
+            task_list_shard: None,
+            task_queued_epoch: None,
+            worker: None,
+            retry: match (&a.retry, &plan.retry) {
+                (Some(own), Some(dflt)) => Some(own.over(dflt)),
+                (own, dflt) => own.clone().or_else(|| dflt.clone()),
+            }
+            .filter(|r| r.attempts() > 1),
+            schedule_to_start_seconds: a
+                .schedule_to_start_seconds
+                .or(config.default_schedule_to_start_seconds),
+            schedule_to_close_seconds: a
+                .schedule_to_close_seconds
+                .or(config.default_schedule_to_close_seconds),
+            first_queued_epoch: None,
+            scheduled_epoch: None,
+            next_attempt_epoch: None,
+            launch: 0,
             input: a.input.clone(),
             attempt: 0,
             attempt_token_hash: None,
@@ -70,7 +89,12 @@ pub fn activity_items(
                 a.heartbeat_timeout_seconds
                     .unwrap_or(config.default_heartbeat_timeout_seconds)
             }),
-            timeout_seconds: a.timeout_seconds,
+            // Stored even when defaulted: a worker computes its claim's
+            // deadline from the item alone (docs/workers.md).
+            timeout_seconds: Some(
+                a.timeout_seconds
+                    .unwrap_or(config.default_start_to_close_seconds),
+            ),
             heartbeat_time: None,
             heartbeat_time_epoch: -1,
             due_epoch: None,

@@ -26,10 +26,13 @@
 //!   keeps; only the claimer invokes.
 
 pub mod apply;
+pub mod attempts;
+pub mod deadline;
 pub mod decide;
 pub mod effects;
 pub mod items;
 pub mod monitor;
+pub mod outcome;
 pub mod start;
 
 use std::collections::HashMap;
@@ -83,6 +86,12 @@ pub struct EngineConfig {
     /// Starts of a workflow by the monitor before it is FAILED
     /// (`WHIMBREL_MAX_START_ATTEMPTS`, default 5).
     pub max_start_attempts: u32,
+    /// Schedule-to-start for activities whose plan gives none
+    /// (`WHIMBREL_SCHEDULE_TO_START_SECONDS`, default none).
+    pub default_schedule_to_start_seconds: Option<i64>,
+    /// Schedule-to-close for activities whose plan gives none
+    /// (`WHIMBREL_SCHEDULE_TO_CLOSE_SECONDS`, default none).
+    pub default_schedule_to_close_seconds: Option<i64>,
     /// Refuse reports without the live attempt's token for every workflow
     /// (`WHIMBREL_REQUIRE_TOKENS`, default false).
     pub require_tokens: bool,
@@ -103,6 +112,8 @@ impl Default for EngineConfig {
             settle_grace_seconds: 60,
             start_retry_seconds: 60,
             max_start_attempts: 5,
+            default_schedule_to_start_seconds: None,
+            default_schedule_to_close_seconds: None,
             require_tokens: false,
             concurrency: 16,
         }
@@ -125,6 +136,12 @@ impl EngineConfig {
                     .filter(|x| *x > 0)
                     .ok_or_else(|| format!("{k}={v:?} is not a positive integer")),
                 Err(_) => Ok(dflt),
+            }
+        };
+        let optional = |k: &str| -> Result<Option<i64>, String> {
+            match std::env::var(k) {
+                Ok(_) => num(k, 0).map(Some),
+                Err(_) => Ok(None),
             }
         };
         let count =
@@ -161,6 +178,8 @@ impl EngineConfig {
             settle_grace_seconds: d.settle_grace_seconds,
             start_retry_seconds: num("WHIMBREL_START_RETRY_SECONDS", d.start_retry_seconds)?,
             max_start_attempts: count("WHIMBREL_MAX_START_ATTEMPTS", d.max_start_attempts)?,
+            default_schedule_to_start_seconds: optional("WHIMBREL_SCHEDULE_TO_START_SECONDS")?,
+            default_schedule_to_close_seconds: optional("WHIMBREL_SCHEDULE_TO_CLOSE_SECONDS")?,
             require_tokens,
             concurrency: d.concurrency,
         })

@@ -26,8 +26,12 @@ use crate::store::{self, av, n, s, Cmp, Cond, KeyCond, StoreError, UpdateRequest
 pub struct MonitorReport {
     /// Activities moved to TIMED_OUT.
     pub timed_out: u64,
-    /// QUEUED activities launched again as a new attempt.
+    /// QUEUED attempts launched again (their invocation never started).
     pub relaunched: u64,
+    /// Failed attempts sent back to QUEUED for a retry.
+    pub retried: u64,
+    /// Retried attempts launched once their delay ended.
+    pub retries_launched: u64,
     /// QUEUED activities FAILED after their last attempt never started.
     pub not_started: u64,
     /// Terminal activities whose side effects the tick finished.
@@ -36,6 +40,9 @@ pub struct MonitorReport {
     pub reports_applied: u64,
     /// Workflows started again (REQUESTED, or roots not launched).
     pub restarted: u64,
+    /// Workflows FAILED by their execution timeout (or whose cancels the
+    /// tick resumed).
+    pub workflows_timed_out: u64,
     /// Items the tick could not handle (logged); the next tick tries again.
     pub errors: u64,
 }
@@ -79,6 +86,10 @@ impl<L: Launcher> Engine<L> {
                         )
                         .await?;
                     match wf {
+                        Some(wf) if self.expire_workflow(&wf, now).await? => {
+                            report.workflows_timed_out += 1;
+                            Ok(false)
+                        }
                         Some(wf) => Box::pin(self.restart_workflow(wf, now)).await,
                         None => Ok(false),
                     }
@@ -171,9 +182,15 @@ impl<L: Launcher> Engine<L> {
                         .update(decide::extend_due(tables, &exec, at), false)
                         .await,
                 )?,
+                Verdict::Launch => {
+                    if self.launch_attempt(exec).await? {
+                        report.retries_launched += 1;
+                    }
+                }
                 Verdict::TimeOut {
                     reason,
                     stale_before,
+                    retryable,
                 } => {
                     let event_id = format!("timed-out:{}:{}", exec.activity_exec_id, exec.attempt);
                     warn!(activity_exec_id = %exec.activity_exec_id, state = %exec.state, %reason, "timing out the activity");
@@ -181,9 +198,10 @@ impl<L: Launcher> Engine<L> {
                         error: Some(reason),
                         at: Some(now),
                         stale_before,
+                        no_retry: !retryable,
                         ..Details::default()
                     };
-                    if self
+                    match self
                         .decree(
                             exec,
                             Transition::TimedOut,
@@ -192,9 +210,10 @@ impl<L: Launcher> Engine<L> {
                             details,
                         )
                         .await?
-                        == Some(ActivityState::TimedOut)
                     {
-                        report.timed_out += 1;
+                        Some(ActivityState::TimedOut) => report.timed_out += 1,
+                        Some(ActivityState::Queued) => report.retried += 1,
+                        _ => {}
                     }
                 }
                 Verdict::FailNotStarted(reason) => {
@@ -206,12 +225,13 @@ impl<L: Launcher> Engine<L> {
                         at: Some(now),
                         ..Details::default()
                     };
-                    if self
+                    match self
                         .decree(exec, Transition::Failed, Source::Engine, &event_id, details)
                         .await?
-                        == Some(ActivityState::Failed)
                     {
-                        report.not_started += 1;
+                        Some(ActivityState::Failed) => report.not_started += 1,
+                        Some(ActivityState::Queued) => report.retried += 1,
+                        _ => {}
                     }
                 }
                 Verdict::Relaunch => {
@@ -226,7 +246,7 @@ impl<L: Launcher> Engine<L> {
                     match self.store.update(req, true).await {
                         Ok(Some(item)) => {
                             let next = decoded(&exec.activity_exec_id, item)?;
-                            warn!(activity_exec_id = %next.activity_exec_id, attempt = next.attempt, "activity did not start; launching a new attempt");
+                            warn!(activity_exec_id = %next.activity_exec_id, attempt = next.attempt, launch = next.launch, "attempt did not start; launching it again");
                             self.launch(&next, &token).await?;
                             report.relaunched += 1;
                         }

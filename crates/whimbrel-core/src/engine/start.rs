@@ -88,6 +88,8 @@ impl<L: Launcher> Engine<L> {
             due_epoch: Some(now.epoch + self.config.start_retry_seconds),
             due_shard: Some(store::shard_of(&id)),
             start_attempts: 0,
+            result: None,
+            result_in_activities: None,
         };
         let mut exec = if self
             .store
@@ -193,11 +195,17 @@ impl<L: Launcher> Engine<L> {
         // REQUESTED (client CANCELs): their finish checks saw REQUESTED. Done
         // on every (re)start, before the marker goes.
         self.finish_workflow(&id, name).await?;
-        // The roots are claimed: every later step has its own marker.
+        // The roots are claimed: every later step has its own marker. What
+        // is left is the execution timeout's, if the plan sets one.
         let done = UpdateRequest::new(t.workflow_exec(), decide::workflow_key(&id, name))
             .when(Cond::exists("due_epoch"))
-            .remove("due_epoch")
-            .remove("due_shard");
+            .when(Cond::eq("state", s(WorkflowState::Running.as_str())));
+        let mut planned = exec.clone();
+        planned.plan = Some(plan.clone());
+        let done = match super::outcome::execution_deadline(&planned) {
+            Some(at) => done.set("due_epoch", n(at)),
+            None => done.remove("due_epoch").remove("due_shard"),
+        };
         match self.store.update(done, false).await {
             Ok(_) | Err(StoreError::ConditionFailed) => {}
             Err(e) => return Err(e.into()),

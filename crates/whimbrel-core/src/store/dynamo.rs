@@ -476,6 +476,34 @@ impl Backend for DynamoBackend {
         .boxed()
     }
 
+    fn query_limited(
+        &self,
+        table: String,
+        index: Option<String>,
+        key: KeyCond,
+        limit: i32,
+    ) -> BoxFuture<'_, Result<Vec<Item>, StoreError>> {
+        async move {
+            let mut x = Expressions::default();
+            let text = x.key(&key);
+            let r = self
+                .client
+                .query()
+                .table_name(table)
+                .consistent_read(index.is_none())
+                .set_index_name(index)
+                .key_condition_expression(text)
+                .set_expression_attribute_names(x.names())
+                .set_expression_attribute_values(x.values())
+                .limit(limit)
+                .send()
+                .await
+                .map_err(|e| classify("Query", e))?;
+            Ok(r.items.unwrap_or_default())
+        }
+        .boxed()
+    }
+
     fn pause(&self, millis: u64) -> BoxFuture<'_, ()> {
         tokio::time::sleep(std::time::Duration::from_millis(millis)).boxed()
     }

@@ -48,6 +48,10 @@ pub const INDEX_DUE: &str = "due_shard-due_epoch-index";
 /// HASH, KEYS_ONLY). The monitor reads the reports still in flight before
 /// it times out or relaunches an activity.
 pub const INDEX_EVENTS_BY_ACTIVITY: &str = "activity_exec_id-index";
+/// Sparse KEYS_ONLY GSI of `activity_exec` on `task_list_shard` and
+/// `task_queued_epoch`: the task-list activities waiting for a worker,
+/// oldest first (present only while claimable).
+pub const INDEX_TASK_LIST: &str = "task_list_shard-task_queued_epoch-index";
 /// GSI of `workflow_exec`: workflows by state and start time.
 pub const INDEX_WORKFLOWS_BY_STATE: &str = "state-start_time_epoch-index";
 /// GSI of `activity_exec_dependency`: the edges whose prerequisite is a
@@ -306,6 +310,22 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
         key: KeyCond,
         start: Option<Item>,
     ) -> BoxFuture<'_, Result<Page, StoreError>>;
+    /// The first page of a Query holding at most `limit` items (Query's
+    /// `Limit`). The default reads a whole page and cuts it.
+    fn query_limited(
+        &self,
+        table: String,
+        index: Option<String>,
+        key: KeyCond,
+        limit: i32,
+    ) -> BoxFuture<'_, Result<Vec<Item>, StoreError>> {
+        let page = self.query(table, index, key, None);
+        Box::pin(async move {
+            let (mut items, _) = page.await?;
+            items.truncate(usize::try_from(limit).unwrap_or(0));
+            Ok(items)
+        })
+    }
     /// Wait `millis` before a retry (backoff). The simulation's backends
     /// do not really wait.
     fn pause(&self, millis: u64) -> BoxFuture<'_, ()>;
@@ -572,6 +592,26 @@ impl Store {
             }
         }
         Ok(out)
+    }
+
+    /// The first `limit` items of a Query of `table` (or `index`) for
+    /// `key`, in range key order.
+    pub async fn query_first<T: DeserializeOwned>(
+        &self,
+        table: &str,
+        index: Option<&str>,
+        key: KeyCond,
+        limit: i32,
+    ) -> Result<Vec<T>, StoreError> {
+        self.metrics.record("Query", 1);
+        let items = self
+            .backend
+            .query_limited(table.into(), index.map(str::to_string), key, limit)
+            .await?;
+        items
+            .into_iter()
+            .map(|i| serde_dynamo::from_item(i).map_err(shape(table)))
+            .collect()
     }
 
     /// Query every page of `table` (or `index`) for `key`. Reads of the

@@ -153,6 +153,8 @@ fn settings() -> EngineConfig {
         settle_grace_seconds: 60,
         start_retry_seconds: 60,
         max_start_attempts: 5,
+        default_schedule_to_start_seconds: None,
+        default_schedule_to_close_seconds: None,
         require_tokens: false,
         concurrency: 4,
     }
@@ -525,7 +527,7 @@ impl Sim {
         self.stats.relaunches = lock(&self.world)
             .claims
             .keys()
-            .filter(|(_, attempt)| *attempt > 1)
+            .filter(|(_, _, launch)| *launch > 1)
             .count() as u64;
         if v.is_empty() {
             Ok(self.stats)

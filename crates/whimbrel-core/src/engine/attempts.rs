@@ -1,0 +1,353 @@
+//! Attempts as pure writes: queueing an activity, claiming an attempt (the
+//! launcher before its invoke, or a worker taking a task), relaunching a
+//! lost invocation, and sending a failed attempt back to QUEUED for a
+//! retry. Each is one conditional UpdateItem on the `version` read, so
+//! exactly one caller wins, and each sets the due marker of the state it
+//! leads to ([`next_deadline`]).
+
+use super::deadline::next_deadline;
+use super::decide::{cap_error, history, versioned, with_due, Change, Details};
+use super::EngineConfig;
+use crate::contract::{self, ActivityState, Transition};
+use crate::dates::Timestamp;
+use crate::model::{ActivityExec, HistoryEntry, HISTORY_ERROR_BYTES};
+use crate::retry;
+use crate::store::{self, av, n, s, Action, Cond, Tables, UpdateRequest};
+
+/// Shards of the task-list GSI per task list: workers query every shard
+/// and take the oldest task; writes of one busy list spread over them.
+pub const TASK_LIST_SHARDS: u32 = 4;
+
+/// The task-list GSI hash key of an activity: `(task_list)#(shard)`, the
+/// shard from [`store::shard_of`] of its id modulo [`TASK_LIST_SHARDS`].
+pub fn task_list_shard(task_list: &str, activity_exec_id: &str) -> String {
+    format!(
+        "{task_list}#{}",
+        store::shard_of(activity_exec_id) % TASK_LIST_SHARDS
+    )
+}
+
+/// Put a task-list activity's attempt in its list's index, claimable from
+/// `at` (epoch seconds).
+fn offer(req: UpdateRequest, exec: &ActivityExec, at: i64) -> UpdateRequest {
+    match &exec.task_list {
+        Some(list) => req
+            .set(
+                "task_list_shard",
+                s(task_list_shard(list, &exec.activity_exec_id)),
+            )
+            .set("task_queued_epoch", n(at)),
+        None => req,
+    }
+}
+
+/// Queue the first attempt of an activity whose prerequisites all
+/// completed: REQUESTED → QUEUED for roots, REQUESTED → READY → QUEUED
+/// otherwise (contract: "Launching A New Activity"). A Lambda activity's
+/// attempt is claimed in the same write (`token_hash`; only the winner
+/// invokes); a task-list activity's waits in its list's index for a
+/// worker's claim. Conditioned on the version read and a zero pending
+/// count: exactly one caller wins.
+pub fn queue_update(
+    tables: &Tables,
+    cfg: &EngineConfig,
+    exec: &ActivityExec,
+    token_hash: Option<&str>,
+    now: i64,
+) -> UpdateRequest {
+    let attempt = exec.attempt + 1;
+    let event_id = format!("launcher:{}:{attempt}", exec.activity_exec_id);
+    let mut entries = vec![];
+    if exec.state == ActivityState::Requested && !exec.prerequisites.is_empty() {
+        entries.push(history(
+            Transition::Ready,
+            ActivityState::Ready,
+            now,
+            &event_id,
+        ));
+    }
+    entries.push(history(
+        Transition::Queued,
+        ActivityState::Queued,
+        now,
+        &event_id,
+    ));
+    let mut after = exec.clone();
+    after.state = ActivityState::Queued;
+    after.attempt = attempt;
+    after.first_queued_epoch = Some(now);
+    after.scheduled_epoch = Some(now);
+    let req = versioned(tables, exec)
+        .when(Cond::eq("pending_dependency_count", n(0)))
+        .when(Cond::In(
+            "state".into(),
+            vec![
+                s(ActivityState::Requested.as_str()),
+                s(ActivityState::Ready.as_str()),
+            ],
+        ))
+        .set("state", s(ActivityState::Queued.as_str()))
+        .set("attempt", n(attempt))
+        .set("first_queued_epoch", n(now))
+        .set("scheduled_epoch", n(now))
+        .act(Action::Append("history".into(), entries));
+    match token_hash {
+        Some(h) => claim(req, cfg, after, h, 1, now, &event_id),
+        None => {
+            let req = offer(req, exec, now).set("last_event_id", s(&event_id));
+            with_due(req, exec, next_deadline(&after, cfg).map(|d| d.0))
+        }
+    }
+}
+
+/// Claim a new launch of the live attempt, still QUEUED past its relaunch
+/// deadline (the invocation was lost or never started): same attempt, a
+/// new token (the lost invocation's reports are refused from now on).
+pub fn relaunch_update(
+    tables: &Tables,
+    cfg: &EngineConfig,
+    exec: &ActivityExec,
+    token_hash: &str,
+    now: i64,
+) -> UpdateRequest {
+    let launch = exec.launch.max(1) + 1;
+    let event_id = format!(
+        "relaunch:{}:{}:{launch}",
+        exec.activity_exec_id, exec.attempt
+    );
+    let req = versioned(tables, exec).act(Action::Append(
+        "history".into(),
+        vec![history(
+            Transition::Queued,
+            ActivityState::Queued,
+            now,
+            &event_id,
+        )],
+    ));
+    claim(req, cfg, exec.clone(), token_hash, launch, now, &event_id)
+}
+
+/// Claim the attempt a retry queued, once its delay ended (Lambda
+/// activities: the monitor, or the failing call itself when the delay is
+/// zero). Conditioned on the version read and no claim yet.
+pub fn launch_update(
+    tables: &Tables,
+    cfg: &EngineConfig,
+    exec: &ActivityExec,
+    token_hash: &str,
+    now: i64,
+) -> UpdateRequest {
+    let event_id = format!("launcher:{}:{}", exec.activity_exec_id, exec.attempt);
+    let req = versioned(tables, exec)
+        .when(Cond::eq("state", s(ActivityState::Queued.as_str())))
+        .when(Cond::not_exists("attempt_token_hash"))
+        .remove("next_attempt_epoch");
+    let mut after = exec.clone();
+    after.next_attempt_epoch = None;
+    claim(req, cfg, after, token_hash, 1, now, &event_id)
+}
+
+/// The claim of a launch by the launcher: token, launch number, queue time,
+/// and the due marker of the claimed QUEUED state (relaunch,
+/// schedule-to-start, schedule-to-close).
+fn claim(
+    req: UpdateRequest,
+    cfg: &EngineConfig,
+    mut after: ActivityExec,
+    token_hash: &str,
+    launch: u32,
+    now: i64,
+    event_id: &str,
+) -> UpdateRequest {
+    let t = Timestamp::from_epoch(now);
+    let before = after.clone();
+    after.attempt_token_hash = Some(token_hash.into());
+    after.queued_time_epoch = Some(now);
+    after.launch = launch;
+    let req = req
+        .set("attempt_token_hash", s(token_hash))
+        .set("launch", n(launch))
+        .set("last_event_id", s(event_id))
+        .set("queued_time", av(&t.date_list()))
+        .set("queued_time_epoch", n(now))
+        .remove("launched_time")
+        .remove("launched_time_epoch");
+    with_due(req, &before, next_deadline(&after, cfg).map(|d| d.0))
+}
+
+/// A worker's claim of a task: QUEUED (waiting in its list's index) →
+/// RUNNING with a fresh attempt token, in one conditional write on the
+/// version read (contract row QUEUED → RUNNING, by the attempt itself).
+/// Two workers never hold the same attempt: the loser's condition fails.
+/// Sets the start and heartbeat times, the worker's name, and the due
+/// marker of the RUNNING state; removes the item from the index. The
+/// row-level protocol is in `docs/workers.md`.
+pub fn claim_task_update(
+    tables: &Tables,
+    cfg: &EngineConfig,
+    exec: &ActivityExec,
+    token_hash: &str,
+    worker: &str,
+    now: i64,
+) -> UpdateRequest {
+    let t = Timestamp::from_epoch(now);
+    let event_id = format!("claim:{}:{}", exec.activity_exec_id, exec.attempt);
+    let mut after = exec.clone();
+    after.state = ActivityState::Running;
+    after.start_time_epoch = now;
+    let mut req = versioned(tables, exec)
+        .when(Cond::eq("state", s(ActivityState::Queued.as_str())))
+        .when(Cond::exists("task_list_shard"))
+        .when(Cond::not_exists("attempt_token_hash"))
+        .set("state", s(ActivityState::Running.as_str()))
+        .set("attempt_token_hash", s(token_hash))
+        .set("worker", s(worker))
+        .set("launch", n(1))
+        .set("last_event_id", s(&event_id))
+        .set("launched_time", av(&t.date_list()))
+        .set("launched_time_epoch", n(now))
+        .set("start_time", av(&t.date_list()))
+        .set("start_time_epoch", n(now))
+        .remove("task_list_shard")
+        .remove("task_queued_epoch")
+        .act(Action::Append(
+            "history".into(),
+            vec![history(
+                Transition::Running,
+                ActivityState::Running,
+                now,
+                &event_id,
+            )],
+        ));
+    if exec.heartbeat_enabled {
+        req = req
+            .set("heartbeat_time", av(&t.date_list()))
+            .set("heartbeat_time_epoch", n(now));
+        after.heartbeat_time_epoch = now;
+    }
+    with_due(req, exec, next_deadline(&after, cfg).map(|d| d.0))
+}
+
+/// Record that the live launch was invoked (for operators; no rule reads
+/// it). Conditioned on the same attempt and launch still being live.
+pub fn launched_update(tables: &Tables, exec: &ActivityExec, now: i64) -> UpdateRequest {
+    let t = Timestamp::from_epoch(now);
+    let mut req = UpdateRequest::new(
+        tables.activity_exec(),
+        super::decide::activity_key(&exec.activity_exec_id, &exec.workflow_exec_id),
+    )
+    .when(Cond::eq("attempt", n(exec.attempt)))
+    .set("launched_time", av(&t.date_list()))
+    .set("launched_time_epoch", n(now));
+    if let Some(h) = &exec.attempt_token_hash {
+        req = req.when(Cond::eq("attempt_token_hash", s(h)));
+    }
+    req
+}
+
+/// When the next attempt is due (epoch seconds) if the failure `change`
+/// (FAILED or TIMED_OUT from `exec.state`) is retried, or `None` if it
+/// ends the activity: the contract allows a retry from this state, the
+/// failure is `retryable` (schedule-to-close never is), the policy has
+/// attempts left and retries this error name, and the next attempt would
+/// begin before schedule-to-close passes.
+pub fn retry_after(
+    exec: &ActivityExec,
+    change: &Change<'_>,
+    details: &Details,
+    retryable: bool,
+    now: i64,
+) -> Option<i64> {
+    contract::retry_state(exec.state, change.transition)?;
+    let policy = exec.retry.as_ref().filter(|_| retryable)?;
+    if exec.attempt >= policy.attempts() {
+        return None;
+    }
+    let name = if change.transition == Transition::TimedOut {
+        retry::TIMED_OUT
+    } else {
+        retry::error_name(details.error.as_deref().unwrap_or(""))
+    };
+    if !policy.retries(name) {
+        return None;
+    }
+    let unit = retry::jitter_unit(&exec.activity_exec_id, exec.attempt);
+    let at = now + policy.delay_seconds(exec.attempt, unit);
+    let close = exec
+        .schedule_to_close_seconds
+        .zip(exec.first_queued_epoch)
+        .map(|(t, from)| from + t);
+    match close {
+        Some(c) if at >= c => None,
+        _ => Some(at),
+    }
+}
+
+/// The write of a retried failure: the attempt's failure goes in the
+/// history (with its number, error and the next attempt's time) and the
+/// activity goes back to QUEUED as attempt + 1, unclaimed, due at `at`
+/// (contract: [`contract::RETRY_FROM`]). A task-list activity is offered
+/// to workers from `at`. Conditioned on the version read (and, for a
+/// heartbeat timeout, on the heartbeat still being stale).
+pub fn retry_update(
+    tables: &Tables,
+    cfg: &EngineConfig,
+    exec: &ActivityExec,
+    change: &Change<'_>,
+    details: &Details,
+    at: i64,
+    now: i64,
+) -> UpdateRequest {
+    let error = details.error.as_deref().unwrap_or("no reason given");
+    let mut short = cap_error(error);
+    if short.len() > HISTORY_ERROR_BYTES {
+        let mut end = HISTORY_ERROR_BYTES;
+        while !short.is_char_boundary(end) {
+            end -= 1;
+        }
+        short.truncate(end);
+    }
+    let entry = HistoryEntry {
+        attempt: Some(exec.attempt),
+        error: Some(short),
+        next_attempt_epoch: Some(at),
+        ..HistoryEntry::new(
+            change.transition,
+            ActivityState::Queued,
+            now,
+            change.event_id,
+        )
+    };
+    let mut req = versioned(tables, exec)
+        .set("state", s(ActivityState::Queued.as_str()))
+        .set("attempt", n(exec.attempt + 1))
+        .set("launch", n(0))
+        .set("last_event_id", s(change.event_id))
+        .set("error", s(cap_error(error)))
+        .set("next_attempt_epoch", n(at))
+        .set("scheduled_epoch", n(at))
+        .set("start_time_epoch", n(-1))
+        .set("heartbeat_time_epoch", n(-1))
+        .remove("attempt_token_hash")
+        .remove("worker")
+        .remove("start_time")
+        .remove("heartbeat_time")
+        .remove("launched_time")
+        .remove("launched_time_epoch")
+        .act(Action::Append("history".into(), vec![av(&entry)]));
+    if !exec.parked.is_empty() {
+        // Reports of the failed attempt can never apply to the next one.
+        req = req.remove("parked");
+    }
+    if let Some(cut) = details.stale_before {
+        req = req.when(Cond::lt("heartbeat_time_epoch", n(cut)));
+    }
+    let mut after = exec.clone();
+    after.state = ActivityState::Queued;
+    after.attempt += 1;
+    after.attempt_token_hash = None;
+    after.next_attempt_epoch = Some(at);
+    after.scheduled_epoch = Some(at);
+    let req = offer(req, exec, at);
+    with_due(req, exec, next_deadline(&after, cfg).map(|d| d.0))
+}

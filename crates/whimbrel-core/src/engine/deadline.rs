@@ -1,0 +1,244 @@
+//! Every timeout of an activity as one pure rule: which deadline of its
+//! state comes first ([`next_deadline`]), and what the heartbeat monitor
+//! does when it passed ([`monitor_verdict`]). The due marker written with
+//! each state change is this deadline, so the monitor looks at an item
+//! exactly when something may be owed.
+//!
+//! | State | Deadlines (the earliest fires) |
+//! |---|---|
+//! | QUEUED, claimed by the launcher | relaunch (`WHIMBREL_QUEUED_REDRIVE_SECONDS` after the launch), schedule-to-start, schedule-to-close |
+//! | QUEUED, retry delay (Lambda) | the next attempt's time: launch it |
+//! | QUEUED, waiting for a worker | schedule-to-start, schedule-to-close |
+//! | PREPARING | start-to-close (from PREPARING), schedule-to-close |
+//! | RUNNING | heartbeat, start-to-close, schedule-to-close |
+//! | CANCELLED_RUNNING | the cancel grace |
+
+use super::EngineConfig;
+use crate::contract::ActivityState;
+use crate::model::ActivityExec;
+
+/// Which deadline of an activity fires.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Deadline {
+    /// A launched attempt still QUEUED: the invocation was lost or never
+    /// started; relaunch it (or fail it after the last launch).
+    Relaunch,
+    /// A Lambda activity's retry delay ended: claim and launch the attempt.
+    NextAttempt,
+    /// QUEUED too long since the attempt became due.
+    ScheduleToStart,
+    /// PREPARING or RUNNING too long.
+    StartToClose,
+    /// RUNNING without a heartbeat for the heartbeat timeout.
+    Heartbeat,
+    /// Too long since first queued, across all attempts (never retried).
+    ScheduleToClose,
+    /// CANCELLED_RUNNING not acknowledged.
+    CancelGrace,
+}
+
+/// The heartbeat timeout of an activity, seconds; `None` when heartbeats
+/// are disabled.
+pub fn heartbeat_timeout(exec: &ActivityExec, cfg: &EngineConfig) -> Option<i64> {
+    exec.heartbeat_enabled.then(|| {
+        exec.heartbeat_timeout_seconds
+            .unwrap_or(cfg.default_heartbeat_timeout_seconds)
+    })
+}
+
+/// The start-to-close timeout of an activity, seconds: its own
+/// (`timeout_seconds`) or the configured default. Also the PREPARING limit.
+pub fn start_to_close(exec: &ActivityExec, cfg: &EngineConfig) -> i64 {
+    exec.timeout_seconds
+        .unwrap_or(cfg.default_start_to_close_seconds)
+}
+
+/// When a RUNNING activity times out, epoch seconds, judged from what its
+/// item holds (the architecture's rule: `heartbeat_time_epoch` + timeout,
+/// whoever wrote the heartbeat), and whether the heartbeat is what fires.
+pub fn running_deadline(exec: &ActivityExec, cfg: &EngineConfig) -> (i64, bool) {
+    let close = exec.start_time_epoch.max(0) + start_to_close(exec, cfg);
+    match heartbeat_timeout(exec, cfg) {
+        Some(t) if exec.heartbeat_time_epoch.max(exec.start_time_epoch) + t < close => (
+            exec.heartbeat_time_epoch.max(exec.start_time_epoch) + t,
+            true,
+        ),
+        _ => (close, false),
+    }
+}
+
+/// When the activity entered its current state (its last history entry),
+/// epoch seconds. The deadlines of PREPARING and CANCELLED_RUNNING count
+/// from it; the due marker only says when to look.
+fn entered_at(exec: &ActivityExec) -> Option<i64> {
+    exec.history
+        .iter()
+        .rev()
+        .find(|h| h.state == exec.state)
+        .map(|h| h.at_epoch)
+}
+
+/// The earliest deadline of the activity's state, epoch seconds, and which
+/// it is; `None` when nothing is watched (not queued yet, terminal, or a
+/// task waiting for a worker without schedule timeouts).
+pub fn next_deadline(exec: &ActivityExec, cfg: &EngineConfig) -> Option<(i64, Deadline)> {
+    let mut all: Vec<(i64, Deadline)> = Vec::new();
+    let close = exec
+        .schedule_to_close_seconds
+        .zip(exec.first_queued_epoch)
+        .map(|(t, from)| (from + t, Deadline::ScheduleToClose));
+    match exec.state {
+        ActivityState::Queued => {
+            let claimed = exec.attempt_token_hash.is_some();
+            if exec.task_list.is_none() {
+                all.push(if claimed {
+                    let at = exec.queued_time_epoch.unwrap_or(0) + cfg.queued_redrive_seconds;
+                    (at, Deadline::Relaunch)
+                } else {
+                    let at = exec.next_attempt_epoch.or(exec.scheduled_epoch);
+                    (at.unwrap_or(0), Deadline::NextAttempt)
+                });
+            }
+            if let (Some(t), Some(from)) = (exec.schedule_to_start_seconds, exec.scheduled_epoch) {
+                all.push((from + t, Deadline::ScheduleToStart));
+            }
+            all.extend(close);
+        }
+        ActivityState::Preparing => {
+            let from = entered_at(exec).unwrap_or(0);
+            all.push((from + start_to_close(exec, cfg), Deadline::StartToClose));
+            all.extend(close);
+        }
+        ActivityState::Running => {
+            let (at, by_heartbeat) = running_deadline(exec, cfg);
+            let kind = if by_heartbeat {
+                Deadline::Heartbeat
+            } else {
+                Deadline::StartToClose
+            };
+            all.push((at, kind));
+            all.extend(close);
+        }
+        ActivityState::CancelledRunning => {
+            let from = entered_at(exec).unwrap_or(0);
+            all.push((from + cfg.cancel_grace_seconds, Deadline::CancelGrace));
+        }
+        _ => {}
+    }
+    all.into_iter().min_by_key(|(at, _)| *at)
+}
+
+/// A deadline not passed yet: wait if the marker already says it, else
+/// move the marker there.
+fn look_again(exec: &ActivityExec, deadline: i64) -> Verdict {
+    if exec.due_epoch == Some(deadline) {
+        Verdict::Wait
+    } else {
+        Verdict::Extend(deadline)
+    }
+}
+
+/// What the monitor does with an activity whose due time came.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// Terminal: run its side effects, then clear the marker.
+    Settle,
+    /// Not due after all (a heartbeat moved its deadline): move the marker.
+    Extend(i64),
+    /// Due, within the report grace: look again next tick.
+    Wait,
+    /// No marker should be there (nothing watched): clear it.
+    Clear,
+    /// The deadline passed: TIMED_OUT with this reason.
+    TimeOut {
+        /// Which timeout fired, for the `error`.
+        reason: String,
+        /// Heartbeat cut-off the write must be conditioned on, when the
+        /// heartbeat timeout fired.
+        stale_before: Option<i64>,
+        /// False for schedule-to-close: the activity ends for good.
+        retryable: bool,
+    },
+    /// A launched attempt that never started, with launches left: launch it
+    /// again (same attempt, new token).
+    Relaunch,
+    /// A retry's delay ended: claim and launch the next attempt.
+    Launch,
+    /// A launched attempt that never started after its last launch: FAILED
+    /// with this reason (retried per the policy).
+    FailNotStarted(String),
+}
+
+/// The monitor's verdict on `exec` at `now` (the item read consistently).
+/// A deadline that a report may beat is acted on only
+/// `report_grace_seconds` after it passed, so reports written before it
+/// are visible in the event index first.
+pub fn monitor_verdict(exec: &ActivityExec, cfg: &EngineConfig, now: i64) -> Verdict {
+    if exec.state.is_terminal() {
+        return Verdict::Settle;
+    }
+    let Some((deadline, kind)) = next_deadline(exec, cfg) else {
+        return Verdict::Clear;
+    };
+    let grace = if kind == Deadline::NextAttempt {
+        0
+    } else {
+        cfg.report_grace_seconds
+    };
+    if now < deadline + grace {
+        return if now < deadline {
+            look_again(exec, deadline)
+        } else {
+            Verdict::Wait
+        };
+    }
+    let time_out = |reason: String| Verdict::TimeOut {
+        reason,
+        stale_before: None,
+        retryable: true,
+    };
+    match kind {
+        Deadline::NextAttempt => Verdict::Launch,
+        Deadline::Relaunch if exec.launch.max(1) >= cfg.max_launch_attempts => {
+            Verdict::FailNotStarted(format!(
+                "NOT_STARTED: attempt {} not started after {} launches ({}s each)",
+                exec.attempt,
+                exec.launch.max(1),
+                cfg.queued_redrive_seconds
+            ))
+        }
+        Deadline::Relaunch => Verdict::Relaunch,
+        Deadline::ScheduleToStart => time_out(format!(
+            "not started within {}s of being scheduled (schedule-to-start)",
+            exec.schedule_to_start_seconds.unwrap_or(0)
+        )),
+        Deadline::StartToClose if exec.state == ActivityState::Preparing => time_out(format!(
+            "PREPARING for more than {}s (start-to-close)",
+            start_to_close(exec, cfg)
+        )),
+        Deadline::StartToClose => time_out(format!(
+            "not finished within {}s of starting (start-to-close)",
+            start_to_close(exec, cfg)
+        )),
+        Deadline::Heartbeat => {
+            let t = heartbeat_timeout(exec, cfg).unwrap_or(0);
+            Verdict::TimeOut {
+                reason: format!("no heartbeat for {t}s (heartbeat timeout)"),
+                stale_before: Some(now - t),
+                retryable: true,
+            }
+        }
+        Deadline::ScheduleToClose => Verdict::TimeOut {
+            reason: format!(
+                "not completed within {}s of first being scheduled (schedule-to-close)",
+                exec.schedule_to_close_seconds.unwrap_or(0)
+            ),
+            stale_before: None,
+            retryable: false,
+        },
+        Deadline::CancelGrace => time_out(format!(
+            "cancel not acknowledged within {}s",
+            cfg.cancel_grace_seconds
+        )),
+    }
+}

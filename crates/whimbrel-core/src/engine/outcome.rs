@@ -1,0 +1,272 @@
+//! How a workflow ends: finished when its last activity ended (counted,
+//! not scanned), with its result; or FAILED when its execution timeout
+//! passes, with every activity not ended cancelled.
+
+use futures::stream::{self, StreamExt};
+use serde_json::{Map, Value};
+use tracing::{info, warn};
+
+use super::apply::Source;
+use super::decide::{self, Details};
+use super::{Engine, EngineError, WorkflowCounts};
+use crate::contract::{self, Transition, WorkflowState};
+use crate::ids;
+use crate::launcher::Launcher;
+use crate::model::{ActivityExec, WorkflowExec};
+use crate::plan::{Plan, MAX_RESULT_BYTES};
+use crate::store::{av, n, s, Cond, StoreError, UpdateRequest};
+
+/// When a workflow's execution timeout passes, epoch seconds (from the
+/// time it was requested); `None` without one.
+pub fn execution_deadline(wf: &WorkflowExec) -> Option<i64> {
+    let t = wf.plan.as_ref()?.execution_timeout_seconds?;
+    Some(wf.start_time_epoch + t)
+}
+
+/// The names and exec ids of a plan's sink activities (those nothing
+/// depends on): their outputs are the workflow's result.
+pub fn sinks(workflow_exec_id: &str, plan: &Plan) -> Vec<(String, String)> {
+    let dependents = plan.dependents();
+    plan.activities
+        .iter()
+        .filter(|a| !dependents.contains_key(a.name.as_str()))
+        .map(|a| {
+            (
+                a.name.clone(),
+                ids::activity_exec_id(workflow_exec_id, &a.name),
+            )
+        })
+        .collect()
+}
+
+impl<L: Launcher> Engine<L> {
+    /// Finish the workflow if its last activity ended: counted, not scanned
+    /// (DESIGN 3.3). A COMPLETED workflow gets its result
+    /// ([`Engine::workflow_result`]) in the same conditional write, on the
+    /// item when it fits [`MAX_RESULT_BYTES`]. The write is conditional on
+    /// RUNNING, so concurrent finishers agree and a redelivery changes
+    /// nothing.
+    pub(crate) async fn finish_workflow(&self, id: &str, name: &str) -> Result<(), EngineError> {
+        let wf: WorkflowCounts = self
+            .store
+            .get_projected(
+                &self.store.tables().workflow_exec(),
+                self.workflow_key(id, name),
+                &WorkflowCounts::ATTRIBUTES,
+            )
+            .await?
+            .ok_or_else(|| EngineError::Retry(format!("workflow exec {id} not found")))?;
+        if wf.state != WorkflowState::Running {
+            return Ok(());
+        }
+        let counts = contract::EndCounts {
+            completed: wf.completed_count,
+            failed: wf.failed_count,
+            cancelled: wf.cancelled_count,
+        };
+        let Some(outcome) = contract::workflow_outcome(wf.activity_count, counts) else {
+            return Ok(());
+        };
+        let mut req = self.move_request(id, name, WorkflowState::Running, outcome, None);
+        if outcome == WorkflowState::Completed {
+            let exec = self.load_workflow(id, name).await?;
+            let result = self.sink_outputs(&exec).await?;
+            req = if result.to_string().len() <= MAX_RESULT_BYTES {
+                req.set("result", av(&result))
+            } else {
+                req.set(
+                    "result_in_activities",
+                    aws_sdk_dynamodb::types::AttributeValue::Bool(true),
+                )
+            };
+        }
+        if self.write_move(req).await? {
+            info!(workflow_exec_id = id, state = %outcome, "workflow finished");
+        }
+        Ok(())
+    }
+
+    /// The outputs of the workflow's sink activities, by activity name.
+    async fn sink_outputs(&self, wf: &WorkflowExec) -> Result<Value, EngineError> {
+        let Some(plan) = &wf.plan else {
+            return Ok(Value::Object(Map::new()));
+        };
+        let keys = sinks(&wf.workflow_exec_id, plan)
+            .into_iter()
+            .map(|(_, id)| self.activity_key(&id, &wf.workflow_exec_id))
+            .collect();
+        let items: Vec<ActivityExec> = self
+            .store
+            .batch_get(&self.store.tables().activity_exec(), keys)
+            .await?;
+        let mut out = Map::new();
+        for a in items {
+            out.insert(a.activity_name, a.output.unwrap_or(Value::Null));
+        }
+        Ok(Value::Object(out))
+    }
+
+    /// A COMPLETED workflow's result: the outputs of its sink activities
+    /// (those nothing depends on) as `{"activity name": output}`, from the
+    /// workflow exec, or from the activities when it was too large to
+    /// store there. `Ok(None)` while it is not COMPLETED.
+    ///
+    /// Errors: [`EngineError::Retry`] for an unknown workflow exec.
+    pub async fn workflow_result(
+        &self,
+        id: &str,
+        name: &str,
+    ) -> Result<Option<Value>, EngineError> {
+        let wf = self.load_workflow(id, name).await?;
+        if wf.state != WorkflowState::Completed {
+            return Ok(None);
+        }
+        match wf.result.clone() {
+            Some(r) => Ok(Some(r)),
+            None => self.sink_outputs(&wf).await.map(Some),
+        }
+    }
+
+    /// The monitor's step for a workflow whose execution deadline passed:
+    /// RUNNING → FAILED with the reason (keeping its due marker), then
+    /// cancel every activity not ended, then clear the marker. A FAILED
+    /// workflow still marked resumes the cancels. Returns whether it acted.
+    pub(crate) async fn expire_workflow(
+        &self,
+        wf: &WorkflowExec,
+        now: i64,
+    ) -> Result<bool, EngineError> {
+        let Some(deadline) = execution_deadline(wf) else {
+            return Ok(false);
+        };
+        if wf.state == WorkflowState::Running {
+            if now < deadline {
+                return Ok(false);
+            }
+            let reason = format!(
+                "execution timeout: not finished within {}s (execution_timeout_seconds)",
+                deadline - wf.start_time_epoch
+            );
+            warn!(workflow_exec_id = %wf.workflow_exec_id, %reason, "workflow timed out");
+            let t = crate::dates::Timestamp::from_epoch(now);
+            let req = UpdateRequest::new(
+                self.store.tables().workflow_exec(),
+                self.workflow_key(&wf.workflow_exec_id, &wf.workflow_name),
+            )
+            .when(Cond::eq("state", s(WorkflowState::Running.as_str())))
+            .set("state", s(WorkflowState::Failed.as_str()))
+            .set("error", s(decide::cap_error(&reason)))
+            .set("end_time", av(&t.date_list()))
+            .set("end_time_epoch", n(now))
+            .set("due_epoch", n(now + self.config.settle_grace_seconds));
+            if !self.write_move(req).await? {
+                return Ok(false);
+            }
+        } else if wf.state != WorkflowState::Failed {
+            return Ok(false);
+        }
+        self.cancel_all(wf).await?;
+        let done = UpdateRequest::new(
+            self.store.tables().workflow_exec(),
+            self.workflow_key(&wf.workflow_exec_id, &wf.workflow_name),
+        )
+        .when(Cond::eq("state", s(WorkflowState::Failed.as_str())))
+        .remove("due_epoch")
+        .remove("due_shard");
+        self.write_move(done).await?;
+        Ok(true)
+    }
+
+    /// Cancel every activity of the workflow that has not ended.
+    async fn cancel_all(&self, wf: &WorkflowExec) -> Result<(), EngineError> {
+        let Some(plan) = &wf.plan else {
+            return Ok(());
+        };
+        let event_id = format!("execution-timeout:{}", wf.workflow_exec_id);
+        let results: Vec<Result<(), EngineError>> = stream::iter(plan.activities.iter())
+            .map(|a| {
+                let event_id = event_id.clone();
+                async move {
+                    let id = ids::activity_exec_id(&wf.workflow_exec_id, &a.name);
+                    let Some(exec) = self
+                        .store
+                        .get::<ActivityExec>(
+                            &self.store.tables().activity_exec(),
+                            self.activity_key(&id, &wf.workflow_exec_id),
+                        )
+                        .await?
+                    else {
+                        return Ok(());
+                    };
+                    if exec.state.is_terminal() {
+                        return Ok(());
+                    }
+                    let details = Details {
+                        error: Some("workflow execution timeout".into()),
+                        ..Details::default()
+                    };
+                    self.decree(exec, Transition::Cancel, Source::Engine, &event_id, details)
+                        .await
+                        .map(|_| ())
+                }
+            })
+            .buffer_unordered(self.config.concurrency)
+            .collect()
+            .await;
+        results.into_iter().collect()
+    }
+
+    /// Move a workflow exec from `from` to `to` with a conditional write
+    /// ([`WorkflowState::may_move_to`]), recording `error` and, for an end,
+    /// the end time; an end also clears its due marker. Returns false if it
+    /// was not in `from`.
+    pub(crate) async fn move_workflow(
+        &self,
+        id: &str,
+        name: &str,
+        from: WorkflowState,
+        to: WorkflowState,
+        error: Option<&str>,
+    ) -> Result<bool, EngineError> {
+        self.write_move(self.move_request(id, name, from, to, error))
+            .await
+    }
+
+    fn move_request(
+        &self,
+        id: &str,
+        name: &str,
+        from: WorkflowState,
+        to: WorkflowState,
+        error: Option<&str>,
+    ) -> UpdateRequest {
+        debug_assert!(from.may_move_to(to), "{from} -> {to}");
+        let mut req = UpdateRequest::new(
+            self.store.tables().workflow_exec(),
+            self.workflow_key(id, name),
+        )
+        .when(Cond::eq("state", s(from.as_str())))
+        .set("state", s(to.as_str()));
+        if let Some(e) = error {
+            req = req.set("error", s(decide::cap_error(e)));
+        }
+        if to.is_terminal() {
+            let now = self.now();
+            req = req
+                .set("end_time", av(&now.date_list()))
+                .set("end_time_epoch", n(now.epoch))
+                .remove("due_epoch")
+                .remove("due_shard");
+        }
+        req
+    }
+
+    /// A conditional workflow write: false when its condition failed.
+    async fn write_move(&self, req: UpdateRequest) -> Result<bool, EngineError> {
+        match self.store.update(req, false).await {
+            Ok(_) => Ok(true),
+            Err(StoreError::ConditionFailed) => Ok(false),
+            Err(e) => Err(e.into()),
+        }
+    }
+}
