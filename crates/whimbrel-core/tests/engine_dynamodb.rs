@@ -59,7 +59,8 @@ async fn force(h: &Harness, req: UpdateRequest) {
 async fn force_state(h: &Harness, wf: &str, name: &str, state: ActivityState) {
     let mut req = activity_update(h, wf, name)
         .set("state", s(state.as_str()))
-        .set("attempt", n(1));
+        .set("attempt", n(1))
+        .set("attempt_token_hash", s(ids::token_hash("forced")));
     if state.is_running() {
         req = req.set("start_time_epoch", n(h.now()));
     }
@@ -189,7 +190,7 @@ async fn rejected_and_not_yet_transitions() {
     for t in ["RUNNING", "PREPARING", "COMPLETED", "FAILED"] {
         let r = h.engine.apply_event(&h.event(&wf, "x", t)).await;
         assert!(
-            matches!(&r, Err(EngineError::Rejected(m)) if m.contains("never launched")),
+            matches!(&r, Err(EngineError::Rejected(m)) if m.contains("has no launched attempt")),
             "{t}: {r:?}"
         );
     }
@@ -728,7 +729,7 @@ async fn a_launch_lambda_rejects_fails_the_activity() {
     let a = h.activity(&wf, "a").await;
     assert_eq!(a.state, ActivityState::Failed);
     assert_eq!(a.attempt, 1);
-    assert!(a.error.unwrap().contains("launch failed"));
+    assert!(a.error.unwrap().starts_with("LAUNCH_FAILED: "));
     assert!(a.due_epoch.is_none());
     assert_eq!(h.activity(&wf, "b").await.state, ActivityState::Cancelled);
     assert_eq!(h.workflow(&wf).await.state, WorkflowState::Failed);
@@ -750,20 +751,21 @@ async fn the_monitor_relaunches_an_activity_that_never_starts_then_fails_it() {
     let now = h.now();
     // Not yet: within queued_redrive_seconds.
     assert_eq!(h.tick(now).await.relaunched, 0);
-    // The invocation was lost: launched again, twice, with a new attempt
-    // and a new token each time.
+    // The invocation was lost: launched again, twice, as the same attempt
+    // with a new launch number and a new token each time.
     for (i, at) in [(2, now + 3600), (3, now + 7200)] {
         let report = h.tick(at).await;
         assert_eq!(report.relaunched, 1);
         let launches = h.launcher.launches_of("solo");
         assert_eq!(launches.len(), i);
-        assert_eq!(launches[i - 1]["attempt"], i);
+        assert_eq!(launches[i - 1]["attempt"], 1);
+        assert_eq!(launches[i - 1]["launch"], i);
         assert_ne!(
             launches[i - 1]["attempt_token"],
             launches[i - 2]["attempt_token"]
         );
         let solo = h.activity(&wf, "solo").await;
-        assert_eq!(solo.attempt as usize, i);
+        assert_eq!((solo.attempt, solo.launch as usize), (1, i));
         assert_eq!(solo.state, ActivityState::Queued);
     }
     // Still nothing after max_launch_attempts: it fails with the reason.
@@ -775,7 +777,7 @@ async fn the_monitor_relaunches_an_activity_that_never_starts_then_fails_it() {
         solo.error
             .as_deref()
             .unwrap()
-            .contains("not started after 3 attempts"),
+            .starts_with("NOT_STARTED: attempt 1 not started after 3 launches"),
         "{:?}",
         solo.error
     );
@@ -1328,7 +1330,7 @@ async fn finding_3_preparing_and_running_without_limits_time_out_at_the_default_
     let prep = h.activity(&wf, "prep").await;
     let run = h.activity(&wf, "run").await;
     assert_eq!(prep.state, ActivityState::Preparing);
-    assert!(!run.heartbeat_enabled && run.timeout_seconds.is_none());
+    assert!(!run.heartbeat_enabled && run.timeout_seconds == Some(stc));
     let prep_due = prep.due_epoch.expect("PREPARING has a deadline");
     let run_due = run.due_epoch.expect("RUNNING has a deadline");
     assert_eq!(run_due, run.start_time_epoch + stc);
@@ -1427,15 +1429,17 @@ async fn finding_4_redelivered_prerequisite_invokes_once_and_stale_tokens_are_re
     assert_eq!(report.relaunched, 1);
     let first = h.launcher.payload("b", 0);
     let second = h.launcher.payload("b", 1);
-    assert_eq!((first.attempt, second.attempt), (1, 2));
+    assert_eq!((first.attempt, second.attempt), (1, 1));
+    assert_eq!((first.launch, second.launch), (1, 2));
     assert_ne!(first.attempt_token, second.attempt_token);
     let b = h.activity(&wf, "b").await;
     assert_eq!(
         b.attempt_token_hash.as_deref(),
         Some(ids::token_hash(second.attempt_token.as_deref().unwrap()).as_str())
     );
-    // Reports of the stale attempt 1 (its number, its token, or both), and
-    // a forged token, are rejected; b is unchanged.
+    // Reports of the stale launch (its token, with or without the attempt
+    // number), a wrong attempt number, and a forged token are rejected; b
+    // is unchanged.
     let stale_number = h.attempt_event(&wf, "b", "RUNNING", 0);
     let mut stale_token = h.attempt_event(&wf, "b", "RUNNING", 0);
     stale_token.attempt = Some(2);
@@ -1444,8 +1448,8 @@ async fn finding_4_redelivered_prerequisite_invokes_once_and_stale_tokens_are_re
     let mut forged = h.attempt_event(&wf, "b", "RUNNING", 1);
     forged.attempt_token = Some("forged".into());
     for (what, ev, why) in [
-        ("attempt 1", &stale_number, "the live attempt is 2"),
-        ("token 1", &stale_token, "does not match"),
+        ("launch 1", &stale_number, "does not match"),
+        ("attempt 2", &stale_token, "the live attempt is 1"),
         ("token 1 alone", &only_stale_token, "does not match"),
         ("forged", &forged, "does not match"),
     ] {
@@ -1496,7 +1500,7 @@ async fn finding_5_at_the_attempt_limit_the_monitor_applies_running_instead_of_f
     for attempt in 2..=cfg.max_launch_attempts {
         at += step;
         assert_eq!(h.tick(at).await.relaunched, 1);
-        assert_eq!(h.activity(&wf, "solo").await.attempt, attempt);
+        assert_eq!(h.activity(&wf, "solo").await.launch, attempt);
     }
     let last = cfg.max_launch_attempts as usize - 1;
     // The last attempt starts and writes RUNNING; so does a stale copy of
@@ -1515,7 +1519,7 @@ async fn finding_5_at_the_attempt_limit_the_monitor_applies_running_instead_of_f
     );
     let solo = h.activity(&wf, "solo").await;
     assert_eq!(solo.state, ActivityState::Running);
-    assert_eq!(solo.attempt, cfg.max_launch_attempts);
+    assert_eq!((solo.attempt, solo.launch), (1, cfg.max_launch_attempts));
     assert_eq!(solo.last_event_id.as_deref(), Some(live.as_str()));
     assert!(solo.error.is_none());
     assert!(!solo.history.iter().any(|e| e.event_id == stale));
