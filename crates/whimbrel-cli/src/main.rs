@@ -5,6 +5,7 @@
 mod bench;
 mod local;
 mod status;
+mod worker;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -135,6 +136,19 @@ enum Command {
     Local(local::LocalArgs),
     /// Benchmark a registered workflow on the local stack (`make bench`).
     Bench(bench::BenchArgs),
+    /// Claim activities from a task list and run a command for each: the
+    /// activity's input on stdin, its output from stdout (docs/workers.md).
+    Worker(worker::WorkerArgs),
+    /// Print a COMPLETED workflow's result as JSON: the outputs of its
+    /// activities that nothing depends on, by activity name.
+    Result {
+        /// The workflow exec id.
+        workflow_exec_id: String,
+        /// Wait until the workflow ends (else a workflow not ended is an
+        /// error).
+        #[arg(long)]
+        wait: bool,
+    },
 }
 
 /// A one-line error for the user.
@@ -377,6 +391,18 @@ async fn run(cli: Cli) -> Result<(), CliError> {
         }
         Command::Local(args) => local::run(g.clone(), args).await?,
         Command::Bench(args) => bench::run(g.clone(), args).await?,
+        Command::Worker(args) => worker::run(g, args).await?,
+        Command::Result {
+            workflow_exec_id,
+            wait,
+        } => {
+            let store = store_for(g).await;
+            let result = status::workflow_result(store, &workflow_exec_id, wait).await?;
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&result).expect("serializable")
+            );
+        }
     }
     Ok(())
 }

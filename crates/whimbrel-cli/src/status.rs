@@ -98,8 +98,13 @@ fn duration(a: &ActivityExec) -> String {
     }
 }
 
-/// The workflow's result: outputs of the activities nothing depends on.
+/// The workflow's result: as stored on the workflow exec, else (too large
+/// to store, or not COMPLETED yet) the outputs of the activities nothing
+/// depends on, by name (the rule of `engine::outcome::sinks`).
 pub fn result(snap: &Snapshot) -> Value {
+    if let Some(r) = &snap.workflow.result {
+        return r.clone();
+    }
     let sinks: serde_json::Map<String, Value> = snap
         .activities
         .iter()
@@ -143,6 +148,9 @@ pub fn render(snap: &Snapshot) -> String {
             a.error.as_deref().unwrap_or("")
         ));
     }
+    for a in &snap.activities {
+        out.push_str(&attempts(a));
+    }
     if let Some(e) = &w.error {
         out.push_str(&format!("error: {e}\n"));
     }
@@ -150,6 +158,78 @@ pub fn render(snap: &Snapshot) -> String {
         out.push_str(&format!("result: {}\n", result(snap)));
     }
     out
+}
+
+/// The attempts of a retried activity: each failed attempt with its
+/// outcome, error and the backoff before the next, then the live one.
+/// Empty for an activity that never retried.
+pub fn attempts(a: &ActivityExec) -> String {
+    let failed: Vec<_> = a.history.iter().filter(|h| h.attempt.is_some()).collect();
+    if failed.is_empty() {
+        return String::new();
+    }
+    let mut out = format!("attempts of {}:\n", a.activity_name);
+    for h in failed {
+        let next = h.next_attempt_epoch.unwrap_or(h.at_epoch);
+        out.push_str(&format!(
+            "  attempt {:<3} {:<10} at {}  next attempt at {} (backoff {}s)  {}\n",
+            h.attempt.unwrap_or(0),
+            h.transition,
+            hms(Some(h.at_epoch)),
+            hms(Some(next)),
+            next - h.at_epoch,
+            h.error.as_deref().unwrap_or("")
+        ));
+    }
+    let live = match a.next_attempt_epoch {
+        Some(at) if a.attempt_token_hash.is_none() && !a.state.is_terminal() => {
+            format!("waiting until {}", hms(Some(at)))
+        }
+        _ => a.state.as_str().to_string(),
+    };
+    out.push_str(&format!("  attempt {:<3} {live}\n", a.attempt));
+    out
+}
+
+/// `whimbrel result`: the result of a COMPLETED workflow (waiting for it
+/// to end with `wait`).
+///
+/// Errors: a workflow that ended otherwise (with its state and error), or
+/// one not ended without `wait`.
+pub async fn workflow_result(store: Store, id: &str, wait: bool) -> Result<Value, CliError> {
+    loop {
+        let snap = snapshot(&store, id).await;
+        match snap {
+            Ok(s) if s.workflow.state == WorkflowState::Completed => {
+                let engine = whimbrel_core::engine::Engine::new(
+                    store.clone(),
+                    (),
+                    whimbrel_core::engine::EngineConfig::default(),
+                );
+                return Ok(engine
+                    .workflow_result(id, &s.workflow.workflow_name)
+                    .await?
+                    .unwrap_or_else(|| result(&s)));
+            }
+            Ok(s) if s.workflow.state.is_terminal() => {
+                return Err(CliError(format!(
+                    "workflow {id} ended {}: {}",
+                    s.workflow.state,
+                    s.workflow.error.as_deref().unwrap_or("no reason recorded")
+                )))
+            }
+            Ok(s) if !wait => {
+                return Err(CliError(format!(
+                    "workflow {id} is {}; no result yet (use --wait)",
+                    s.workflow.state
+                )))
+            }
+            Err(CliError(m)) if !(wait && m.starts_with("no workflow exec")) => {
+                return Err(CliError(m))
+            }
+            _ => tokio::time::sleep(Duration::from_millis(500)).await,
+        }
+    }
 }
 
 fn as_json(snap: &Snapshot) -> Value {

@@ -70,7 +70,7 @@ impl<L: Launcher> Engine<L> {
         for shard in 0..store::INDEX_SHARDS {
             let due = KeyCond {
                 hash: ("due_shard".into(), n(shard)),
-                range: Some(("due_epoch".into(), Cmp::Lt, n(now))),
+                range: Some(("due_epoch".into(), Cmp::Le, n(now))),
             };
             let workflows: Vec<WorkflowKey> = self
                 .store

@@ -1,0 +1,115 @@
+//! `whimbrel worker`: claim task-list activities and run a command for
+//! each (the core [`whimbrel_core::worker::Worker`] does the protocol).
+//!
+//! The command runs through `sh -c` with the activity's `input` (JSON) on
+//! stdin, or the whole launch payload with `--stdin payload`; its stdout
+//! is the output (JSON, or `{"stdout": text}` when it is not JSON). A
+//! non-zero exit fails the attempt with the error `EXIT_<code>: <last
+//! stderr line>` (retried per the activity's policy: `EXIT_<code>` is the
+//! error name). A cancel kills the command.
+
+use std::process::Stdio;
+
+use serde_json::{json, Value};
+use tokio::io::AsyncWriteExt;
+use whimbrel_core::engine::{Engine, EngineConfig};
+use whimbrel_core::plan::LaunchPayload;
+use whimbrel_core::worker::{Worker, WorkerOptions};
+
+use crate::{store_for, CliError, Global};
+
+/// What the command reads on stdin.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Stdin {
+    /// The activity's `input` from the plan (`null` when absent).
+    Input,
+    /// The whole launch payload (ids, attempt, input, prerequisites' outputs).
+    Payload,
+}
+
+/// `whimbrel worker` options.
+#[derive(Debug, Clone, clap::Args)]
+pub struct WorkerArgs {
+    /// The task list to claim activities from.
+    #[arg(long)]
+    pub task_list: String,
+    /// The command to run per activity (through `sh -c`).
+    #[arg(long)]
+    pub exec: String,
+    /// What the command reads on stdin.
+    #[arg(long, value_enum, default_value = "input")]
+    pub stdin: Stdin,
+    /// This worker's name on the items it claims (default host:pid).
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Stop after this many activities.
+    #[arg(long)]
+    pub max_tasks: Option<u64>,
+    /// Stop after this many seconds without an activity.
+    #[arg(long)]
+    pub idle_exit: Option<u64>,
+}
+
+/// Run the command for one claimed activity.
+async fn run_command(args: &WorkerArgs, payload: LaunchPayload) -> Result<Value, String> {
+    let stdin = match args.stdin {
+        Stdin::Input => payload.input.to_string(),
+        Stdin::Payload => serde_json::to_string(&payload).map_err(|e| e.to_string())?,
+    };
+    let mut child = tokio::process::Command::new("sh")
+        .arg("-c")
+        .arg(&args.exec)
+        .env("WHIMBREL_ACTIVITY_EXEC_ID", &payload.activity_exec_id)
+        .env("WHIMBREL_ACTIVITY_NAME", &payload.activity_name)
+        .env("WHIMBREL_ATTEMPT", payload.attempt.to_string())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| format!("EXEC: cannot run {:?}: {e}", args.exec))?;
+    if let Some(mut pipe) = child.stdin.take() {
+        // A command that does not read its stdin closes it early: fine.
+        let _ = pipe.write_all(stdin.as_bytes()).await;
+    }
+    let out = child
+        .wait_with_output()
+        .await
+        .map_err(|e| format!("EXEC: {e}"))?;
+    if !out.status.success() {
+        let code = out.status.code().unwrap_or(-1);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let last = stderr.lines().rev().find(|l| !l.trim().is_empty());
+        return Err(format!("EXIT_{code}: {}", last.unwrap_or("no stderr")));
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    Ok(serde_json::from_str(text.trim()).unwrap_or_else(|_| json!({"stdout": text})))
+}
+
+/// `whimbrel worker`: poll, claim, run, report, until `--max-tasks` or
+/// `--idle-exit`; prints the worker's counts as one JSON line at the end.
+pub async fn run(g: &Global, args: WorkerArgs) -> Result<(), CliError> {
+    let store = store_for(g).await;
+    let config = EngineConfig {
+        table_prefix: g.table_prefix.clone(),
+        ..EngineConfig::from_env().map_err(CliError)?
+    };
+    let name = args.name.clone().unwrap_or_else(|| {
+        let host = std::fs::read_to_string("/etc/hostname").unwrap_or_else(|_| "host".into());
+        format!("{}:{}", host.trim(), std::process::id())
+    });
+    let options = WorkerOptions {
+        max_tasks: args.max_tasks,
+        idle_exit_seconds: args.idle_exit,
+        ..WorkerOptions::default()
+    };
+    let worker = Worker::new(
+        Engine::new(store, (), config),
+        args.task_list.clone(),
+        name,
+        options,
+    );
+    let stats = worker.run(|p| run_command(&args, p)).await?;
+    println!("{}", serde_json::to_string(&stats).expect("serializable"));
+    Ok(())
+}
