@@ -1,5 +1,7 @@
-//! A no-op activity for benchmarks: reports RUNNING then COMPLETED with an
-//! empty output.
+//! A no-op activity for benchmarks and tests: reports RUNNING then
+//! COMPLETED with `{"attempt": N}`. With `{"fail_attempts": K, "error":
+//! "Name"}` as its input, attempts 1..=K report FAILED with the error
+//! `Name: attempt N of K fails` instead (retries end to end).
 
 use lambda_runtime::{service_fn, Error, LambdaEvent};
 use serde_json::json;
@@ -7,9 +9,18 @@ use whimbrel_core::activity::Reporter;
 use whimbrel_core::plan::LaunchPayload;
 
 async fn handle(reporter: &Reporter, payload: LaunchPayload) -> Result<(), Error> {
+    let fail_attempts = payload.input["fail_attempts"].as_u64().unwrap_or(0);
+    let name = payload.input["error"].as_str().unwrap_or("Failed").to_string();
+    let attempt = payload.attempt;
     let activity = reporter.activity(payload);
     activity.running().await?;
-    activity.completed(json!({})).await?;
+    if u64::from(attempt) <= fail_attempts {
+        activity
+            .failed(format!("{name}: attempt {attempt} of {fail_attempts} fails"))
+            .await?;
+    } else {
+        activity.completed(json!({"attempt": attempt})).await?;
+    }
     Ok(())
 }
 

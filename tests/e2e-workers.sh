@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# Retries, task-list workers and timeouts end to end on a private local
+# stack (its own ports and .stack-workers/): real Lambda activities through
+# cargo lambda watch, real `whimbrel worker` processes, the Python boto3
+# worker, the monitor of `whimbrel local`. Checks:
+#  1. an activity that fails twice then succeeds COMPLETES on attempt 3, and
+#     `whimbrel status` shows the backoff delays (2 s, then 4 s);
+#  2. a `no_retry_on` error fails at once (attempt 1, workflow FAILED);
+#  3. 3 `whimbrel worker` processes drain a 200-activity task list with no
+#     double claim, and it still COMPLETES when one worker is killed mid-run;
+#  4. an `execution_timeout_seconds` ends a workflow FAILED with the reason;
+#  5. the Python worker (examples/python-worker) completes a workflow.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export WHIMBREL_STACK_DIR=$PWD/.stack-workers
+export WHIMBREL_DDB_PORT=${WHIMBREL_DDB_PORT:-18100}
+export WHIMBREL_WATCH_PORT=${WHIMBREL_WATCH_PORT:-19100}
+export WHIMBREL_FRONT_PORT=${WHIMBREL_FRONT_PORT:-19101}
+S=$WHIMBREL_STACK_DIR
+WB=${CARGO_TARGET_DIR:-$PWD/target}/debug/whimbrel
+PIDS=()
+cleanup() {
+  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+  bash scripts/stack.sh down
+}
+trap cleanup EXIT
+fail() { echo "e2e-workers: FAILED: $*" >&2; tail -30 "$S"/local.log >&2 || true; exit 1; }
+bash scripts/stack.sh up > "$S.up.log" 2>&1 || { cat "$S.up.log"; fail "stack did not start"; }
+set -a; . "$S/env"; set +a
+D=tests/e2e-workers
+start() { "$WB" start "$1" | awk '$1 == "workflow_exec_id" {print $2}'; }
+wait_end() { timeout "${2:-180}" "$WB" result "$1" --wait > "$S/$1.result" 2> "$S/$1.err" || true; "$WB" status "$1" > "$S/$1.status"; }
+state_of() { awk 'NR == 1 {print $3}' "$S/$1.status"; }
+
+# 1. Retries with backoff.
+"$WB" register flaky --definition "$D/flaky.json" > /dev/null
+ID=$(start flaky); wait_end "$ID"
+[[ $(state_of "$ID") == COMPLETED ]] || { cat "$S/$ID.status"; fail "flaky did not complete"; }
+grep -Eq '^flaky +COMPLETED +3 ' "$S/$ID.status" || { cat "$S/$ID.status"; fail "flaky not completed on attempt 3"; }
+grep -Eq 'attempt 1 +FAILED .*\(backoff 2s\) +Busy: attempt 1 of 2 fails' "$S/$ID.status" || { cat "$S/$ID.status"; fail "attempt 1 and its 2 s backoff not shown"; }
+grep -Eq 'attempt 2 +FAILED .*\(backoff 4s\) +Busy: attempt 2 of 2 fails' "$S/$ID.status" || { cat "$S/$ID.status"; fail "attempt 2 and its 4 s backoff not shown"; }
+grep -q '"attempt": 3' "$S/$ID.result" || { cat "$S/$ID.result"; fail "result is not attempt 3's output"; }
+echo "e2e-workers: flaky COMPLETED on attempt 3 after backoffs of 2 s and 4 s"
+
+# 2. no_retry_on.
+"$WB" register fatal --definition "$D/fatal.json" > /dev/null
+ID=$(start fatal); wait_end "$ID"
+[[ $(state_of "$ID") == FAILED ]] || { cat "$S/$ID.status"; fail "fatal did not fail"; }
+grep -Eq '^fatal +FAILED +1 ' "$S/$ID.status" || { cat "$S/$ID.status"; fail "fatal was retried"; }
+echo "e2e-workers: a no_retry_on error FAILED at once on attempt 1"
+
+# 3. A pool of 3 workers drains 200 tasks; one is killed mid-run.
+python3 - "$S/pool.json" <<'PY'
+import json, sys
+acts = [{"name": f"t{i}", "task_list": "pool", "input": {"n": i},
+         "heartbeat_timeout_seconds": 6, "retry": {"max_attempts": 3, "interval_seconds": 1}}
+        for i in range(200)]
+json.dump({"activities": acts}, open(sys.argv[1], "w"))
+PY
+"$WB" register pool --definition "$S/pool.json" > /dev/null
+ID=$(start pool)
+for w in 1 2 3; do
+  "$WB" worker --task-list pool --name "w$w" --idle-exit 30 \
+    --exec 'sleep 0.3; python3 -c "import json,sys; d=json.load(sys.stdin); print(json.dumps({\"double\": d[\"n\"] * 2}))"' \
+    > "$S/worker$w.out" 2> "$S/worker$w.log" &
+  PIDS+=($!)
+done
+# Kill worker 1 once it has claimed something (mid-task, most likely).
+for _ in $(seq 1 100); do grep -q "task claimed" "$S/worker1.log" 2>/dev/null && break; sleep 0.2; done
+sleep 1
+kill -KILL "${PIDS[0]}"
+echo "e2e-workers: killed worker 1 (pid ${PIDS[0]}) mid-run"
+wait_end "$ID" 300
+[[ $(state_of "$ID") == COMPLETED ]] || { cat "$S/$ID.status" | head -20; fail "pool did not complete"; }
+"$WB" status "$ID" --output json > "$S/pool-status.json"
+python3 - "$S/pool-status.json" "$S/$ID.result" <<'PY' || fail "pool outcome is wrong"
+import json, sys
+doc = json.load(open(sys.argv[1])); result = json.load(open(sys.argv[2]))
+acts = doc["activities"]
+assert len(acts) == 200 and all(a["state"] == "COMPLETED" for a in acts)
+for a in acts:
+    claims = [h for h in a["history"] if h["event_id"].startswith("claim:")]
+    # One claim per attempt, never two: the claim is a conditional write.
+    attempts = [h["event_id"].rsplit(":", 1)[1] for h in claims]
+    assert len(attempts) == len(set(attempts)) == a["attempt"], (a["activity_name"], attempts)
+    assert a["output"] == {"double": int(a["activity_name"][1:]) * 2}, a["output"]
+assert len(result) == 200
+print("e2e-workers: pool COMPLETED;", sum(a["attempt"] > 1 for a in acts), "task(s) retried after the kill")
+PY
+for p in "${PIDS[@]:1}"; do wait "$p" || true; done
+cat "$S"/worker2.out "$S"/worker3.out
+
+# 4. Execution timeout.
+"$WB" register deadline --definition "$D/deadline.json" > /dev/null
+ID=$(start deadline); wait_end "$ID" 120
+[[ $(state_of "$ID") == FAILED ]] || { cat "$S/$ID.status"; fail "deadline did not fail"; }
+grep -q "error: execution timeout: not finished within 5s" "$S/$ID.status" || { cat "$S/$ID.status"; fail "reason not shown"; }
+grep -Eq '^waits +CANCELLED' "$S/$ID.status" || { cat "$S/$ID.status"; fail "the waiting activity was not cancelled"; }
+echo "e2e-workers: execution_timeout_seconds ended deadline FAILED with the reason"
+# 5. The Python worker.
+"$WB" register pychain --definition "$D/pychain.json" > /dev/null
+ID=$(start pychain)
+PY=${VENV:-.local/venv}/bin/python3
+"$PY" examples/python-worker/worker.py --task-list py --name py1 --idle-exit 15 \
+  --endpoint-url "$AWS_ENDPOINT_URL_DYNAMODB" > "$S/py.out" 2> "$S/py.log" &
+PIDS+=($!)
+wait_end "$ID"
+[[ $(state_of "$ID") == COMPLETED ]] || { cat "$S/$ID.status" "$S/py.log"; fail "the Python worker did not complete pychain"; }
+echo "e2e-workers: the Python worker COMPLETED pychain: $(tr -d '\n ' < "$S/$ID.result" | head -c 200)"
+
+echo "e2e-workers: 5 passed, 0 failed"
