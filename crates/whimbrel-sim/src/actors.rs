@@ -83,8 +83,10 @@ pub struct ActorCtx {
     pub launcher: crate::shared::SimLauncher,
 }
 
-/// Run one delivered invocation of an activity function.
-pub async fn activity(ctx: ActorCtx, payload: LaunchPayload, require_tokens: bool) {
+/// Run one delivered invocation of an activity function, or (`claimed`)
+/// a task a worker claimed: already RUNNING, so it reports no PREPARING
+/// or RUNNING.
+pub async fn activity(ctx: ActorCtx, payload: LaunchPayload, require_tokens: bool, claimed: bool) {
     let ActorCtx {
         world,
         store,
@@ -101,7 +103,7 @@ pub async fn activity(ctx: ActorCtx, payload: LaunchPayload, require_tokens: boo
             in_process: r.gen_bool(0.1),
             tokenless: !require_tokens && r.gen_bool(0.4),
             dies_before_running: r.gen_bool(0.05),
-            prepares: r.gen_bool(0.1),
+            prepares: !claimed && r.gen_bool(0.1),
             raw_heartbeat: r.gen_bool(0.4),
             work_seconds: r.gen_range(0..(hb * 2).max(10)),
             ending: match r.gen_range(0..100) {
@@ -199,7 +201,7 @@ pub async fn activity(ctx: ActorCtx, payload: LaunchPayload, require_tokens: boo
         }
         sleep(&world, 5).await;
     }
-    if !report("RUNNING", None, None).await {
+    if !claimed && !report("RUNNING", None, None).await {
         return;
     }
     let interval = payload
@@ -243,10 +245,19 @@ pub async fn activity(ctx: ActorCtx, payload: LaunchPayload, require_tokens: boo
                 report("COMPLETED", Some(output.clone()), None).await;
             }
             Ending::Fail => {
+                // Error names the retry policies tell apart.
+                let name = if payload.attempt.is_multiple_of(2) {
+                    "Fatal"
+                } else {
+                    "Busy"
+                };
                 report(
                     "FAILED",
                     None,
-                    Some(format!("{} failed on purpose", payload.activity_name)),
+                    Some(format!(
+                        "{name}: {} failed on purpose",
+                        payload.activity_name
+                    )),
                 )
                 .await;
             }

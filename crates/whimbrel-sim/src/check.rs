@@ -98,6 +98,47 @@ impl Checker {
         out
     }
 
+    /// How often the features of issue 6 were exercised (so a passing run
+    /// is not vacuous): retried attempts, activities that completed after
+    /// a retry, worker claims, activities timed out for good by
+    /// schedule-to-close or schedule-to-start, workflows ended by their
+    /// execution timeout.
+    pub fn features(
+        &self,
+        mem: &MemoryBackend,
+        t: &Tables,
+    ) -> std::collections::BTreeMap<String, u64> {
+        let mut out = std::collections::BTreeMap::new();
+        let mut add = |k: &str, n: u64| *out.entry(k.to_string()).or_insert(0) += n;
+        for a in activities(mem, t).0 {
+            let retried = a.history.iter().filter(|h| h.attempt.is_some()).count() as u64;
+            add("retried attempts", retried);
+            if retried > 0 && a.state == ActivityState::Completed {
+                add("completed after a retry", 1);
+            }
+            add(
+                "worker claims",
+                a.history
+                    .iter()
+                    .filter(|h| h.event_id.starts_with("claim:"))
+                    .count() as u64,
+            );
+            let err = a.error.as_deref().unwrap_or("");
+            if a.state == ActivityState::TimedOut && err.contains("(schedule-to-") {
+                add("schedule timeouts", 1);
+            }
+        }
+        for w in workflows(mem, t) {
+            if w.error
+                .as_deref()
+                .is_some_and(|e| e.starts_with("execution timeout"))
+            {
+                add("execution timeouts", 1);
+            }
+        }
+        out
+    }
+
     /// True when every workflow requested so far ended.
     pub fn all_ended(&self, mem: &MemoryBackend, t: &Tables, lost: &HashSet<String>) -> bool {
         let requests = mem
@@ -172,6 +213,33 @@ impl Checker {
             if ends > 1 {
                 v.push(format!("{id}: {ends} terminal transitions accepted"));
             }
+            // Retries: attempts ≤ max_attempts; each attempt before the
+            // live one has exactly one recorded outcome (its retried
+            // failure), in order; each attempt is claimed by a worker at
+            // most once.
+            let max = a.retry.as_ref().map_or(1, |r| r.attempts());
+            if a.attempt > max {
+                v.push(format!("{id}: attempt {} of at most {max}", a.attempt));
+            }
+            let failed: Vec<u32> = a.history.iter().filter_map(|h| h.attempt).collect();
+            let want: Vec<u32> = (1..a.attempt.max(1)).collect();
+            if failed != want {
+                v.push(format!(
+                    "{id}: attempt {} with failures recorded for {failed:?}",
+                    a.attempt
+                ));
+            }
+            let mut claims: Vec<&str> = a
+                .history
+                .iter()
+                .filter(|h| h.event_id.starts_with("claim:"))
+                .map(|h| h.event_id.as_str())
+                .collect();
+            let n = claims.len();
+            claims.dedup();
+            if claims.len() != n {
+                v.push(format!("{id}: one attempt claimed by two workers"));
+            }
             let released: HashSet<&String> = a.released_prerequisites.iter().collect();
             if released.len() != a.released_prerequisites.len()
                 || !released.iter().all(|r| a.prerequisites.contains(r))
@@ -187,6 +255,23 @@ impl Checker {
                     "{id}: queued with {} prerequisites pending",
                     a.pending_dependency_count
                 ));
+            }
+        }
+        // A dependent is released only by a prerequisite that COMPLETED
+        // (a retried attempt's failure releases nothing).
+        let state: HashMap<&str, ActivityState> = acts
+            .iter()
+            .map(|a| (a.activity_exec_id.as_str(), a.state))
+            .collect();
+        for a in &acts {
+            for p in &a.released_prerequisites {
+                if state.get(p.as_str()) != Some(&ActivityState::Completed) {
+                    v.push(format!(
+                        "{}: released by {p}, which is {:?}",
+                        a.activity_exec_id,
+                        state.get(p.as_str())
+                    ));
+                }
             }
         }
         for w in workflows(mem, t) {
@@ -275,7 +360,15 @@ impl Checker {
                     cancelled: w.cancelled_count,
                 };
                 let expected = contract::workflow_outcome(w.activity_count, counts);
-                if expected != Some(w.state) {
+                // An execution timeout ends the workflow FAILED whatever its
+                // activities do afterwards; it must not end before it.
+                let expired = w.state == WorkflowState::Failed
+                    && w.error
+                        .as_deref()
+                        .is_some_and(|e| e.starts_with("execution timeout"))
+                    && whimbrel_core::engine::outcome::execution_deadline(w)
+                        .is_some_and(|d| w.end_time_epoch.is_some_and(|end| end >= d));
+                if expected != Some(w.state) && !expired {
                     v.push(format!(
                         "workflow {} ended {} but its counts say {expected:?}",
                         w.workflow_exec_id, w.state

@@ -44,6 +44,7 @@ fn main() {
         (0, 0, 0, 0, 0, 0);
     let mut ended: std::collections::BTreeMap<String, u64> = Default::default();
     let mut relaunches = 0;
+    let mut features = std::collections::BTreeMap::<String, u64>::new();
     for (n, &seed) in seeds.iter().enumerate() {
         match run(seed, &params) {
             Ok(s) => {
@@ -54,6 +55,9 @@ fn main() {
                 sim_seconds += s.sim_seconds;
                 stranded += s.requests_given_up;
                 relaunches += s.relaunches;
+                for (k, v) in &s.features {
+                    *features.entry(k.clone()).or_insert(0) += v;
+                }
                 for (k, v) in s.ended {
                     *ended.entry(k).or_insert(0) += v;
                 }
@@ -82,5 +86,6 @@ fn main() {
         sim_seconds as f64 / 3600.0
     );
     println!("activities ended: {ended:?}; attempts relaunched: {relaunches}");
+    println!("retries, workers, timeouts: {features:?}");
     println!("{} passed, 0 failed", seeds.len());
 }

@@ -102,7 +102,8 @@ pub struct Shared {
     pub invokes: Vec<PendingInvoke>,
     /// Decider plans by workflow name (the decider function answers them).
     pub deciders: HashMap<String, Value>,
-    /// Claimed attempts seen in launch payloads: (activity, attempt) → token.
+    /// Claimed launches seen in launch payloads and worker claims:
+    /// (activity, attempt, launch) → token.
     pub claims: HashMap<(String, u32, u32), String>,
     /// Until then the decider cannot be reached.
     pub decider_down_until: i64,
@@ -113,6 +114,22 @@ pub struct Shared {
 }
 
 impl Shared {
+    /// Record the token of a claimed launch (a launch payload, or a
+    /// worker's claim); a second token for the same launch is a double
+    /// claim: two holders of one attempt.
+    pub fn record_claim(&mut self, id: &str, attempt: u32, launch: u32, token: &str) {
+        let key = (id.to_string(), attempt, launch);
+        match self.claims.get(&key) {
+            Some(t) if t != token => self.violations.push(format!(
+                "launch {launch} of attempt {attempt} of {id} was claimed twice (two tokens)"
+            )),
+            Some(_) => {}
+            None => {
+                self.claims.insert(key, token.to_string());
+            }
+        }
+    }
+
     /// A world at `now` with `seed`.
     pub fn new(seed: u64, now: i64) -> Self {
         use rand::SeedableRng;
@@ -359,19 +376,7 @@ impl Launcher for SimLauncher {
             payload["launch"].as_u64(),
             payload["attempt_token"].as_str(),
         ) {
-            let key = (id.to_string(), attempt as u32, launch as u32);
-            match w.claims.get(&key) {
-                Some(t) if t != token => {
-                    let v = format!(
-                        "launch {launch} of attempt {attempt} of {id} was claimed twice (two tokens)"
-                    );
-                    w.violations.push(v);
-                }
-                Some(_) => {}
-                None => {
-                    w.claims.insert(key, token.to_string());
-                }
-            }
+            w.record_claim(id, attempt as u32, launch as u32, token);
         }
         let copies = if w.chance(f.drop_invoke) {
             0

@@ -9,11 +9,15 @@ fn five_hundred_schedules_hold_every_invariant() {
     let mut activities = 0;
     let mut ended = std::collections::BTreeMap::<String, u64>::new();
     let mut relaunches = 0;
+    let mut features = std::collections::BTreeMap::<String, u64>::new();
     for seed in 1..=500 {
         match run(seed, &params) {
             Ok(stats) => {
                 activities += stats.activities;
                 relaunches += stats.relaunches;
+                for (k, v) in stats.features {
+                    *features.entry(k).or_insert(0) += v;
+                }
                 for (k, v) in stats.ended {
                     *ended.entry(k).or_insert(0) += v;
                 }
@@ -37,6 +41,19 @@ fn five_hundred_schedules_hold_every_invariant() {
         );
     }
     assert!(relaunches > 10, "{relaunches} relaunches");
+    // Retries, workers and every timeout happened too.
+    for f in [
+        "retried attempts",
+        "completed after a retry",
+        "worker claims",
+        "schedule timeouts",
+        "execution timeouts",
+    ] {
+        assert!(
+            features.get(f).copied().unwrap_or(0) > 5,
+            "{f}: {features:?}"
+        );
+    }
 }
 
 #[test]

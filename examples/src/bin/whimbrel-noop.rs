@@ -10,13 +10,18 @@ use whimbrel_core::plan::LaunchPayload;
 
 async fn handle(reporter: &Reporter, payload: LaunchPayload) -> Result<(), Error> {
     let fail_attempts = payload.input["fail_attempts"].as_u64().unwrap_or(0);
-    let name = payload.input["error"].as_str().unwrap_or("Failed").to_string();
+    let name = payload.input["error"]
+        .as_str()
+        .unwrap_or("Failed")
+        .to_string();
     let attempt = payload.attempt;
     let activity = reporter.activity(payload);
     activity.running().await?;
     if u64::from(attempt) <= fail_attempts {
         activity
-            .failed(format!("{name}: attempt {attempt} of {fail_attempts} fails"))
+            .failed(format!(
+                "{name}: attempt {attempt} of {fail_attempts} fails"
+            ))
             .await?;
     } else {
         activity.completed(json!({"attempt": attempt})).await?;

@@ -80,6 +80,9 @@ pub struct Stats {
     /// Monitor actions seen in the trace: timeouts, relaunches, reports
     /// applied from the event table.
     pub relaunches: u64,
+    /// Retries, worker claims and the new timeouts seen at the end
+    /// ([`crate::check::Checker::features`]).
+    pub features: std::collections::BTreeMap<String, u64>,
 }
 
 /// A run that broke an invariant.
@@ -126,6 +129,8 @@ pub struct Sim {
     shards: Vec<Shard>,
     results: Results,
     next_tick: i64,
+    /// When a worker polls the task list next.
+    next_poll: i64,
     /// When the GSIs last caught up completely.
     gsi_synced: i64,
     reports: Reports,
@@ -191,6 +196,7 @@ impl Sim {
             shards,
             results: Arc::default(),
             next_tick: START + 60,
+            next_poll: START + 7,
             gsi_synced: START,
             reports: Arc::default(),
             hostile: HashSet::new(),
@@ -314,8 +320,67 @@ impl Sim {
                 },
                 payload,
                 require,
+                false,
             ),
         );
+    }
+
+    /// A worker process polls the task list once: claims the oldest task
+    /// (a conditional write, racing other workers) and runs it like an
+    /// activity (already RUNNING), on an invocation that may crash.
+    fn worker_poll(&mut self) {
+        let n = self.rng(|r| r.gen_range(0..3));
+        self.log(format!("worker w{n} polls"));
+        let (inv, store, env) = self.invocation(true);
+        let world = self.world.clone();
+        let reports = self.reports.clone();
+        let cfg = self.cfg.clone();
+        let require_tokens = self.require_tokens.clone();
+        let launcher = SimLauncher {
+            world: self.world.clone(),
+            faulty: true,
+        };
+        let engine = whimbrel_core::engine::Engine::with_environment(
+            store.clone(),
+            (),
+            cfg.clone(),
+            env.clone(),
+        );
+        let worker = whimbrel_core::worker::Worker::new(
+            engine,
+            scenario::TASK_LIST,
+            format!("w{n}"),
+            whimbrel_core::worker::WorkerOptions::default(),
+        );
+        self.exec.spawn(inv, async move {
+            let Ok(Some(task)) = worker.claim().await else {
+                return;
+            };
+            let p = task.payload.clone();
+            {
+                let mut w = lock(&world);
+                let token = p.attempt_token.clone().unwrap_or_default();
+                w.record_claim(&p.activity_exec_id, p.attempt, p.launch, &token);
+                let line = format!(
+                    "worker w{n} claimed {} attempt {}",
+                    p.activity_exec_id, p.attempt
+                );
+                w.trace.push(line);
+            }
+            let require = require_tokens
+                .get(&p.workflow_name)
+                .copied()
+                .unwrap_or(false);
+            let ctx = actors::ActorCtx {
+                world,
+                store,
+                config: cfg,
+                env,
+                reports,
+                launcher,
+            };
+            actors::activity(ctx, p, require, true).await;
+        });
     }
 
     fn monitor_tick(&mut self) {
@@ -358,6 +423,10 @@ impl Sim {
             self.finish_batch(i);
         }
         let now = lock(&self.world).now;
+        if now >= self.next_poll {
+            self.next_poll += 7;
+            self.worker_poll();
+        }
         if now >= self.next_tick {
             self.next_tick += 60;
             self.monitor_tick();
@@ -524,6 +593,7 @@ impl Sim {
         let requests = self.mem.items(&self.tables.workflow_request()).len();
         self.stats.requests_given_up = requests.saturating_sub(execs) as u64;
         self.stats.ended = self.checker.ended_states(&self.mem, &self.tables);
+        self.stats.features = self.checker.features(&self.mem, &self.tables);
         self.stats.relaunches = lock(&self.world)
             .claims
             .keys()

@@ -14,10 +14,33 @@ use whimbrel_core::store::Item;
 use super::Sim;
 use crate::shared::lock;
 
+/// The task list the simulation's workers serve.
+pub const TASK_LIST: &str = "sim-list";
+
+/// A random retry policy.
+fn retry(r: &mut impl Rng) -> Value {
+    let rate = [1.0, 2.0, 3.0][r.gen_range(0..3)];
+    let mut p = json!({
+        "max_attempts": r.gen_range(1..=3),
+        "interval_seconds": r.gen_range(0..=60),
+        "backoff_rate": rate,
+    });
+    if r.gen_bool(0.3) {
+        p["jitter"] = json!("FULL");
+    }
+    if r.gen_bool(0.3) {
+        p["no_retry_on"] = json!(["Fatal"]);
+    }
+    if r.gen_bool(0.2) {
+        p["retry_on"] = json!(["Busy", "TIMED_OUT", "NOT_STARTED"]);
+    }
+    p
+}
+
 impl Sim {
     pub(super) fn plan(&self, name: &str) -> Value {
         let max = self.params.max_activities.max(1);
-        let (n, edges, hb, stc) = self.rng(|r| {
+        let (n, edges, hb, stc, extra) = self.rng(|r| {
             let n = r.gen_range(1..=max);
             let edges: Vec<Vec<usize>> = (0..n)
                 .map(|i| (0..i).filter(|_| r.gen_bool(0.4)).collect())
@@ -28,7 +51,25 @@ impl Sim {
             let stc: Vec<Option<i64>> = (0..n)
                 .map(|_| r.gen_bool(0.3).then(|| r.gen_range(120..=600)))
                 .collect();
-            (n, edges, hb, stc)
+            let extra: Vec<Value> = (0..n)
+                .map(|_| {
+                    let mut x = json!({});
+                    if r.gen_bool(0.4) {
+                        x["retry"] = retry(r);
+                    }
+                    if r.gen_bool(0.3) {
+                        x["task_list"] = json!(TASK_LIST);
+                    }
+                    if r.gen_bool(0.2) {
+                        x["schedule_to_start_seconds"] = json!(r.gen_range(30..=300));
+                    }
+                    if r.gen_bool(0.15) {
+                        x["schedule_to_close_seconds"] = json!(r.gen_range(200..=2000));
+                    }
+                    x
+                })
+                .collect();
+            (n, edges, hb, stc, extra)
         });
         let acts: Vec<Value> = (0..n)
             .map(|i| {
@@ -44,11 +85,30 @@ impl Sim {
                 if let Some(t) = stc[i] {
                     a["timeout_seconds"] = json!(t);
                 }
+                for (k, v) in extra[i].as_object().into_iter().flatten() {
+                    a[k] = v.clone();
+                }
+                if a.get("task_list").is_some() {
+                    a.as_object_mut().expect("object").remove("lambda");
+                }
                 a
             })
             .collect();
-        let tokens = self.rng(|r| r.gen_bool(0.5));
-        json!({"version": 1, "activities": acts, "require_tokens": tokens})
+        let (tokens, default_retry, deadline) = self.rng(|r| {
+            (
+                r.gen_bool(0.5),
+                r.gen_bool(0.2).then(|| retry(r)),
+                r.gen_bool(0.15).then(|| r.gen_range(300..=3000)),
+            )
+        });
+        let mut plan = json!({"version": 1, "activities": acts, "require_tokens": tokens});
+        if let Some(p) = default_retry {
+            plan["retry"] = p;
+        }
+        if let Some(t) = deadline {
+            plan["execution_timeout_seconds"] = json!(t);
+        }
+        plan
     }
 
     pub(super) fn setup(&mut self) {
