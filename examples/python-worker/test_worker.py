@@ -44,7 +44,7 @@ PREFIX = f"pyworker{uuid.uuid4().hex[:8]}_"
 CLAIM_SETS = {"version", "state", "attempt_token_hash", "worker", "launch", "last_event_id",
               "launched_time", "launched_time_epoch", "start_time", "start_time_epoch",
               "heartbeat_time", "heartbeat_time_epoch", "history", "due_epoch", "due_shard"}
-CLAIM_REMOVES = {"task_list_shard", "task_queued_epoch"}
+CLAIM_REMOVES = {"task_list_shard", "task_queued_epoch", "next_attempt_epoch"}
 
 
 def create_tables(client):

@@ -108,12 +108,12 @@ def claim_request(item, token_hash_, worker, now):
         sets.update(heartbeat_time=date_list(now), heartbeat_time_epoch=now)
     sets.update(due_epoch=running_due(item, now), due_shard=shard_of(aid))
     entry = {"transition": "RUNNING", "state": "RUNNING", "at_epoch": now, "event_id": event_id}
-    names = {f"#{k}": k for k in [*sets, "history", "task_list_shard", "task_queued_epoch"]}
+    names = {f"#{k}": k for k in [*sets, "history", "task_list_shard", "task_queued_epoch", "next_attempt_epoch"]}
     values = {f":{k}": v for k, v in sets.items()}
     values.update({":v_read": int(item.get("version", 0)), ":queued": "QUEUED", ":empty": [], ":entry": [entry]})
     update = ("SET " + ", ".join(f"#{k} = :{k}" for k in sets)
               + ", #history = list_append(if_not_exists(#history, :empty), :entry)"
-              + " REMOVE #task_list_shard, #task_queued_epoch")
+              + " REMOVE #task_list_shard, #task_queued_epoch, #next_attempt_epoch")
     return dict(Key={"activity_exec_id": aid, "workflow_exec_id": item["workflow_exec_id"]},
                 UpdateExpression=update, ExpressionAttributeNames=names, ExpressionAttributeValues=values,
                 ConditionExpression="#version = :v_read AND #state = :queued AND attribute_exists("

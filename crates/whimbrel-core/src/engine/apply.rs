@@ -354,7 +354,7 @@ pub(crate) fn report_details(
     let size = output.as_ref().map_or(0, |v| v.to_string().len());
     if transition == Transition::Completed && size > MAX_OUTPUT_BYTES {
         let reason = format!(
-            "COMPLETED output is {size} bytes; at most {MAX_OUTPUT_BYTES} bytes are allowed"
+            "OUTPUT_TOO_LARGE: COMPLETED output is {size} bytes; at most {MAX_OUTPUT_BYTES} bytes are allowed"
         );
         return (
             Transition::Failed,
@@ -387,7 +387,9 @@ fn unstorable(transition: Transition, e: &StoreError) -> (Transition, Details) {
     (
         t,
         Details {
-            error: Some(format!("{transition} could not be stored: {msg}")),
+            error: Some(format!(
+                "UNSTORABLE: {transition} could not be stored: {msg}"
+            )),
             ..Details::default()
         },
     )

@@ -210,6 +210,7 @@ pub fn claim_task_update(
         .set("start_time_epoch", n(now))
         .remove("task_list_shard")
         .remove("task_queued_epoch")
+        .remove("next_attempt_epoch")
         .act(Action::Append(
             "history".into(),
             vec![history(

@@ -232,6 +232,10 @@ pub fn transition_update(
     if let (Some(out), ActivityState::Completed) = (&details.output, next) {
         req = req.set("output", av(out));
     }
+    if next == ActivityState::Completed && exec.error.is_some() {
+        // An earlier attempt's error: the activity succeeded after all.
+        req = req.remove("error");
+    }
     if let Some(err) = details
         .error
         .as_deref()
