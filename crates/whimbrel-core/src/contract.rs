@@ -23,8 +23,10 @@ pub enum ActivityState {
     Requested,
     /// Every prerequisite COMPLETED.
     Ready,
-    /// Submitted for execution: an attempt was claimed by a conditional
-    /// update and is launched (again, as a new attempt, if it never starts).
+    /// Submitted for execution: an attempt is queued. A Lambda attempt is
+    /// claimed by a conditional update and launched (launched again, same
+    /// attempt, if it never starts); a task-list attempt waits for a
+    /// worker's claim; a retried attempt waits out its delay first.
     Queued,
     /// The environment that runs the activity is being set up.
     Preparing,

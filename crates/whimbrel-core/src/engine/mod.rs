@@ -55,11 +55,12 @@ pub struct EngineConfig {
     /// Heartbeat timeout for activities that enable heartbeats without
     /// giving one (`WHIMBREL_HEARTBEAT_TIMEOUT_SECONDS`, default 300).
     pub default_heartbeat_timeout_seconds: i64,
-    /// Schedule-to-start: an attempt still QUEUED this long after its
-    /// claim is launched again as a new attempt
+    /// Relaunch window: a launched attempt still QUEUED this long after
+    /// its launch is launched again (same attempt, new launch and token)
     /// (`WHIMBREL_QUEUED_REDRIVE_SECONDS`, default 120).
     pub queued_redrive_seconds: i64,
-    /// Attempts of an activity that never starts before it is FAILED
+    /// Launches of one attempt that never starts before the attempt fails
+    /// with `NOT_STARTED` (then retried per the policy)
     /// (`WHIMBREL_MAX_LAUNCH_ATTEMPTS`, default 3).
     pub max_launch_attempts: u32,
     /// Start-to-close for activities whose plan gives none, and the
