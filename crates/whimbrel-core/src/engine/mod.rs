@@ -88,10 +88,10 @@ pub struct EngineConfig {
     /// (`WHIMBREL_MAX_START_ATTEMPTS`, default 5).
     pub max_start_attempts: u32,
     /// Schedule-to-start for activities whose plan gives none
-    /// (`WHIMBREL_SCHEDULE_TO_START_SECONDS`, default none).
+    /// (`WHIMBREL_SCHEDULE_TO_START_SECONDS`, default none; 0 = none).
     pub default_schedule_to_start_seconds: Option<i64>,
     /// Schedule-to-close for activities whose plan gives none
-    /// (`WHIMBREL_SCHEDULE_TO_CLOSE_SECONDS`, default none).
+    /// (`WHIMBREL_SCHEDULE_TO_CLOSE_SECONDS`, default none; 0 = none).
     pub default_schedule_to_close_seconds: Option<i64>,
     /// Refuse reports without the live attempt's token for every workflow
     /// (`WHIMBREL_REQUIRE_TOKENS`, default false).
@@ -139,8 +139,10 @@ impl EngineConfig {
                 Err(_) => Ok(dflt),
             }
         };
+        // Unset, empty or 0: none.
         let optional = |k: &str| -> Result<Option<i64>, String> {
             match std::env::var(k) {
+                Ok(v) if matches!(v.trim(), "" | "0") => Ok(None),
                 Ok(_) => num(k, 0).map(Some),
                 Err(_) => Ok(None),
             }
