@@ -274,7 +274,8 @@ async fn attempt_writes_and_sparse_indexes_agree_with_dynamodb_local() {
         v.sort();
         v
     };
-    let steps: Vec<Box<dyn Fn(&ActivityExec) -> whimbrel_core::store::UpdateRequest>> = vec![
+    type Step<'a> = Box<dyn Fn(&ActivityExec) -> whimbrel_core::store::UpdateRequest + 'a>;
+    let steps: Vec<Step> = vec![
         Box::new(|a| decide::claim_task_update(&tables, &cfg, a, "h1", "w1", t0 + 5)),
         Box::new(|a| {
             let change = Change {
