@@ -16,6 +16,10 @@ use crate::model::{ActivityExec, WorkflowExec};
 use crate::plan::{Plan, MAX_RESULT_BYTES};
 use crate::store::{av, n, s, Cond, StoreError, UpdateRequest};
 
+/// Most sink activities whose outputs are gathered onto the workflow exec
+/// as its result; with more, the result stays on the activities.
+pub const MAX_RESULT_SINKS: usize = 100;
+
 /// When a workflow's execution timeout passes, epoch seconds (from the
 /// time it was requested); `None` without one.
 pub fn execution_deadline(wf: &WorkflowExec) -> Option<i64> {
@@ -70,8 +74,19 @@ impl<L: Launcher> Engine<L> {
         let mut req = self.move_request(id, name, WorkflowState::Running, outcome, None);
         if outcome == WorkflowState::Completed {
             let exec = self.load_workflow(id, name).await?;
-            let result = self.sink_outputs(&exec).await?;
-            req = if result.to_string().len() <= MAX_RESULT_BYTES {
+            let many = exec
+                .plan
+                .as_ref()
+                .is_some_and(|p| sinks(id, p).len() > MAX_RESULT_SINKS);
+            // A wide fan-out's result is not read at all: it stays on the
+            // activities (reading thousands of outputs to find it too big
+            // would cost more than the workflow).
+            let result = if many {
+                Value::Null
+            } else {
+                self.sink_outputs(&exec).await?
+            };
+            req = if !many && result.to_string().len() <= MAX_RESULT_BYTES {
                 req.set("result", av(&result))
             } else {
                 req.set(
