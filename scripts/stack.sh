@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The local stack (DESIGN 6), on 127.0.0.1 only:
+# The local stack (design.md § 6), on 127.0.0.1 only:
 #   DynamoDB Local (DynamoDB + Streams)      :$WHIMBREL_DDB_PORT   (8000)
 #   cargo lambda watch (the functions)       :$WHIMBREL_WATCH_PORT (9000)
 #   whimbrel local (stream mappings, schedule, Invoke API front)

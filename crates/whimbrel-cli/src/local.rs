@@ -1,4 +1,4 @@
-//! `whimbrel local`: what AWS wires and no local tool does (DESIGN 6), with
+//! `whimbrel local`: what AWS wires and no local tool does (design.md § 6), with
 //! the settings of `template.yaml` (the one place they are written down;
 //! flags only override them).
 //!
@@ -214,7 +214,7 @@ impl Outcome {
     }
 }
 
-/// `ARN` or `name[:qualifier]` → the bare function name (DESIGN 6: only the
+/// `ARN` or `name[:qualifier]` → the bare function name (design.md § 6: only the
 /// bare name resolves under `cargo lambda watch`).
 pub fn function_name(name_or_arn: &str) -> &str {
     match name_or_arn.split_once(":function:") {

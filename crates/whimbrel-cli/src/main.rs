@@ -1,6 +1,6 @@
 //! `whimbrel`: install the tables, register and start workflows, report
 //! activity events and heartbeats, show a workflow's status, and run the
-//! local runner (`whimbrel local`, DESIGN 6).
+//! local runner (`whimbrel local`, design.md § 6).
 
 mod bench;
 mod local;
@@ -132,7 +132,7 @@ enum Command {
         output: status::Format,
     },
     /// Run the local runner: stream pollers (event source mappings), the
-    /// heartbeat schedule and a Lambda Invoke API front (DESIGN 6).
+    /// heartbeat schedule and a Lambda Invoke API front (design.md § 6).
     Local(local::LocalArgs),
     /// Benchmark a registered workflow on the local stack (`make bench`).
     Bench(bench::BenchArgs),

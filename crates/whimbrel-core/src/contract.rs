@@ -6,7 +6,7 @@
 //! CLI) asks this module.
 //!
 //! Sources: contract = the public Whimbrel contract, "Update Activity States
-//! and Transitions"; DESIGN n.m = `docs/design.md` § n.m.
+//! and Transitions"; design.md § n.m = `docs/design.md`, section n.m.
 
 use std::fmt;
 use std::str::FromStr;
@@ -35,7 +35,7 @@ pub enum ActivityState {
     /// Cancelled before it ran. Terminal.
     Cancelled,
     /// Cancelled while running; waits for the activity's final report
-    /// (DESIGN 3.5).
+    /// (design.md § 3.5).
     CancelledRunning,
     /// The heartbeat went stale. Terminal.
     TimedOut,
@@ -62,7 +62,7 @@ pub const ALL_STATES: [ActivityState; 10] = [
 /// A requested change of activity state (`whimbrel_activity_event.transition`).
 ///
 /// Source: contract, "Transitions", plus `TIMED_OUT` applied by the heartbeat
-/// monitor (DESIGN 3.6).
+/// monitor (design.md § 3.6).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum Transition {
@@ -106,7 +106,7 @@ pub enum Actor {
     Client,
     /// A row in `whimbrel_activity_event` carrying the live attempt's token:
     /// the running activity itself. It may do what a client may, and end
-    /// CANCELLED_RUNNING with CANCEL (DESIGN 3.5: only the activity's own
+    /// CANCELLED_RUNNING with CANCEL (design.md § 3.5: only the activity's own
     /// report acknowledges a cancel).
     Attempt,
     /// The engine itself: dependency release, launching, cancel propagation.
@@ -172,7 +172,7 @@ use Transition as T;
 /// The contract table: (from state, transition, to state, who may request it).
 ///
 /// Every row comes from the contract's "Transitions" list, except the
-/// CANCELLED_RUNNING rows and the TIMED_OUT rows, which come from DESIGN 3.5
+/// CANCELLED_RUNNING rows and the TIMED_OUT rows, which come from design.md § 3.5
 /// and 3.6. A pair not in this table is rejected.
 pub const TRANSITIONS: &[(ActivityState, Transition, ActivityState, ActorsSet)] = &[
     // contract: Current state REQUESTED
@@ -228,7 +228,7 @@ pub const TRANSITIONS: &[(ActivityState, Transition, ActivityState, ActorsSet)] 
     // Extension: every non-terminal state after launch has a deadline; a
     // PREPARING activity that never runs is timed out by the monitor.
     (S::Preparing, T::TimedOut, S::TimedOut, ActorsSet(MONITOR)),
-    // contract: Current state RUNNING (+ DESIGN 3.6 TIMED_OUT)
+    // contract: Current state RUNNING (+ design.md § 3.6 TIMED_OUT)
     (
         S::Running,
         T::Cancel,
@@ -238,7 +238,7 @@ pub const TRANSITIONS: &[(ActivityState, Transition, ActivityState, ActorsSet)] 
     (S::Running, T::Failed, S::Failed, ActorsSet(CLIENT)),
     (S::Running, T::Completed, S::Completed, ActorsSet(CLIENT)),
     (S::Running, T::TimedOut, S::TimedOut, ActorsSet(MONITOR)),
-    // DESIGN 3.5: CANCELLED_RUNNING accepts the activity's final report and
+    // design.md § 3.5: CANCELLED_RUNNING accepts the activity's final report and
     // the monitor's TIMED_OUT. Its CANCEL acknowledgement must carry the
     // live attempt's token: a second user CANCEL must not end it.
     (
@@ -306,7 +306,7 @@ pub enum TransitionError {
     },
     /// The pair is not in the table, but the transition is allowed from a
     /// state still reachable from the current one (e.g. COMPLETED while
-    /// QUEUED, before RUNNING was applied). Retry later (DESIGN 3.8).
+    /// QUEUED, before RUNNING was applied). Retry later (design.md § 3.8).
     #[error("transition {transition} is not valid from {state} yet")]
     NotYet {
         /// Current state.
@@ -345,7 +345,7 @@ pub enum TransitionError {
 
 impl TransitionError {
     /// True when the same request may succeed later, so a stream record
-    /// carrying it must be retried rather than rejected (DESIGN 3.8).
+    /// carrying it must be retried rather than rejected (design.md § 3.8).
     pub fn is_retryable(&self) -> bool {
         matches!(self, TransitionError::NotYet { .. })
     }
@@ -360,7 +360,7 @@ impl ActivityState {
 
     /// True when the activity never ran and can still be cancelled without
     /// its cooperation (REQUESTED, READY, QUEUED, PREPARING): the targets of
-    /// failure propagation (DESIGN 3.4).
+    /// failure propagation (design.md § 3.4).
     pub fn is_not_started(self) -> bool {
         matches!(self, S::Requested | S::Ready | S::Queued | S::Preparing)
     }
@@ -426,7 +426,7 @@ impl Transition {
 /// Returns the new state, or why it cannot apply (see [`TransitionError`];
 /// only [`TransitionError::NotYet`] is worth retrying).
 ///
-/// Source: contract, "Transitions"; DESIGN 3.5, 3.6, 3.8.
+/// Source: contract, "Transitions"; design.md § 3.5, 3.6, 3.8.
 pub fn next_state(
     state: ActivityState,
     transition: Transition,
@@ -465,7 +465,7 @@ pub fn next_state(
 /// attempt is `launched` (claimed: invoked, or taken by a worker) or not: a
 /// report of progress (PREPARING, RUNNING, COMPLETED, FAILED) while no
 /// attempt is claimed (never queued, a retry's delay, a task waiting for a
-/// worker) cannot be legitimate and is refused at once (DESIGN 3.8), where
+/// worker) cannot be legitimate and is refused at once (design.md § 3.8), where
 /// [`next_state`] alone would call it "not yet".
 pub fn next_state_of_report(
     state: ActivityState,
@@ -531,7 +531,7 @@ impl fmt::Display for Transition {
 
 /// State of one workflow execution (`whimbrel_workflow_exec.state`).
 ///
-/// Source: DESIGN 3.1: `REQUESTED → RUNNING → COMPLETED | FAILED | CANCELLED`.
+/// Source: design.md § 3.1: `REQUESTED → RUNNING → COMPLETED | FAILED | CANCELLED`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum WorkflowState {
@@ -567,7 +567,7 @@ impl WorkflowState {
         )
     }
 
-    /// True if a workflow exec may move from `self` to `to` (DESIGN 3.1:
+    /// True if a workflow exec may move from `self` to `to` (design.md § 3.1:
     /// REQUESTED → RUNNING → COMPLETED | FAILED | CANCELLED; a workflow whose
     /// plan cannot be obtained goes REQUESTED → FAILED).
     pub fn may_move_to(self, to: WorkflowState) -> bool {
@@ -599,7 +599,7 @@ pub struct EndCounts {
 /// The workflow's final state once its last activity ended, or `None` while
 /// activities remain (`total` = activities in the plan).
 ///
-/// Source: DESIGN 3.3: COMPLETED when all COMPLETED; FAILED when any FAILED or
+/// Source: design.md § 3.3: COMPLETED when all COMPLETED; FAILED when any FAILED or
 /// TIMED_OUT; CANCELLED when cancelled.
 pub fn workflow_outcome(total: u64, ended: EndCounts) -> Option<WorkflowState> {
     if ended.completed + ended.failed + ended.cancelled < total {
@@ -615,7 +615,7 @@ pub fn workflow_outcome(total: u64, ended: EndCounts) -> Option<WorkflowState> {
 
 impl ActivityState {
     /// True for the ends that fail the workflow: FAILED and TIMED_OUT
-    /// (DESIGN 3.3).
+    /// (design.md § 3.3).
     pub fn is_failure(self) -> bool {
         matches!(self, S::Failed | S::TimedOut)
     }

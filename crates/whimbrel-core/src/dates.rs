@@ -1,7 +1,7 @@
 //! Date formats (whimbrel-architecture.md, "Notes on date formats"): every
 //! time is stored as a UTC date list `[Y, M, D, h, m, s]` (month and day
 //! 1-based, `s` may be fractional) and as Unix epoch seconds in a `_epoch`
-//! attribute (DESIGN 2.5).
+//! attribute (design.md § 2.5).
 
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;

@@ -1,5 +1,5 @@
 //! Id formats (whimbrel-architecture.md) and the deterministic derivation of
-//! engine-made ids (DESIGN 3.7).
+//! engine-made ids (design.md § 3.7).
 //!
 //! * `workflow_request_id`, `workflow_exec_id`: `(workflow_name)::(uuid)`
 //! * `activity_exec_id`: `(activity_name)::(uuid)`

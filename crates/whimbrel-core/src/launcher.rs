@@ -1,5 +1,5 @@
 //! Invoking Lambda functions: deciders synchronously, activities
-//! asynchronously (DESIGN 1, 3.9). [`Launcher`] is the seam; the engine is
+//! asynchronously (design.md § 1, 3.9). [`Launcher`] is the seam; the engine is
 //! generic over it so the same engine runs against AWS Lambda, the local
 //! runner's Invoke API front, or a recording fake in tests.
 

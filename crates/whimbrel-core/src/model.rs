@@ -1,6 +1,6 @@
 //! Item types of the Whimbrel tables. Attribute names and types are those of
 //! whimbrel-architecture.md; attributes it does not list are the optional
-//! ones DESIGN 2.6 allows, documented in `docs/tables.md`.
+//! ones design.md § 2.6 allows, documented in `docs/tables.md`.
 //!
 //! Items are converted with `serde_dynamo`; `None` attributes are omitted,
 //! never written as NULL, so sparse GSIs stay sparse.
@@ -33,7 +33,7 @@ pub struct WorkflowRequest {
     /// workflow-request function then skips the row.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub manual: Option<bool>,
-    /// Optional workflow input (DESIGN 2.6), passed to the decider.
+    /// Optional workflow input (design.md § 2.6), passed to the decider.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub input: Option<Value>,
 }
@@ -128,7 +128,7 @@ pub struct WorkflowExec {
     pub workflow_exec_id: String,
     /// Range key.
     pub workflow_name: String,
-    /// REQUESTED, RUNNING, COMPLETED, FAILED or CANCELLED (DESIGN 3.1).
+    /// REQUESTED, RUNNING, COMPLETED, FAILED or CANCELLED (design.md § 3.1).
     pub state: WorkflowState,
     /// The request that started it, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -147,7 +147,7 @@ pub struct WorkflowExec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub input: Option<Value>,
     /// The validated plan, stored before any activity is written so a
-    /// redelivered request replays the same plan (DESIGN 3.7).
+    /// redelivered request replays the same plan (design.md § 3.7).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plan: Option<Plan>,
     /// Number of activities in the plan.
@@ -240,7 +240,7 @@ impl HistoryEntry {
 pub const HISTORY_ERROR_BYTES: usize = 256;
 
 /// An event row kept on its activity until the activity's state allows it
-/// (DESIGN: early events are parked, not retried).
+/// (docs/design.md § 3.8: early events are parked, not retried).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ParkedEvent {
     /// The event row's id.
@@ -404,7 +404,7 @@ pub struct ActivityExec {
     /// Activity exec ids of the activities that wait for it.
     #[serde(default)]
     pub dependents: Vec<String>,
-    /// Prerequisites not yet COMPLETED (DESIGN 3.2).
+    /// Prerequisites not yet COMPLETED (design.md § 3.2).
     #[serde(default)]
     pub pending_dependency_count: u64,
     /// Per-edge release markers: the prerequisites whose COMPLETED already
@@ -430,7 +430,7 @@ pub struct ActivityExec {
 }
 
 /// An item of `whimbrel_activity_exec_dependency` (write-once): one edge.
-/// `activity_exec_id` waits for `dependent_activity_exec_id` (DESIGN 2.3).
+/// `activity_exec_id` waits for `dependent_activity_exec_id` (design.md § 2.3).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ActivityExecDependency {
     /// Hash key, `(activity_exec_id):(index)`.
@@ -443,7 +443,7 @@ pub struct ActivityExecDependency {
     pub workflow_exec_id: String,
 }
 
-/// An item of `whimbrel_workflow_lambda`: how to plan a workflow (DESIGN 4).
+/// An item of `whimbrel_workflow_lambda`: how to plan a workflow (design.md § 4).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct WorkflowLambda {
     /// Hash key.

@@ -1,4 +1,4 @@
-//! The JSON shapes exchanged with deciders and activities (DESIGN 4, 3.9),
+//! The JSON shapes exchanged with deciders and activities (design.md § 4, 3.9),
 //! and plan validation. Pure logic, no I/O. Examples live in `docs/shapes/`.
 
 use std::collections::{HashMap, HashSet};
@@ -127,7 +127,7 @@ pub struct PlannedActivity {
     /// `heartbeat_enabled` is true (then the configured default applies).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub heartbeat_timeout_seconds: Option<i64>,
-    /// Enable heartbeats with the default timeout (DESIGN 3.6).
+    /// Enable heartbeats with the default timeout (design.md § 3.6).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub heartbeat_enabled: Option<bool>,
     /// Start-to-close timeout, seconds (JSON `start_to_close_seconds`, or
@@ -165,7 +165,7 @@ pub struct PlannedActivity {
 }
 
 /// The payload an activity Lambda receives (async Invoke) when launched
-/// (DESIGN 3.9: the four ids, `attempt`, `input`, prerequisites' outputs).
+/// (design.md § 3.9: the four ids, `attempt`, `input`, prerequisites' outputs).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LaunchPayload {
     /// Shape version, [`SHAPE_VERSION`].
@@ -299,7 +299,7 @@ fn valid_name(n: &str) -> bool {
 }
 
 impl Plan {
-    /// Validate the plan before anything is written (DESIGN 4): unique valid
+    /// Validate the plan before anything is written (design.md § 4): unique valid
     /// names, a lambda each, known and distinct prerequisites, no cycle,
     /// sizes within the item limits.
     ///

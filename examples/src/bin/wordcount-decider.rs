@@ -1,5 +1,5 @@
 //! The wordcount decider: answers a `workflow_started` request with a plan
-//! of N parallel `count` activities and one `merge` (DESIGN 4).
+//! of N parallel `count` activities and one `merge` (design.md § 4).
 //! Function names come from `WORDCOUNT_COUNT_LAMBDA` / `WORDCOUNT_MERGE_LAMBDA`
 //! (set by template.yaml), or the bare binary names locally.
 

@@ -65,7 +65,7 @@ pub fn workflow_key(id: &str, name: &str) -> Item {
     ])
 }
 
-/// Who a report is from, by its attempt and token (DESIGN: attempts are
+/// Who a report is from, by its attempt and token (docs/design.md § 3.9: attempts are
 /// fenced): [`Actor::Attempt`] when its token matches the live attempt's
 /// hash, [`Actor::Client`] for a tokenless row of an existing client.
 ///
@@ -248,7 +248,7 @@ pub fn transition_update(
 
 /// The workflow counter update that goes in the same transaction as an
 /// activity's terminal transition, so each activity is counted exactly once
-/// (DESIGN 3.3). A failure records the first reason on the workflow.
+/// (design.md § 3.3). A failure records the first reason on the workflow.
 pub fn count_end(
     tables: &Tables,
     exec: &ActivityExec,
@@ -278,7 +278,7 @@ pub fn park_update(tables: &Tables, exec: &ActivityExec, event: &ParkedEvent) ->
 
 /// Release one edge: lower the waiting activity's pending count and add the
 /// prerequisite to its `released_prerequisites` set, in one conditional
-/// update that succeeds once per edge (DESIGN 3.2).
+/// update that succeeds once per edge (design.md § 3.2).
 pub fn release_update(
     tables: &Tables,
     waiting_id: &str,

@@ -167,7 +167,7 @@ impl<L: Launcher> Engine<L> {
         }
     }
 
-    /// The payload of the claimed attempt `exec` holds (DESIGN 3.9): the
+    /// The payload of the claimed attempt `exec` holds (design.md § 3.9): the
     /// four ids, `attempt`, its token, `input`, the timeouts and the
     /// prerequisites' outputs (read consistently).
     pub async fn launch_payload(
@@ -256,7 +256,7 @@ impl<L: Launcher> Engine<L> {
         }
     }
 
-    /// Cancel every dependent of `exec` that has not started (DESIGN 3.4);
+    /// Cancel every dependent of `exec` that has not started (design.md § 3.4);
     /// each cancelled one propagates further through its own settle.
     async fn cancel_dependents(&self, exec: &ActivityExec) -> Result<(), EngineError> {
         let event_id = format!("upstream-ended:{}", exec.activity_exec_id);

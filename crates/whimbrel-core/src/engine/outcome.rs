@@ -45,7 +45,7 @@ pub fn sinks(workflow_exec_id: &str, plan: &Plan) -> Vec<(String, String)> {
 
 impl<L: Launcher> Engine<L> {
     /// Finish the workflow if its last activity ended: counted, not scanned
-    /// (DESIGN 3.3). A COMPLETED workflow gets its result
+    /// (design.md § 3.3). A COMPLETED workflow gets its result
     /// ([`Engine::workflow_result`]) in the same conditional write, on the
     /// item when it fits [`MAX_RESULT_BYTES`]. The write is conditional on
     /// RUNNING, so concurrent finishers agree and a redelivery changes

@@ -61,7 +61,7 @@ pub const INDEX_WAITERS: &str = "dependent_activity_exec_id-index";
 pub const INDEX_EDGES_BY_WORKFLOW: &str = "workflow_exec_id-index";
 
 /// Number of shards of the sparse due GSIs, so one hot
-/// partition key value cannot cap writes at 1,000/s (DESIGN 2.2).
+/// partition key value cannot cap writes at 1,000/s (design.md § 2.2).
 pub const INDEX_SHARDS: u32 = 8;
 
 /// The shard (0..[`INDEX_SHARDS`]) of an item id in the sparse due GSIs.
