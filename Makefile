@@ -1,5 +1,5 @@
 # Whimbrel: every target sets up what it needs (venv, DynamoDB Local, build) on first use.
-.PHONY: demo demo-failure up down test lint bench torture clean-stack
+.PHONY: demo demo-failure up down test lint bench torture clean-stack sam-build
 
 ## The main job: a real wordcount workflow end to end on the local stack.
 demo:
@@ -33,3 +33,8 @@ lint:
 ## Cost and latency figures on the local stack (not part of the tests).
 bench:
 	bash scripts/bench.sh
+
+## Build the stack for `sam deploy`, for this host's architecture (outside CI:
+## needs the SAM CLI, cargo-lambda and zig on PATH, and network access).
+sam-build:
+	sam build --beta-features --parameter-overrides Architecture=$$(uname -m | sed 's/aarch64/arm64/')
