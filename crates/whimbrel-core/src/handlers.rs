@@ -225,7 +225,10 @@ where
                 summary.parked += 1;
             }
             Outcome::Skipped => summary.skipped += 1,
-            Outcome::Rejected(_) => summary.rejected += 1,
+            Outcome::Rejected(reason) => {
+                crate::metrics::transition_rejected(reason);
+                summary.rejected += 1;
+            }
             Outcome::Retry(_) => {
                 summary.retried += 1;
                 let mut f = DynamoDbBatchItemFailure::default();
@@ -234,6 +237,7 @@ where
             }
         }
     }
+    crate::metrics::batch_size(reports.len());
     summary.records = reports;
     let mut response = DynamoDbEventResponse::default();
     response.batch_item_failures = failures;

@@ -1,15 +1,138 @@
-//! Emitting the store's request counters after each invocation, so the cost
-//! per activity can be measured (`make bench`).
+//! What the functions measure, in one place: the engine's counters as
+//! CloudWatch Embedded Metric Format (namespace [`NAMESPACE`], through the
+//! `metrics` facade and the maintained `metrics_cloudwatch_embedded`
+//! backend, flushed to stdout after each invocation, where Lambda's log
+//! pipeline turns them into metrics), and the store's request counters
+//! (`make bench`).
+//!
+//! Outside a Lambda (tests, the CLI, the simulation) no recorder is
+//! installed and every call below is a no-op.
 
 use std::io::Write;
+use std::sync::OnceLock;
 
 use crate::store::Metrics;
 
-/// Log the requests counted since the last call (and reset them). When
+/// CloudWatch namespace of every Whimbrel metric (template.yaml's
+/// dashboard and alarms read it).
+pub const NAMESPACE: &str = "Whimbrel";
+
+static EMF: OnceLock<&'static metrics_cloudwatch_embedded::Collector> = OnceLock::new();
+
+/// Install the EMF recorder for `function` (a `Function` dimension on
+/// nothing: the template's widgets read the metrics without dimensions,
+/// except `Kind` on `Timeouts` and `Reason` on `TransitionsRejected`).
+/// Call once from a Lambda `main`; later calls do nothing.
+pub fn init(function: &str) {
+    if EMF.get().is_some() {
+        return;
+    }
+    match metrics_cloudwatch_embedded::Builder::new()
+        .cloudwatch_namespace(NAMESPACE)
+        .init()
+    {
+        Ok(c) => {
+            c.set_property("function", function.to_string());
+            let _ = EMF.set(c);
+        }
+        Err(e) => tracing::warn!(error = %e, "metrics recorder not installed"),
+    }
+}
+
+/// A transition was applied (a report, or the engine's or monitor's own).
+pub fn transition_applied() {
+    ::metrics::counter!("TransitionsApplied").increment(1);
+}
+
+/// A report arrived before its state allowed it and was parked.
+pub fn transition_parked() {
+    ::metrics::counter!("TransitionsParked").increment(1);
+}
+
+/// A failed attempt was sent back to QUEUED for a retry.
+pub fn transition_retried() {
+    ::metrics::counter!("TransitionsRetried").increment(1);
+}
+
+/// A record was rejected; `reason` is classified into a few stable kinds
+/// ([`reject_kind`]) so the `Reason` dimension stays small.
+pub fn transition_rejected(reason: &str) {
+    ::metrics::counter!("TransitionsRejected", "Reason" => reject_kind(reason)).increment(1);
+}
+
+/// A stable kind for a rejection reason (the engine's texts).
+pub fn reject_kind(reason: &str) -> &'static str {
+    const KINDS: [(&str, &str); 9] = [
+        ("unknown transition", "UnknownTransition"),
+        ("unknown activity exec", "UnknownActivity"),
+        ("token", "Fenced"),
+        ("live attempt is", "Fenced"),
+        ("terminal state", "Terminal"),
+        ("has no launched attempt", "NotLaunched"),
+        ("may not be requested", "Forbidden"),
+        ("is not allowed from", "NotAllowed"),
+        ("not a valid", "Malformed"),
+    ];
+    KINDS
+        .iter()
+        .find(|(needle, _)| reason.contains(needle))
+        .map_or("Other", |(_, kind)| kind)
+}
+
+/// The monitor timed an activity out; `kind` names the deadline.
+pub fn timeout(kind: &'static str) {
+    ::metrics::counter!("Timeouts", "Kind" => kind).increment(1);
+}
+
+/// A launch that never started was launched again.
+pub fn relaunch() {
+    ::metrics::counter!("Relaunches").increment(1);
+}
+
+/// A Lambda refused a launch for good.
+pub fn launch_failure() {
+    ::metrics::counter!("LaunchFailures").increment(1);
+}
+
+/// The monitor swept `n` due obligations, the oldest `age` seconds past
+/// its due time.
+pub fn swept(n: u64, oldest_age_seconds: i64) {
+    ::metrics::counter!("ObligationsSwept").increment(n);
+    ::metrics::gauge!("OldestObligationAgeSeconds").set(oldest_age_seconds.max(0) as f64);
+}
+
+/// A workflow ended after `seconds`.
+pub fn workflow_duration(seconds: i64) {
+    ::metrics::histogram!("WorkflowDurationSeconds").record(seconds.max(0) as f64);
+}
+
+/// A stream batch of `n` records was handled.
+pub fn batch_size(n: usize) {
+    ::metrics::histogram!("BatchSize").record(n as f64);
+}
+
+/// After an invocation: flush the EMF document to stdout, and log the
+/// requests counted since the last call (and reset them). When
 /// `WHIMBREL_METRICS_FILE` is set, also append them as one JSON line
 /// `{"function": ..., "ops": {"UpdateItem": {"requests": n, "items": n}, ...}}`
 /// to that file (the local benchmark sums these lines).
 pub fn emit(function: &str, metrics: &Metrics) {
+    let _ = flush_to(std::io::stdout());
+    emit_requests(function, metrics);
+}
+
+/// Write the EMF document of what was recorded since the last flush (one
+/// JSON line, nothing when no recorder is installed) to `out`.
+///
+/// Errors: the writer's.
+pub fn flush_to(out: impl std::io::Write) -> std::io::Result<()> {
+    match EMF.get() {
+        Some(c) => c.flush(out),
+        None => Ok(()),
+    }
+}
+
+fn emit_requests(function: &str, metrics: &Metrics) {
     let ops = metrics.take();
     if ops.is_empty() {
         return;
@@ -24,5 +147,50 @@ pub fn emit(function: &str, metrics: &Metrics) {
         {
             let _ = writeln!(f, "{line}");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_engine_counters_are_flushed_as_embedded_metric_format() {
+        init("test-function");
+        transition_applied();
+        timeout("Heartbeat");
+        transition_rejected("unknown transition \"DONE\"");
+        let mut out = Vec::new();
+        flush_to(&mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let doc: serde_json::Value =
+            serde_json::from_str(text.lines().next().expect("one EMF line")).unwrap();
+        let aws = &doc["_aws"]["CloudWatchMetrics"];
+        assert!(aws.to_string().contains("\"Whimbrel\""), "{text}");
+        assert!(
+            text.contains("TransitionsApplied") && text.contains("Timeouts"),
+            "{text}"
+        );
+        assert!(text.contains("\"UnknownTransition\""), "{text}");
+        assert_eq!(doc["function"], "test-function");
+    }
+
+    #[test]
+    fn rejection_reasons_fall_into_few_kinds() {
+        assert_eq!(
+            reject_kind("unknown transition \"DONE\""),
+            "UnknownTransition"
+        );
+        assert_eq!(
+            reject_kind("a::b: attempt token does not match the live attempt (stale or forged)"),
+            "Fenced"
+        );
+        assert_eq!(
+            reject_kind(
+                "a::b: activity is in terminal state COMPLETED; transition X can never apply"
+            ),
+            "Terminal"
+        );
+        assert_eq!(reject_kind("something new"), "Other");
     }
 }

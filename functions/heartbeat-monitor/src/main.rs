@@ -8,6 +8,7 @@ use serde_json::Value;
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     lambda_runtime::tracing::init_default_subscriber();
+    whimbrel_core::metrics::init("whimbrel-heartbeat-monitor");
     let engine = whimbrel_core::engine_from_env().await?;
     let engine = &engine;
     lambda_runtime::run(service_fn(move |event: LambdaEvent<Value>| async move {

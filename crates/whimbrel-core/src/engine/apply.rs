@@ -167,6 +167,7 @@ impl<L: Launcher> Engine<L> {
                     match self.store.update(req, false).await {
                         Ok(_) => {
                             info!(activity_exec_id = %exec.activity_exec_id, %transition, state = %exec.state, event_id, "event parked until its state catches up");
+                            crate::metrics::transition_parked();
                             return Ok(Applied::Parked(exec.state));
                         }
                         Err(StoreError::ConditionFailed) => {
@@ -203,6 +204,7 @@ impl<L: Launcher> Engine<L> {
                 match self.store.update(req, true).await {
                     Ok(item) => {
                         info!(activity_exec_id = %exec.activity_exec_id, %transition, attempt = exec.attempt, next_attempt_epoch = at, event_id, "attempt failed; the next attempt is queued");
+                        crate::metrics::transition_retried();
                         let after = match item.map(serde_dynamo::from_item::<_, ActivityExec>) {
                             Some(Ok(e)) => e,
                             _ => {
@@ -238,6 +240,7 @@ impl<L: Launcher> Engine<L> {
             match written {
                 Ok(item) => {
                     info!(activity_exec_id = %exec.activity_exec_id, from = %exec.state, %transition, to = %next, ?actor, event_id, "transition applied");
+                    crate::metrics::transition_applied();
                     let after = match item.map(serde_dynamo::from_item::<_, ActivityExec>) {
                         Some(Ok(e)) => e,
                         _ => applied_locally(exec, next, event_id, now, &self.config),

@@ -37,6 +37,21 @@ pub enum Deadline {
     CancelGrace,
 }
 
+impl Deadline {
+    /// The name used in metrics (`Timeouts`, dimension `Kind`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Deadline::Relaunch => "Relaunch",
+            Deadline::NextAttempt => "NextAttempt",
+            Deadline::ScheduleToStart => "ScheduleToStart",
+            Deadline::StartToClose => "StartToClose",
+            Deadline::Heartbeat => "Heartbeat",
+            Deadline::ScheduleToClose => "ScheduleToClose",
+            Deadline::CancelGrace => "CancelGrace",
+        }
+    }
+}
+
 /// The heartbeat timeout of an activity, seconds; `None` when heartbeats
 /// are disabled.
 pub fn heartbeat_timeout(exec: &ActivityExec, cfg: &EngineConfig) -> Option<i64> {
@@ -158,6 +173,8 @@ pub enum Verdict {
         stale_before: Option<i64>,
         /// False for schedule-to-close: the activity ends for good.
         retryable: bool,
+        /// Which deadline fired.
+        kind: Deadline,
     },
     /// A launched attempt that never started, with launches left: launch it
     /// again (same attempt, new token).
@@ -196,6 +213,7 @@ pub fn monitor_verdict(exec: &ActivityExec, cfg: &EngineConfig, now: i64) -> Ver
         reason,
         stale_before: None,
         retryable: true,
+        kind,
     };
     match kind {
         Deadline::NextAttempt => Verdict::Launch,
@@ -226,6 +244,7 @@ pub fn monitor_verdict(exec: &ActivityExec, cfg: &EngineConfig, now: i64) -> Ver
                 reason: format!("no heartbeat for {t}s (heartbeat timeout)"),
                 stale_before: Some(now - t),
                 retryable: true,
+                kind,
             }
         }
         Deadline::ScheduleToClose => Verdict::TimeOut {
@@ -235,6 +254,7 @@ pub fn monitor_verdict(exec: &ActivityExec, cfg: &EngineConfig, now: i64) -> Ver
             ),
             stale_before: None,
             retryable: false,
+            kind,
         },
         Deadline::CancelGrace => time_out(format!(
             "cancel not acknowledged within {}s",

@@ -71,6 +71,7 @@ fn the_monitor_waits_the_report_grace_then_times_out_by_heartbeat() {
             reason,
             stale_before,
             retryable: true,
+            ..
         } => {
             assert!(reason.contains("heartbeat"), "{reason}");
             assert_eq!(stale_before, Some(1010));

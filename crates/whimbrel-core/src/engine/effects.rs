@@ -236,6 +236,7 @@ impl<L: Launcher> Engine<L> {
                 }
                 Err(e) => {
                     warn!(activity_exec_id = %exec.activity_exec_id, error = %e, "launch refused; failing the activity");
+                    crate::metrics::launch_failure();
                     let event_id =
                         format!("launch-failed:{}:{}", exec.activity_exec_id, exec.attempt);
                     let details = Details {

@@ -388,10 +388,13 @@ struct WorkflowCounts {
     failed_count: u64,
     #[serde(default)]
     cancelled_count: u64,
+    #[serde(default)]
+    start_time_epoch: i64,
 }
 
 impl WorkflowCounts {
-    const ATTRIBUTES: [&'static str; 5] = [
+    const ATTRIBUTES: [&'static str; 6] = [
+        "start_time_epoch",
         "state",
         "activity_count",
         "completed_count",
@@ -405,4 +408,6 @@ impl WorkflowCounts {
 struct ActivityKey {
     activity_exec_id: String,
     workflow_exec_id: String,
+    #[serde(default)]
+    due_epoch: Option<i64>,
 }

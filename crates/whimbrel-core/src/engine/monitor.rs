@@ -51,6 +51,8 @@ pub struct MonitorReport {
 struct WorkflowKey {
     workflow_exec_id: String,
     workflow_name: String,
+    #[serde(default)]
+    due_epoch: Option<i64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -66,6 +68,7 @@ impl<L: Launcher> Engine<L> {
     /// Errors: [`EngineError::Retry`] when an index cannot be queried.
     pub async fn monitor_tick(&self, now: i64) -> Result<MonitorReport, EngineError> {
         let mut report = MonitorReport::default();
+        let (mut swept, mut oldest) = (0u64, 0i64);
         let t = self.store.tables().clone();
         for shard in 0..store::INDEX_SHARDS {
             let due = KeyCond {
@@ -76,6 +79,10 @@ impl<L: Launcher> Engine<L> {
                 .store
                 .query(&t.workflow_exec(), Some(store::INDEX_DUE), due.clone())
                 .await?;
+            for k in &workflows {
+                swept += 1;
+                oldest = oldest.max(now - k.due_epoch.unwrap_or(now));
+            }
             for k in workflows {
                 let r = async {
                     let wf: Option<WorkflowExec> = self
@@ -108,6 +115,10 @@ impl<L: Launcher> Engine<L> {
                 .store
                 .query(&t.activity_exec(), Some(store::INDEX_DUE), due)
                 .await?;
+            for k in &activities {
+                swept += 1;
+                oldest = oldest.max(now - k.due_epoch.unwrap_or(now));
+            }
             for k in activities {
                 if let Err(e) = Box::pin(self.sweep_activity(&k, now, &mut report)).await {
                     warn!(activity_exec_id = %k.activity_exec_id, error = %e, "heartbeat monitor: will try again next tick");
@@ -115,6 +126,7 @@ impl<L: Launcher> Engine<L> {
                 }
             }
         }
+        crate::metrics::swept(swept, oldest);
         Ok(report)
     }
 
@@ -191,7 +203,9 @@ impl<L: Launcher> Engine<L> {
                     reason,
                     stale_before,
                     retryable,
+                    kind,
                 } => {
+                    crate::metrics::timeout(kind.name());
                     let event_id = format!("timed-out:{}:{}", exec.activity_exec_id, exec.attempt);
                     warn!(activity_exec_id = %exec.activity_exec_id, state = %exec.state, %reason, "timing out the activity");
                     let details = Details {
@@ -248,6 +262,7 @@ impl<L: Launcher> Engine<L> {
                             let next = decoded(&exec.activity_exec_id, item)?;
                             warn!(activity_exec_id = %next.activity_exec_id, attempt = next.attempt, launch = next.launch, "attempt did not start; launching it again");
                             self.launch(&next, &token).await?;
+                            crate::metrics::relaunch();
                             report.relaunched += 1;
                         }
                         Ok(None) | Err(StoreError::ConditionFailed) => {}

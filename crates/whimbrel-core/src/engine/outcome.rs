@@ -96,6 +96,7 @@ impl<L: Launcher> Engine<L> {
             };
         }
         if self.write_move(req).await? {
+            crate::metrics::workflow_duration(self.now().epoch - wf.start_time_epoch);
             info!(workflow_exec_id = id, state = %outcome, "workflow finished");
         }
         Ok(())
