@@ -49,6 +49,7 @@ impl<L: Launcher> Engine<L> {
     /// malformed id, an unknown activity, a transition the contract never
     /// allows from the current state, a never-launched activity, or a stale
     /// attempt; [`EngineError::Retry`] for an unavailable store.
+    #[tracing::instrument(skip_all, fields(activity_exec_id = %ev.activity_exec_id, workflow_exec_id = ev.workflow_exec_id.as_deref(), event_id = %ev.activity_event_id, transition = %ev.transition))]
     pub async fn apply_event(&self, ev: &ActivityEvent) -> Result<Applied, EngineError> {
         let transition: Transition = ev
             .transition
@@ -83,6 +84,7 @@ impl<L: Launcher> Engine<L> {
     /// contention), then run the side effects of the state reached. If
     /// `event_id` already caused the last change, only the side effects run
     /// again (redelivery).
+    #[tracing::instrument(skip_all, fields(activity_exec_id = %exec.activity_exec_id, workflow_exec_id = %exec.workflow_exec_id, %transition, event_id))]
     pub(crate) async fn transition(
         &self,
         mut exec: ActivityExec,

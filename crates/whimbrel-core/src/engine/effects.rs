@@ -211,6 +211,7 @@ impl<L: Launcher> Engine<L> {
     /// A function that refuses for good fails the attempt (retried per the
     /// policy); one that cannot be reached is retried a little, then left
     /// to the monitor's relaunch.
+    #[tracing::instrument(skip_all, fields(activity_exec_id = %exec.activity_exec_id, workflow_exec_id = %exec.workflow_exec_id, attempt = exec.attempt, launch = exec.launch))]
     pub(crate) async fn launch(&self, exec: &ActivityExec, token: &str) -> Result<(), EngineError> {
         let payload = self.launch_payload(exec, token).await?;
         let body = serde_json::to_value(&payload).expect("serializable");

@@ -66,6 +66,7 @@ impl<L: Launcher> Engine<L> {
     /// item are logged and counted, and the tick goes on with the others.
     ///
     /// Errors: [`EngineError::Retry`] when an index cannot be queried.
+    #[tracing::instrument(skip(self))]
     pub async fn monitor_tick(&self, now: i64) -> Result<MonitorReport, EngineError> {
         let mut report = MonitorReport::default();
         let (mut swept, mut oldest) = (0u64, 0i64);
@@ -130,6 +131,7 @@ impl<L: Launcher> Engine<L> {
         Ok(report)
     }
 
+    #[tracing::instrument(skip_all, fields(activity_exec_id = %k.activity_exec_id, workflow_exec_id = %k.workflow_exec_id))]
     async fn sweep_activity(
         &self,
         k: &ActivityKey,

@@ -50,6 +50,7 @@ impl<L: Launcher> Engine<L> {
     /// item when it fits [`MAX_RESULT_BYTES`]. The write is conditional on
     /// RUNNING, so concurrent finishers agree and a redelivery changes
     /// nothing.
+    #[tracing::instrument(skip(self))]
     pub(crate) async fn finish_workflow(&self, id: &str, name: &str) -> Result<(), EngineError> {
         let wf: WorkflowCounts = self
             .store
@@ -147,6 +148,7 @@ impl<L: Launcher> Engine<L> {
     /// RUNNING → FAILED with the reason (keeping its due marker), then
     /// cancel every activity not ended, then clear the marker. A FAILED
     /// workflow still marked resumes the cancels. Returns whether it acted.
+    #[tracing::instrument(skip_all, fields(workflow_exec_id = %wf.workflow_exec_id))]
     pub(crate) async fn expire_workflow(
         &self,
         wf: &WorkflowExec,

@@ -43,6 +43,7 @@ impl<L: Launcher> Engine<L> {
     /// Errors: [`EngineError::Rejected`] for a malformed row;
     /// [`EngineError::Retry`] when DynamoDB or the decider is unavailable
     /// (the monitor also starts the workflow again from its due marker).
+    #[tracing::instrument(skip_all, fields(workflow_request_id = %req.workflow_request_id, workflow_name = %req.workflow_name))]
     pub async fn start_workflow(&self, req: &WorkflowRequest) -> Result<Applied, EngineError> {
         if req.workflow_name.trim().is_empty() {
             return Err(EngineError::Rejected("workflow_name is empty".into()));
@@ -220,6 +221,7 @@ impl<L: Launcher> Engine<L> {
     /// attempt, then runs [`Engine::start_workflow`] again from the request
     /// row. A workflow that cannot get a plan after `max_start_attempts` is
     /// FAILED with the reason. Returns whether it started it again.
+    #[tracing::instrument(skip_all, fields(workflow_exec_id = %exec.workflow_exec_id))]
     pub(crate) async fn restart_workflow(
         &self,
         exec: WorkflowExec,
