@@ -26,8 +26,8 @@
 mod chaos;
 mod checkpoint;
 mod front;
-mod mapping;
-mod on_failure;
+pub(crate) mod mapping;
+pub(crate) mod on_failure;
 mod shards;
 mod template;
 

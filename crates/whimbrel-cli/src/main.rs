@@ -4,6 +4,7 @@
 
 mod bench;
 mod local;
+mod replay;
 mod status;
 mod worker;
 
@@ -136,6 +137,9 @@ enum Command {
     Local(local::LocalArgs),
     /// Benchmark a registered workflow on the local stack (`make bench`).
     Bench(bench::BenchArgs),
+    /// Apply stream records an event source mapping gave up on, read back
+    /// from the stream by the on-failure records' shard and sequence range.
+    Replay(replay::ReplayArgs),
     /// Claim activities from a task list and run a command for each: the
     /// activity's input on stdin, its output from stdout (docs/workers.md).
     Worker(worker::WorkerArgs),
@@ -392,6 +396,7 @@ async fn run(cli: Cli) -> Result<(), CliError> {
         Command::Local(args) => local::run(g.clone(), args).await?,
         Command::Bench(args) => bench::run(g.clone(), args).await?,
         Command::Worker(args) => worker::run(g, args).await?,
+        Command::Replay(args) => replay::run(g, args).await?,
         Command::Result {
             workflow_exec_id,
             wait,

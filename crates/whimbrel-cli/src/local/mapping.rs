@@ -51,7 +51,7 @@ pub struct Mapping {
 }
 
 /// A stream record as the Lambda event source mapping delivers it.
-fn lambda_record(r: &Record, stream_arn: &str, region: &str) -> EventRecord {
+pub(crate) fn lambda_record(r: &Record, stream_arn: &str, region: &str) -> EventRecord {
     let mut out = EventRecord::default();
     out.aws_region = r.aws_region().unwrap_or(region).to_string();
     out.event_id = r.event_id().unwrap_or_default().to_string();
