@@ -49,6 +49,7 @@ pub mod activity;
 pub mod contract;
 pub mod dates;
 pub mod engine;
+pub mod grants;
 pub mod handlers;
 pub mod ids;
 pub mod install;

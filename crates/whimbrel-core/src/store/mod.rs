@@ -191,13 +191,48 @@ pub struct OpCount {
     pub items: u64,
 }
 
-/// Per-operation request counters, shared by clones of a [`Store`].
+/// Per-operation request counters, shared by clones of a [`Store`], and
+/// the set of distinct calls made (IAM action, table, index), which the
+/// least-privilege test compares with `crate::grants`.
 #[derive(Debug, Clone, Default)]
 pub struct Metrics {
     inner: Arc<Mutex<BTreeMap<&'static str, OpCount>>>,
+    calls: Arc<Mutex<std::collections::BTreeSet<Call>>>,
+}
+
+/// One kind of DynamoDB call, as IAM sees it: the action
+/// (`dynamodb:UpdateItem`; a transaction's writes count as their own
+/// actions), the table, and the index for a Query of a GSI.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Call {
+    /// IAM action, e.g. `dynamodb:Query`.
+    pub action: &'static str,
+    /// Table name, prefix included.
+    pub table: String,
+    /// GSI name, for a Query of an index.
+    pub index: Option<String>,
 }
 
 impl Metrics {
+    pub(crate) fn call(&self, action: &'static str, table: &str, index: Option<&str>) {
+        let mut c = self.calls.lock().unwrap_or_else(|p| p.into_inner());
+        c.insert(Call {
+            action,
+            table: table.to_string(),
+            index: index.map(str::to_string),
+        });
+    }
+
+    /// The distinct calls made so far, and forget them.
+    pub fn take_calls(&self) -> std::collections::BTreeSet<Call> {
+        std::mem::take(&mut *self.calls.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// The distinct calls made so far.
+    pub fn calls(&self) -> std::collections::BTreeSet<Call> {
+        self.calls.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
     pub(crate) fn record(&self, op: &'static str, items: usize) {
         let mut m = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         let c = m.entry(op).or_default();
@@ -462,6 +497,7 @@ impl Store {
     ) -> Result<bool, StoreError> {
         let item: Item = serde_dynamo::to_item(value).map_err(shape(table))?;
         self.metrics.record("PutItem", 1);
+        self.metrics.call("dynamodb:PutItem", table, None);
         match self
             .backend
             .put(table.into(), item, Some(Cond::not_exists(hash_key)))
@@ -477,6 +513,7 @@ impl Store {
     pub async fn put<T: Serialize>(&self, table: &str, value: &T) -> Result<(), StoreError> {
         let item: Item = serde_dynamo::to_item(value).map_err(shape(table))?;
         self.metrics.record("PutItem", 1);
+        self.metrics.call("dynamodb:PutItem", table, None);
         self.backend.put(table.into(), item, None).await
     }
 
@@ -500,6 +537,7 @@ impl Store {
         projection: &[&str],
     ) -> Result<Option<T>, StoreError> {
         self.metrics.record("GetItem", 1);
+        self.metrics.call("dynamodb:GetItem", table, None);
         let projection = projection.iter().map(|p| (*p).to_string()).collect();
         let item = self.backend.get(table.into(), key, projection).await?;
         item.map(|i| serde_dynamo::from_item(i).map_err(shape(table)))
@@ -514,6 +552,7 @@ impl Store {
         return_new: bool,
     ) -> Result<Option<Item>, StoreError> {
         self.metrics.record("UpdateItem", 1);
+        self.metrics.call("dynamodb:UpdateItem", &req.table, None);
         self.backend
             .update(req.table, req.key, req.actions, req.cond, return_new)
             .await
@@ -524,6 +563,13 @@ impl Store {
     /// transaction is [`StoreError::Conflict`].
     pub async fn transact(&self, writes: Vec<Write>) -> Result<(), StoreError> {
         self.metrics.record("TransactWriteItems", writes.len());
+        for w in &writes {
+            let action = match w {
+                Write::Put { .. } => "dynamodb:PutItem",
+                Write::Update { .. } => "dynamodb:UpdateItem",
+            };
+            self.metrics.call(action, w.table(), None);
+        }
         self.backend.transact(writes).await
     }
 
@@ -543,6 +589,7 @@ impl Store {
             let mut delay = 25;
             for attempt in 0.. {
                 self.metrics.record("BatchWriteItem", pending.len());
+                self.metrics.call("dynamodb:BatchWriteItem", table, None);
                 pending = self.backend.batch_put(table.into(), pending).await?;
                 if pending.is_empty() {
                     break;
@@ -573,6 +620,7 @@ impl Store {
             let mut delay = 25;
             for attempt in 0.. {
                 self.metrics.record("BatchGetItem", pending.len());
+                self.metrics.call("dynamodb:BatchGetItem", table, None);
                 let (found, left) = self.backend.batch_get(table.into(), pending).await?;
                 for i in found {
                     out.push(serde_dynamo::from_item(i).map_err(shape(table))?);
@@ -604,6 +652,7 @@ impl Store {
         limit: i32,
     ) -> Result<Vec<T>, StoreError> {
         self.metrics.record("Query", 1);
+        self.metrics.call("dynamodb:Query", table, index);
         let items = self
             .backend
             .query_limited(table.into(), index.map(str::to_string), key, limit)
@@ -626,6 +675,7 @@ impl Store {
         let mut start: Option<Item> = None;
         loop {
             self.metrics.record("Query", 1);
+            self.metrics.call("dynamodb:Query", table, index);
             let (items, last) = self
                 .backend
                 .query(

@@ -1,0 +1,103 @@
+//! Least privilege: the DynamoDB calls each Lambda function's code makes,
+//! kept next to that code (the engine), one list per function. Every call
+//! goes through [`crate::store::Store`], which records it
+//! ([`crate::store::Metrics::calls`]); `tests/grants.rs` runs each
+//! function's paths on DynamoDB Local and checks that every call is listed
+//! here, and that `template.yaml` grants each function exactly what its
+//! list holds: a new call without a grant fails, and so does a grant
+//! without a call.
+//!
+//! A transaction's writes are their own IAM actions (`UpdateItem`,
+//! `PutItem`). Tables are named without their prefix. What the platform
+//! does for a function (stream reads by the event source mapping, the
+//! on-failure destination, X-Ray, invoking Lambdas) is in
+//! [`PLATFORM`].
+
+/// One DynamoDB grant: IAM action, table (no prefix), GSI for a Query.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Grant {
+    /// IAM action, e.g. `dynamodb:UpdateItem`.
+    pub action: &'static str,
+    /// Table name without the prefix, e.g. `activity_exec`.
+    pub table: &'static str,
+    /// GSI name for a Query of an index.
+    pub index: Option<&'static str>,
+}
+
+const fn g(action: &'static str, table: &'static str) -> Grant {
+    Grant {
+        action,
+        table,
+        index: None,
+    }
+}
+
+const fn ix(table: &'static str, index: &'static str) -> Grant {
+    Grant {
+        action: "dynamodb:Query",
+        table,
+        index: Some(index),
+    }
+}
+
+/// `whimbrel-workflow-request`: start a workflow (`engine/start.rs`):
+/// read its definition, create the exec, the activity items (conditional
+/// puts) and the edges (batch), move it to RUNNING, claim the roots.
+pub const WORKFLOW_REQUEST: &[Grant] = &[
+    g("dynamodb:GetItem", "workflow_lambda"),
+    g("dynamodb:GetItem", "workflow_exec"),
+    g("dynamodb:PutItem", "workflow_exec"),
+    g("dynamodb:UpdateItem", "workflow_exec"),
+    g("dynamodb:GetItem", "activity_exec"),
+    g("dynamodb:PutItem", "activity_exec"),
+    g("dynamodb:UpdateItem", "activity_exec"),
+    g("dynamodb:BatchWriteItem", "activity_exec_dependency"),
+];
+
+/// `whimbrel-activity-event`: apply a report (`engine/apply.rs`): find the
+/// activity (Query on the hash key), write the transition (with the
+/// workflow counter in a transaction), release or cancel dependents, read
+/// prerequisites' outputs to launch, finish the workflow with its result.
+pub const ACTIVITY_EVENT: &[Grant] = &[
+    g("dynamodb:Query", "activity_exec"),
+    g("dynamodb:GetItem", "activity_exec"),
+    g("dynamodb:UpdateItem", "activity_exec"),
+    g("dynamodb:BatchGetItem", "activity_exec"),
+    g("dynamodb:GetItem", "workflow_exec"),
+    g("dynamodb:UpdateItem", "workflow_exec"),
+];
+
+/// `whimbrel-heartbeat-monitor`: sweep the due indexes (`engine/monitor.rs`),
+/// apply reports still in flight (event index + batch read), time out,
+/// relaunch, settle, expire workflows, and start REQUESTED ones again
+/// (everything the workflow-request function does, from the request row).
+pub const HEARTBEAT_MONITOR: &[Grant] = &[
+    ix("activity_exec", "due_shard-due_epoch-index"),
+    ix("workflow_exec", "due_shard-due_epoch-index"),
+    ix("activity_event", "activity_exec_id-index"),
+    g("dynamodb:BatchGetItem", "activity_event"),
+    g("dynamodb:Query", "activity_exec"),
+    g("dynamodb:GetItem", "activity_exec"),
+    g("dynamodb:PutItem", "activity_exec"),
+    g("dynamodb:UpdateItem", "activity_exec"),
+    g("dynamodb:BatchGetItem", "activity_exec"),
+    g("dynamodb:GetItem", "workflow_exec"),
+    g("dynamodb:PutItem", "workflow_exec"),
+    g("dynamodb:UpdateItem", "workflow_exec"),
+    g("dynamodb:GetItem", "workflow_request"),
+    g("dynamodb:GetItem", "workflow_lambda"),
+    g("dynamodb:BatchWriteItem", "activity_exec_dependency"),
+];
+
+/// What the platform does with each function's role, not through the
+/// store: (template role or function, IAM action).
+pub const PLATFORM: &[(&str, &str)] = &[
+    ("stream", "dynamodb:DescribeStream"),
+    ("stream", "dynamodb:GetRecords"),
+    ("stream", "dynamodb:GetShardIterator"),
+    ("stream", "dynamodb:ListStreams"),
+    ("any", "lambda:InvokeFunction"),
+    ("any", "sqs:SendMessage"),
+    ("any", "xray:PutTraceSegments"),
+    ("any", "xray:PutTelemetryRecords"),
+];

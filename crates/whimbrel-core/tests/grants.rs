@@ -1,0 +1,335 @@
+//! Least privilege, both ways (issue: "Who can write what"):
+//! * every DynamoDB call a function's code makes, on DynamoDB Local along
+//!   its paths, is in that function's list in `src/grants.rs`;
+//! * `template.yaml` grants each function exactly its list (plus the
+//!   platform's actions): a call without a grant, or a grant without a
+//!   listed call, fails.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use common::{stream_event, Harness};
+use serde_json::json;
+use serde_yaml::Value as Y;
+use whimbrel_core::grants::{self, Grant};
+use whimbrel_core::handlers;
+use whimbrel_core::model::{WorkflowExec, WorkflowRequest};
+
+type Calls = BTreeSet<(String, String, Option<String>)>;
+
+/// The calls recorded since the last take, tables without their prefix.
+fn calls(h: &Harness) -> Calls {
+    let prefix = h
+        .store
+        .tables()
+        .workflow_exec()
+        .replace("workflow_exec", "");
+    h.store
+        .metrics()
+        .take_calls()
+        .into_iter()
+        .map(|c| {
+            (
+                c.action.to_string(),
+                c.table.trim_start_matches(&prefix).to_string(),
+                c.index,
+            )
+        })
+        .collect()
+}
+
+fn listed(list: &[Grant]) -> Calls {
+    list.iter()
+        .map(|g| (g.action.into(), g.table.into(), g.index.map(String::from)))
+        .collect()
+}
+
+fn diamond() -> serde_json::Value {
+    json!({"activities": [
+        {"name": "a", "lambda": "f", "timeout_seconds": 100},
+        {"name": "b", "lambda": "f", "depends_on": ["a"]},
+        {"name": "c", "lambda": "f", "depends_on": ["a"], "heartbeat_timeout_seconds": 30},
+        {"name": "d", "lambda": "f", "depends_on": ["b", "c"]}
+    ]})
+}
+
+async fn deliver_events(h: &Harness, evs: &[whimbrel_core::model::ActivityEvent], seq: u64) {
+    let (retry, _) = h.deliver(evs, seq).await;
+    assert!(retry.is_empty(), "{retry:?}");
+}
+
+/// The workflow-request function's paths: a new request, and the same
+/// record delivered again.
+async fn workflow_request_calls() -> Calls {
+    let h = Harness::new().await;
+    h.register("d", diamond()).await;
+    calls(&h);
+    let req = h.request("d", Some(json!({"n": 1})));
+    let event = stream_event(
+        &h.store.tables().workflow_request(),
+        &["workflow_request_id", "workflow_name"],
+        &[req],
+        1,
+    );
+    for _ in 0..2 {
+        handlers::workflow_requests(&h.engine, &event)
+            .await
+            .unwrap();
+    }
+    calls(&h)
+}
+
+/// The activity-event function's paths: reports that release, launch with
+/// prerequisites' outputs, park, and finish the workflow with its result.
+async fn activity_event_calls() -> Calls {
+    let h = Harness::new().await;
+    h.register("d", diamond()).await;
+    let wf = h.start("d").await;
+    calls(&h);
+    deliver_events(
+        &h,
+        &[
+            h.attempt_event(&wf, "a", "COMPLETED", 0),
+            h.attempt_event(&wf, "a", "RUNNING", 0),
+        ],
+        1,
+    )
+    .await;
+    for name in ["b", "c"] {
+        deliver_events(
+            &h,
+            &[
+                h.event(&wf, name, "RUNNING"),
+                h.event(&wf, name, "COMPLETED"),
+            ],
+            10,
+        )
+        .await;
+    }
+    deliver_events(
+        &h,
+        &[h.event(&wf, "d", "RUNNING"), h.event(&wf, "d", "COMPLETED")],
+        20,
+    )
+    .await;
+    assert_eq!(h.workflow(&wf).await.state.as_str(), "COMPLETED");
+    let made = calls(&h);
+    // A failure cancels the dependents (each read before its cancel).
+    let failing = h.start("d").await;
+    calls(&h);
+    let a_fails = [
+        h.event(&failing, "a", "RUNNING"),
+        h.event(&failing, "a", "FAILED"),
+    ];
+    deliver_events(&h, &a_fails, 30).await;
+    assert_eq!(h.workflow(&failing).await.state.as_str(), "FAILED");
+    made.union(&calls(&h)).cloned().collect()
+}
+
+/// The heartbeat monitor's paths: restart a REQUESTED workflow from its
+/// request row, apply a report in flight, time out, relaunch, settle.
+async fn heartbeat_monitor_calls() -> Calls {
+    let h = Harness::new().await;
+    h.register("d", diamond()).await;
+    // A request the workflow-request function never got to.
+    let req: WorkflowRequest = h.request("d", None);
+    h.put_request(&req).await;
+    let id = whimbrel_core::ids::workflow_exec_id("d", &req.workflow_request_id);
+    let now = h.now();
+    let stuck = WorkflowExec {
+        workflow_exec_id: id.clone(),
+        workflow_name: "d".into(),
+        state: whimbrel_core::contract::WorkflowState::Requested,
+        workflow_request_id: Some(req.workflow_request_id.clone()),
+        start_time: whimbrel_core::dates::Timestamp::from_epoch(now).date_list(),
+        start_time_epoch: now,
+        end_time: None,
+        end_time_epoch: None,
+        input: None,
+        plan: None,
+        activity_count: 0,
+        completed_count: 0,
+        failed_count: 0,
+        cancelled_count: 0,
+        error: None,
+        source: None,
+        due_epoch: Some(now),
+        due_shard: Some(whimbrel_core::store::shard_of(&id)),
+        start_attempts: 0,
+        result: None,
+        result_in_activities: None,
+    };
+    h.store
+        .put(&h.store.tables().workflow_exec(), &stuck)
+        .await
+        .unwrap();
+    // A workflow whose `a` ran and wrote COMPLETED the stream never
+    // delivered, and whose `c` will time out.
+    let wf = h.start("d").await;
+    h.engine
+        .apply_event(&h.attempt_event(&wf, "a", "RUNNING", 0))
+        .await
+        .unwrap();
+    h.put_event(&h.attempt_event(&wf, "a", "COMPLETED", 0))
+        .await;
+    calls(&h);
+    let report = h.tick(now + 5).await;
+    assert_eq!(report.restarted, 1, "{report:?}");
+    let a = h.activity(&wf, "a").await;
+    let report = h.tick(a.due_epoch.unwrap() + 200).await;
+    assert!(report.reports_applied >= 1, "{report:?}");
+    let c = h.activity(&wf, "c").await;
+    let report = h.tick(c.due_epoch.unwrap() + 200).await;
+    assert!(report.relaunched + report.timed_out >= 1, "{report:?}");
+    calls(&h)
+}
+
+/// A role's or a SAM function's policy statements as (action, table,
+/// index) for DynamoDB table and index resources, and the other actions.
+fn granted(
+    template: &Y,
+    tables: &BTreeMap<String, String>,
+    statements: &Y,
+) -> (Calls, BTreeSet<String>) {
+    let mut dynamo = Calls::new();
+    let mut other = BTreeSet::new();
+    let list = |v: &Y| -> Vec<Y> {
+        match v {
+            Y::Sequence(s) => s.clone(),
+            v => vec![v.clone()],
+        }
+    };
+    for st in list(statements) {
+        let actions: Vec<String> = list(&st["Action"])
+            .iter()
+            .filter_map(|a| a.as_str().map(String::from))
+            .collect();
+        for r in list(&st["Resource"]) {
+            // (logical table, index) of a table or index ARN; None for any
+            // other resource (streams, functions, queues, "*").
+            let target: Option<(String, Option<String>)> = match &r {
+                Y::Tagged(t) if t.tag == "!GetAtt" => {
+                    let s = t.value.as_str().unwrap_or_default();
+                    s.strip_suffix(".Arn").map(|l| (l.to_string(), None))
+                }
+                Y::Tagged(t) if t.tag == "!Sub" => {
+                    let s = t.value.as_str().unwrap_or_default();
+                    s.strip_prefix("${")
+                        .and_then(|s| s.split_once(".Arn}/index/"))
+                        .map(|(l, i)| (l.to_string(), Some(i.to_string())))
+                }
+                _ => None,
+            };
+            for a in &actions {
+                match &target {
+                    Some((logical, index)) if a.starts_with("dynamodb:") => {
+                        let table = tables.get(logical).unwrap_or_else(|| panic!("{logical}"));
+                        dynamo.insert((a.clone(), table.clone(), index.clone()));
+                    }
+                    _ => drop(other.insert(a.clone())),
+                }
+            }
+        }
+    }
+    let _ = template;
+    (dynamo, other)
+}
+
+#[tokio::test]
+async fn each_function_is_granted_exactly_the_calls_its_code_makes() {
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../template.yaml"))
+        .unwrap();
+    let t: Y = serde_yaml::from_str(&text).unwrap();
+    let resources = &t["Resources"];
+    let mut tables = BTreeMap::new();
+    for (k, v) in resources.as_mapping().unwrap() {
+        if v["Type"].as_str() == Some("AWS::DynamoDB::Table") {
+            if let Y::Tagged(name) = &v["Properties"]["TableName"] {
+                let s = name.value.as_str().unwrap();
+                tables.insert(
+                    k.as_str().unwrap().to_string(),
+                    s.trim_start_matches("${TablePrefix}").to_string(),
+                );
+            }
+        }
+    }
+    let role = |name: &str| {
+        let mut all = Vec::new();
+        for p in resources[name]["Properties"]["Policies"]
+            .as_sequence()
+            .unwrap()
+        {
+            all.extend(
+                p["PolicyDocument"]["Statement"]
+                    .as_sequence()
+                    .unwrap()
+                    .clone(),
+            );
+        }
+        Y::Sequence(all)
+    };
+    let sam = |name: &str| {
+        let mut all = Vec::new();
+        for p in resources[name]["Properties"]["Policies"]
+            .as_sequence()
+            .unwrap()
+        {
+            all.extend(p["Statement"].as_sequence().unwrap().clone());
+        }
+        Y::Sequence(all)
+    };
+    let cases = [
+        (
+            "whimbrel-workflow-request",
+            role("WorkflowRequestRole"),
+            grants::WORKFLOW_REQUEST,
+            workflow_request_calls().await,
+        ),
+        (
+            "whimbrel-activity-event",
+            role("ActivityEventRole"),
+            grants::ACTIVITY_EVENT,
+            activity_event_calls().await,
+        ),
+        (
+            "whimbrel-heartbeat-monitor",
+            sam("HeartbeatMonitorFunction"),
+            grants::HEARTBEAT_MONITOR,
+            heartbeat_monitor_calls().await,
+        ),
+    ];
+    let platform: BTreeSet<String> = grants::PLATFORM
+        .iter()
+        .map(|(_, a)| a.to_string())
+        .collect();
+    let mut problems = Vec::new();
+    for (function, statements, list, made) in cases {
+        let list = listed(list);
+        for c in made.difference(&list) {
+            problems.push(format!(
+                "{function}: the code calls {c:?}, which src/grants.rs does not list"
+            ));
+        }
+        for c in list.difference(&made) {
+            problems.push(format!(
+                "{function}: src/grants.rs lists {c:?}, which no path of the test called"
+            ));
+        }
+        let (dynamo, other) = granted(&t, &tables, &statements);
+        for c in list.difference(&dynamo) {
+            problems.push(format!(
+                "{function}: {c:?} is listed but template.yaml does not grant it"
+            ));
+        }
+        for c in dynamo.difference(&list) {
+            problems.push(format!(
+                "{function}: template.yaml grants {c:?}, which the code never calls"
+            ));
+        }
+        for a in other.difference(&platform) {
+            problems.push(format!("{function}: template.yaml grants {a}, which neither the code nor the platform needs"));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
