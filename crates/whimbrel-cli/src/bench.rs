@@ -39,22 +39,26 @@ const WRITE_REQUEST_UNIT: f64 = 0.625;
 const READ_REQUEST_UNIT: f64 = 0.125;
 const LAMBDA_REQUEST: f64 = 0.20;
 
+/// `whimbrel local`'s invocation counters (`GET /whimbrel/invocations`),
+/// through hyper's client (already in the tree for the AWS SDK).
 async fn counters(front: &str) -> Result<BTreeMap<String, u64>, CliError> {
-    // A tiny GET over a raw TCP stream: the front is ours, on loopback.
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let addr = front.trim_start_matches("http://").trim_end_matches('/');
-    let mut s = tokio::net::TcpStream::connect(addr)
+    use http_body_util::{BodyExt, Empty};
+    let unreachable = |e: &dyn std::fmt::Display| {
+        CliError(format!("cannot reach whimbrel local at {front}: {e}"))
+    };
+    let uri: hyper::Uri = format!("{}/whimbrel/invocations", front.trim_end_matches('/'))
+        .parse()
+        .map_err(|e| CliError(format!("--front {front}: {e}")))?;
+    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .build_http::<Empty<axum::body::Bytes>>();
+    let response = client.get(uri).await.map_err(|e| unreachable(&e))?;
+    let body = response
+        .into_body()
+        .collect()
         .await
-        .map_err(|e| CliError(format!("cannot reach whimbrel local at {front}: {e}")))?;
-    s.write_all(format!("GET /whimbrel/invocations HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())
-        .await
-        .map_err(|e| CliError(e.to_string()))?;
-    let mut buf = String::new();
-    s.read_to_string(&mut buf)
-        .await
-        .map_err(|e| CliError(e.to_string()))?;
-    let body = buf.split("\r\n\r\n").nth(1).unwrap_or("{}");
-    serde_json::from_str(body).map_err(|e| CliError(format!("bad counters: {e}")))
+        .map_err(|e| unreachable(&e))?
+        .to_bytes();
+    serde_json::from_slice(&body).map_err(|e| CliError(format!("bad counters: {e}")))
 }
 
 fn read_metrics(
@@ -210,4 +214,24 @@ pub async fn run(g: Global, a: BenchArgs) -> Result<(), CliError> {
         return Err(CliError(format!("workflow ended {}", snap.workflow.state)));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod counter_tests {
+    use super::counters;
+
+    #[tokio::test]
+    async fn counters_are_read_from_the_front_over_http() {
+        let app = axum::Router::new().route(
+            "/whimbrel/invocations",
+            axum::routing::get(|| async { axum::Json(serde_json::json!({"whimbrel-noop": 3})) }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        let got = counters(&format!("http://{addr}")).await.unwrap();
+        assert_eq!(got.get("whimbrel-noop"), Some(&3));
+        let down = counters("http://127.0.0.1:1").await.unwrap_err();
+        assert!(down.0.contains("cannot reach whimbrel local"), "{}", down.0);
+    }
 }
