@@ -4,6 +4,7 @@
 
 mod bench;
 mod local;
+mod output;
 mod status;
 mod worker;
 
@@ -113,12 +114,15 @@ enum Command {
     /// List workflow executions in a state, newest first (a Query on the
     /// `state-start_time_epoch-index` GSI).
     List {
-        /// REQUESTED, RUNNING, COMPLETED, FAILED or CANCELLED.
-        #[arg(long, default_value = "RUNNING")]
-        state: String,
+        /// The workflow state (case ignored).
+        #[arg(long, value_enum, ignore_case = true, default_value = "RUNNING")]
+        state: output::StateArg,
         /// Only those started in the last this many seconds.
         #[arg(long, default_value_t = 86_400)]
         since_seconds: i64,
+        /// Output format: tab-separated lines, or a JSON array.
+        #[arg(long, value_enum, default_value = "table")]
+        output: output::Format,
     },
     /// Show a workflow execution and its activities.
     Status {
@@ -129,7 +133,7 @@ enum Command {
         watch: bool,
         /// Output format.
         #[arg(long, value_enum, default_value = "table")]
-        output: status::Format,
+        output: output::Format,
     },
     /// Run the local runner: stream pollers (event source mappings), the
     /// heartbeat schedule and a Lambda Invoke API front (DESIGN 6).
@@ -148,6 +152,9 @@ enum Command {
         /// error).
         #[arg(long)]
         wait: bool,
+        /// Output format: the result is JSON either way (pretty-printed).
+        #[arg(long, value_enum, default_value = "table")]
+        output: output::Format,
     },
 }
 
@@ -376,17 +383,14 @@ async fn run(cli: Cli) -> Result<(), CliError> {
         Command::List {
             state,
             since_seconds,
+            output,
         } => {
-            let state: WorkflowState = serde_json::from_value(Value::String(state.clone()))
-                .map_err(|_| {
-                    CliError(format!(
-                        "unknown workflow state {state:?}; use REQUESTED, RUNNING, COMPLETED, FAILED or CANCELLED"
-                    ))
-                })?;
             let store = store_for(g).await;
             let since = Timestamp::now().epoch - since_seconds;
-            for w in status::list(&store, state, since).await? {
-                println!("{w}");
+            let found = status::list(&store, state.into(), since).await?;
+            match output {
+                output::Format::Table => print!("{}", status::list_lines(&found)),
+                output::Format::Json => print!("{}", output::pretty(&status::list_json(&found))),
             }
         }
         Command::Local(args) => local::run(g.clone(), args).await?,
@@ -395,13 +399,12 @@ async fn run(cli: Cli) -> Result<(), CliError> {
         Command::Result {
             workflow_exec_id,
             wait,
+            output: _,
         } => {
+            // JSON is the result's only natural form: both formats print it.
             let store = store_for(g).await;
             let result = status::workflow_result(store, &workflow_exec_id, wait).await?;
-            println!(
-                "{}",
-                serde_json::to_string_pretty(&result).expect("serializable")
-            );
+            print!("{}", output::pretty(&result));
         }
     }
     Ok(())
@@ -410,20 +413,9 @@ async fn run(cli: Cli) -> Result<(), CliError> {
 #[tokio::main]
 async fn main() -> ExitCode {
     whimbrel_core::telemetry::init(false);
-    let cli = match Cli::try_parse() {
-        Ok(cli) => cli,
-        Err(e) if !e.use_stderr() => e.exit(), // --help, --version
-        Err(e) => {
-            // One line: clap's first line, without its usage block.
-            let text = e.to_string();
-            let first = text.lines().next().unwrap_or("invalid arguments");
-            eprintln!(
-                "whimbrel: error: {} (see whimbrel --help)",
-                first.trim_start_matches("error: ").trim()
-            );
-            return ExitCode::from(2);
-        }
-    };
+    // A usage error prints clap's whole message (the error, its tips, the
+    // usage line) and exits 2; --help and --version print and exit 0.
+    let cli = Cli::try_parse().unwrap_or_else(|e| e.exit());
     match run(cli).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

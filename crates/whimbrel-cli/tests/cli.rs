@@ -1,5 +1,6 @@
 //! The `whimbrel` command against DynamoDB Local started by the tests:
-//! install, register, start, event, heartbeat, status, and one-line errors.
+//! install, register, start, event, heartbeat, status, list, result;
+//! one-line errors, and clap's own for usage errors.
 
 #[path = "../../whimbrel-core/tests/common/mod.rs"]
 mod common;
@@ -155,10 +156,59 @@ fn install_register_start_and_status_against_dynamodb() {
         "{listed}"
     );
     assert!(!stdout(&run(&["list"])).contains(&wf), "not RUNNING");
+    let json: Value = serde_json::from_str(&stdout(&run(&[
+        "list",
+        "--state",
+        "completed",
+        "--output",
+        "json",
+    ])))
+    .unwrap();
+    let found = json
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["workflow_exec_id"] == wf.as_str())
+        .unwrap_or_else(|| panic!("{wf} in {json}"));
+    assert_eq!(found["state"], "COMPLETED");
+    assert_eq!(found["ended_count"], 1);
+    assert!(found.get("plan").is_none(), "a summary: {found}");
+    // clap's whole error: the value, the possible ones, exit code 2.
     let o = run(&["list", "--state", "DONE"]);
-    assert!(!o.status.success());
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("'DONE'")
+            && err.contains("[possible values: REQUESTED, RUNNING, COMPLETED, FAILED, CANCELLED]"),
+        "{err}"
+    );
+    let result: Value =
+        serde_json::from_str(&stdout(&run(&["result", &wf, "--output", "json"]))).unwrap();
+    assert_eq!(result, serde_json::json!({"only": {"n": 3}}));
     // Heartbeat on a finished activity prints its state.
     assert_eq!(stdout(&run(&["heartbeat", &activity])).trim(), "COMPLETED");
+}
+
+#[test]
+fn usage_errors_print_clap_s_whole_message_and_exit_2() {
+    for (args, expected) in [
+        (&["frobnicate"][..], "unrecognized subcommand 'frobnicate'"),
+        (&["register", "w"][..], "--lambda <LAMBDA>"),
+        (
+            &["status", "x", "--output", "yaml"][..],
+            "[possible values: table, json]",
+        ),
+    ] {
+        let o = whimbrel("http://127.0.0.1:9", "whimbrel_", args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.starts_with("error: "), "{args:?}: {err}");
+        assert!(err.contains(expected), "{args:?}: {err}");
+        assert!(
+            err.contains("For more information, try '--help'."),
+            "{args:?}: {err}"
+        );
+    }
 }
 
 #[test]
@@ -178,8 +228,6 @@ fn errors_are_one_line_with_a_non_zero_exit() {
         &["event", "x::y", "EXPLODE"][..],
         &["start", "w", "--input", "{not json"][..],
         &["status", "not-an-id"][..],
-        &["frobnicate"][..],
-        &["register", "w"][..],
     ] {
         let o = whimbrel("http://127.0.0.1:9", "whimbrel_", args);
         assert!(!o.status.success(), "{args:?}");
