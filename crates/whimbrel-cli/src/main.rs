@@ -5,6 +5,7 @@
 mod bench;
 mod local;
 mod output;
+mod show;
 mod status;
 mod worker;
 
@@ -131,6 +132,16 @@ enum Command {
         /// Redraw until the workflow ends.
         #[arg(long)]
         watch: bool,
+        /// Output format.
+        #[arg(long, value_enum, default_value = "table")]
+        output: output::Format,
+    },
+    /// Show a workflow execution's timeline: every accepted transition of
+    /// each activity and the workflow's own, in time order, with who caused
+    /// it (engine, worker, monitor or client), the attempt and the error.
+    Show {
+        /// The workflow exec id.
+        workflow_exec_id: String,
         /// Output format.
         #[arg(long, value_enum, default_value = "table")]
         output: output::Format,
@@ -379,6 +390,18 @@ async fn run(cli: Cli) -> Result<(), CliError> {
         } => {
             let store = store_for(g).await;
             status::run(&store, &workflow_exec_id, watch, output).await?;
+        }
+        Command::Show {
+            workflow_exec_id,
+            output,
+        } => {
+            let store = store_for(g).await;
+            let snap = status::snapshot(&store, &workflow_exec_id).await?;
+            let rows = show::timeline(&snap);
+            match output {
+                output::Format::Table => print!("{}", show::render(&snap, &rows)),
+                output::Format::Json => print!("{}", output::pretty(&show::as_json(&snap, &rows))),
+            }
         }
         Command::List {
             state,

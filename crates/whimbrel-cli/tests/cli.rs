@@ -1,5 +1,5 @@
 //! The `whimbrel` command against DynamoDB Local started by the tests:
-//! install, register, start, event, heartbeat, status, list, result;
+//! install, register, start, event, heartbeat, status, list, result, show;
 //! one-line errors, and clap's own for usage errors.
 
 #[path = "../../whimbrel-core/tests/common/mod.rs"]
@@ -311,4 +311,129 @@ fn cancel_requests_a_cancel_for_every_activity_that_has_not_ended() {
         h.engine.apply_event(&acknowledgement).await.unwrap();
         assert_eq!(h.workflow(&wf).await.state, WorkflowState::Cancelled);
     });
+}
+
+#[test]
+fn show_lists_every_transition_in_order_with_its_cause() {
+    let endpoint = common::dynamodb_endpoint();
+    let prefix = format!("c{}_", &uuid::Uuid::new_v4().simple().to_string()[..8]);
+    let run = |args: &[&str]| whimbrel(&endpoint, &prefix, args);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    // A Lambda activity that fails its first attempt (retried at once),
+    // then a task-list activity a worker claims and completes.
+    let wf = rt.block_on(async {
+        let h = common::Harness::with_prefix(&prefix).await;
+        h.register(
+            "flow",
+            serde_json::json!({"activities": [
+                {"name": "fetch", "lambda": "noop",
+                 "retry": {"max_attempts": 2, "interval_seconds": 0}},
+                {"name": "work", "task_list": "cli-tests", "depends_on": ["fetch"]}
+            ]}),
+        )
+        .await;
+        let wf = h.start("flow").await;
+        let mut failed = h.attempt_event(&wf, "fetch", "FAILED", 0);
+        failed.error = Some("Busy: try later".into());
+        h.engine.apply_event(&failed).await.unwrap();
+        for t in ["RUNNING", "COMPLETED"] {
+            let ev = h.attempt_event(&wf, "fetch", t, 1);
+            h.engine.apply_event(&ev).await.unwrap();
+        }
+        let engine = whimbrel_core::engine::Engine::with_environment(
+            h.store.clone(),
+            (),
+            h.config(),
+            h.clock.clone(),
+        );
+        let worker = whimbrel_core::worker::Worker::new(
+            engine,
+            "cli-tests",
+            "cli-worker",
+            whimbrel_core::worker::WorkerOptions::default(),
+        );
+        let task = worker.claim().await.unwrap().expect("work is claimable");
+        let id = task
+            .completed(serde_json::json!({"ok": true}))
+            .await
+            .unwrap();
+        let row = h
+            .event_row(&whimbrel_core::ids::activity_exec_id(&wf, "work"), &id)
+            .await;
+        h.engine.apply_event(&row).await.unwrap();
+        assert_eq!(
+            h.workflow(&wf).await.state,
+            whimbrel_core::contract::WorkflowState::Completed
+        );
+        wf
+    });
+
+    let json: Value =
+        serde_json::from_str(&stdout(&run(&["show", &wf, "--output", "json"]))).unwrap();
+    assert_eq!(json["state"], "COMPLETED");
+    let rows = json["timeline"].as_array().unwrap();
+    let seen: Vec<String> = rows
+        .iter()
+        .map(|r| {
+            format!(
+                "{} {}→{} {} {}",
+                r["activity"].as_str().unwrap_or("-"),
+                r["from"].as_str().unwrap_or("-"),
+                r["to"].as_str().unwrap(),
+                r["actor"].as_str().unwrap(),
+                r["attempt"]
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            "- -→REQUESTED client null",
+            "- REQUESTED→RUNNING engine null",
+            "fetch REQUESTED→QUEUED engine 1",
+            "fetch QUEUED→QUEUED client 1",
+            "fetch QUEUED→RUNNING client 2",
+            "fetch RUNNING→COMPLETED client 2",
+            "work REQUESTED→READY engine null",
+            "work READY→QUEUED engine 1",
+            "work QUEUED→RUNNING worker 1",
+            "work RUNNING→COMPLETED client 1",
+            "- RUNNING→COMPLETED engine null",
+        ],
+        "{json:#}"
+    );
+    assert_eq!(rows[3]["transition"], "FAILED");
+    assert_eq!(rows[3]["error"], "Busy: try later");
+    assert!(rows[3]["next_attempt_epoch"].is_i64());
+    assert_eq!(rows[8]["detail"], "cli-worker");
+    let epochs: Vec<i64> = rows.iter().map(|r| r["epoch"].as_i64().unwrap()).collect();
+    assert!(epochs.windows(2).all(|w| w[0] <= w[1]), "{epochs:?}");
+
+    let table = stdout(&run(&["show", &wf]));
+    let lines: Vec<&str> = table.lines().collect();
+    assert!(
+        lines[0].starts_with(&format!("workflow {wf}  COMPLETED  started ")),
+        "{table}"
+    );
+    assert_eq!(lines.len(), 2 + rows.len(), "{table}");
+    for (line, expected) in lines[2..].iter().zip([
+        "client (request from tests)",
+        "engine (plan stored)",
+        "engine (launch)",
+        "client event ",
+        "client event ",
+        "client event ",
+        "engine (launch)",
+        "engine (launch)",
+        "worker cli-worker",
+        "client event ",
+        "engine (ended)",
+    ]) {
+        assert!(line.contains(expected), "{expected:?} in {line:?}\n{table}");
+    }
+    assert!(
+        lines[5].contains("fetch")
+            && lines[5].contains("FAILED: Busy: try later (next attempt at "),
+        "{table}"
+    );
 }
