@@ -3,6 +3,7 @@
 //! local runner (`whimbrel local`, DESIGN 6).
 
 mod bench;
+mod graph;
 mod local;
 mod output;
 mod show;
@@ -146,6 +147,10 @@ enum Command {
         #[arg(long, value_enum, default_value = "table")]
         output: output::Format,
     },
+    /// Draw a plan's DAG: a registered workflow's static plan, a workflow
+    /// exec's stored plan (nodes coloured by state) or a plan file (.json),
+    /// as Mermaid, Graphviz DOT or PNG (through Graphviz's `dot`).
+    Graph(graph::GraphArgs),
     /// Run the local runner: stream pollers (event source mappings), the
     /// heartbeat schedule and a Lambda Invoke API front (DESIGN 6).
     Local(local::LocalArgs),
@@ -416,6 +421,7 @@ async fn run(cli: Cli) -> Result<(), CliError> {
                 output::Format::Json => print!("{}", output::pretty(&status::list_json(&found))),
             }
         }
+        Command::Graph(args) => graph::run(g, args).await?,
         Command::Local(args) => local::run(g.clone(), args).await?,
         Command::Bench(args) => bench::run(g.clone(), args).await?,
         Command::Worker(args) => worker::run(g, args).await?,

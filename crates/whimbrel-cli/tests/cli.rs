@@ -1,6 +1,6 @@
 //! The `whimbrel` command against DynamoDB Local started by the tests:
-//! install, register, start, event, heartbeat, status, list, result, show;
-//! one-line errors, and clap's own for usage errors.
+//! install, register, start, event, heartbeat, status, list, result, show,
+//! graph; one-line errors, and clap's own for usage errors.
 
 #[path = "../../whimbrel-core/tests/common/mod.rs"]
 mod common;
@@ -436,4 +436,239 @@ fn show_lists_every_transition_in_order_with_its_cause() {
             && lines[5].contains("FAILED: Busy: try later (next attempt at "),
         "{table}"
     );
+}
+
+/// The wordcount decider's plan shape (examples/src/lib.rs): 8 parallel
+/// `count-N` activities feeding `merge`.
+fn wordcount_plan() -> Value {
+    let mut activities: Vec<Value> = (0..8)
+        .map(|i| {
+            serde_json::json!({"name": format!("count-{i}"), "lambda": "wordcount-count",
+                "heartbeat_timeout_seconds": 30, "start_to_close_seconds": 300})
+        })
+        .collect();
+    activities.push(
+        serde_json::json!({"name": "merge", "lambda": "wordcount-merge",
+        "depends_on": (0..8).map(|i| format!("count-{i}")).collect::<Vec<_>>(),
+        "start_to_close_seconds": 120}),
+    );
+    serde_json::json!({"version": 1, "activities": activities, "require_tokens": true})
+}
+
+fn temp_dir(what: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "whimbrel-cli-{what}-{}",
+        uuid::Uuid::new_v4().simple()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn has_dot() -> bool {
+    Command::new("which")
+        .arg("dot")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+#[test]
+fn graph_draws_a_plan_file_as_mermaid_and_dot() {
+    let dir = temp_dir("graph");
+    let plan = dir.join("wordcount.json");
+    std::fs::write(&plan, wordcount_plan().to_string()).unwrap();
+    let plan = plan.to_str().unwrap();
+    // A plan file needs no DynamoDB.
+    let run = |args: &[&str]| whimbrel("http://127.0.0.1:9", "whimbrel_", args);
+
+    let mut expected = String::from("flowchart TD\n");
+    for i in 0..8 {
+        expected.push_str(&format!(
+            "    n{i}[\"count-{i}<br/>lambda: wordcount-count\"]\n"
+        ));
+    }
+    expected.push_str("    n8[\"merge<br/>lambda: wordcount-merge\"]\n");
+    for i in 0..8 {
+        expected.push_str(&format!("    n{i} --> n8\n"));
+    }
+    assert_eq!(
+        stdout(&run(&["graph", plan])),
+        expected,
+        "mermaid is the default"
+    );
+    assert_eq!(
+        stdout(&run(&["graph", plan, "--format", "mermaid"])),
+        expected
+    );
+    let out = dir.join("wordcount.mmd");
+    let printed = stdout(&run(&["graph", plan, "--out", out.to_str().unwrap()]));
+    assert_eq!(printed, "");
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), expected);
+
+    let dot = stdout(&run(&["graph", plan, "--format", "dot"]));
+    let lines: Vec<&str> = dot.lines().collect();
+    assert_eq!(lines[0], "digraph plan {");
+    let nodes: Vec<&str> = lines
+        .iter()
+        .copied()
+        .filter(|l| l.contains("[label="))
+        .collect();
+    let mut expected_nodes: Vec<String> = (0..8)
+        .map(|i| format!("    \"count-{i}\" [label=\"count-{i}\\nlambda: wordcount-count\"];"))
+        .collect();
+    expected_nodes.push("    \"merge\" [label=\"merge\\nlambda: wordcount-merge\"];".into());
+    assert_eq!(nodes, expected_nodes, "{dot}");
+    let edges: Vec<&str> = lines.iter().copied().filter(|l| l.contains("->")).collect();
+    let expected_edges: Vec<String> = (0..8)
+        .map(|i| format!("    \"count-{i}\" -> \"merge\";"))
+        .collect();
+    assert_eq!(edges, expected_edges, "{dot}");
+    assert_eq!(*lines.last().unwrap(), "}");
+
+    if has_dot() {
+        // Graphviz accepts it, and renders the PNG.
+        let mut child = Command::new("dot")
+            .arg("-Tsvg")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        use std::io::Write;
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(dot.as_bytes())
+            .unwrap();
+        let svg = child.wait_with_output().unwrap();
+        assert!(
+            svg.status.success() && svg.stderr.is_empty(),
+            "dot -Tsvg: {}",
+            String::from_utf8_lossy(&svg.stderr)
+        );
+        let svg = String::from_utf8_lossy(&svg.stdout);
+        assert!(
+            svg.contains("<svg") && svg.contains(">count&#45;7</text>"),
+            "{svg}"
+        );
+        let png = dir.join("wordcount.png");
+        stdout(&run(&[
+            "graph",
+            plan,
+            "--format",
+            "png",
+            "--out",
+            png.to_str().unwrap(),
+        ]));
+        assert!(std::fs::read(&png)
+            .unwrap()
+            .starts_with(b"\x89PNG\r\n\x1a\n"));
+    } else {
+        eprintln!("graphviz's dot is not installed: dot -Tsvg and PNG not checked");
+    }
+
+    // Without Graphviz, PNG fails saying how to install it.
+    let o = Command::new(env!("CARGO_BIN_EXE_whimbrel"))
+        .args(["graph", plan, "--format", "png", "--out"])
+        .arg(dir.join("never.png"))
+        .env("PATH", "")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.starts_with("whimbrel: error: --format png needs Graphviz's `dot`")
+            && err.contains("apt-get install graphviz"),
+        "{err}"
+    );
+    // An invalid plan file is refused with the reason.
+    let bad = dir.join("bad.json");
+    std::fs::write(
+        &bad,
+        r#"{"activities":[{"name":"a","lambda":"f","depends_on":["b"]}]}"#,
+    )
+    .unwrap();
+    let o = run(&["graph", bad.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("unknown activity"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn graph_of_a_registered_workflow_and_of_an_exec_coloured_by_state() {
+    let endpoint = common::dynamodb_endpoint();
+    let prefix = format!("c{}_", &uuid::Uuid::new_v4().simple().to_string()[..8]);
+    let run = |args: &[&str]| whimbrel(&endpoint, &prefix, args);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let wf = rt.block_on(async {
+        let h = common::Harness::with_prefix(&prefix).await;
+        h.register(
+            "pipeline",
+            serde_json::json!({"activities": [
+                {"name": "fetch", "lambda": "noop"},
+                {"name": "resize", "task_list": "images", "depends_on": ["fetch"]},
+                {"name": "bad", "lambda": "noop"},
+                {"name": "publish", "lambda": "noop", "depends_on": ["resize", "bad"]}
+            ]}),
+        )
+        .await;
+        let wf = h.start("pipeline").await;
+        h.run_to_completion(&wf, "fetch").await;
+        h.engine
+            .apply_event(&h.event(&wf, "bad", "FAILED"))
+            .await
+            .unwrap();
+        wf
+    });
+    // The registered workflow: its static plan, no states.
+    let static_plan = stdout(&run(&["graph", "pipeline"]));
+    assert_eq!(
+        static_plan,
+        "flowchart TD
+    n0[\"fetch<br/>lambda: noop\"]
+    n1[\"resize<br/>task list: images\"]
+    n2[\"bad<br/>lambda: noop\"]
+    n3[\"publish<br/>lambda: noop\"]
+    n0 --> n1
+    n1 --> n3
+    n2 --> n3
+"
+    );
+    // The exec: each node with its activity's state and colour ("bad"
+    // failed, which cancelled "publish").
+    let mermaid = stdout(&run(&["graph", &wf]));
+    for line in [
+        "    n0[\"fetch<br/>lambda: noop<br/>COMPLETED\"]",
+        "    n1[\"resize<br/>task list: images<br/>QUEUED\"]",
+        "    n2[\"bad<br/>lambda: noop<br/>FAILED\"]",
+        "    n3[\"publish<br/>lambda: noop<br/>CANCELLED\"]",
+        "    classDef completed fill:#b7e4c7,stroke:#2d6a4f,color:#000",
+        "    class n0 completed",
+        "    classDef failed fill:#f5b7b1,stroke:#c0392b,color:#000",
+        "    class n2 failed",
+        "    class n1 queued",
+        "    classDef cancelled fill:#d5d8dc,stroke:#707b7c,color:#000",
+        "    class n3 cancelled",
+    ] {
+        assert!(mermaid.lines().any(|l| l == line), "{line:?} in\n{mermaid}");
+    }
+    let dot = stdout(&run(&["graph", &wf, "--format", "dot"]));
+    assert!(
+        dot.contains("    \"bad\" [label=\"bad\\nlambda: noop\\nFAILED\", fillcolor=\"#f5b7b1\", color=\"#c0392b\"];\n"),
+        "{dot}"
+    );
+    assert!(dot.contains("    \"resize\" -> \"publish\";\n"), "{dot}");
+
+    // A decider-backed workflow has no static plan: pass an exec.
+    stdout(&run(&["register", "decided", "--lambda", "decider-fn"]));
+    let o = run(&["graph", "decided"]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("has no static plan: its decider Lambda decider-fn plans each run")
+            && err.contains("whimbrel graph decided::<uuid>"),
+        "{err}"
+    );
+    let o = run(&["graph", "unknown"]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("no workflow \"unknown\" is registered"));
 }
