@@ -1,6 +1,7 @@
 //! `whimbrel`: install the tables, register and start workflows, report
-//! activity events and heartbeats, show a workflow's status, and run the
-//! local runner (`whimbrel local`, DESIGN 6).
+//! activity events and heartbeats, show a workflow's status, timeline
+//! (`show`) and plan (`graph`), and run the local runner (`whimbrel local`,
+//! DESIGN 6).
 
 mod bench;
 mod graph;
