@@ -1,10 +1,14 @@
 //! `whimbrel`: install the tables, register and start workflows, report
-//! activity events and heartbeats, show a workflow's status, and run the
-//! local runner (`whimbrel local`, design.md § 6).
+//! activity events and heartbeats, show a workflow's status, timeline
+//! (`show`) and plan (`graph`), replay given-up stream records, run
+//! workers, and run the local runner (`whimbrel local`, design.md § 6).
 
 mod bench;
+mod graph;
 mod local;
+mod output;
 mod replay;
+mod show;
 mod status;
 mod worker;
 
@@ -114,12 +118,15 @@ enum Command {
     /// List workflow executions in a state, newest first (a Query on the
     /// `state-start_time_epoch-index` GSI).
     List {
-        /// REQUESTED, RUNNING, COMPLETED, FAILED or CANCELLED.
-        #[arg(long, default_value = "RUNNING")]
-        state: String,
+        /// The workflow state (case ignored).
+        #[arg(long, value_enum, ignore_case = true, default_value = "RUNNING")]
+        state: output::StateArg,
         /// Only those started in the last this many seconds.
         #[arg(long, default_value_t = 86_400)]
         since_seconds: i64,
+        /// Output format: tab-separated lines, or a JSON array.
+        #[arg(long, value_enum, default_value = "table")]
+        output: output::Format,
     },
     /// Show a workflow execution and its activities.
     Status {
@@ -130,8 +137,22 @@ enum Command {
         watch: bool,
         /// Output format.
         #[arg(long, value_enum, default_value = "table")]
-        output: status::Format,
+        output: output::Format,
     },
+    /// Show a workflow execution's timeline: every accepted transition of
+    /// each activity and the workflow's own, in time order, with who caused
+    /// it (engine, worker, monitor or client), the attempt and the error.
+    Show {
+        /// The workflow exec id.
+        workflow_exec_id: String,
+        /// Output format.
+        #[arg(long, value_enum, default_value = "table")]
+        output: output::Format,
+    },
+    /// Draw a plan's DAG: a registered workflow's static plan, a workflow
+    /// exec's stored plan (nodes coloured by state) or a plan file (.json),
+    /// as Mermaid, Graphviz DOT or PNG (through Graphviz's `dot`).
+    Graph(graph::GraphArgs),
     /// Run the local runner: stream pollers (event source mappings), the
     /// heartbeat schedule and a Lambda Invoke API front (design.md § 6).
     Local(local::LocalArgs),
@@ -152,6 +173,9 @@ enum Command {
         /// error).
         #[arg(long)]
         wait: bool,
+        /// Output format: the result is JSON either way (pretty-printed).
+        #[arg(long, value_enum, default_value = "table")]
+        output: output::Format,
     },
 }
 
@@ -377,22 +401,32 @@ async fn run(cli: Cli) -> Result<(), CliError> {
             let store = store_for(g).await;
             status::run(&store, &workflow_exec_id, watch, output).await?;
         }
+        Command::Show {
+            workflow_exec_id,
+            output,
+        } => {
+            let store = store_for(g).await;
+            let snap = status::snapshot(&store, &workflow_exec_id).await?;
+            let rows = show::timeline(&snap);
+            match output {
+                output::Format::Table => print!("{}", show::render(&snap, &rows)),
+                output::Format::Json => print!("{}", output::pretty(&show::as_json(&snap, &rows))),
+            }
+        }
         Command::List {
             state,
             since_seconds,
+            output,
         } => {
-            let state: WorkflowState = serde_json::from_value(Value::String(state.clone()))
-                .map_err(|_| {
-                    CliError(format!(
-                        "unknown workflow state {state:?}; use REQUESTED, RUNNING, COMPLETED, FAILED or CANCELLED"
-                    ))
-                })?;
             let store = store_for(g).await;
             let since = Timestamp::now().epoch - since_seconds;
-            for w in status::list(&store, state, since).await? {
-                println!("{w}");
+            let found = status::list(&store, state.into(), since).await?;
+            match output {
+                output::Format::Table => print!("{}", status::list_lines(&found)),
+                output::Format::Json => print!("{}", output::pretty(&status::list_json(&found))),
             }
         }
+        Command::Graph(args) => graph::run(g, args).await?,
         Command::Local(args) => local::run(g.clone(), args).await?,
         Command::Bench(args) => bench::run(g.clone(), args).await?,
         Command::Worker(args) => worker::run(g, args).await?,
@@ -400,13 +434,12 @@ async fn run(cli: Cli) -> Result<(), CliError> {
         Command::Result {
             workflow_exec_id,
             wait,
+            output: _,
         } => {
+            // JSON is the result's only natural form: both formats print it.
             let store = store_for(g).await;
             let result = status::workflow_result(store, &workflow_exec_id, wait).await?;
-            println!(
-                "{}",
-                serde_json::to_string_pretty(&result).expect("serializable")
-            );
+            print!("{}", output::pretty(&result));
         }
     }
     Ok(())
@@ -415,20 +448,9 @@ async fn run(cli: Cli) -> Result<(), CliError> {
 #[tokio::main]
 async fn main() -> ExitCode {
     whimbrel_core::telemetry::init(false);
-    let cli = match Cli::try_parse() {
-        Ok(cli) => cli,
-        Err(e) if !e.use_stderr() => e.exit(), // --help, --version
-        Err(e) => {
-            // One line: clap's first line, without its usage block.
-            let text = e.to_string();
-            let first = text.lines().next().unwrap_or("invalid arguments");
-            eprintln!(
-                "whimbrel: error: {} (see whimbrel --help)",
-                first.trim_start_matches("error: ").trim()
-            );
-            return ExitCode::from(2);
-        }
-    };
+    // A usage error prints clap's whole message (the error, its tips, the
+    // usage line) and exits 2; --help and --version print and exit 0.
+    let cli = Cli::try_parse().unwrap_or_else(|e| e.exit());
     match run(cli).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

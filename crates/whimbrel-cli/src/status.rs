@@ -12,16 +12,8 @@ use whimbrel_core::store::{
     n, s, Cmp, KeyCond, Store, INDEX_ACTIVITIES_BY_WORKFLOW, INDEX_WORKFLOWS_BY_STATE,
 };
 
+use crate::output::Format;
 use crate::CliError;
-
-/// Output format of `whimbrel status`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Format {
-    /// A human-readable table.
-    Table,
-    /// One JSON document.
-    Json,
-}
 
 /// A workflow exec and its activities, read once.
 pub struct Snapshot {
@@ -293,16 +285,15 @@ pub async fn run(store: &Store, id: &str, watch: bool, format: Format) -> Result
     }
 }
 
-/// One line per workflow exec in `state` started at or after `since`
-/// (epoch seconds), newest first: id, state, start time (UTC), activity
-/// counts, error.
+/// The workflow execs in `state` started at or after `since` (epoch
+/// seconds), newest first.
 ///
 /// Errors: DynamoDB errors.
 pub async fn list(
     store: &Store,
     state: WorkflowState,
     since: i64,
-) -> Result<Vec<String>, CliError> {
+) -> Result<Vec<WorkflowExec>, CliError> {
     let mut found: Vec<WorkflowExec> = store
         .query(
             &store.tables().workflow_exec(),
@@ -314,21 +305,55 @@ pub async fn list(
         )
         .await?;
     found.sort_by_key(|w| std::cmp::Reverse(w.start_time_epoch));
-    Ok(found
+    Ok(found)
+}
+
+/// `whimbrel list` as text: one tab-separated line per workflow exec: id,
+/// state, start time (UTC), activity counts, error.
+pub fn list_lines(found: &[WorkflowExec]) -> String {
+    found
         .iter()
         .map(|w| {
             let started = chrono::DateTime::from_timestamp(w.start_time_epoch, 0)
                 .map(|t| t.format("%Y-%m-%d %H:%M:%S").to_string())
                 .unwrap_or_default();
             format!(
-                "{}\t{}\t{}\t{}/{} ended\t{}",
+                "{}\t{}\t{}\t{}/{} ended\t{}\n",
                 w.workflow_exec_id,
                 w.state,
                 started,
-                w.completed_count + w.failed_count + w.cancelled_count,
+                ended(w),
                 w.activity_count,
                 w.error.as_deref().unwrap_or("")
             )
         })
-        .collect())
+        .collect()
+}
+
+fn ended(w: &WorkflowExec) -> u64 {
+    w.completed_count + w.failed_count + w.cancelled_count
+}
+
+/// `whimbrel list --output json`: an array of the workflow execs' summary
+/// attributes (not their plan, input or result, which may be large).
+pub fn list_json(found: &[WorkflowExec]) -> Value {
+    found
+        .iter()
+        .map(|w| {
+            json!({
+                "workflow_exec_id": w.workflow_exec_id,
+                "workflow_name": w.workflow_name,
+                "state": w.state,
+                "start_time_epoch": w.start_time_epoch,
+                "end_time_epoch": w.end_time_epoch,
+                "activity_count": w.activity_count,
+                "completed_count": w.completed_count,
+                "failed_count": w.failed_count,
+                "cancelled_count": w.cancelled_count,
+                "ended_count": ended(w),
+                "error": w.error,
+                "source": w.source,
+            })
+        })
+        .collect()
 }

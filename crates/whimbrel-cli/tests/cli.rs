@@ -1,5 +1,6 @@
 //! The `whimbrel` command against DynamoDB Local started by the tests:
-//! install, register, start, event, heartbeat, status, and one-line errors.
+//! install, register, start, event, heartbeat, status, list, result, show,
+//! graph; one-line errors, and clap's own for usage errors.
 
 #[path = "../../whimbrel-core/tests/common/mod.rs"]
 mod common;
@@ -155,10 +156,59 @@ fn install_register_start_and_status_against_dynamodb() {
         "{listed}"
     );
     assert!(!stdout(&run(&["list"])).contains(&wf), "not RUNNING");
+    let json: Value = serde_json::from_str(&stdout(&run(&[
+        "list",
+        "--state",
+        "completed",
+        "--output",
+        "json",
+    ])))
+    .unwrap();
+    let found = json
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["workflow_exec_id"] == wf.as_str())
+        .unwrap_or_else(|| panic!("{wf} in {json}"));
+    assert_eq!(found["state"], "COMPLETED");
+    assert_eq!(found["ended_count"], 1);
+    assert!(found.get("plan").is_none(), "a summary: {found}");
+    // clap's whole error: the value, the possible ones, exit code 2.
     let o = run(&["list", "--state", "DONE"]);
-    assert!(!o.status.success());
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("'DONE'")
+            && err.contains("[possible values: REQUESTED, RUNNING, COMPLETED, FAILED, CANCELLED]"),
+        "{err}"
+    );
+    let result: Value =
+        serde_json::from_str(&stdout(&run(&["result", &wf, "--output", "json"]))).unwrap();
+    assert_eq!(result, serde_json::json!({"only": {"n": 3}}));
     // Heartbeat on a finished activity prints its state.
     assert_eq!(stdout(&run(&["heartbeat", &activity])).trim(), "COMPLETED");
+}
+
+#[test]
+fn usage_errors_print_clap_s_whole_message_and_exit_2() {
+    for (args, expected) in [
+        (&["frobnicate"][..], "unrecognized subcommand 'frobnicate'"),
+        (&["register", "w"][..], "--lambda <LAMBDA>"),
+        (
+            &["status", "x", "--output", "yaml"][..],
+            "[possible values: table, json]",
+        ),
+    ] {
+        let o = whimbrel("http://127.0.0.1:9", "whimbrel_", args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.starts_with("error: "), "{args:?}: {err}");
+        assert!(err.contains(expected), "{args:?}: {err}");
+        assert!(
+            err.contains("For more information, try '--help'."),
+            "{args:?}: {err}"
+        );
+    }
 }
 
 #[test]
@@ -178,8 +228,6 @@ fn errors_are_one_line_with_a_non_zero_exit() {
         &["event", "x::y", "EXPLODE"][..],
         &["start", "w", "--input", "{not json"][..],
         &["status", "not-an-id"][..],
-        &["frobnicate"][..],
-        &["register", "w"][..],
     ] {
         let o = whimbrel("http://127.0.0.1:9", "whimbrel_", args);
         assert!(!o.status.success(), "{args:?}");
@@ -263,4 +311,364 @@ fn cancel_requests_a_cancel_for_every_activity_that_has_not_ended() {
         h.engine.apply_event(&acknowledgement).await.unwrap();
         assert_eq!(h.workflow(&wf).await.state, WorkflowState::Cancelled);
     });
+}
+
+#[test]
+fn show_lists_every_transition_in_order_with_its_cause() {
+    let endpoint = common::dynamodb_endpoint();
+    let prefix = format!("c{}_", &uuid::Uuid::new_v4().simple().to_string()[..8]);
+    let run = |args: &[&str]| whimbrel(&endpoint, &prefix, args);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    // A Lambda activity that fails its first attempt (retried at once),
+    // then a task-list activity a worker claims and completes.
+    let wf = rt.block_on(async {
+        let h = common::Harness::with_prefix(&prefix).await;
+        h.register(
+            "flow",
+            serde_json::json!({"activities": [
+                {"name": "fetch", "lambda": "noop",
+                 "retry": {"max_attempts": 2, "interval_seconds": 0}},
+                {"name": "work", "task_list": "cli-tests", "depends_on": ["fetch"]}
+            ]}),
+        )
+        .await;
+        let wf = h.start("flow").await;
+        let mut failed = h.attempt_event(&wf, "fetch", "FAILED", 0);
+        failed.error = Some("Busy: try later".into());
+        h.engine.apply_event(&failed).await.unwrap();
+        for t in ["RUNNING", "COMPLETED"] {
+            let ev = h.attempt_event(&wf, "fetch", t, 1);
+            h.engine.apply_event(&ev).await.unwrap();
+        }
+        let engine = whimbrel_core::engine::Engine::with_environment(
+            h.store.clone(),
+            (),
+            h.config(),
+            h.clock.clone(),
+        );
+        let worker = whimbrel_core::worker::Worker::new(
+            engine,
+            "cli-tests",
+            "cli-worker",
+            whimbrel_core::worker::WorkerOptions::default(),
+        );
+        let task = worker.claim().await.unwrap().expect("work is claimable");
+        let id = task
+            .completed(serde_json::json!({"ok": true}))
+            .await
+            .unwrap();
+        let row = h
+            .event_row(&whimbrel_core::ids::activity_exec_id(&wf, "work"), &id)
+            .await;
+        h.engine.apply_event(&row).await.unwrap();
+        assert_eq!(
+            h.workflow(&wf).await.state,
+            whimbrel_core::contract::WorkflowState::Completed
+        );
+        wf
+    });
+
+    let json: Value =
+        serde_json::from_str(&stdout(&run(&["show", &wf, "--output", "json"]))).unwrap();
+    assert_eq!(json["state"], "COMPLETED");
+    let rows = json["timeline"].as_array().unwrap();
+    let seen: Vec<String> = rows
+        .iter()
+        .map(|r| {
+            format!(
+                "{} {}→{} {} {}",
+                r["activity"].as_str().unwrap_or("-"),
+                r["from"].as_str().unwrap_or("-"),
+                r["to"].as_str().unwrap(),
+                r["actor"].as_str().unwrap(),
+                r["attempt"]
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            "- -→REQUESTED client null",
+            "- REQUESTED→RUNNING engine null",
+            "fetch REQUESTED→QUEUED engine 1",
+            "fetch QUEUED→QUEUED client 1",
+            "fetch QUEUED→RUNNING client 2",
+            "fetch RUNNING→COMPLETED client 2",
+            "work REQUESTED→READY engine null",
+            "work READY→QUEUED engine 1",
+            "work QUEUED→RUNNING worker 1",
+            "work RUNNING→COMPLETED client 1",
+            "- RUNNING→COMPLETED engine null",
+        ],
+        "{json:#}"
+    );
+    assert_eq!(rows[3]["transition"], "FAILED");
+    assert_eq!(rows[3]["error"], "Busy: try later");
+    assert!(rows[3]["next_attempt_epoch"].is_i64());
+    assert_eq!(rows[8]["detail"], "cli-worker");
+    let epochs: Vec<i64> = rows.iter().map(|r| r["epoch"].as_i64().unwrap()).collect();
+    assert!(epochs.windows(2).all(|w| w[0] <= w[1]), "{epochs:?}");
+
+    let table = stdout(&run(&["show", &wf]));
+    let lines: Vec<&str> = table.lines().collect();
+    assert!(
+        lines[0].starts_with(&format!("workflow {wf}  COMPLETED  started ")),
+        "{table}"
+    );
+    assert_eq!(lines.len(), 2 + rows.len(), "{table}");
+    for (line, expected) in lines[2..].iter().zip([
+        "client (request from tests)",
+        "engine (plan stored)",
+        "engine (launch)",
+        "client event ",
+        "client event ",
+        "client event ",
+        "engine (launch)",
+        "engine (launch)",
+        "worker cli-worker",
+        "client event ",
+        "engine (ended)",
+    ]) {
+        assert!(line.contains(expected), "{expected:?} in {line:?}\n{table}");
+    }
+    assert!(
+        lines[5].contains("fetch")
+            && lines[5].contains("FAILED: Busy: try later (next attempt at "),
+        "{table}"
+    );
+}
+
+/// The wordcount decider's plan shape (examples/src/lib.rs): 8 parallel
+/// `count-N` activities feeding `merge`.
+fn wordcount_plan() -> Value {
+    let mut activities: Vec<Value> = (0..8)
+        .map(|i| {
+            serde_json::json!({"name": format!("count-{i}"), "lambda": "wordcount-count",
+                "heartbeat_timeout_seconds": 30, "start_to_close_seconds": 300})
+        })
+        .collect();
+    activities.push(
+        serde_json::json!({"name": "merge", "lambda": "wordcount-merge",
+        "depends_on": (0..8).map(|i| format!("count-{i}")).collect::<Vec<_>>(),
+        "start_to_close_seconds": 120}),
+    );
+    serde_json::json!({"version": 1, "activities": activities, "require_tokens": true})
+}
+
+fn temp_dir(what: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "whimbrel-cli-{what}-{}",
+        uuid::Uuid::new_v4().simple()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn has_dot() -> bool {
+    Command::new("which")
+        .arg("dot")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+#[test]
+fn graph_draws_a_plan_file_as_mermaid_and_dot() {
+    let dir = temp_dir("graph");
+    let plan = dir.join("wordcount.json");
+    std::fs::write(&plan, wordcount_plan().to_string()).unwrap();
+    let plan = plan.to_str().unwrap();
+    // A plan file needs no DynamoDB.
+    let run = |args: &[&str]| whimbrel("http://127.0.0.1:9", "whimbrel_", args);
+
+    let mut expected = String::from("flowchart TD\n");
+    for i in 0..8 {
+        expected.push_str(&format!(
+            "    n{i}[\"count-{i}<br/>lambda: wordcount-count\"]\n"
+        ));
+    }
+    expected.push_str("    n8[\"merge<br/>lambda: wordcount-merge\"]\n");
+    for i in 0..8 {
+        expected.push_str(&format!("    n{i} --> n8\n"));
+    }
+    assert_eq!(
+        stdout(&run(&["graph", plan])),
+        expected,
+        "mermaid is the default"
+    );
+    assert_eq!(
+        stdout(&run(&["graph", plan, "--format", "mermaid"])),
+        expected
+    );
+    let out = dir.join("wordcount.mmd");
+    let printed = stdout(&run(&["graph", plan, "--out", out.to_str().unwrap()]));
+    assert_eq!(printed, "");
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), expected);
+
+    let dot = stdout(&run(&["graph", plan, "--format", "dot"]));
+    let lines: Vec<&str> = dot.lines().collect();
+    assert_eq!(lines[0], "digraph plan {");
+    let nodes: Vec<&str> = lines
+        .iter()
+        .copied()
+        .filter(|l| l.contains("[label="))
+        .collect();
+    let mut expected_nodes: Vec<String> = (0..8)
+        .map(|i| format!("    \"count-{i}\" [label=\"count-{i}\\nlambda: wordcount-count\"];"))
+        .collect();
+    expected_nodes.push("    \"merge\" [label=\"merge\\nlambda: wordcount-merge\"];".into());
+    assert_eq!(nodes, expected_nodes, "{dot}");
+    let edges: Vec<&str> = lines.iter().copied().filter(|l| l.contains("->")).collect();
+    let expected_edges: Vec<String> = (0..8)
+        .map(|i| format!("    \"count-{i}\" -> \"merge\";"))
+        .collect();
+    assert_eq!(edges, expected_edges, "{dot}");
+    assert_eq!(*lines.last().unwrap(), "}");
+
+    if has_dot() {
+        // Graphviz accepts it, and renders the PNG.
+        let mut child = Command::new("dot")
+            .arg("-Tsvg")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        use std::io::Write;
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(dot.as_bytes())
+            .unwrap();
+        let svg = child.wait_with_output().unwrap();
+        assert!(
+            svg.status.success() && svg.stderr.is_empty(),
+            "dot -Tsvg: {}",
+            String::from_utf8_lossy(&svg.stderr)
+        );
+        let svg = String::from_utf8_lossy(&svg.stdout);
+        assert!(
+            svg.contains("<svg") && svg.contains(">count&#45;7</text>"),
+            "{svg}"
+        );
+        let png = dir.join("wordcount.png");
+        stdout(&run(&[
+            "graph",
+            plan,
+            "--format",
+            "png",
+            "--out",
+            png.to_str().unwrap(),
+        ]));
+        assert!(std::fs::read(&png)
+            .unwrap()
+            .starts_with(b"\x89PNG\r\n\x1a\n"));
+    } else {
+        eprintln!("graphviz's dot is not installed: dot -Tsvg and PNG not checked");
+    }
+
+    // Without Graphviz, PNG fails saying how to install it.
+    let o = Command::new(env!("CARGO_BIN_EXE_whimbrel"))
+        .args(["graph", plan, "--format", "png", "--out"])
+        .arg(dir.join("never.png"))
+        .env("PATH", "")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.starts_with("whimbrel: error: --format png needs Graphviz's `dot`")
+            && err.contains("apt-get install graphviz"),
+        "{err}"
+    );
+    // An invalid plan file is refused with the reason.
+    let bad = dir.join("bad.json");
+    std::fs::write(
+        &bad,
+        r#"{"activities":[{"name":"a","lambda":"f","depends_on":["b"]}]}"#,
+    )
+    .unwrap();
+    let o = run(&["graph", bad.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("unknown activity"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn graph_of_a_registered_workflow_and_of_an_exec_coloured_by_state() {
+    let endpoint = common::dynamodb_endpoint();
+    let prefix = format!("c{}_", &uuid::Uuid::new_v4().simple().to_string()[..8]);
+    let run = |args: &[&str]| whimbrel(&endpoint, &prefix, args);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let wf = rt.block_on(async {
+        let h = common::Harness::with_prefix(&prefix).await;
+        h.register(
+            "pipeline",
+            serde_json::json!({"activities": [
+                {"name": "fetch", "lambda": "noop"},
+                {"name": "resize", "task_list": "images", "depends_on": ["fetch"]},
+                {"name": "bad", "lambda": "noop"},
+                {"name": "publish", "lambda": "noop", "depends_on": ["resize", "bad"]}
+            ]}),
+        )
+        .await;
+        let wf = h.start("pipeline").await;
+        h.run_to_completion(&wf, "fetch").await;
+        h.engine
+            .apply_event(&h.event(&wf, "bad", "FAILED"))
+            .await
+            .unwrap();
+        wf
+    });
+    // The registered workflow: its static plan, no states.
+    let static_plan = stdout(&run(&["graph", "pipeline"]));
+    assert_eq!(
+        static_plan,
+        "flowchart TD
+    n0[\"fetch<br/>lambda: noop\"]
+    n1[\"resize<br/>task list: images\"]
+    n2[\"bad<br/>lambda: noop\"]
+    n3[\"publish<br/>lambda: noop\"]
+    n0 --> n1
+    n1 --> n3
+    n2 --> n3
+"
+    );
+    // The exec: each node with its activity's state and colour ("bad"
+    // failed, which cancelled "publish").
+    let mermaid = stdout(&run(&["graph", &wf]));
+    for line in [
+        "    n0[\"fetch<br/>lambda: noop<br/>COMPLETED\"]",
+        "    n1[\"resize<br/>task list: images<br/>QUEUED\"]",
+        "    n2[\"bad<br/>lambda: noop<br/>FAILED\"]",
+        "    n3[\"publish<br/>lambda: noop<br/>CANCELLED\"]",
+        "    classDef completed fill:#b7e4c7,stroke:#2d6a4f,color:#000",
+        "    class n0 completed",
+        "    classDef failed fill:#f5b7b1,stroke:#c0392b,color:#000",
+        "    class n2 failed",
+        "    class n1 queued",
+        "    classDef cancelled fill:#d5d8dc,stroke:#707b7c,color:#000",
+        "    class n3 cancelled",
+    ] {
+        assert!(mermaid.lines().any(|l| l == line), "{line:?} in\n{mermaid}");
+    }
+    let dot = stdout(&run(&["graph", &wf, "--format", "dot"]));
+    assert!(
+        dot.contains("    \"bad\" [label=\"bad\\nlambda: noop\\nFAILED\", fillcolor=\"#f5b7b1\", color=\"#c0392b\"];\n"),
+        "{dot}"
+    );
+    assert!(dot.contains("    \"resize\" -> \"publish\";\n"), "{dot}");
+
+    // A decider-backed workflow has no static plan: pass an exec.
+    stdout(&run(&["register", "decided", "--lambda", "decider-fn"]));
+    let o = run(&["graph", "decided"]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("has no static plan: its decider Lambda decider-fn plans each run")
+            && err.contains("whimbrel graph decided::<uuid>"),
+        "{err}"
+    );
+    let o = run(&["graph", "unknown"]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("no workflow \"unknown\" is registered"));
 }

@@ -1,0 +1,557 @@
+//! `whimbrel show`: the timeline of a workflow exec, every accepted
+//! transition of each activity (its `history`) and the workflow's own, in
+//! time order, with who caused each (Temporal's `workflow show`).
+
+use std::collections::HashMap;
+
+use serde::Serialize;
+use serde_json::{json, Value};
+use whimbrel_core::contract::{ActivityState, WorkflowState};
+use whimbrel_core::model::{ActivityExec, HistoryEntry};
+
+use crate::status::Snapshot;
+
+/// Who caused a transition, from the history entry's `event_id`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Actor {
+    /// The engine: launches, cascades, starting and finishing workflows.
+    Engine,
+    /// A task-list worker's claim.
+    Worker,
+    /// The heartbeat monitor: timeouts.
+    Monitor,
+    /// A report: an activity, a user, any client writing event rows.
+    Client,
+}
+
+impl Actor {
+    fn as_str(self) -> &'static str {
+        match self {
+            Actor::Engine => "engine",
+            Actor::Worker => "worker",
+            Actor::Monitor => "monitor",
+            Actor::Client => "client",
+        }
+    }
+}
+
+/// One line of the timeline.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Row {
+    /// UTC time of day, HH:MM:SS.
+    pub time: String,
+    /// Epoch seconds.
+    pub epoch: i64,
+    /// The activity, or `None` for the workflow itself.
+    pub activity: Option<String>,
+    /// The transition applied (for the workflow: the state reached).
+    pub transition: String,
+    /// The state before (`None` for the workflow's creation).
+    pub from: Option<String>,
+    /// The state reached.
+    pub to: String,
+    /// Who caused it.
+    pub actor: Actor,
+    /// What about it: `launch`, `relaunch (launch 2)`, the worker's name,
+    /// `heartbeat or start-to-close`...
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+    /// The event (or engine step) id recorded in the history.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub event_id: Option<String>,
+    /// The attempt (1-based) the transition belongs to; `None` before the
+    /// first is queued.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub attempt: Option<u32>,
+    /// The error: of a retried attempt (from the history), of the final
+    /// failure or cancel (the activity's `error`), of the workflow.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// For a retried attempt: when the next one is due, epoch seconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_attempt_epoch: Option<i64>,
+    /// True when the time is not stored but inferred (the workflow's move
+    /// to RUNNING: shown at its first activity transition).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub inferred_time: bool,
+}
+
+/// UTC HH:MM:SS of `epoch`.
+fn hms(epoch: i64) -> String {
+    chrono::DateTime::from_timestamp(epoch, 0)
+        .map(|t| t.format("%H:%M:%S").to_string())
+        .unwrap_or_else(|| "-".into())
+}
+
+/// The number after the last `:` of an engine event id
+/// (`launcher:(activity_exec_id):(attempt)`, `relaunch:...:(launch)`).
+fn last_number(event_id: &str) -> Option<u32> {
+    event_id.rsplit(':').next()?.parse().ok()
+}
+
+/// Who caused the history entry `event_id` of activity `a` at `attempt`,
+/// and a word about it. The engine's own steps have fixed prefixes
+/// (`engine/attempts.rs`, `effects.rs`, `monitor.rs`, `outcome.rs`); any
+/// other id is an event row's `activity_event_id`.
+pub fn cause(event_id: &str, a: &ActivityExec, attempt: Option<u32>) -> (Actor, Option<String>) {
+    let (prefix, _) = event_id.split_once(':').unwrap_or(("", ""));
+    match prefix {
+        "launcher" => (Actor::Engine, Some("launch".into())),
+        "relaunch" => (
+            Actor::Engine,
+            Some(match last_number(event_id) {
+                Some(n) => format!("relaunch (launch {n})"),
+                None => "relaunch".into(),
+            }),
+        ),
+        // The item names only the worker of the live attempt.
+        "claim" => (
+            Actor::Worker,
+            a.worker.clone().filter(|_| attempt == Some(a.attempt)),
+        ),
+        "timed-out" => (Actor::Monitor, Some("timeout".into())),
+        "not-started" => (Actor::Monitor, Some("never started".into())),
+        "upstream-ended" => (Actor::Engine, Some("prerequisite ended".into())),
+        "launch-failed" => (Actor::Engine, Some("launch failed".into())),
+        "execution-timeout" => (Actor::Engine, Some("execution timeout".into())),
+        _ => (Actor::Client, None),
+    }
+}
+
+/// Longest path from a root to each activity (index in `activities`): the
+/// tie-break of transitions in the same second, so a prerequisite's come
+/// before its dependents'.
+fn depths(activities: &[ActivityExec]) -> Vec<usize> {
+    let index: HashMap<&str, usize> = activities
+        .iter()
+        .enumerate()
+        .map(|(i, a)| (a.activity_exec_id.as_str(), i))
+        .collect();
+    let mut depth: Vec<Option<usize>> = vec![None; activities.len()];
+    fn visit(
+        i: usize,
+        activities: &[ActivityExec],
+        index: &HashMap<&str, usize>,
+        depth: &mut Vec<Option<usize>>,
+        on_path: &mut Vec<bool>,
+    ) -> usize {
+        if let Some(d) = depth[i] {
+            return d;
+        }
+        if on_path[i] {
+            return 0; // a cycle: validated plans have none
+        }
+        on_path[i] = true;
+        let mut d = 0;
+        for p in &activities[i].prerequisites {
+            if let Some(&j) = index.get(p.as_str()) {
+                d = d.max(1 + visit(j, activities, index, depth, on_path));
+            }
+        }
+        on_path[i] = false;
+        depth[i] = Some(d);
+        d
+    }
+    let mut on_path = vec![false; activities.len()];
+    (0..activities.len())
+        .map(|i| visit(i, activities, &index, &mut depth, &mut on_path))
+        .collect()
+}
+
+/// The rows of one activity's history, oldest first: each entry's "from"
+/// is the state the one before led to (REQUESTED for the first).
+fn activity_rows(a: &ActivityExec) -> Vec<Row> {
+    let mut from = ActivityState::Requested;
+    let mut attempt = 0;
+    let last = a.history.len().saturating_sub(1);
+    let final_error = matches!(
+        a.state,
+        ActivityState::Failed
+            | ActivityState::TimedOut
+            | ActivityState::Cancelled
+            | ActivityState::CancelledRunning
+    );
+    a.history
+        .iter()
+        .enumerate()
+        .map(|(i, h): (usize, &HistoryEntry)| {
+            let shown = match h.attempt {
+                // A retried failure: of attempt k, the next is k + 1.
+                Some(k) => {
+                    attempt = k + 1;
+                    Some(k)
+                }
+                None => {
+                    if h.state == ActivityState::Queued && attempt == 0 {
+                        attempt = 1;
+                    }
+                    (attempt > 0).then_some(attempt)
+                }
+            };
+            let (actor, detail) = cause(&h.event_id, a, shown);
+            let error = h.error.clone().or_else(|| {
+                (i == last && final_error)
+                    .then(|| a.error.clone())
+                    .flatten()
+            });
+            let row = Row {
+                time: hms(h.at_epoch),
+                epoch: h.at_epoch,
+                activity: Some(a.activity_name.clone()),
+                transition: h.transition.clone(),
+                from: Some(from.as_str().into()),
+                to: h.state.as_str().into(),
+                actor,
+                detail,
+                event_id: Some(h.event_id.clone()),
+                attempt: shown,
+                error,
+                next_attempt_epoch: h.next_attempt_epoch,
+                inferred_time: false,
+            };
+            from = h.state;
+            row
+        })
+        .collect()
+}
+
+/// The whole timeline of `snap`, in time order. Transitions in the same
+/// second: the workflow's creation and start first, then activities by
+/// depth in the plan (each activity's in its history's order), the
+/// workflow's end last.
+pub fn timeline(snap: &Snapshot) -> Vec<Row> {
+    let w = &snap.workflow;
+    // (epoch, rank, depth, row): a stable sort keeps history order.
+    let mut rows: Vec<(i64, u8, usize, Row)> = vec![];
+    let workflow_row = |epoch: i64, from: Option<WorkflowState>, to: WorkflowState| Row {
+        time: hms(epoch),
+        epoch,
+        activity: None,
+        transition: to.as_str().into(),
+        from: from.map(|f| f.as_str().into()),
+        to: to.as_str().into(),
+        actor: Actor::Engine,
+        detail: None,
+        event_id: None,
+        attempt: None,
+        error: None,
+        next_attempt_epoch: None,
+        inferred_time: false,
+    };
+    rows.push((
+        w.start_time_epoch,
+        0,
+        0,
+        Row {
+            actor: Actor::Client,
+            detail: Some(match &w.source {
+                Some(source) => format!("request from {source}"),
+                None => "request".into(),
+            }),
+            event_id: w.workflow_request_id.clone(),
+            ..workflow_row(w.start_time_epoch, None, WorkflowState::Requested)
+        },
+    ));
+    let first_activity = snap
+        .activities
+        .iter()
+        .flat_map(|a| a.history.iter().map(|h| h.at_epoch))
+        .min();
+    // The move to RUNNING is not timed on the item: the activities were
+    // written just before it and the roots are queued just after.
+    let ran = w.state == WorkflowState::Running || !snap.activities.is_empty();
+    if ran {
+        let at = first_activity.unwrap_or(w.start_time_epoch);
+        rows.push((
+            at,
+            1,
+            0,
+            Row {
+                detail: Some("plan stored".into()),
+                inferred_time: true,
+                ..workflow_row(at, Some(WorkflowState::Requested), WorkflowState::Running)
+            },
+        ));
+    }
+    let depth = depths(&snap.activities);
+    for (i, a) in snap.activities.iter().enumerate() {
+        for row in activity_rows(a) {
+            rows.push((row.epoch, 2, depth[i], row));
+        }
+    }
+    if w.state.is_terminal() {
+        let at = w
+            .end_time_epoch
+            .unwrap_or_else(|| rows.iter().map(|r| r.0).max().unwrap_or(w.start_time_epoch));
+        let from = if ran {
+            WorkflowState::Running
+        } else {
+            WorkflowState::Requested
+        };
+        rows.push((
+            at,
+            3,
+            0,
+            Row {
+                detail: Some("ended".into()),
+                error: w.error.clone(),
+                ..workflow_row(at, Some(from), w.state)
+            },
+        ));
+    }
+    rows.sort_by_key(|(epoch, rank, depth, _)| (*epoch, *rank, *depth));
+    rows.into_iter().map(|r| r.3).collect()
+}
+
+/// The table's text for a row's cause: `engine (launch)`, `worker w-1`,
+/// `client event 6f1f…` (the event row's own uuid).
+fn cause_text(r: &Row) -> String {
+    let mut text = r.actor.as_str().to_string();
+    match (&r.detail, r.actor, &r.event_id) {
+        (Some(d), Actor::Worker, _) => text.push_str(&format!(" {d}")),
+        (Some(d), _, _) => text.push_str(&format!(" ({d})")),
+        (None, Actor::Client, Some(id)) => {
+            // An event row id is (activity_exec_id)::(uuid): the row's
+            // activity is on the line already.
+            let short = id.rsplit("::").next().unwrap_or(id);
+            text.push_str(&format!(" event {short}"));
+        }
+        _ => {}
+    }
+    text
+}
+
+/// The error column: the error, and for a retried attempt when the next
+/// one is due.
+fn error_text(r: &Row) -> String {
+    let mut text = r.error.clone().unwrap_or_default();
+    if let Some(next) = r.next_attempt_epoch {
+        text = format!("{}: {text} (next attempt at {})", r.transition, hms(next));
+    }
+    text
+}
+
+/// `whimbrel show` as a table: a header line, then one line per row.
+pub fn render(snap: &Snapshot, rows: &[Row]) -> String {
+    let w = &snap.workflow;
+    let started = chrono::DateTime::from_timestamp(w.start_time_epoch, 0)
+        .map(|t| t.format("%Y-%m-%d %H:%M:%S UTC").to_string())
+        .unwrap_or_default();
+    let mut out = format!(
+        "workflow {}  {}  started {started}, {} activities\n",
+        w.workflow_exec_id, w.state, w.activity_count
+    );
+    let cells: Vec<[String; 6]> = rows
+        .iter()
+        .map(|r| {
+            [
+                r.time.clone(),
+                r.activity.clone().unwrap_or_else(|| "(workflow)".into()),
+                format!("{} → {}", r.from.as_deref().unwrap_or("-"), r.to),
+                cause_text(r),
+                r.attempt.map(|a| a.to_string()).unwrap_or_default(),
+                error_text(r),
+            ]
+        })
+        .collect();
+    let header = ["TIME", "ACTIVITY", "FROM → TO", "CAUSE", "ATTEMPT", "ERROR"].map(String::from);
+    let mut width = [0usize; 6];
+    for line in std::iter::once(&header).chain(&cells) {
+        for (w, cell) in width.iter_mut().zip(line) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    for line in std::iter::once(&header).chain(&cells) {
+        let mut text = String::new();
+        for (i, cell) in line.iter().enumerate() {
+            if i == 5 {
+                text.push_str(cell);
+            } else {
+                let pad = width[i] - cell.chars().count();
+                text.push_str(cell);
+                text.push_str(&" ".repeat(pad + 2));
+            }
+        }
+        out.push_str(text.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+/// `whimbrel show --output json`: the workflow's summary and the rows.
+pub fn as_json(snap: &Snapshot, rows: &[Row]) -> Value {
+    let w = &snap.workflow;
+    json!({
+        "workflow_exec_id": w.workflow_exec_id,
+        "workflow_name": w.workflow_name,
+        "state": w.state,
+        "start_time_epoch": w.start_time_epoch,
+        "end_time_epoch": w.end_time_epoch,
+        "error": w.error,
+        "activity_count": w.activity_count,
+        "timeline": rows,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use whimbrel_core::contract::Transition;
+    use whimbrel_core::model::WorkflowExec;
+
+    fn entry(t: Transition, s: ActivityState, at: i64, id: &str) -> HistoryEntry {
+        HistoryEntry::new(t, s, at, id)
+    }
+
+    fn activity(name: &str, prerequisites: &[&str], history: Vec<HistoryEntry>) -> ActivityExec {
+        let state = history.last().map_or(ActivityState::Requested, |h| h.state);
+        serde_json::from_value(json!({
+            "activity_exec_id": format!("{name}::u"),
+            "workflow_exec_id": "w::u",
+            "workflow_name": "w",
+            "activity_name": name,
+            "state": state,
+            "heartbeat_enabled": false,
+            "heartbeat_time_epoch": -1,
+            "start_time_epoch": -1,
+            "attempt": 1,
+            "prerequisites": prerequisites.iter().map(|p| format!("{p}::u")).collect::<Vec<_>>(),
+            "history": history,
+        }))
+        .unwrap()
+    }
+
+    fn snapshot(activities: Vec<ActivityExec>, state: WorkflowState) -> Snapshot {
+        let workflow: WorkflowExec = serde_json::from_value(json!({
+            "workflow_exec_id": "w::u",
+            "workflow_name": "w",
+            "state": state,
+            "workflow_request_id": "w::r",
+            "start_time": [2026, 1, 1, 0, 0, 0],
+            "start_time_epoch": 100,
+            "end_time_epoch": 110,
+            "source": "tests",
+            "activity_count": activities.len(),
+            "error": "b: boom",
+        }))
+        .unwrap();
+        Snapshot {
+            workflow,
+            activities,
+        }
+    }
+
+    #[test]
+    fn causes_from_event_ids() {
+        let mut a = activity("a", &[], vec![]);
+        a.worker = Some("w-1".into());
+        a.attempt = 2;
+        let c = |id: &str, attempt| cause(id, &a, Some(attempt));
+        assert_eq!(
+            c("launcher:a::u:1", 1),
+            (Actor::Engine, Some("launch".into()))
+        );
+        assert_eq!(
+            c("relaunch:a::u:1:3", 1),
+            (Actor::Engine, Some("relaunch (launch 3)".into()))
+        );
+        assert_eq!(c("claim:a::u:2", 2), (Actor::Worker, Some("w-1".into())));
+        assert_eq!(
+            c("claim:a::u:1", 1),
+            (Actor::Worker, None),
+            "an earlier worker"
+        );
+        assert_eq!(c("timed-out:a::u:1", 1).0, Actor::Monitor);
+        assert_eq!(c("not-started:a::u:1", 1).0, Actor::Monitor);
+        assert_eq!(c("upstream-ended:b::u", 1).0, Actor::Engine);
+        assert_eq!(c("launch-failed:a::u:1", 1).0, Actor::Engine);
+        assert_eq!(c("execution-timeout:w::u", 1).0, Actor::Engine);
+        assert_eq!(c("a::u::6f1f4f8e", 1), (Actor::Client, None));
+    }
+
+    #[test]
+    fn a_retried_failure_then_a_cascade_in_time_order() {
+        use ActivityState as S;
+        use Transition as T;
+        let retried = HistoryEntry {
+            attempt: Some(1),
+            error: Some("flaky".into()),
+            next_attempt_epoch: Some(104),
+            ..entry(T::Failed, S::Queued, 103, "b::u::e2")
+        };
+        // "b" sorts before its dependent "a"... by depth, not by name.
+        let b = activity(
+            "b",
+            &[],
+            vec![
+                entry(T::Queued, S::Queued, 101, "launcher:b::u:1"),
+                entry(T::Running, S::Running, 102, "b::u::e1"),
+                retried,
+                entry(T::Running, S::Running, 105, "b::u::e3"),
+                entry(T::Failed, S::Failed, 106, "b::u::e4"),
+            ],
+        );
+        let mut b = b;
+        b.error = Some("b: boom".into());
+        let mut a = activity(
+            "a",
+            &["b"],
+            vec![entry(T::Cancel, S::Cancelled, 106, "upstream-ended:b::u")],
+        );
+        a.error = Some("prerequisite b ended FAILED".into());
+        let snap = snapshot(vec![a, b], WorkflowState::Failed);
+        let rows = timeline(&snap);
+        let seen: Vec<String> = rows
+            .iter()
+            .map(|r| {
+                format!(
+                    "{} {} {}→{} {} {}",
+                    r.epoch,
+                    r.activity.as_deref().unwrap_or("-"),
+                    r.from.as_deref().unwrap_or("-"),
+                    r.to,
+                    r.actor.as_str(),
+                    r.attempt.map_or("-".into(), |a| a.to_string()),
+                )
+            })
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                "100 - -→REQUESTED client -",
+                "101 - REQUESTED→RUNNING engine -",
+                "101 b REQUESTED→QUEUED engine 1",
+                "102 b QUEUED→RUNNING client 1",
+                "103 b RUNNING→QUEUED client 1",
+                "105 b QUEUED→RUNNING client 2",
+                "106 b RUNNING→FAILED client 2",
+                "106 a REQUESTED→CANCELLED engine -",
+                "110 - RUNNING→FAILED engine -",
+            ]
+        );
+        assert_eq!(rows[4].error.as_deref(), Some("flaky"));
+        assert_eq!(rows[4].next_attempt_epoch, Some(104));
+        assert_eq!(rows[6].error.as_deref(), Some("b: boom"));
+        assert_eq!(
+            rows[7].error.as_deref(),
+            Some("prerequisite b ended FAILED")
+        );
+        assert_eq!(rows[8].error.as_deref(), Some("b: boom"));
+        assert!(rows[1].inferred_time);
+        let table = render(&snap, &rows);
+        let lines: Vec<&str> = table.lines().collect();
+        assert!(lines[0].starts_with("workflow w::u  FAILED  started 1970-01-01 00:01:40 UTC"));
+        assert!(
+            lines[1].starts_with("TIME      ACTIVITY    FROM → TO"),
+            "{table}"
+        );
+        assert!(
+            lines[6].ends_with("FAILED: flaky (next attempt at 00:01:44)"),
+            "{table}"
+        );
+        assert!(lines[4].contains("engine (launch)"), "{table}");
+        assert!(lines[5].contains("client event e1"), "{table}");
+        assert!(lines[9].contains("engine (prerequisite ended)"), "{table}");
+    }
+}
