@@ -19,6 +19,27 @@ use crate::model::ActivityEvent;
 use crate::plan::LaunchPayload;
 use crate::store::{Store, StoreError, Tables};
 
+/// The attributes an activity's heartbeat reads (keys first): the IAM
+/// `dynamodb:Attributes` of its role's GetItem statement.
+pub const HEARTBEAT_READS: [&str; 6] = [
+    "activity_exec_id",
+    "workflow_exec_id",
+    "state",
+    "attempt_token_hash",
+    "heartbeat_enabled",
+    "require_tokens",
+];
+
+/// The attributes an activity's heartbeat writes (keys first): the IAM
+/// `dynamodb:Attributes` of its role's UpdateItem statement. `state` is not
+/// among them: an activity's role cannot change a state by hand.
+pub const HEARTBEAT_WRITES: [&str; 4] = [
+    "activity_exec_id",
+    "workflow_exec_id",
+    "heartbeat_time",
+    "heartbeat_time_epoch",
+];
+
 /// Why a report failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ActivityError {
@@ -138,16 +159,65 @@ impl Activity {
     /// attribute) and return the activity's state: stop working if it is
     /// CANCELLED_RUNNING (then report [`Activity::cancelled`]) or ended.
     ///
-    /// Errors: [`EngineError::Rejected`] when this attempt is no longer the
-    /// live one (a newer attempt was launched): stop working.
+    /// Least privilege: one GetItem of [`HEARTBEAT_READS`] by the payload's
+    /// key (no Query), the token checked here, then, while RUNNING with
+    /// heartbeats enabled, one UpdateItem of [`HEARTBEAT_WRITES`] only, so
+    /// an activity's role can be limited to those attributes
+    /// (`dynamodb:Attributes`, template.yaml `ExampleActivityPolicy`).
+    ///
+    /// Errors: [`EngineError::Rejected`] for an unknown activity, or when
+    /// this attempt is no longer the live one (a newer attempt was
+    /// launched, or a retry queued): stop working.
     pub async fn heartbeat(&self) -> Result<ActivityState, ActivityError> {
-        Ok(self
-            .engine
-            .heartbeat_attempt(
-                &self.payload.activity_exec_id,
-                self.payload.attempt_token.as_deref(),
-            )
-            .await?)
+        #[derive(serde::Deserialize)]
+        struct Seen {
+            state: ActivityState,
+            attempt_token_hash: Option<String>,
+            #[serde(default)]
+            heartbeat_enabled: bool,
+            #[serde(default)]
+            require_tokens: bool,
+        }
+        let p = &self.payload;
+        let store = self.engine.store();
+        let table = store.tables().activity_exec();
+        let key = crate::engine::decide::activity_key(&p.activity_exec_id, &p.workflow_exec_id);
+        let reads: Vec<&str> = HEARTBEAT_READS[2..].to_vec();
+        let seen: Seen = store
+            .get_projected(&table, key.clone(), &reads)
+            .await?
+            .ok_or_else(|| {
+                EngineError::Rejected(format!("unknown activity exec {}", p.activity_exec_id))
+            })?;
+        let rejected = |why: &str| {
+            ActivityError::Engine(EngineError::Rejected(format!(
+                "{}: {why}",
+                p.activity_exec_id
+            )))
+        };
+        match p.attempt_token.as_deref() {
+            Some(t) if seen.attempt_token_hash.as_deref() != Some(&crate::ids::token_hash(t)) => {
+                return Err(rejected(
+                    "attempt token does not match the live attempt (stale or forged)",
+                ))
+            }
+            None if seen.require_tokens => {
+                return Err(rejected("this activity requires the attempt token"))
+            }
+            _ => {}
+        }
+        if seen.state == ActivityState::Running && seen.heartbeat_enabled {
+            let now = self.engine.now();
+            let req = crate::store::UpdateRequest::new(table, key)
+                .when(crate::store::Cond::exists("activity_exec_id"))
+                .set("heartbeat_time", crate::store::av(&now.date_list()))
+                .set("heartbeat_time_epoch", crate::store::n(now.epoch));
+            match store.update(req, false).await {
+                Ok(_) | Err(StoreError::ConditionFailed) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(seen.state)
     }
 }
 

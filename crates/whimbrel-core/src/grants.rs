@@ -89,6 +89,17 @@ pub const HEARTBEAT_MONITOR: &[Grant] = &[
     g("dynamodb:BatchWriteItem", "activity_exec_dependency"),
 ];
 
+/// An activity Lambda using the helper (`activity.rs`): insert its event
+/// rows, and heartbeat with a GetItem and an UpdateItem limited to the
+/// attributes in [`crate::activity::HEARTBEAT_READS`] and
+/// [`crate::activity::HEARTBEAT_WRITES`] (template.yaml
+/// `ExampleActivityPolicy`).
+pub const ACTIVITY: &[Grant] = &[
+    g("dynamodb:PutItem", "activity_event"),
+    g("dynamodb:GetItem", "activity_exec"),
+    g("dynamodb:UpdateItem", "activity_exec"),
+];
+
 /// What the platform does with each function's role, not through the
 /// store: (template role or function, IAM action).
 pub const PLATFORM: &[(&str, &str)] = &[

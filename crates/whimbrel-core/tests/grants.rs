@@ -185,6 +185,46 @@ async fn heartbeat_monitor_calls() -> Calls {
     calls(&h)
 }
 
+/// An activity's own calls through the helper: report, heartbeat.
+async fn activity_calls() -> Calls {
+    let h = Harness::new().await;
+    h.register(
+        "one",
+        json!({"activities": [{"name": "a", "lambda": "f", "heartbeat_timeout_seconds": 30}]}),
+    )
+    .await;
+    let wf = h.start("one").await;
+    let act = h.attempt("a", 0);
+    h.engine
+        .apply_event(&h.attempt_event(&wf, "a", "RUNNING", 0))
+        .await
+        .unwrap();
+    calls(&h);
+    act.running().await.unwrap();
+    assert_eq!(
+        act.heartbeat().await.unwrap(),
+        whimbrel_core::contract::ActivityState::Running
+    );
+    act.completed(json!({"ok": true})).await.unwrap();
+    calls(&h)
+}
+
+/// The `dynamodb:Attributes` list of the statement `sid` in `statements`.
+fn attributes(statements: &Y, sid: &str) -> Vec<String> {
+    statements
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .find(|s| s["Sid"].as_str() == Some(sid))
+        .unwrap_or_else(|| panic!("no statement {sid}"))["Condition"]["ForAllValues:StringEquals"]
+        ["dynamodb:Attributes"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap().to_string())
+        .collect()
+}
+
 /// A role's or a SAM function's policy statements as (action, table,
 /// index) for DynamoDB table and index resources, and the other actions.
 fn granted(
@@ -298,7 +338,24 @@ async fn each_function_is_granted_exactly_the_calls_its_code_makes() {
             grants::HEARTBEAT_MONITOR,
             heartbeat_monitor_calls().await,
         ),
+        (
+            "an activity (ExampleActivityPolicy)",
+            resources["ExampleActivityPolicy"]["Properties"]["PolicyDocument"]["Statement"].clone(),
+            grants::ACTIVITY,
+            activity_calls().await,
+        ),
     ];
+    // The activity's heartbeat touches only the attributes its role allows.
+    let policy = &resources["ExampleActivityPolicy"]["Properties"]["PolicyDocument"]["Statement"];
+    let own = |l: &[&str]| l.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    assert_eq!(
+        attributes(policy, "HeartbeatRead"),
+        own(&whimbrel_core::activity::HEARTBEAT_READS)
+    );
+    assert_eq!(
+        attributes(policy, "HeartbeatWrite"),
+        own(&whimbrel_core::activity::HEARTBEAT_WRITES)
+    );
     let platform: BTreeSet<String> = grants::PLATFORM
         .iter()
         .map(|(_, a)| a.to_string())
