@@ -12,9 +12,9 @@
 //! which meets a (simulated) transient DynamoDB failure: the valid ones
 //! apply and the batch item failures name exactly the record to retry.
 //!
-//! Corpus files the engine does not handle as the contract says are listed
-//! in [`KNOWN_BUGS`] with what was observed, and run by an `#[ignore]`d
-//! test.
+//! Cases where the engine does not do what the contract says are listed in
+//! [`KNOWN_BUGS`] and in the `#[ignore]`d tests at the end, each with the
+//! exact input and what was observed.
 
 mod common;
 
@@ -1067,4 +1067,155 @@ fn only_changed(h: &Harness, changed: &BTreeMap<String, (Vec<String>, Vec<String
             );
         }
     }
+}
+
+// ------------------------------------------------------------------ rows the engine reads back
+
+/// An output of `depth` nested objects around a string: with 31 it is as
+/// deep as an attribute of a DynamoDB item may be (32 is refused).
+fn nested(depth: usize) -> Value {
+    let mut v = json!("leaf");
+    for i in 0..depth {
+        v = json!({ format!("d{i}"): v });
+    }
+    v
+}
+
+/// A COMPLETED whose output is as deep as DynamoDB allows, written by the
+/// live attempt before its RUNNING was applied (the stream delivers the
+/// rows of one activity in any order): it is parked, then applied after
+/// RUNNING, as the same COMPLETED delivered in order would be.
+#[tokio::test]
+#[ignore = "engine bug: the early COMPLETED is turned into FAILED (UNSTORABLE) when parked; see the comment"]
+async fn an_early_completed_with_the_deepest_output_is_applied_after_running() {
+    // Observed (DynamoDB Local 2.6.1): the first delivery returns Applied
+    // (not Parked) and leaves `idle` FAILED with error "UNSTORABLE:
+    // COMPLETED could not be stored: UpdateItem: invalid request:
+    // ValidationException: ExpressionAttributeValues contains invalid value:
+    // Nesting Levels have exceeded supported limits: … for key :v2".
+    // Parking puts the output two levels deeper (`parked` is a list of
+    // maps), past DynamoDB's 32, and the park's permanent write error takes
+    // the path meant for a COMPLETED whose own write is too large
+    // (`unstorable`), which records FAILED.
+    // The same row delivered after RUNNING completes the activity
+    // (accepted-output-deep.json). A valid report is lost for a delivery
+    // order the stream is allowed to produce.
+    let w = world(true).await;
+    let h = &w.h;
+    let wf = w.var("WORKFLOW_EXEC_ID").to_string();
+    let mut done = h.attempt_event(&wf, "idle", "COMPLETED", 0);
+    done.output = Some(nested(31));
+    // The activity could write the row: DynamoDB accepts it.
+    h.put_event(&done).await;
+    let running = h.attempt_event(&wf, "idle", "RUNNING", 0);
+    h.put_event(&running).await;
+
+    let (retry, sum) = h.deliver(std::slice::from_ref(&done), 1).await;
+    assert!(retry.is_empty(), "{retry:?}");
+    let idle = h.activity(&wf, "idle").await;
+    assert_eq!(
+        (idle.state, sum.parked, idle.error.as_deref()),
+        (ActivityState::Queued, 1, None),
+        "the early COMPLETED waits for RUNNING"
+    );
+    let (retry, _) = h.deliver(std::slice::from_ref(&running), 2).await;
+    assert!(retry.is_empty(), "{retry:?}");
+    let idle = h.activity(&wf, "idle").await;
+    assert_eq!(idle.state, ActivityState::Completed, "{:?}", idle.error);
+    assert_eq!(idle.output, Some(nested(31)));
+}
+
+/// The heartbeat monitor reads an activity's event rows back before it
+/// times it out (reports still in flight). A row no event can be made of
+/// (here a binary attribute, which any client of the event table can
+/// write; its stream record is rejected) must not stop it from timing the
+/// activity out.
+#[tokio::test]
+#[ignore = "engine bug: one row with a binary attribute makes every monitor tick fail for its activity; see the comment"]
+async fn a_binary_attribute_in_an_event_row_does_not_blind_the_monitor() {
+    // Observed: every tick past the deadline reports `errors: 1` for it,
+    // and `only` stays RUNNING for good (log: "heartbeat
+    // monitor: will try again next tick"). `apply_in_flight` reads the rows
+    // with `Store::batch_get::<serde_json::Value>`, and serde_json::Value
+    // cannot hold a DynamoDB B (bytes) value: the whole read fails with a
+    // Shape error before the `from_value::<ActivityEvent>` filter meant for
+    // hostile rows is reached. The activity is never timed out, its
+    // workflow never ends.
+    let w = world(false).await;
+    let h = &w.h;
+    let only = w.var("SOLO_ACTIVITY_EXEC_ID").to_string();
+    let client = h.store.client().unwrap();
+    let event_id = format!("{only}::{}", uuid::Uuid::new_v4());
+    client
+        .put_item()
+        .table_name(h.store.tables().activity_event())
+        .item("activity_event_id", AttributeValue::S(event_id.clone()))
+        .item("activity_exec_id", AttributeValue::S(only.clone()))
+        .item("transition", AttributeValue::S("COMPLETED".into()))
+        .item(
+            "output",
+            AttributeValue::B(aws_smithy_types::Blob::new(vec![0u8, 1, 2])),
+        )
+        .send()
+        .await
+        .expect("a client may write this row");
+    // Its stream record is rejected, never retried.
+    let record = json!({"Records": [{
+        "eventID": "b1", "eventName": "INSERT", "eventVersion": "1.1",
+        "eventSource": "aws:dynamodb", "awsRegion": "us-east-1",
+        "dynamodb": {"ApproximateCreationDateTime": 1795306413,
+            "Keys": {"activity_event_id": {"S": event_id}, "activity_exec_id": {"S": only}},
+            "NewImage": {"activity_event_id": {"S": event_id}, "activity_exec_id": {"S": only},
+                "transition": {"S": "COMPLETED"}, "output": {"B": "AAEC"}},
+            "SequenceNumber": "1", "SizeBytes": 120, "StreamViewType": "NEW_IMAGE"},
+        "eventSourceARN": format!("arn:aws:dynamodb:us-east-1:000000000000:table/{}/stream/x",
+            h.store.tables().activity_event())}]});
+    let (resp, sum) = handlers::activity_events(&h.engine, &record).await.unwrap();
+    assert!(failures(&resp).is_empty());
+    assert_eq!(sum.rejected, 1, "{:?}", sum.records);
+
+    // Past the start-to-close deadline (default 3600 s) and the report grace.
+    let at = h.now() + h.config().default_start_to_close_seconds + 60;
+    let report = h.tick(at).await;
+    let solo = w.var("SOLO_WORKFLOW_EXEC_ID").to_string();
+    let x = h.activity(&solo, "only").await;
+    // (The world's other RUNNING activities time out at this tick too.)
+    assert_eq!(report.errors, 0, "{report:?}");
+    assert_eq!(x.state, ActivityState::TimedOut, "{report:?}");
+}
+
+/// A workflow's sink activity COMPLETED with an output as deep as an event
+/// row may hold: the workflow completes (its result kept on the item, or
+/// left on the activity when it cannot be), at the latest at the monitor's
+/// next tick after the settle grace.
+#[tokio::test]
+#[ignore = "engine bug: the workflow's result, one level deeper than the output, cannot be written; the workflow never finishes; see the comment"]
+async fn a_sink_with_the_deepest_output_completes_its_workflow() {
+    // Observed: the delivery is Rejected("UpdateItem: invalid request:
+    // ValidationException: Nesting Levels have exceeded supported limits")
+    // although `only` is COMPLETED (with its due marker still set); then
+    // every tick reports `errors: 1` and the workflow stays RUNNING, no
+    // `result`, no `result_in_activities`. `finish_workflow` sets `result`
+    // = {"only": output}, one level deeper than the output, past DynamoDB's
+    // 32 levels; the permanent error is not turned into
+    // `result_in_activities` as an oversized result is.
+    let w = world(false).await;
+    let h = &w.h;
+    let solo = w.var("SOLO_WORKFLOW_EXEC_ID").to_string();
+    let mut done = h.attempt_event(&solo, "only", "COMPLETED", 0);
+    done.output = Some(nested(31));
+    // The activity could write the row: DynamoDB accepts it.
+    h.put_event(&done).await;
+    let (retry, _) = h.deliver(std::slice::from_ref(&done), 1).await;
+    assert!(retry.is_empty(), "{retry:?}");
+    let at = h.now() + h.config().settle_grace_seconds + 30;
+    let report = h.tick(at).await;
+    assert_eq!(report.errors, 0, "{report:?}");
+    assert_eq!(
+        h.activity(&solo, "only").await.state,
+        ActivityState::Completed
+    );
+    let wf = h.workflow(&solo).await;
+    assert_eq!(wf.state, WorkflowState::Completed);
+    assert!(wf.result.is_some() || wf.result_in_activities == Some(true));
 }
