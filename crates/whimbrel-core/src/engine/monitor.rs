@@ -312,14 +312,17 @@ impl<L: Launcher> Engine<L> {
             return Ok(0);
         }
         let mut events: Vec<ActivityEvent> = Vec::new();
-        for item in self
+        for row in self
             .store
-            .batch_get::<serde_json::Value>(&t.activity_event(), wanted)
+            .batch_get_each::<ActivityEvent>(&t.activity_event(), wanted)
             .await?
         {
-            // A row that is not an event (hostile) is the stream's to reject.
-            if let Ok(ev) = serde_json::from_value::<ActivityEvent>(item) {
-                events.push(ev);
+            // A row that is not an event (hostile: a binary attribute, a
+            // wrong type) is the stream's to reject; it must not blind the
+            // monitor to the activity's other rows.
+            match row {
+                Ok(ev) => events.push(ev),
+                Err(e) => info!(activity_exec_id = %exec.activity_exec_id, error = %e, "event row skipped: not an event"),
             }
         }
         let rank = |ev: &ActivityEvent| match ev.transition.as_str() {

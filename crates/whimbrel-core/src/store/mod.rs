@@ -614,6 +614,19 @@ impl Store {
         table: &str,
         keys: Vec<Item>,
     ) -> Result<Vec<T>, StoreError> {
+        self.batch_get_each(table, keys).await?.into_iter().collect()
+    }
+
+    /// [`Store::batch_get`], converting each item on its own: an item that
+    /// is not a `T` (a hostile row in a write-once table) is an `Err` in
+    /// its place, not a failure of the whole read.
+    ///
+    /// Errors: the read's.
+    pub async fn batch_get_each<T: DeserializeOwned>(
+        &self,
+        table: &str,
+        keys: Vec<Item>,
+    ) -> Result<Vec<Result<T, StoreError>>, StoreError> {
         let mut out = Vec::with_capacity(keys.len());
         for chunk in keys.chunks(BATCH_GET_MAX) {
             let mut pending = chunk.to_vec();
@@ -623,7 +636,7 @@ impl Store {
                 self.metrics.call("dynamodb:BatchGetItem", table, None);
                 let (found, left) = self.backend.batch_get(table.into(), pending).await?;
                 for i in found {
-                    out.push(serde_dynamo::from_item(i).map_err(shape(table))?);
+                    out.push(serde_dynamo::from_item(i).map_err(shape(table)));
                 }
                 pending = left;
                 if pending.is_empty() {
