@@ -1189,9 +1189,9 @@ async fn a_binary_attribute_in_an_event_row_does_not_blind_the_monitor() {
 /// left on the activity when it cannot be), at the latest at the monitor's
 /// next tick after the settle grace.
 #[tokio::test]
-#[ignore = "engine bug: the workflow's result, one level deeper than the output, cannot be written; the workflow never finishes; see the comment"]
 async fn a_sink_with_the_deepest_output_completes_its_workflow() {
-    // Observed: the delivery is Rejected("UpdateItem: invalid request:
+    // Fixed: a result DynamoDB refuses for good stays on the activities
+    // (`result_in_activities`). Was: the delivery is Rejected("UpdateItem: invalid request:
     // ValidationException: Nesting Levels have exceeded supported limits")
     // although `only` is COMPLETED (with its due marker still set); then
     // every tick reports `errors: 1` and the workflow stays RUNNING, no

@@ -322,7 +322,9 @@ impl<L: Launcher> Engine<L> {
             // monitor to the activity's other rows.
             match row {
                 Ok(ev) => events.push(ev),
-                Err(e) => info!(activity_exec_id = %exec.activity_exec_id, error = %e, "event row skipped: not an event"),
+                Err(e) => {
+                    info!(activity_exec_id = %exec.activity_exec_id, error = %e, "event row skipped: not an event")
+                }
             }
         }
         let rank = |ev: &ActivityEvent| match ev.transition.as_str() {

@@ -72,7 +72,8 @@ impl<L: Launcher> Engine<L> {
         let Some(outcome) = contract::workflow_outcome(wf.activity_count, counts) else {
             return Ok(());
         };
-        let mut req = self.move_request(id, name, WorkflowState::Running, outcome, None);
+        let plain = self.move_request(id, name, WorkflowState::Running, outcome, None);
+        let mut req = plain.clone();
         if outcome == WorkflowState::Completed {
             let exec = self.load_workflow(id, name).await?;
             let many = exec
@@ -96,7 +97,23 @@ impl<L: Launcher> Engine<L> {
                 )
             };
         }
-        if self.write_move(req).await? {
+        let moved = match self.store.update(req, false).await {
+            Ok(_) => true,
+            Err(StoreError::ConditionFailed) => false,
+            // A result DynamoDB refuses for good (nested deeper than it
+            // allows one level down on the item): it stays on the
+            // activities, and the workflow still finishes.
+            Err(e) if e.is_permanent() && outcome == WorkflowState::Completed => {
+                warn!(workflow_exec_id = id, error = %e, "result not storable on the workflow; it stays on the activities");
+                let req = plain.set(
+                    "result_in_activities",
+                    aws_sdk_dynamodb::types::AttributeValue::Bool(true),
+                );
+                self.write_move(req).await?
+            }
+            Err(e) => return Err(e.into()),
+        };
+        if moved {
             crate::metrics::workflow_duration(self.now().epoch - wf.start_time_epoch);
             info!(workflow_exec_id = id, state = %outcome, "workflow finished");
         }

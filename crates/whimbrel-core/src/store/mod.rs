@@ -614,7 +614,10 @@ impl Store {
         table: &str,
         keys: Vec<Item>,
     ) -> Result<Vec<T>, StoreError> {
-        self.batch_get_each(table, keys).await?.into_iter().collect()
+        self.batch_get_each(table, keys)
+            .await?
+            .into_iter()
+            .collect()
     }
 
     /// [`Store::batch_get`], converting each item on its own: an item that
