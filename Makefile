@@ -1,5 +1,5 @@
 # Whimbrel: every target sets up what it needs (venv, DynamoDB Local, build) on first use.
-.PHONY: demo demo-failure up down test lint bench torture clean-stack sam-build
+.PHONY: demo demo-failure up down test lint bench torture fuzz clean-stack sam-build
 
 ## The main job: a real wordcount workflow end to end on the local stack.
 demo:
@@ -24,6 +24,21 @@ test:
 ## 10,000 seeded simulation schedules under faults (WHIMBREL_SIM_SEED=n replays one).
 torture:
 	cargo run -q -p whimbrel-sim -- --schedules $${WHIMBREL_SIM_SCHEDULES:-10000}
+
+## Fuzz the core with cargo-fuzz (issue 8): each target in turn for
+## FUZZ_SECONDS (default 600). Not part of `make test` nor CI: it needs the
+## nightly toolchain and cargo-fuzz (`cargo install cargo-fuzz --locked`),
+## and builds the separate fuzz/ workspace into fuzz/target. A crash is kept
+## in fuzz/artifacts/<target>/ and the other targets still run; the exit
+## status says whether any target crashed. FUZZ_TARGETS=plan_validate runs one.
+FUZZ_SECONDS ?= 600
+FUZZ_TARGETS ?= stream_record apply_event plan_validate
+fuzz:
+	@status=0; for t in $(FUZZ_TARGETS); do \
+	  dict=; [ -f fuzz/dicts/$$t.dict ] && dict=-dict=$(CURDIR)/fuzz/dicts/$$t.dict; \
+	  echo "== cargo fuzz run $$t for $(FUZZ_SECONDS)s"; \
+	  cargo +nightly fuzz run $$t -- -max_total_time=$(FUZZ_SECONDS) $$dict || status=1; \
+	done; exit $$status
 
 ## fmt + clippy, as CI runs them.
 lint:
