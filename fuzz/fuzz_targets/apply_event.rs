@@ -276,7 +276,26 @@ struct Hist {
 enum Beat {
     Never,
     Ago(u32),
-    Raw(i64),
+    Raw(Raw),
+}
+
+/// A raw client value: any i64, or one near either end of the range
+/// (which a uniform i64 practically never is).
+#[derive(Arbitrary, Debug, Clone, Copy)]
+enum Raw {
+    Any(i64),
+    NearMax(u32),
+    NearMin(u32),
+}
+
+impl Raw {
+    fn get(self) -> i64 {
+        match self {
+            Raw::Any(x) => x,
+            Raw::NearMax(d) => i64::MAX - i64::from(d),
+            Raw::NearMin(d) => i64::MIN + i64::from(d),
+        }
+    }
 }
 
 /// The event the input's transition comes with.
@@ -401,7 +420,7 @@ fn exec_of(i: &Input, cfg: &EngineConfig, now: i64) -> ActivityExec {
     };
     let heartbeat_enabled = i.heartbeat_timeout.is_some();
     let heartbeat_time_epoch = match i.heartbeat {
-        Beat::Raw(x) => x,
+        Beat::Raw(x) => x.get(),
         Beat::Ago(a) if running && heartbeat_enabled => now - i64::from(a % 10_000_000),
         _ if running && heartbeat_enabled => start,
         _ => -1,
