@@ -37,7 +37,7 @@ fuzz:
 	@status=0; for t in $(FUZZ_TARGETS); do \
 	  dict=; [ -f fuzz/dicts/$$t.dict ] && dict=-dict=$(CURDIR)/fuzz/dicts/$$t.dict; \
 	  echo "== cargo fuzz run $$t for $(FUZZ_SECONDS)s"; \
-	  cargo +nightly fuzz run $$t -- -max_total_time=$(FUZZ_SECONDS) $$dict || status=1; \
+	  cargo +nightly fuzz run $$t -- -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 $$dict || status=1; \
 	done; exit $$status
 
 ## fmt + clippy, as CI runs them.
