@@ -529,9 +529,6 @@ fn exec_of(i: &Input, cfg: &EngineConfig, now: i64) -> Option<ActivityExec> {
         version: u64::from(i.version),
         history,
     };
-    if known_crash_1(&exec, cfg) {
-        return None;
-    }
     // The marker the engine wrote with this state: its deadline, or sooner
     // while parked events are owed; a terminal item keeps one until its
     // side effects are done (either is possible).
@@ -545,22 +542,6 @@ fn exec_of(i: &Input, cfg: &EngineConfig, now: i64) -> Option<ActivityExec> {
     exec.due_epoch = due;
     exec.due_shard = due.map(|_| store::shard_of(&id));
     Some(exec)
-}
-
-/// Known crash 1 (fuzz/regressions/apply_event/, reproduced by
-/// crates/whimbrel-core/tests/fuzz_regressions.rs): `running_deadline`
-/// overflows (`heartbeat_time_epoch.max(start_time_epoch) + timeout`) on a
-/// RUNNING item whose raw client heartbeat is within the heartbeat timeout
-/// of `i64::MAX`. Such items are skipped so the target keeps looking for
-/// other bugs; remove this guard once the core is fixed.
-fn known_crash_1(exec: &ActivityExec, cfg: &EngineConfig) -> bool {
-    exec.state == ActivityState::Running
-        && decide::heartbeat_timeout(exec, cfg).is_some_and(|t| {
-            exec.heartbeat_time_epoch
-                .max(exec.start_time_epoch)
-                .checked_add(t)
-                .is_none()
-        })
 }
 
 fn to_item(exec: &ActivityExec) -> Item {

@@ -72,12 +72,16 @@ pub fn start_to_close(exec: &ActivityExec, cfg: &EngineConfig) -> i64 {
 /// item holds (the architecture's rule: `heartbeat_time_epoch` + timeout,
 /// whoever wrote the heartbeat), and whether the heartbeat is what fires.
 pub fn running_deadline(exec: &ActivityExec, cfg: &EngineConfig) -> (i64, bool) {
-    let close = exec.start_time_epoch.max(0) + start_to_close(exec, cfg);
-    match heartbeat_timeout(exec, cfg) {
-        Some(t) if exec.heartbeat_time_epoch.max(exec.start_time_epoch) + t < close => (
-            exec.heartbeat_time_epoch.max(exec.start_time_epoch) + t,
-            true,
-        ),
+    // Saturating: epochs on the item may be anything a client wrote
+    // (a raw heartbeat near i64::MAX, fuzz crash 1); start-to-close still
+    // bounds the attempt.
+    let close = exec
+        .start_time_epoch
+        .max(0)
+        .saturating_add(start_to_close(exec, cfg));
+    let beat = exec.heartbeat_time_epoch.max(exec.start_time_epoch);
+    match heartbeat_timeout(exec, cfg).map(|t| beat.saturating_add(t)) {
+        Some(at) if at < close => (at, true),
         _ => (close, false),
     }
 }
@@ -101,13 +105,16 @@ pub fn next_deadline(exec: &ActivityExec, cfg: &EngineConfig) -> Option<(i64, De
     let close = exec
         .schedule_to_close_seconds
         .zip(exec.first_queued_epoch)
-        .map(|(t, from)| (from + t, Deadline::ScheduleToClose));
+        .map(|(t, from)| (from.saturating_add(t), Deadline::ScheduleToClose));
     match exec.state {
         ActivityState::Queued => {
             let claimed = exec.attempt_token_hash.is_some();
             if exec.task_list.is_none() {
                 all.push(if claimed {
-                    let at = exec.queued_time_epoch.unwrap_or(0) + cfg.queued_redrive_seconds;
+                    let at = exec
+                        .queued_time_epoch
+                        .unwrap_or(0)
+                        .saturating_add(cfg.queued_redrive_seconds);
                     (at, Deadline::Relaunch)
                 } else {
                     let at = exec.next_attempt_epoch.or(exec.scheduled_epoch);
@@ -115,13 +122,16 @@ pub fn next_deadline(exec: &ActivityExec, cfg: &EngineConfig) -> Option<(i64, De
                 });
             }
             if let (Some(t), Some(from)) = (exec.schedule_to_start_seconds, exec.scheduled_epoch) {
-                all.push((from + t, Deadline::ScheduleToStart));
+                all.push((from.saturating_add(t), Deadline::ScheduleToStart));
             }
             all.extend(close);
         }
         ActivityState::Preparing => {
             let from = entered_at(exec).unwrap_or(0);
-            all.push((from + start_to_close(exec, cfg), Deadline::StartToClose));
+            all.push((
+                from.saturating_add(start_to_close(exec, cfg)),
+                Deadline::StartToClose,
+            ));
             all.extend(close);
         }
         ActivityState::Running => {
@@ -136,7 +146,10 @@ pub fn next_deadline(exec: &ActivityExec, cfg: &EngineConfig) -> Option<(i64, De
         }
         ActivityState::CancelledRunning => {
             let from = entered_at(exec).unwrap_or(0);
-            all.push((from + cfg.cancel_grace_seconds, Deadline::CancelGrace));
+            all.push((
+                from.saturating_add(cfg.cancel_grace_seconds),
+                Deadline::CancelGrace,
+            ));
         }
         _ => {}
     }
@@ -202,7 +215,7 @@ pub fn monitor_verdict(exec: &ActivityExec, cfg: &EngineConfig, now: i64) -> Ver
     } else {
         cfg.report_grace_seconds
     };
-    if now < deadline + grace {
+    if now < deadline.saturating_add(grace) {
         return if now < deadline {
             look_again(exec, deadline)
         } else {
