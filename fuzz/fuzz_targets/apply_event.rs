@@ -453,6 +453,7 @@ fn exec_of(i: &Input, cfg: &EngineConfig, now: i64) -> Option<ActivityExec> {
                     TrName::Unknown(s) => s.clone(),
                 },
                 output: p.output.as_ref().map(Out::get),
+                output_in_row: false,
                 error: p.error.as_deref().map(decide::cap_error),
                 attempt: p.attempt.get(attempt),
                 attempt_token: p.token.get(),

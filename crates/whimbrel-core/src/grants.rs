@@ -57,7 +57,8 @@ pub const WORKFLOW_REQUEST: &[Grant] = &[
 /// `whimbrel-activity-event`: apply a report (`engine/apply.rs`): find the
 /// activity (Query on the hash key), write the transition (with the
 /// workflow counter in a transaction), release or cancel dependents, read
-/// prerequisites' outputs to launch, finish the workflow with its result.
+/// prerequisites' outputs to launch, finish the workflow with its result,
+/// read back the output of an event parked by reference.
 pub const ACTIVITY_EVENT: &[Grant] = &[
     g("dynamodb:Query", "activity_exec"),
     g("dynamodb:GetItem", "activity_exec"),
@@ -65,6 +66,7 @@ pub const ACTIVITY_EVENT: &[Grant] = &[
     g("dynamodb:BatchGetItem", "activity_exec"),
     g("dynamodb:GetItem", "workflow_exec"),
     g("dynamodb:UpdateItem", "workflow_exec"),
+    g("dynamodb:BatchGetItem", "activity_event"),
 ];
 
 /// `whimbrel-heartbeat-monitor`: sweep the due indexes (`engine/monitor.rs`),

@@ -15,12 +15,31 @@ pub const SEPARATOR: &str = "::";
 /// yields the same workflow exec and activity exec ids.
 const WHIMBREL_NAMESPACE: Uuid = Uuid::from_u128(0x6b1d_0c4e_9f5a_4d8e_b1a7_57a1_2f0e_c0de);
 
-/// An unusable id (empty).
+/// Longest id usable as a DynamoDB partition key, bytes (DynamoDB: "the
+/// minimum length of a partition key value is 1 byte; the maximum length
+/// is 2048 bytes").
+pub const MAX_ID_BYTES: usize = 2048;
+
+/// An unusable id.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{kind} is empty; expected ({prefix})::(uuid)")]
-pub struct IdError {
-    kind: &'static str,
-    prefix: &'static str,
+pub enum IdError {
+    /// Empty, or only whitespace.
+    #[error("{kind} is empty; expected ({prefix})::(uuid)")]
+    Empty {
+        /// Which id.
+        kind: &'static str,
+        /// What its prefix should be.
+        prefix: &'static str,
+    },
+    /// Longer than [`MAX_ID_BYTES`]: no DynamoDB key can hold it, so no
+    /// write that records it can ever succeed.
+    #[error("{kind} is {len} bytes; a DynamoDB key holds at most {MAX_ID_BYTES}")]
+    TooLong {
+        /// Which id.
+        kind: &'static str,
+        /// Its length, bytes.
+        len: usize,
+    },
 }
 
 /// `(name)::(uuid)` with a fresh random uuid.
@@ -45,7 +64,8 @@ fn split(id: &str) -> Option<(&str, Uuid)> {
 /// Returns whether the id has the recommended form (worth a log line when
 /// not).
 ///
-/// Errors: [`IdError`] when the id is empty (or only whitespace).
+/// Errors: [`IdError::Empty`] when the id is empty (or only whitespace),
+/// [`IdError::TooLong`] past [`MAX_ID_BYTES`].
 pub fn check_id(
     kind: &'static str,
     prefix_kind: &'static str,
@@ -53,9 +73,15 @@ pub fn check_id(
     expected_prefix: &str,
 ) -> Result<bool, IdError> {
     if id.trim().is_empty() {
-        return Err(IdError {
+        return Err(IdError::Empty {
             kind,
             prefix: prefix_kind,
+        });
+    }
+    if id.len() > MAX_ID_BYTES {
+        return Err(IdError::TooLong {
+            kind,
+            len: id.len(),
         });
     }
     Ok(matches!(split(id), Some((p, _)) if p == expected_prefix))
@@ -142,5 +168,19 @@ mod tests {
         }
         assert!(check_id("x", "y", "", "wordcount").is_err());
         assert!(check_id("x", "y", "  ", "wordcount").is_err());
+    }
+
+    #[test]
+    fn ids_longer_than_a_dynamodb_key_are_rejected() {
+        let at_limit = "a".repeat(MAX_ID_BYTES);
+        assert_eq!(check_id("x", "y", &at_limit, "wordcount"), Ok(false));
+        let over = format!("{at_limit}é");
+        assert_eq!(
+            check_id("x", "y", &over, "wordcount"),
+            Err(IdError::TooLong {
+                kind: "x",
+                len: MAX_ID_BYTES + 2
+            })
+        );
     }
 }

@@ -250,6 +250,10 @@ pub struct ParkedEvent {
     /// Its output (COMPLETED).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output: Option<Value>,
+    /// True when the output was too large or too deep to park: it is read
+    /// back from the event row (`activity_event_id`) when the event applies.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub output_in_row: bool,
     /// Its error (FAILED, CANCEL), capped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,

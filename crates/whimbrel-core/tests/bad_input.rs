@@ -12,9 +12,10 @@
 //! which meets a (simulated) transient DynamoDB failure: the valid ones
 //! apply and the batch item failures name exactly the record to retry.
 //!
-//! Cases where the engine does not do what the contract says are listed in
-//! [`KNOWN_BUGS`] and in the `#[ignore]`d tests at the end, each with the
-//! exact input and what was observed.
+//! Engine bugs the corpus found are fixed, each kept as a test here with
+//! what was observed before the fix (a 400 KB event id, an early COMPLETED
+//! with the deepest output, a binary attribute in an event row, a sink
+//! output too deep for the workflow's result).
 
 mod common;
 
@@ -108,32 +109,6 @@ fn cases() -> Vec<Case> {
     );
     cases
 }
-
-/// Cases whose observed behaviour is a bug of the engine (not of the
-/// corpus): run only by [`known_bugs_in_the_corpus`] (ignored). Each with
-/// what was observed.
-const KNOWN_BUGS: &[(&str, &str)] = &[
-    (
-        // A crafted invoke only (DynamoDB keeps hash keys under 2048
-        // bytes), but a record that can never succeed is named as a batch
-        // item failure.
-        "ids-event-400kb.json",
-        "Retry(\"{work}: too much contention applying FAILED\"): batch item failure. The \
-         COMPLETED write fails for good (the 400 KB event id goes into last_event_id and \
-         history), `Engine::transition` turns it into FAILED UNSTORABLE, whose write fails \
-         the same way, 12 rounds, then Retry.",
-    ),
-    (
-        // A valid row: a client may write an output 31 maps deep.
-        "accepted-sink-output-deep.json",
-        "Rejected(\"UpdateItem: invalid request: ValidationException: Nesting Levels have \
-         exceeded supported limits\"), yet `only` is COMPLETED: the finish write puts the \
-         output one level deeper in the workflow's `result`, past DynamoDB's 32. The \
-         activity keeps its due marker and every monitor tick fails the same way \
-         (errors: 1): the workflow stays RUNNING for good (see \
-         a_sink_with_the_deepest_output_completes_its_workflow).",
-    ),
-];
 
 // ------------------------------------------------------------------ world
 
@@ -734,10 +709,6 @@ async fn run_cases(cases: &[Case]) -> Vec<String> {
     problems
 }
 
-fn is_known_bug(file: &str) -> bool {
-    KNOWN_BUGS.iter().any(|(f, _)| *f == file)
-}
-
 /// Every corpus file, through its function's handler: the outcome the
 /// MANIFEST names, no panic, no batch item failure for a record that can
 /// never succeed, no table change for a rejected record.
@@ -745,17 +716,12 @@ fn is_known_bug(file: &str) -> bool {
 async fn every_corpus_file_is_handled_as_its_manifest_says() {
     let all = cases();
     assert!(all.len() >= 100, "{} cases", all.len());
-    let cases: Vec<Case> = all
-        .iter()
-        .filter(|c| !is_known_bug(&c.file))
-        .cloned()
-        .collect();
-    let problems = run_cases(&cases).await;
+    let problems = run_cases(&all).await;
     assert!(
         problems.is_empty(),
         "{} of {} corpus files are not handled as MANIFEST says:\n{}",
         problems.len(),
-        cases.len(),
+        all.len(),
         problems.join("\n")
     );
     // Counted by category, for the record.
@@ -764,28 +730,6 @@ async fn every_corpus_file_is_handled_as_its_manifest_says() {
         *by.entry(c.category.as_str()).or_default() += 1;
     }
     eprintln!("bad-input corpus: {} files {by:?}", all.len());
-}
-
-/// The corpus files whose handling is a known engine bug (see
-/// [`KNOWN_BUGS`]): they fail until the engine is fixed.
-#[tokio::test]
-#[ignore = "known engine bugs found by the corpus; see KNOWN_BUGS"]
-async fn known_bugs_in_the_corpus() {
-    let cases: Vec<Case> = cases()
-        .into_iter()
-        .filter(|c| is_known_bug(&c.file))
-        .collect();
-    let problems = run_cases(&cases).await;
-    let notes: Vec<String> = KNOWN_BUGS
-        .iter()
-        .map(|(f, note)| format!("{f}: observed {note}"))
-        .collect();
-    assert!(
-        problems.is_empty(),
-        "{}\n\nas observed before:\n{}",
-        problems.join("\n"),
-        notes.join("\n")
-    );
 }
 
 // ------------------------------------------------------------------ mixed batch
@@ -1086,9 +1030,10 @@ fn nested(depth: usize) -> Value {
 /// rows of one activity in any order): it is parked, then applied after
 /// RUNNING, as the same COMPLETED delivered in order would be.
 #[tokio::test]
-#[ignore = "engine bug: the early COMPLETED is turned into FAILED (UNSTORABLE) when parked; see the comment"]
 async fn an_early_completed_with_the_deepest_output_is_applied_after_running() {
-    // Observed (DynamoDB Local 2.6.1): the first delivery returns Applied
+    // Fixed: an output too deep to park is parked by reference and read
+    // back from the event row when RUNNING lets it apply.
+    // Was (DynamoDB Local 2.6.1): the first delivery returns Applied
     // (not Parked) and leaves `idle` FAILED with error "UNSTORABLE:
     // COMPLETED could not be stored: UpdateItem: invalid request:
     // ValidationException: ExpressionAttributeValues contains invalid value:

@@ -124,6 +124,25 @@ async fn activity_event_calls() -> Calls {
     ];
     deliver_events(&h, &a_fails, 30).await;
     assert_eq!(h.workflow(&failing).await.state.as_str(), "FAILED");
+    let made: Calls = made.union(&calls(&h)).cloned().collect();
+    // An early COMPLETED whose output is too deep to park with it: parked
+    // by reference, its output read back from the event row after RUNNING.
+    let deep = h.start("d").await;
+    let mut output = json!("leaf");
+    for i in 0..31 {
+        output = json!({ format!("d{i}"): output });
+    }
+    // The third launch of an `a` (after those of `wf` and `failing`).
+    let mut done = h.attempt_event(&deep, "a", "COMPLETED", 2);
+    done.output = Some(output.clone());
+    h.put_event(&done).await;
+    calls(&h);
+    let (retry, sum) = h.deliver(std::slice::from_ref(&done), 40).await;
+    assert!(retry.is_empty() && sum.parked == 1, "{retry:?} {sum:?}");
+    deliver_events(&h, &[h.attempt_event(&deep, "a", "RUNNING", 2)], 41).await;
+    let a = h.activity(&deep, "a").await;
+    assert_eq!((a.state.as_str(), a.error.as_deref()), ("COMPLETED", None));
+    assert_eq!(a.output, Some(output));
     made.union(&calls(&h)).cloned().collect()
 }
 

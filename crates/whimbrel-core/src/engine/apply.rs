@@ -13,7 +13,7 @@ use crate::ids;
 use crate::launcher::Launcher;
 use crate::model::{ActivityEvent, ActivityExec, ParkedEvent};
 use crate::plan::MAX_OUTPUT_BYTES;
-use crate::store::StoreError;
+use crate::store::{s, StoreError};
 
 /// Who asks for a transition.
 #[derive(Debug, Clone, PartialEq)]
@@ -161,6 +161,7 @@ impl<L: Launcher> Engine<L> {
                         activity_event_id: event_id.into(),
                         transition: transition.as_str().into(),
                         output: details.output.clone(),
+                        output_in_row: false,
                         error: details.error.as_deref().map(decide::cap_error),
                         attempt: *attempt,
                         attempt_token: token.clone(),
@@ -178,9 +179,46 @@ impl<L: Launcher> Engine<L> {
                                 .await?;
                             continue;
                         }
-                        Err(e) if e.is_permanent() && details.output.is_some() => {
-                            (transition, details) = unstorable(transition, &e);
-                            continue;
+                        Err(e) if e.is_permanent() && parked.output.is_some() => {
+                            // Too large or too deep to park with its output
+                            // (parking nests it two levels deeper): park the
+                            // reference, and read the output back from the
+                            // event row when it applies.
+                            let by_ref = ParkedEvent {
+                                output: None,
+                                output_in_row: true,
+                                ..parked
+                            };
+                            let req = decide::park_update(self.store.tables(), &exec, &by_ref);
+                            match self.store.update(req, false).await {
+                                Ok(_) => {
+                                    info!(activity_exec_id = %exec.activity_exec_id, %transition, state = %exec.state, event_id, error = %e, "event parked by reference until its state catches up");
+                                    crate::metrics::transition_parked();
+                                    return Ok(Applied::Parked(exec.state));
+                                }
+                                Err(StoreError::ConditionFailed) => {
+                                    exec = self
+                                        .load_activity(
+                                            &exec.activity_exec_id,
+                                            &exec.workflow_exec_id,
+                                        )
+                                        .await?;
+                                    continue;
+                                }
+                                Err(e) if e.is_permanent() => {
+                                    return Err(EngineError::Rejected(format!(
+                                        "{}: {transition} cannot be parked: {e}",
+                                        exec.activity_exec_id
+                                    )));
+                                }
+                                Err(e) => return Err(e.into()),
+                            }
+                        }
+                        Err(e) if e.is_permanent() => {
+                            return Err(EngineError::Rejected(format!(
+                                "{}: {transition} cannot be parked: {e}",
+                                exec.activity_exec_id
+                            )));
                         }
                         Err(e) => return Err(e.into()),
                     }
@@ -258,6 +296,15 @@ impl<L: Launcher> Engine<L> {
                     // Another transaction on the workflow item: decide again.
                     self.store.pause(10 + (exec.version % 7) * 7).await;
                 }
+                Err(e) if e.is_permanent() && details.unstorable => {
+                    // Even the bare failure cannot be stored (what the
+                    // event itself brings, such as its id, is too much):
+                    // no retry can ever succeed.
+                    return Err(EngineError::Rejected(format!(
+                        "{}: {transition} cannot be stored: {e}",
+                        exec.activity_exec_id
+                    )));
+                }
                 Err(e)
                     if e.is_permanent()
                         && (details.output.is_some() || details.error.is_some()) =>
@@ -310,10 +357,17 @@ impl<L: Launcher> Engine<L> {
             if !self.applicable(&exec, transition, &source) {
                 continue;
             }
-            let details = Details {
-                output: p.output.clone(),
-                error: p.error.clone(),
-                ..Details::default()
+            let (transition, details) = if p.output_in_row {
+                self.parked_output(&exec, &p, transition).await?
+            } else {
+                (
+                    transition,
+                    Details {
+                        output: p.output.clone(),
+                        error: p.error.clone(),
+                        ..Details::default()
+                    },
+                )
             };
             info!(activity_exec_id = %exec.activity_exec_id, event_id = %p.activity_event_id, %transition, "applying a parked event");
             match self
@@ -326,6 +380,45 @@ impl<L: Launcher> Engine<L> {
             }
         }
         Ok(false)
+    }
+
+    /// The details of an event parked by reference: its output read back
+    /// from its (write-once) event row. A row that is gone or unreadable
+    /// (TTL, a foreign write) cannot give the output back: recorded as
+    /// FAILED `UNSTORABLE`, as a report that cannot be stored is.
+    async fn parked_output(
+        &self,
+        exec: &ActivityExec,
+        p: &ParkedEvent,
+        transition: Transition,
+    ) -> Result<(Transition, Details), EngineError> {
+        let key = std::collections::HashMap::from([
+            ("activity_event_id".to_string(), s(&p.activity_event_id)),
+            ("activity_exec_id".to_string(), s(&exec.activity_exec_id)),
+        ]);
+        let t = self.store.tables().activity_event();
+        let row = self
+            .store
+            .batch_get_each::<ActivityEvent>(&t, vec![key])
+            .await?;
+        match row.into_iter().next() {
+            Some(Ok(ev)) => Ok(report_details(transition, ev.output, p.error.clone())),
+            other => {
+                let why = match other {
+                    Some(Err(e)) => e.to_string(),
+                    _ => "its event row is gone".to_string(),
+                };
+                Ok((
+                    Transition::Failed,
+                    Details {
+                        error: Some(format!(
+                            "UNSTORABLE: parked {transition} has no readable output: {why}"
+                        )),
+                        ..Details::default()
+                    },
+                ))
+            }
+        }
     }
 
     /// A transition the engine or the monitor decides (cancel propagation,
@@ -395,6 +488,7 @@ fn unstorable(transition: Transition, e: &StoreError) -> (Transition, Details) {
             error: Some(format!(
                 "UNSTORABLE: {transition} could not be stored: {msg}"
             )),
+            unstorable: true,
             ..Details::default()
         },
     )

@@ -47,6 +47,9 @@ pub struct Details {
     /// A failure that ends the activity whatever its retry policy says
     /// (schedule-to-close).
     pub no_retry: bool,
+    /// Already the bare FAILED that stands for a report DynamoDB refused:
+    /// if this is refused too, nothing ever will be stored.
+    pub unstorable: bool,
 }
 
 /// The key of an activity exec item.

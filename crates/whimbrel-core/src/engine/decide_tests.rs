@@ -156,6 +156,7 @@ fn a_terminal_write_leaves_its_obligation_and_drops_parked_events() {
         activity_event_id: "e1".into(),
         transition: "COMPLETED".into(),
         output: None,
+        output_in_row: false,
         error: None,
         attempt: None,
         attempt_token: None,
