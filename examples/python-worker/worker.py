@@ -254,6 +254,10 @@ class Worker:
             row["output"] = dynamo(output)
         if error is not None:
             row["error"] = error
+        # RowRetentionDays: the TTL attribute of the write-once tables.
+        days = int(os.environ.get("WHIMBREL_ROW_RETENTION_DAYS") or 0)
+        if days > 0:
+            row["expires_at_epoch"] = now + days * 86400
         self.events.put_item(Item=row, ConditionExpression="attribute_not_exists(activity_event_id)")
 
     def run_task(self, item, token):

@@ -197,6 +197,7 @@ fn worlds() -> &'static [Snapshot] {
                         source: Some("setup".into()),
                         manual: None,
                         input: None,
+                        expires_at_epoch: None,
                     };
                     e.start_workflow(&req).await.expect("setup start");
                     for (n, (transition, output)) in steps.iter().enumerate() {

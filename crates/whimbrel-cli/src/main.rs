@@ -227,6 +227,9 @@ pub async fn insert_request(
         source: Some(source.into()),
         manual: None,
         input,
+        expires_at_epoch: EngineConfig::from_env()
+            .map_err(CliError)?
+            .row_expiry(now.epoch),
     };
     store
         .put_new(
@@ -248,13 +251,17 @@ async fn insert_event(
     output: Option<Value>,
     error: Option<String>,
 ) -> Result<String, CliError> {
+    let now = Timestamp::now();
     let ev = ActivityEvent {
         output,
         error,
+        expires_at_epoch: EngineConfig::from_env()
+            .map_err(CliError)?
+            .row_expiry(now.epoch),
         ..ActivityEvent::new(
             &activity_exec_id,
             transition.as_str(),
-            Timestamp::now(),
+            now,
             "whimbrel cli",
             &uuid::Uuid::new_v4().to_string(),
         )

@@ -114,6 +114,7 @@ impl Activity {
             workflow_name: Some(p.workflow_name.clone()),
             attempt: Some(p.attempt),
             attempt_token: p.attempt_token.clone(),
+            expires_at_epoch: self.engine.config().row_expiry(now.epoch),
             ..ActivityEvent::new(
                 &p.activity_exec_id,
                 transition.as_str(),

@@ -36,6 +36,11 @@ pub struct WorkflowRequest {
     /// Optional workflow input (design.md § 2.6), passed to the decider.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub input: Option<Value>,
+    /// When DynamoDB TTL may delete the row, epoch seconds (set by our
+    /// writers when `RowRetentionDays` is on, see
+    /// [`crate::engine::EngineConfig::row_expiry`]; absent = kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at_epoch: Option<i64>,
 }
 
 /// A row of `whimbrel_activity_event` (write-once): a requested transition
@@ -87,6 +92,11 @@ pub struct ActivityEvent {
     /// from the live attempt. Optional for existing clients.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attempt_token: Option<String>,
+    /// When DynamoDB TTL may delete the row, epoch seconds (set by our
+    /// writers when `RowRetentionDays` is on, see
+    /// [`crate::engine::EngineConfig::row_expiry`]; absent = kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at_epoch: Option<i64>,
 }
 
 impl ActivityEvent {
@@ -117,6 +127,7 @@ impl ActivityEvent {
             workflow_name: None,
             attempt: None,
             attempt_token: None,
+            expires_at_epoch: None,
         }
     }
 }
@@ -530,6 +541,7 @@ mod tests {
             source: None,
             manual: None,
             input: None,
+            expires_at_epoch: None,
         };
         let i: Item = serde_dynamo::to_item(&r).unwrap();
         assert_eq!(i.len(), 2);

@@ -2070,3 +2070,31 @@ async fn finding_6_a_plan_too_large_as_an_item_fails_the_workflow_at_once() {
         Applied::Workflow(WorkflowState::Failed)
     );
 }
+
+/// `RowRetentionDays`: the activity helper's report rows carry
+/// `expires_at_epoch` (the TTL attribute of the write-once tables) when
+/// retention is on, and none when it is off (the row is kept).
+#[tokio::test]
+async fn report_rows_carry_the_ttl_attribute_when_retention_is_on() {
+    use whimbrel_core::activity::Activity;
+    use whimbrel_core::engine::{Engine, EngineConfig, Environment};
+    let h = Harness::new().await;
+    h.register("r", chain_plan(&["a"])).await;
+    let wf = h.start("r").await;
+    let id = ids::activity_exec_id(&wf, "a");
+    let now = h.clock.now().epoch;
+    for (days, expected) in [(None, None), (Some(7), Some(now + 7 * 86_400))] {
+        let config = EngineConfig {
+            row_retention_days: days,
+            ..h.config()
+        };
+        let engine = Engine::with_environment(h.store.clone(), (), config, h.clock.clone());
+        let activity = Activity::with_engine(h.launcher.payload("a", 0), engine);
+        let event_id = activity
+            .report(Transition::Running, None, None)
+            .await
+            .unwrap();
+        let row = h.event_row(&id, &event_id).await;
+        assert_eq!(row.expires_at_epoch, expected, "retention {days:?}");
+    }
+}

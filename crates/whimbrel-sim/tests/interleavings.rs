@@ -230,6 +230,7 @@ impl World {
             source: None,
             manual: None,
             input: None,
+            expires_at_epoch: None,
         }
     }
     fn activities(&self) -> Vec<ActivityExec> {

@@ -98,6 +98,12 @@ pub struct EngineConfig {
     pub require_tokens: bool,
     /// How many activities to release, launch or cancel at once.
     pub concurrency: usize,
+    /// Days the write-once rows our writers insert (request rows of
+    /// `whimbrel start`, event rows of the activity helper, the worker and
+    /// the CLI) are kept before DynamoDB TTL may delete them
+    /// (`WHIMBREL_ROW_RETENTION_DAYS`, the stack's `RowRetentionDays`;
+    /// default none = kept forever; 0 = none). See [`Self::row_expiry`].
+    pub row_retention_days: Option<i64>,
 }
 
 impl Default for EngineConfig {
@@ -117,6 +123,7 @@ impl Default for EngineConfig {
             default_schedule_to_close_seconds: None,
             require_tokens: false,
             concurrency: 16,
+            row_retention_days: None,
         }
     }
 }
@@ -185,7 +192,17 @@ impl EngineConfig {
             default_schedule_to_close_seconds: optional("WHIMBREL_SCHEDULE_TO_CLOSE_SECONDS")?,
             require_tokens,
             concurrency: d.concurrency,
+            row_retention_days: optional("WHIMBREL_ROW_RETENTION_DAYS")?,
         })
+    }
+
+    /// The `expires_at_epoch` (epoch seconds) of a write-once row written
+    /// at `now_epoch`: `now + row_retention_days × 86400`, or `None` (no
+    /// attribute: the row is kept) when retention is off. DynamoDB TTL on
+    /// that attribute deletes the row some time after (docs/tables.md).
+    pub fn row_expiry(&self, now_epoch: i64) -> Option<i64> {
+        self.row_retention_days
+            .map(|d| now_epoch.saturating_add(d.saturating_mul(86_400)))
     }
 }
 

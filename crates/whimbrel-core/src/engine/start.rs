@@ -270,6 +270,7 @@ impl<L: Launcher> Engine<L> {
             source: exec.source.clone(),
             manual: None,
             input: exec.input.clone(),
+            expires_at_epoch: None,
         });
         warn!(workflow_exec_id = %exec.workflow_exec_id, state = %exec.state, attempt = exec.start_attempts + 1, "monitor: starting the workflow again");
         self.start_workflow(&request).await.map(|_| true)

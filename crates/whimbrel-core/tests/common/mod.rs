@@ -268,6 +268,7 @@ impl Harness {
             source: Some("tests".into()),
             manual: None,
             input,
+            expires_at_epoch: None,
         }
     }
 
@@ -311,6 +312,7 @@ impl Harness {
             workflow_name: None,
             attempt: None,
             attempt_token: None,
+            expires_at_epoch: None,
         }
     }
 

@@ -162,6 +162,7 @@ fn settings() -> EngineConfig {
         default_schedule_to_close_seconds: None,
         require_tokens: false,
         concurrency: 4,
+        row_retention_days: None,
     }
 }
 

@@ -153,6 +153,7 @@ impl Sim {
             source: Some("sim".into()),
             manual: None,
             input: None,
+            expires_at_epoch: None,
         };
         self.log(format!("request {}", request.workflow_request_id));
         self.put_raw(
