@@ -1091,6 +1091,7 @@ fuzz_target!(|i: Input| {
                 },
                 stale_before: None,
                 no_retry: false,
+                unstorable: false,
             };
             let when = details.at.unwrap_or(now);
             let change = Change {
