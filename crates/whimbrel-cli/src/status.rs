@@ -41,13 +41,14 @@ pub async fn snapshot(store: &Store, workflow_exec_id: &str) -> Result<Snapshot,
         .await?
         .ok_or_else(|| CliError(format!("no workflow exec {workflow_exec_id}")))?;
     let mut activities: Vec<ActivityExec> = store
-        .query(
+        .query_keys_only(
             &store.tables().activity_exec(),
-            Some(INDEX_ACTIVITIES_BY_WORKFLOW),
+            INDEX_ACTIVITIES_BY_WORKFLOW,
             KeyCond {
                 hash: ("workflow_exec_id".into(), s(workflow_exec_id)),
                 range: None,
             },
+            ["activity_exec_id", "workflow_exec_id"],
         )
         .await?;
     activities.sort_by_key(|a| natural_key(&a.activity_name));
@@ -295,15 +296,18 @@ pub async fn list(
     since: i64,
 ) -> Result<Vec<WorkflowExec>, CliError> {
     let mut found: Vec<WorkflowExec> = store
-        .query(
+        .query_keys_only(
             &store.tables().workflow_exec(),
-            Some(INDEX_WORKFLOWS_BY_STATE),
+            INDEX_WORKFLOWS_BY_STATE,
             KeyCond {
                 hash: ("state".into(), s(state.as_str())),
                 range: Some(("start_time_epoch".into(), Cmp::Ge, n(since))),
             },
+            ["workflow_exec_id", "workflow_name"],
         )
         .await?;
+    // The index lags the table: an exec that moved on is not listed.
+    found.retain(|w| w.state == state);
     found.sort_by_key(|w| std::cmp::Reverse(w.start_time_epoch));
     Ok(found)
 }

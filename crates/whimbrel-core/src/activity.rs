@@ -244,6 +244,13 @@ impl Reporter {
         Ok(Reporter { store, config })
     }
 
+    /// The store's counters: the requests and capacity of this process's
+    /// reports (pass them to [`crate::metrics::emit`] after each invocation
+    /// to have them counted by the benchmark).
+    pub fn metrics(&self) -> &crate::store::Metrics {
+        self.store.metrics()
+    }
+
     /// The activity a launch payload describes.
     pub fn activity(&self, payload: LaunchPayload) -> Activity {
         Activity::new(payload, self.store.clone(), self.config.clone())

@@ -19,8 +19,11 @@ use crate::store::{self, Store, StoreError, Tables};
 /// Version of the table layout this crate writes and reads. 2: the due
 /// indexes replace the heartbeat and launch indexes, and `activity_event`
 /// gains its `activity_exec_id` index. 3: `activity_exec` gains the
-/// task-list index.
-pub const SCHEMA_VERSION: u32 = 3;
+/// task-list index. 4: the listing indexes (`state-start_time_epoch-index`,
+/// `workflow_exec_id-activity_name-index`) are KEYS_ONLY, so an update of a
+/// workflow or activity no longer writes a copy of the item to them (their
+/// readers fetch the items by key); `install` rebuilds them.
+pub const SCHEMA_VERSION: u32 = 4;
 
 /// Indexes of earlier layouts that `install` deletes from existing tables.
 pub const OBSOLETE_INDEXES: [&str; 2] = [
@@ -102,7 +105,7 @@ pub fn definitions(t: &Tables) -> Vec<TableDef> {
                     name: store::INDEX_WORKFLOWS_BY_STATE,
                     hash: ("state", S),
                     range: Some(("start_time_epoch", N)),
-                    keys_only: false,
+                    keys_only: true,
                 },
                 Gsi {
                     name: store::INDEX_DUE,
@@ -123,7 +126,7 @@ pub fn definitions(t: &Tables) -> Vec<TableDef> {
                     name: store::INDEX_ACTIVITIES_BY_WORKFLOW,
                     hash: ("workflow_exec_id", S),
                     range: Some(("activity_name", S)),
-                    keys_only: false,
+                    keys_only: true,
                 },
                 Gsi {
                     name: store::INDEX_DUE,
@@ -331,6 +334,15 @@ async fn upgrade_indexes(
     // An index change already in progress (an earlier install, a deploy)
     // must end first: DynamoDB allows one at a time.
     wait_for_indexes(client, &d.name).await?;
+    // An index whose projection changed (schema 4 made the listing indexes
+    // KEYS_ONLY) is deleted, then created again below.
+    for (name, _, projection) in describe_indexes(client, &d.name).await? {
+        let defined = d.gsis.iter().any(|g| g.name == name);
+        if defined && projection != Some(projection_type(d, &name)) {
+            delete_index(client, &d.name, &name).await?;
+            info!(table = %d.name, index = %name, "index deleted: its projection changed");
+        }
+    }
     let existing = table_indexes(client, &d.name).await?;
     for g in d
         .gsis
@@ -371,26 +383,43 @@ async fn upgrade_indexes(
         .iter()
         .filter(|(n, _)| OBSOLETE_INDEXES.contains(&n.as_str()))
     {
-        client
-            .update_table()
-            .table_name(&d.name)
-            .global_secondary_index_updates(
-                GlobalSecondaryIndexUpdate::builder()
-                    .delete(
-                        DeleteGlobalSecondaryIndexAction::builder()
-                            .index_name(name)
-                            .build()
-                            .map_err(other)?,
-                    )
-                    .build(),
-            )
-            .send()
-            .await
-            .map_err(|e| dynamo_error("UpdateTable", e))?;
+        delete_index(client, &d.name, name).await?;
         info!(table = %d.name, index = %name, "obsolete index deleted");
-        wait_for_indexes(client, &d.name).await?;
     }
     Ok(())
+}
+
+/// Delete one GSI of `table` and wait until it is gone.
+async fn delete_index(
+    client: &aws_sdk_dynamodb::Client,
+    table: &str,
+    name: &str,
+) -> Result<(), StoreError> {
+    client
+        .update_table()
+        .table_name(table)
+        .global_secondary_index_updates(
+            GlobalSecondaryIndexUpdate::builder()
+                .delete(
+                    DeleteGlobalSecondaryIndexAction::builder()
+                        .index_name(name)
+                        .build()
+                        .map_err(other)?,
+                )
+                .build(),
+        )
+        .send()
+        .await
+        .map_err(|e| dynamo_error("UpdateTable", e))?;
+    wait_for_indexes(client, table).await
+}
+
+/// The projection `d` defines for its index `name`.
+fn projection_type(d: &TableDef, name: &str) -> ProjectionType {
+    match d.gsis.iter().find(|g| g.name == name) {
+        Some(g) if g.keys_only => ProjectionType::KeysOnly,
+        _ => ProjectionType::All,
+    }
 }
 
 /// The GSIs of a table: name and status.
@@ -398,6 +427,18 @@ async fn table_indexes(
     client: &aws_sdk_dynamodb::Client,
     table: &str,
 ) -> Result<Vec<(String, Option<IndexStatus>)>, StoreError> {
+    Ok(describe_indexes(client, table)
+        .await?
+        .into_iter()
+        .map(|(name, status, _)| (name, status))
+        .collect())
+}
+
+/// The GSIs of a table: name, status and projection.
+async fn describe_indexes(
+    client: &aws_sdk_dynamodb::Client,
+    table: &str,
+) -> Result<Vec<(String, Option<IndexStatus>, Option<ProjectionType>)>, StoreError> {
     let out = client
         .describe_table()
         .table_name(table)
@@ -413,6 +454,7 @@ async fn table_indexes(
             (
                 g.index_name().unwrap_or("").to_string(),
                 g.index_status().cloned(),
+                g.projection().and_then(|p| p.projection_type().cloned()),
             )
         })
         .collect())

@@ -111,14 +111,17 @@ pub fn batch_size(n: usize) {
     ::metrics::histogram!("BatchSize").record(n as f64);
 }
 
-/// After an invocation: flush the EMF document to stdout, and log the
-/// requests counted since the last call (and reset them). When
+/// After an invocation that took `elapsed` (its handler's duration): flush
+/// the EMF document to stdout, and log the requests and consumed capacity
+/// counted since the last call (and reset them). When
 /// `WHIMBREL_METRICS_FILE` is set, also append them as one JSON line
-/// `{"function": ..., "ops": {"UpdateItem": {"requests": n, "items": n}, ...}}`
-/// to that file (the local benchmark sums these lines).
-pub fn emit(function: &str, metrics: &Metrics) {
+/// `{"function": ..., "duration_ms": ..., "ops": {"UpdateItem": {"requests":
+/// n, "items": n}, ...}, "capacity": {"UpdateItem whimbrel_activity_exec":
+/// {"read": 0.0, "write": 2.0}, ...}}` to that file (the local benchmark
+/// sums these lines).
+pub fn emit(function: &str, metrics: &Metrics, elapsed: std::time::Duration) {
     let _ = flush_to(std::io::stdout());
-    emit_requests(function, metrics);
+    emit_requests(function, metrics, elapsed);
 }
 
 /// Write the EMF document of what was recorded since the last flush (one
@@ -132,13 +135,18 @@ pub fn flush_to(out: impl std::io::Write) -> std::io::Result<()> {
     }
 }
 
-fn emit_requests(function: &str, metrics: &Metrics) {
+fn emit_requests(function: &str, metrics: &Metrics, elapsed: std::time::Duration) {
     let ops = metrics.take();
-    if ops.is_empty() {
-        return;
+    let capacity = metrics.take_capacity();
+    let line = serde_json::json!({
+        "function": function,
+        "duration_ms": elapsed.as_secs_f64() * 1000.0,
+        "ops": ops,
+        "capacity": capacity,
+    });
+    if !ops.is_empty() {
+        tracing::info!(dynamodb_requests = %line, "dynamodb requests");
     }
-    let line = serde_json::json!({"function": function, "ops": ops});
-    tracing::info!(dynamodb_requests = %line, "dynamodb requests");
     if let Ok(path) = std::env::var("WHIMBREL_METRICS_FILE") {
         if let Ok(mut f) = std::fs::OpenOptions::new()
             .create(true)

@@ -97,3 +97,138 @@ async fn install_upgrades_the_indexes_of_an_earlier_layout() {
     assert!(created.is_empty(), "no table created: {created:?}");
     assert_eq!(indexes(&client, &table).await, want);
 }
+
+/// The projection of `index` of `table`.
+async fn projection_of(
+    client: &aws_sdk_dynamodb::Client,
+    table: &str,
+    index: &str,
+) -> Option<ProjectionType> {
+    let out = client
+        .describe_table()
+        .table_name(table)
+        .send()
+        .await
+        .unwrap();
+    out.table()
+        .unwrap()
+        .global_secondary_indexes()
+        .iter()
+        .find(|g| g.index_name() == Some(index))
+        .and_then(|g| g.projection())
+        .and_then(|p| p.projection_type().cloned())
+}
+
+/// Schema 4: a listing index of an earlier layout (ALL projection, which
+/// every update of the item rewrote) is rebuilt KEYS_ONLY, and a workflow's
+/// activities are still listed through it.
+#[tokio::test]
+async fn install_rebuilds_an_all_projection_listing_index_keys_only() {
+    use whimbrel_core::store::INDEX_ACTIVITIES_BY_WORKFLOW as INDEX;
+    let h = common::Harness::new().await;
+    let client = h.store.client().expect("a DynamoDB store").clone();
+    let table = h.store.tables().activity_exec();
+    assert_eq!(
+        projection_of(&client, &table, INDEX).await,
+        Some(ProjectionType::KeysOnly)
+    );
+    // Make it look like schema version 3: the index projects ALL.
+    let update = |u: GlobalSecondaryIndexUpdate| {
+        client
+            .update_table()
+            .table_name(&table)
+            .global_secondary_index_updates(u)
+            .send()
+    };
+    update(
+        GlobalSecondaryIndexUpdate::builder()
+            .delete(
+                DeleteGlobalSecondaryIndexAction::builder()
+                    .index_name(INDEX)
+                    .build()
+                    .unwrap(),
+            )
+            .build(),
+    )
+    .await
+    .unwrap();
+    for _ in 0..100 {
+        if projection_of(&client, &table, INDEX).await.is_none() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let key = |n: &str, t| {
+        KeySchemaElement::builder()
+            .attribute_name(n)
+            .key_type(t)
+            .build()
+            .unwrap()
+    };
+    let attr = |n: &str| {
+        AttributeDefinition::builder()
+            .attribute_name(n)
+            .attribute_type(ScalarAttributeType::S)
+            .build()
+            .unwrap()
+    };
+    client
+        .update_table()
+        .table_name(&table)
+        .attribute_definitions(attr("workflow_exec_id"))
+        .attribute_definitions(attr("activity_name"))
+        .global_secondary_index_updates(
+            GlobalSecondaryIndexUpdate::builder()
+                .create(
+                    CreateGlobalSecondaryIndexAction::builder()
+                        .index_name(INDEX)
+                        .key_schema(key("workflow_exec_id", KeyType::Hash))
+                        .key_schema(key("activity_name", KeyType::Range))
+                        .projection(
+                            Projection::builder()
+                                .projection_type(ProjectionType::All)
+                                .build(),
+                        )
+                        .build()
+                        .unwrap(),
+                )
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        projection_of(&client, &table, INDEX).await,
+        Some(ProjectionType::All)
+    );
+    whimbrel_core::install::install(&h.store).await.unwrap();
+    assert_eq!(
+        projection_of(&client, &table, INDEX).await,
+        Some(ProjectionType::KeysOnly)
+    );
+    // Listed through the keys-only index, read by key.
+    h.register(
+        "two",
+        serde_json::json!({"activities": [
+            {"name": "a", "lambda": "f"}, {"name": "b", "lambda": "f"}
+        ]}),
+    )
+    .await;
+    let wf = h.start("two").await;
+    let acts: Vec<whimbrel_core::model::ActivityExec> = h
+        .store
+        .query_keys_only(
+            &table,
+            INDEX,
+            whimbrel_core::store::KeyCond {
+                hash: ("workflow_exec_id".into(), whimbrel_core::store::s(&wf)),
+                range: None,
+            },
+            ["activity_exec_id", "workflow_exec_id"],
+        )
+        .await
+        .unwrap();
+    let mut names: Vec<_> = acts.iter().map(|a| a.activity_name.as_str()).collect();
+    names.sort();
+    assert_eq!(names, ["a", "b"]);
+}

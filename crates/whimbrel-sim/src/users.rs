@@ -32,10 +32,11 @@ pub async fn cancel(
         range: None,
     };
     let acts: Vec<ActivityExec> = store
-        .query(
+        .query_keys_only(
             &store.tables().activity_exec(),
-            Some(INDEX_ACTIVITIES_BY_WORKFLOW),
+            INDEX_ACTIVITIES_BY_WORKFLOW,
             key,
+            ["activity_exec_id", "workflow_exec_id"],
         )
         .await
         .map_err(|e| e.to_string())?;

@@ -34,8 +34,15 @@ async fn main() -> Result<(), Error> {
     lambda_runtime::tracing::init_default_subscriber();
     let reporter = Reporter::from_env().await?;
     let reporter = &reporter;
-    lambda_runtime::run(service_fn(move |e: LambdaEvent<LaunchPayload>| {
-        handle(reporter, e.payload)
-    }))
+    lambda_runtime::run(service_fn(
+        move |e: LambdaEvent<LaunchPayload>| async move {
+            // Counted like the engine's functions (`whimbrel bench`): what an
+            // activity's own reports cost is part of what an activity costs.
+            let started = std::time::Instant::now();
+            let result = handle(reporter, e.payload).await;
+            whimbrel_core::metrics::emit("whimbrel-noop", reporter.metrics(), started.elapsed());
+            result
+        },
+    ))
     .await
 }

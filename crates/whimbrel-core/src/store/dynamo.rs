@@ -5,26 +5,43 @@ use std::collections::HashMap;
 
 use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_dynamodb::types::{
-    AttributeValue, KeysAndAttributes, Put, PutRequest, ReturnValue, TransactWriteItem, Update,
-    WriteRequest,
+    AttributeValue, ConsumedCapacity, KeysAndAttributes, Put, PutRequest, ReturnConsumedCapacity,
+    ReturnValue, TransactWriteItem, Update, WriteRequest,
 };
 use aws_sdk_dynamodb::Client;
 use futures::future::BoxFuture;
 use futures::FutureExt;
 
 use super::expr::{Action, Cond, KeyCond, Write};
-use super::{Backend, Found, Item, Page, StoreError};
+use super::{Backend, Found, Item, Metrics, Page, StoreError};
 
-/// DynamoDB through the AWS SDK. Cheap to clone.
+/// DynamoDB through the AWS SDK. Cheap to clone. Every request asks for
+/// `ReturnConsumedCapacity: INDEXES`, and what DynamoDB reports is added to
+/// the backend's [`Metrics`] (the bench's cost accounting).
 #[derive(Debug, Clone)]
 pub struct DynamoBackend {
     client: Client,
+    metrics: Metrics,
 }
 
+const CAPACITY: ReturnConsumedCapacity = ReturnConsumedCapacity::Indexes;
+
 impl DynamoBackend {
-    /// A backend over `client`.
+    /// A backend over `client`, with counters of its own.
     pub fn new(client: Client) -> Self {
-        DynamoBackend { client }
+        Self::with_metrics(client, Metrics::default())
+    }
+
+    /// A backend over `client` that adds the consumed capacity to `metrics`
+    /// (the store's, see [`super::Store::new`]).
+    pub fn with_metrics(client: Client, metrics: Metrics) -> Self {
+        DynamoBackend { client, metrics }
+    }
+
+    fn consumed<'a>(&self, op: &'static str, c: impl IntoIterator<Item = &'a ConsumedCapacity>) {
+        for c in c {
+            self.metrics.consumed(op, c);
+        }
     }
 }
 
@@ -227,9 +244,11 @@ impl DynamoBackend {
             } else {
                 ReturnValue::None
             })
+            .return_consumed_capacity(CAPACITY)
             .send()
             .await
             .map_err(|e| classify("UpdateItem", e))?;
+        self.consumed("UpdateItem", out.consumed_capacity());
         Ok(out.attributes)
     }
 
@@ -277,10 +296,14 @@ impl DynamoBackend {
             .client
             .transact_write_items()
             .set_transact_items(Some(items))
+            .return_consumed_capacity(CAPACITY)
             .send()
             .await;
         match r {
-            Ok(_) => Ok(()),
+            Ok(out) => {
+                self.consumed(OP, out.consumed_capacity());
+                Ok(())
+            }
             Err(SdkError::ServiceError(se)) if se.err().is_transaction_canceled_exception() => {
                 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError as E;
                 let reasons: Vec<(String, String)> = match se.err() {
@@ -336,9 +359,11 @@ impl Backend for DynamoBackend {
                 .consistent_read(true)
                 .set_projection_expression((!proj.is_empty()).then(|| proj.join(", ")))
                 .set_expression_attribute_names(x.names())
+                .return_consumed_capacity(CAPACITY)
                 .send()
                 .await
                 .map_err(|e| classify("GetItem", e))?;
+            self.consumed("GetItem", out.consumed_capacity());
             Ok(out.item)
         }
         .boxed()
@@ -353,16 +378,19 @@ impl Backend for DynamoBackend {
         async move {
             let mut x = Expressions::default();
             let condition = cond.map(|c| x.condition(&c));
-            self.client
+            let out = self
+                .client
                 .put_item()
                 .table_name(table)
                 .set_item(Some(item))
                 .set_condition_expression(condition)
                 .set_expression_attribute_names(x.names())
                 .set_expression_attribute_values(x.values())
+                .return_consumed_capacity(CAPACITY)
                 .send()
                 .await
                 .map_err(|e| classify("PutItem", e))?;
+            self.consumed("PutItem", out.consumed_capacity());
             Ok(())
         }
         .boxed()
@@ -402,9 +430,11 @@ impl Backend for DynamoBackend {
                 .client
                 .batch_write_item()
                 .request_items(&table, reqs)
+                .return_consumed_capacity(CAPACITY)
                 .send()
                 .await
                 .map_err(|e| classify("BatchWriteItem", e))?;
+            self.consumed("BatchWriteItem", out.consumed_capacity());
             Ok(out
                 .unprocessed_items
                 .and_then(|mut m| m.remove(&table))
@@ -431,9 +461,11 @@ impl Backend for DynamoBackend {
                 .client
                 .batch_get_item()
                 .request_items(&table, ka)
+                .return_consumed_capacity(CAPACITY)
                 .send()
                 .await
                 .map_err(|e| classify("BatchGetItem", e))?;
+            self.consumed("BatchGetItem", r.consumed_capacity());
             let found = r
                 .responses
                 .and_then(|mut m| m.remove(&table))
@@ -468,9 +500,11 @@ impl Backend for DynamoBackend {
                 .set_expression_attribute_names(x.names())
                 .set_expression_attribute_values(x.values())
                 .set_exclusive_start_key(start)
+                .return_consumed_capacity(CAPACITY)
                 .send()
                 .await
                 .map_err(|e| classify("Query", e))?;
+            self.consumed("Query", r.consumed_capacity());
             Ok((r.items.unwrap_or_default(), r.last_evaluated_key))
         }
         .boxed()
@@ -496,9 +530,11 @@ impl Backend for DynamoBackend {
                 .set_expression_attribute_names(x.names())
                 .set_expression_attribute_values(x.values())
                 .limit(limit)
+                .return_consumed_capacity(CAPACITY)
                 .send()
                 .await
                 .map_err(|e| classify("Query", e))?;
+            self.consumed("Query", r.consumed_capacity());
             Ok(r.items.unwrap_or_default())
         }
         .boxed()

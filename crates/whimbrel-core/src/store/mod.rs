@@ -13,20 +13,22 @@
 //! Query on a table or GSI. Index names are defined here and in
 //! `docs/tables.md`.
 
+pub mod counters;
 pub mod dynamo;
 pub mod eval;
 pub mod expr;
 pub mod memory;
 pub mod size;
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex};
+use std::collections::HashMap;
+use std::sync::Arc;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use futures::future::BoxFuture;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
+pub use counters::{Call, Capacity, Metrics, OpCount};
 pub use expr::{Action, Cmp, Cond, KeyCond, Write};
 
 /// A DynamoDB item as the SDK sees it.
@@ -178,100 +180,6 @@ impl StoreError {
     /// True when the same request can never succeed (validation, size).
     pub fn is_permanent(&self) -> bool {
         matches!(self, StoreError::Invalid { .. })
-    }
-}
-
-/// Requests and items per DynamoDB operation, counted by the store.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct OpCount {
-    /// API calls.
-    pub requests: u64,
-    /// Items written or read by those calls (a BatchWriteItem of 25 items
-    /// counts 25; a TransactWriteItems of 2 items counts 2).
-    pub items: u64,
-}
-
-/// Per-operation request counters, shared by clones of a [`Store`], and
-/// the set of distinct calls made (IAM action, table, index), which the
-/// least-privilege test compares with `crate::grants`.
-#[derive(Debug, Clone, Default)]
-pub struct Metrics {
-    inner: Arc<Mutex<BTreeMap<&'static str, OpCount>>>,
-    calls: Arc<Mutex<std::collections::BTreeSet<Call>>>,
-}
-
-/// One kind of DynamoDB call, as IAM sees it: the action
-/// (`dynamodb:UpdateItem`; a transaction's writes count as their own
-/// actions), the table, and the index for a Query of a GSI.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Call {
-    /// IAM action, e.g. `dynamodb:Query`.
-    pub action: &'static str,
-    /// Table name, prefix included.
-    pub table: String,
-    /// GSI name, for a Query of an index.
-    pub index: Option<String>,
-}
-
-impl Metrics {
-    pub(crate) fn call(&self, action: &'static str, table: &str, index: Option<&str>) {
-        let mut c = self.calls.lock().unwrap_or_else(|p| p.into_inner());
-        c.insert(Call {
-            action,
-            table: table.to_string(),
-            index: index.map(str::to_string),
-        });
-    }
-
-    /// The distinct calls made so far, and forget them.
-    pub fn take_calls(&self) -> std::collections::BTreeSet<Call> {
-        std::mem::take(&mut *self.calls.lock().unwrap_or_else(|p| p.into_inner()))
-    }
-
-    /// The distinct calls made so far.
-    pub fn calls(&self) -> std::collections::BTreeSet<Call> {
-        self.calls.lock().unwrap_or_else(|p| p.into_inner()).clone()
-    }
-
-    pub(crate) fn record(&self, op: &'static str, items: usize) {
-        let mut m = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        let c = m.entry(op).or_default();
-        c.requests += 1;
-        c.items += items as u64;
-    }
-
-    /// A copy of the counters.
-    pub fn snapshot(&self) -> BTreeMap<String, OpCount> {
-        let m = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        m.iter()
-            .map(|(k, v)| ((*k).to_string(), v.clone()))
-            .collect()
-    }
-
-    /// The counters, reset to zero.
-    pub fn take(&self) -> BTreeMap<String, OpCount> {
-        let mut m = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        let out = m
-            .iter()
-            .map(|(k, v)| ((*k).to_string(), v.clone()))
-            .collect();
-        m.clear();
-        out
-    }
-
-    /// Write operations counted: PutItem, UpdateItem, BatchWriteItem and
-    /// TransactWriteItems items.
-    pub fn write_items(snapshot: &BTreeMap<String, OpCount>) -> u64 {
-        [
-            "PutItem",
-            "UpdateItem",
-            "BatchWriteItem",
-            "TransactWriteItems",
-        ]
-        .iter()
-        .filter_map(|op| snapshot.get(*op))
-        .map(|c| c.items)
-        .sum()
     }
 }
 
@@ -445,9 +353,11 @@ fn shape(table: &str) -> impl FnOnce(serde_dynamo::Error) -> StoreError + '_ {
 impl Store {
     /// A store over DynamoDB (`client`) for the tables of `tables`.
     pub fn new(client: aws_sdk_dynamodb::Client, tables: Tables) -> Self {
-        let mut store =
-            Store::with_backend(Arc::new(dynamo::DynamoBackend::new(client.clone())), tables);
+        let metrics = Metrics::default();
+        let backend = dynamo::DynamoBackend::with_metrics(client.clone(), metrics.clone());
+        let mut store = Store::with_backend(Arc::new(backend), tables);
         store.client = Some(client);
+        store.metrics = metrics;
         store
     }
 
@@ -687,6 +597,22 @@ impl Store {
         index: Option<&str>,
         key: KeyCond,
     ) -> Result<Vec<T>, StoreError> {
+        self.query_raw(table, index, key)
+            .await?
+            .into_iter()
+            .map(|i| serde_dynamo::from_item(i).map_err(shape(table)))
+            .collect()
+    }
+
+    /// Every item of a query, as DynamoDB returned them (all pages).
+    ///
+    /// Errors: the query's.
+    async fn query_raw(
+        &self,
+        table: &str,
+        index: Option<&str>,
+        key: KeyCond,
+    ) -> Result<Vec<Item>, StoreError> {
         let mut out = Vec::new();
         let mut start: Option<Item> = None;
         loop {
@@ -701,15 +627,43 @@ impl Store {
                     start.take(),
                 )
                 .await?;
-            for i in items {
-                out.push(serde_dynamo::from_item(i).map_err(shape(table))?);
-            }
+            out.extend(items);
             match last {
                 Some(k) if !k.is_empty() => start = Some(k),
                 _ => break,
             }
         }
         Ok(out)
+    }
+
+    /// The items a KEYS_ONLY index finds: Query the index for the keys,
+    /// then read the items from the table (strongly consistent
+    /// BatchGetItem) by its key attributes `table_key` (hash, range). An
+    /// item deleted in between is left out.
+    ///
+    /// Errors: the query's or the read's, or an item that is not a `T`.
+    pub async fn query_keys_only<T: DeserializeOwned>(
+        &self,
+        table: &str,
+        index: &str,
+        key: KeyCond,
+        table_key: [&str; 2],
+    ) -> Result<Vec<T>, StoreError> {
+        let keys: Vec<Item> = self
+            .query_raw(table, Some(index), key)
+            .await?
+            .into_iter()
+            .map(|mut i| {
+                table_key
+                    .iter()
+                    .filter_map(|k| i.remove_entry(*k))
+                    .collect()
+            })
+            .collect();
+        if keys.is_empty() {
+            return Ok(vec![]);
+        }
+        self.batch_get(table, keys).await
     }
 }
 

@@ -1,0 +1,338 @@
+//! `whimbrel bench`: run one registered workflow on the local stack and
+//! report what it cost, measured rather than estimated:
+//! * DynamoDB requests and the capacity units DynamoDB reported consumed
+//!   (`ReturnConsumedCapacity: INDEXES`), per operation and per table or
+//!   GSI, by every function, the activities' own reports included (each
+//!   function appends a line per invocation to `WHIMBREL_METRICS_FILE`);
+//! * Lambda invocations (counted by `whimbrel local`) and GB-seconds (the
+//!   handler durations the functions measured, at the template's memory);
+//! * wall time from the request row insert to the workflow's end;
+//! * the cost per million activities at list prices ([`cost`]), beside
+//!   Step Functions Standard and Express for the same workflow.
+
+mod cost;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use serde_json::Value;
+use whimbrel_core::store::{Capacity, OpCount};
+
+use crate::{insert_request, store_for, CliError, Global};
+
+/// Options of `whimbrel bench`.
+#[derive(Args, Debug, Clone)]
+pub struct BenchArgs {
+    /// The registered workflow to run.
+    workflow: String,
+    /// Input (JSON) for the request.
+    #[arg(long)]
+    input: Option<String>,
+    /// The metrics file the functions append to (WHIMBREL_METRICS_FILE).
+    #[arg(long, default_value = ".stack/metrics.jsonl")]
+    metrics_file: PathBuf,
+    /// `whimbrel local`'s front, for invocation counters.
+    #[arg(long, default_value = "http://127.0.0.1:9001")]
+    front: String,
+    /// Give up after this many seconds.
+    #[arg(long, default_value_t = 600)]
+    timeout_seconds: u64,
+    /// Memory of the functions, MB (template.yaml Globals `MemorySize`),
+    /// for GB-seconds.
+    #[arg(long, default_value_t = 256)]
+    memory_mb: u32,
+}
+
+/// The functions of the engine (the others are activities).
+const ENGINE_FUNCTIONS: &[&str] = &[
+    "whimbrel-workflow-request",
+    "whimbrel-activity-event",
+    "whimbrel-heartbeat-monitor",
+];
+
+/// `whimbrel local`'s invocation counters (`GET /whimbrel/invocations`),
+/// through hyper's client (already in the tree for the AWS SDK).
+async fn counters(front: &str) -> Result<BTreeMap<String, u64>, CliError> {
+    use http_body_util::{BodyExt, Empty};
+    let unreachable = |e: &dyn std::fmt::Display| {
+        CliError(format!("cannot reach whimbrel local at {front}: {e}"))
+    };
+    let uri: hyper::Uri = format!("{}/whimbrel/invocations", front.trim_end_matches('/'))
+        .parse()
+        .map_err(|e| CliError(format!("--front {front}: {e}")))?;
+    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .build_http::<Empty<axum::body::Bytes>>();
+    let response = client.get(uri).await.map_err(|e| unreachable(&e))?;
+    let body = response
+        .into_body()
+        .collect()
+        .await
+        .map_err(|e| unreachable(&e))?
+        .to_bytes();
+    serde_json::from_slice(&body).map_err(|e| CliError(format!("bad counters: {e}")))
+}
+
+/// What one function's invocations appended to the metrics file.
+#[derive(Debug, Default)]
+struct FunctionUsage {
+    ops: BTreeMap<String, OpCount>,
+    capacity: BTreeMap<String, Capacity>,
+    invocations: u64,
+    /// Handler durations, each rounded up to 1 ms as Lambda bills, seconds.
+    billed_seconds: f64,
+}
+
+/// The lines after the first `skip` of the metrics file, summed by
+/// function; and how many lines there are.
+fn read_metrics(path: &PathBuf, skip: usize) -> (usize, BTreeMap<String, FunctionUsage>) {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    let mut by_fn: BTreeMap<String, FunctionUsage> = BTreeMap::new();
+    for l in lines.iter().skip(skip) {
+        let Ok(v) = serde_json::from_str::<Value>(l) else {
+            continue;
+        };
+        let f = v["function"].as_str().unwrap_or("?").to_string();
+        let e = by_fn.entry(f).or_default();
+        e.invocations += 1;
+        e.billed_seconds += v["duration_ms"].as_f64().unwrap_or(0.0).ceil() / 1000.0;
+        if let Ok(ops) = serde_json::from_value::<BTreeMap<String, OpCount>>(v["ops"].clone()) {
+            for (op, c) in ops {
+                let t = e.ops.entry(op).or_default();
+                t.requests += c.requests;
+                t.items += c.items;
+            }
+        }
+        if let Ok(cap) = serde_json::from_value::<BTreeMap<String, Capacity>>(v["capacity"].clone())
+        {
+            for (k, c) in cap {
+                let t = e.capacity.entry(k).or_default();
+                t.read += c.read;
+                t.write += c.write;
+            }
+        }
+    }
+    (lines.len(), by_fn)
+}
+
+/// Print the per-activity tables (requests, capacity, invocations) and
+/// sum what the bill needs.
+fn report(
+    by_fn: &BTreeMap<String, FunctionUsage>,
+    before: &BTreeMap<String, u64>,
+    after: &BTreeMap<String, u64>,
+    activities: u64,
+    a: &BenchArgs,
+    wall: Duration,
+) -> cost::Usage {
+    let n = activities.max(1) as f64;
+    println!();
+    println!("DynamoDB per activity, by function and operation (activities' reports included):");
+    println!(
+        "  {:<28} {:<20} {:>9} {:>9} {:>9} {:>9}",
+        "function", "operation", "requests", "items", "RRU", "WRU"
+    );
+    let mut usage = cost::Usage {
+        activities,
+        memory_mb: a.memory_mb,
+        wall_seconds: wall.as_secs_f64(),
+        ..cost::Usage::default()
+    };
+    let mut engine_writes = 0u64;
+    for (f, u) in by_fn {
+        for (op, c) in &u.ops {
+            let cap = u
+                .capacity
+                .iter()
+                .filter(|(k, _)| k.split(' ').next() == Some(op.as_str()))
+                .fold(Capacity::default(), |t, (_, c)| Capacity {
+                    read: t.read + c.read,
+                    write: t.write + c.write,
+                });
+            println!(
+                "  {:<28} {:<20} {:>9.2} {:>9.2} {:>9.2} {:>9.2}",
+                f,
+                op,
+                c.requests as f64 / n,
+                c.items as f64 / n,
+                cap.read / n,
+                cap.write / n
+            );
+            let writes = matches!(
+                op.as_str(),
+                "PutItem" | "UpdateItem" | "BatchWriteItem" | "TransactWriteItems"
+            );
+            if writes && ENGINE_FUNCTIONS.contains(&f.as_str()) {
+                engine_writes += c.items;
+            }
+        }
+        for (k, c) in &u.capacity {
+            let t = usage.capacity.entry(k.clone()).or_default();
+            t.read += c.read;
+            t.write += c.write;
+        }
+        usage.billed_seconds += u.billed_seconds;
+    }
+    println!(
+        "  engine write requests per activity: {:.2} (items written by the engine's functions; a transaction's items each count)",
+        engine_writes as f64 / n
+    );
+    println!();
+    println!("capacity per activity, by operation and table or GSI (request units):");
+    let mut by_target: BTreeMap<&str, Capacity> = BTreeMap::new();
+    for (k, c) in &usage.capacity {
+        let target = k.split_once(' ').map_or(k.as_str(), |(_, t)| t);
+        let t = by_target.entry(target).or_default();
+        t.read += c.read;
+        t.write += c.write;
+    }
+    for (target, c) in &by_target {
+        println!(
+            "  {:<70} RRU {:>7.2}  WRU {:>7.2}",
+            target,
+            c.read / n,
+            c.write / n
+        );
+    }
+    println!();
+    println!("Lambda invocations per activity (counted by whimbrel local):");
+    for (k, v) in after {
+        let d = v - before.get(k).copied().unwrap_or(0);
+        if d == 0 {
+            continue;
+        }
+        println!("  {:<50} {:>8.2}", k, d as f64 / n);
+        let engine = ENGINE_FUNCTIONS.iter().any(|f| k.starts_with(f));
+        if engine && !k.contains("(schedule)") {
+            usage.engine_invocations += d;
+        }
+    }
+    println!(
+        "  engine invocations billed per activity: {:.2} (the schedule's are a fixed cost, not counted)",
+        usage.engine_invocations as f64 / n
+    );
+    println!(
+        "Lambda GB-seconds per activity (handler durations measured by each function, at {} MB):",
+        a.memory_mb
+    );
+    for (f, u) in by_fn {
+        let gbs = u.billed_seconds * f64::from(a.memory_mb) / 1024.0;
+        println!(
+            "  {:<50} {:>10.5} GB-s ({} invocations, {:.1} ms each)",
+            f,
+            gbs / n,
+            u.invocations,
+            u.billed_seconds * 1000.0 / u.invocations.max(1) as f64
+        );
+    }
+    println!("  (an activity's own invocation is the work itself, billed as under Step Functions; its GB-s, spent reporting, are counted)");
+    usage
+}
+
+/// Run the benchmark and print the report.
+pub async fn run(g: Global, a: BenchArgs) -> Result<(), CliError> {
+    let store = store_for(&g).await;
+    let input = a
+        .input
+        .as_deref()
+        .map(serde_json::from_str)
+        .transpose()
+        .map_err(|e| CliError(format!("--input is not JSON: {e}")))?;
+    let (skip, _) = read_metrics(&a.metrics_file, 0);
+    let before = counters(&a.front).await?;
+    let t0 = Instant::now();
+    let (_, wf_id) = insert_request(&store, &a.workflow, input, "whimbrel bench").await?;
+    // Poll the workflow exec item only (one GetItem), so polling adds little
+    // load to the local DynamoDB the run is measured on.
+    let key = std::collections::HashMap::from([
+        (
+            "workflow_exec_id".to_string(),
+            whimbrel_core::store::s(&wf_id),
+        ),
+        (
+            "workflow_name".to_string(),
+            whimbrel_core::store::s(&a.workflow),
+        ),
+    ]);
+    loop {
+        if t0.elapsed() > Duration::from_secs(a.timeout_seconds) {
+            return Err(CliError(format!(
+                "{wf_id} did not finish in {}s",
+                a.timeout_seconds
+            )));
+        }
+        let wf: Option<whimbrel_core::model::WorkflowExec> = store
+            .get(&store.tables().workflow_exec(), key.clone())
+            .await
+            .unwrap_or(None);
+        if wf.is_some_and(|w| w.state.is_terminal()) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let wall = t0.elapsed();
+    let snap = crate::status::snapshot(&store, &wf_id).await?;
+    // Let the last invocations append their metrics.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let (_, by_fn) = read_metrics(&a.metrics_file, skip);
+    let after = counters(&a.front).await?;
+
+    let activities = snap.activities.len() as u64;
+    println!(
+        "workflow {} {} ({} activities)",
+        wf_id, snap.workflow.state, activities
+    );
+    println!(
+        "wall time, request insert -> {}: {:.2}s",
+        snap.workflow.state,
+        wall.as_secs_f64()
+    );
+    let usage = report(&by_fn, &before, &after, activities, &a, wall);
+    let bill = usage.bill();
+    println!();
+    println!("cost per million activities (list prices, us-east-1, arm64; see `whimbrel_cli` bench/cost.rs):");
+    println!(
+        "  DynamoDB writes    ${:>8.2}  ({:.2} WRU per activity)",
+        bill.writes,
+        usage.wru()
+    );
+    println!(
+        "  DynamoDB reads     ${:>8.2}  ({:.2} RRU per activity)",
+        bill.reads,
+        usage.rru()
+    );
+    println!("  Lambda requests    ${:>8.2}", bill.requests);
+    println!("  Lambda duration    ${:>8.2}", bill.duration);
+    println!("  Whimbrel total     ${:>8.2}", bill.total());
+    println!(
+        "  Step Functions Standard ${:>8.2}  (a Task state per activity, + start and end)",
+        bill.sfn_standard
+    );
+    println!("  Step Functions Express  ${:>8.2}  (one request per workflow, the wall time above at 64 MB)", bill.sfn_express);
+    if snap.workflow.state != whimbrel_core::contract::WorkflowState::Completed {
+        return Err(CliError(format!("workflow ended {}", snap.workflow.state)));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod counter_tests {
+    use super::counters;
+
+    #[tokio::test]
+    async fn counters_are_read_from_the_front_over_http() {
+        let app = axum::Router::new().route(
+            "/whimbrel/invocations",
+            axum::routing::get(|| async { axum::Json(serde_json::json!({"whimbrel-noop": 3})) }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        let got = counters(&format!("http://{addr}")).await.unwrap();
+        assert_eq!(got.get("whimbrel-noop"), Some(&3));
+        let down = counters("http://127.0.0.1:1").await.unwrap_err();
+        assert!(down.0.contains("cannot reach whimbrel local"), "{}", down.0);
+    }
+}
