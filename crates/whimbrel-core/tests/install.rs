@@ -52,6 +52,8 @@ async fn install_upgrades_the_indexes_of_an_earlier_layout() {
         .send()
         .await
         .unwrap();
+    // DynamoDB allows one index change at a time per table.
+    wait_gone(&client, &table, INDEX_DUE).await;
     let key = |n: &str, t| {
         KeySchemaElement::builder()
             .attribute_name(n)
@@ -98,7 +100,18 @@ async fn install_upgrades_the_indexes_of_an_earlier_layout() {
     assert_eq!(indexes(&client, &table).await, want);
 }
 
-/// The projection of `index` of `table`.
+/// Wait until `index` of `table` is deleted (at most 20 s).
+async fn wait_gone(client: &aws_sdk_dynamodb::Client, table: &str, index: &str) {
+    for _ in 0..200 {
+        if projection_of(client, table, index).await.is_none() {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    panic!("{index} of {table} still there after 20 s");
+}
+
+/// The projection of `index` of `table` (`None`: no such index).
 async fn projection_of(
     client: &aws_sdk_dynamodb::Client,
     table: &str,
@@ -152,12 +165,7 @@ async fn install_rebuilds_an_all_projection_listing_index_keys_only() {
     )
     .await
     .unwrap();
-    for _ in 0..100 {
-        if projection_of(&client, &table, INDEX).await.is_none() {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
+    wait_gone(&client, &table, INDEX).await;
     let key = |n: &str, t| {
         KeySchemaElement::builder()
             .attribute_name(n)
