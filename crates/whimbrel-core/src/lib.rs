@@ -32,6 +32,8 @@
 //!     source: Some("batch host".into()),
 //!     manual: Some(true),
 //!     input: None,
+//!     // The TTL attribute, when the stack keeps rows for a set time.
+//!     expires_at_epoch: engine.config().row_expiry(now.epoch),
 //! };
 //! let store = engine.store();
 //! store

@@ -153,7 +153,10 @@ fn emit_requests(function: &str, metrics: &Metrics, elapsed: std::time::Duration
             .append(true)
             .open(&path)
         {
-            let _ = writeln!(f, "{line}");
+            // One write(2) of the whole line: with O_APPEND, lines of
+            // processes appending at once do not interleave (`writeln!`
+            // on a File may split a line into several writes).
+            let _ = f.write_all(format!("{line}\n").as_bytes());
         }
     }
 }
