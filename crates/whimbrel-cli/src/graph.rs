@@ -10,7 +10,7 @@ use std::process::{Command, Stdio};
 
 use clap::Args;
 use whimbrel_core::contract::{ActivityState, ALL_STATES};
-use whimbrel_core::model::WorkflowLambda;
+use whimbrel_core::model::{WorkflowLambda, WorkflowPlan};
 use whimbrel_core::plan::{Plan, PlannedActivity};
 use whimbrel_core::store::s;
 
@@ -190,7 +190,12 @@ async fn resolve(g: &Global, target: &str) -> Result<(Plan, Option<States>), Cli
     let store = store_for(g).await;
     if target.contains("::") {
         let snap = status::snapshot(&store, target).await?;
-        let plan = snap.workflow.plan.ok_or_else(|| {
+        let key = HashMap::from([
+            ("workflow_exec_id".to_string(), s(target)),
+            ("workflow_name".to_string(), s(&snap.workflow.workflow_name)),
+        ]);
+        let stored: Option<WorkflowPlan> = store.get(&store.tables().workflow_plan(), key).await?;
+        let plan = stored.map(|p| p.plan).ok_or_else(|| {
             CliError(format!(
                 "workflow {target} has no plan stored yet ({}{})",
                 snap.workflow.state,

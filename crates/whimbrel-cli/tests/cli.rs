@@ -46,14 +46,14 @@ fn install_register_start_and_status_against_dynamodb() {
     let out = stdout(&run(&["install"]));
     assert_eq!(
         out.lines().filter(|l| l.ends_with("\tcreated")).count(),
-        7,
+        8,
         "{out}"
     );
     // Idempotent.
     let out = stdout(&run(&["install"]));
     assert_eq!(
         out.lines().filter(|l| l.ends_with("\texists")).count(),
-        7,
+        8,
         "{out}"
     );
 

@@ -52,6 +52,8 @@ pub const WORKFLOW_REQUEST: &[Grant] = &[
     g("dynamodb:PutItem", "activity_exec"),
     g("dynamodb:UpdateItem", "activity_exec"),
     g("dynamodb:BatchWriteItem", "activity_exec_dependency"),
+    g("dynamodb:PutItem", "workflow_plan"),
+    g("dynamodb:GetItem", "workflow_plan"),
 ];
 
 /// `whimbrel-activity-event`: apply a report (`engine/apply.rs`): find the
@@ -67,6 +69,7 @@ pub const ACTIVITY_EVENT: &[Grant] = &[
     g("dynamodb:GetItem", "workflow_exec"),
     g("dynamodb:UpdateItem", "workflow_exec"),
     g("dynamodb:BatchGetItem", "activity_event"),
+    g("dynamodb:GetItem", "workflow_plan"),
 ];
 
 /// `whimbrel-heartbeat-monitor`: sweep the due indexes (`engine/monitor.rs`),
@@ -89,6 +92,8 @@ pub const HEARTBEAT_MONITOR: &[Grant] = &[
     g("dynamodb:GetItem", "workflow_request"),
     g("dynamodb:GetItem", "workflow_lambda"),
     g("dynamodb:BatchWriteItem", "activity_exec_dependency"),
+    g("dynamodb:PutItem", "workflow_plan"),
+    g("dynamodb:GetItem", "workflow_plan"),
 ];
 
 /// An activity Lambda using the helper (`activity.rs`): insert its event

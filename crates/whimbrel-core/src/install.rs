@@ -22,8 +22,11 @@ use crate::store::{self, Store, StoreError, Tables};
 /// task-list index. 4: the listing indexes (`state-start_time_epoch-index`,
 /// `workflow_exec_id-activity_name-index`) are KEYS_ONLY, so an update of a
 /// workflow or activity no longer writes a copy of the item to them (their
-/// readers fetch the items by key); `install` rebuilds them.
-pub const SCHEMA_VERSION: u32 = 4;
+/// readers fetch the items by key); `install` rebuilds them. 5: the plan
+/// and input move off `workflow_exec` to the new write-once
+/// `workflow_plan` table, so the item every finishing activity updates
+/// stays small (`install` creates the table).
+pub const SCHEMA_VERSION: u32 = 5;
 
 /// Indexes of earlier layouts that `install` deletes from existing tables.
 pub const OBSOLETE_INDEXES: [&str; 2] = [
@@ -115,6 +118,14 @@ pub fn definitions(t: &Tables) -> Vec<TableDef> {
                 },
             ],
             description: "workflow executions",
+        },
+        TableDef {
+            name: t.workflow_plan(),
+            hash: ("workflow_exec_id", S),
+            range: Some(("workflow_name", S)),
+            stream: false,
+            gsis: vec![],
+            description: "each workflow exec's plan and input (write-once)",
         },
         TableDef {
             name: t.activity_exec(),

@@ -154,13 +154,24 @@ pub struct WorkflowExec {
     /// When it ended, epoch seconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub end_time_epoch: Option<i64>,
-    /// The request's input.
+    /// The request's input, kept here only until the plan is recorded (a
+    /// start again without a request row needs it); from then on it is on
+    /// the write-once [`WorkflowPlan`] item, so the item every finishing
+    /// activity updates stays small (issue 7).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub input: Option<Value>,
-    /// The validated plan, stored before any activity is written so a
-    /// redelivered request replays the same plan (design.md § 3.7).
+    /// When the plan was recorded on `whimbrel_workflow_plan`, epoch
+    /// seconds; absent before. Its presence is what "planned" means: a
+    /// REQUESTED workflow without it may still be cancelled or failed
+    /// outright (no activity exists), and a redelivered start replays the
+    /// recorded plan (design.md § 3.7).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub plan: Option<Plan>,
+    pub planned_epoch: Option<i64>,
+    /// The plan's `execution_timeout_seconds`, seconds, copied here when
+    /// the plan is recorded, so the monitor judges the execution deadline
+    /// from this item alone. Absent = none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub execution_timeout_seconds: Option<i64>,
     /// Number of activities in the plan.
     #[serde(default)]
     pub activity_count: u64,
@@ -200,6 +211,30 @@ pub struct WorkflowExec {
     /// sink activities' `output` (`whimbrel result` assembles it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub result_in_activities: Option<bool>,
+}
+
+/// An item of `whimbrel_workflow_plan`: the cold, write-once part of a
+/// workflow exec, keyed like it (`workflow_exec_id`, `workflow_name`). Put
+/// once, conditionally (`attribute_not_exists`), before any activity item
+/// exists; the first plan put wins, so a redelivered start with a
+/// nondeterministic decider replays it (design.md § 3.7). Read at a
+/// redelivered start, to gather the result, at the execution timeout and
+/// by the CLI; never by the per-transition path.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WorkflowPlan {
+    /// Hash key: the workflow exec's id.
+    pub workflow_exec_id: String,
+    /// Range key: the workflow's name.
+    pub workflow_name: String,
+    /// The validated plan (`shapes.md` § 2).
+    pub plan: Plan,
+    /// The request's input (at most
+    /// [`crate::plan::MAX_WORKFLOW_INPUT_BYTES`] serialized); absent when
+    /// the request had none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input: Option<Value>,
+    /// When it was recorded, epoch seconds.
+    pub recorded_epoch: i64,
 }
 
 /// One accepted transition in an activity's bounded audit trail.

@@ -162,7 +162,7 @@ impl Checker {
     }
 
     /// The safety invariants on the tables as they are now.
-    pub fn safety(&mut self, mem: &MemoryBackend, t: &Tables) -> Vec<String> {
+    pub fn safety(&mut self, mem: &MemoryBackend, t: &Tables, cfg: &EngineConfig) -> Vec<String> {
         let writes = mem.writes();
         if writes == self.seen_writes {
             return vec![];
@@ -176,6 +176,25 @@ impl Checker {
                 .or_default()
                 .push(a);
             let id = &a.activity_exec_id;
+            // Never late: a live activity with a deadline carries a due
+            // marker no later than it (markers may be early: lazy markers,
+            // issue 7; the monitor moves an early one when it looks).
+            if !a.state.is_terminal() {
+                if let Some((deadline, kind)) = whimbrel_core::engine::decide::next_deadline(a, cfg)
+                {
+                    match a.due_epoch {
+                        None => v.push(format!(
+                            "{id}: {} with a {kind:?} deadline at {deadline} but no due marker",
+                            a.state
+                        )),
+                        Some(m) if m > deadline => v.push(format!(
+                            "{id}: {} due marker {m} is after its {kind:?} deadline {deadline}",
+                            a.state
+                        )),
+                        Some(_) => {}
+                    }
+                }
+            }
             match (self.terminal.get(id), a.state.is_terminal()) {
                 (Some(s), _) if *s != a.state => {
                     v.push(format!("{id}: terminal state {s} changed to {}", a.state))
@@ -319,7 +338,7 @@ impl Checker {
             lost,
         } = *seen;
         self.seen_writes = u64::MAX;
-        let mut v = self.safety(mem, t);
+        let mut v = self.safety(mem, t, cfg);
         let (acts, _) = activities(mem, t);
         let wfs = workflows(mem, t);
         // A request row whose stream record the mapping gave up on before
@@ -353,7 +372,33 @@ impl Checker {
                     w.workflow_exec_id
                 ));
             }
-            if w.state.is_terminal() && w.plan.is_some() {
+            if w.planned_epoch.is_some() {
+                // The exec is marked planned only after its plan item is
+                // stored, and both agree on the activity count.
+                let plan = mem.items(&t.workflow_plan()).into_iter().find(|p| {
+                    p.get("workflow_exec_id").and_then(|v| v.as_s().ok())
+                        == Some(&w.workflow_exec_id)
+                });
+                let planned = plan.and_then(|p| {
+                    serde_dynamo::from_item::<_, whimbrel_core::model::WorkflowPlan>(p).ok()
+                });
+                match planned {
+                    None => v.push(format!(
+                        "workflow {} is planned but has no readable plan item",
+                        w.workflow_exec_id
+                    )),
+                    Some(p) if p.plan.activities.len() as u64 != w.activity_count => {
+                        v.push(format!(
+                            "workflow {} counts {} activities but its plan has {}",
+                            w.workflow_exec_id,
+                            w.activity_count,
+                            p.plan.activities.len()
+                        ))
+                    }
+                    Some(_) => {}
+                }
+            }
+            if w.state.is_terminal() && w.planned_epoch.is_some() {
                 let counts = contract::EndCounts {
                     completed: w.completed_count,
                     failed: w.failed_count,

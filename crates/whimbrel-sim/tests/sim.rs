@@ -126,13 +126,26 @@ fn the_checker_catches_a_terminal_state_that_changes_and_wrong_counters() {
     };
     let mut checker = whimbrel_sim::check::Checker::default();
     put("COMPLETED", 1);
-    assert_eq!(checker.safety(&mem, &tables), Vec::<String>::new());
+    assert_eq!(
+        checker.safety(
+            &mem,
+            &tables,
+            &whimbrel_core::engine::EngineConfig::default()
+        ),
+        Vec::<String>::new()
+    );
     put("RUNNING", 1);
-    let v = checker.safety(&mem, &tables);
+    let v = checker.safety(
+        &mem,
+        &tables,
+        &whimbrel_core::engine::EngineConfig::default(),
+    );
     assert!(
         v.iter()
             .any(|m| m.contains("terminal state COMPLETED changed")),
         "{v:?}"
     );
     assert!(v.iter().any(|m| m.contains("counters")), "{v:?}");
+    // A live activity must be watched: its deadline needs a due marker.
+    assert!(v.iter().any(|m| m.contains("no due marker")), "{v:?}");
 }

@@ -6,7 +6,7 @@
 //! leads to ([`next_deadline`]).
 
 use super::deadline::next_deadline;
-use super::decide::{cap_error, history, versioned, with_due, Change, Details};
+use super::decide::{cap_error, history, live_keep, versioned, with_due, Change, Details};
 use super::EngineConfig;
 use crate::contract::{self, ActivityState, Transition};
 use crate::dates::Timestamp;
@@ -95,7 +95,8 @@ pub fn queue_update(
         Some(h) => claim(req, cfg, after, h, 1, now, &event_id),
         None => {
             let req = offer(req, exec, now).set("last_event_id", s(&event_id));
-            with_due(req, exec, next_deadline(&after, cfg).map(|d| d.0))
+            let due = next_deadline(&after, cfg).map(|d| d.0);
+            with_due(req, exec, due, live_keep(now, due))
         }
     }
 }
@@ -172,7 +173,8 @@ fn claim(
         .set("queued_time_epoch", n(now))
         .remove("launched_time")
         .remove("launched_time_epoch");
-    with_due(req, &before, next_deadline(&after, cfg).map(|d| d.0))
+    let due = next_deadline(&after, cfg).map(|d| d.0);
+    with_due(req, &before, due, live_keep(now, due))
 }
 
 /// A worker's claim of a task: QUEUED (waiting in its list's index) →
@@ -226,7 +228,8 @@ pub fn claim_task_update(
             .set("heartbeat_time_epoch", n(now));
         after.heartbeat_time_epoch = now;
     }
-    with_due(req, exec, next_deadline(&after, cfg).map(|d| d.0))
+    let due = next_deadline(&after, cfg).map(|d| d.0);
+    with_due(req, exec, due, live_keep(now, due))
 }
 
 /// Record that the live launch was invoked (for operators; no rule reads
@@ -350,5 +353,6 @@ pub fn retry_update(
     after.next_attempt_epoch = Some(at);
     after.scheduled_epoch = Some(at);
     let req = offer(req, exec, at);
-    with_due(req, exec, next_deadline(&after, cfg).map(|d| d.0))
+    let due = next_deadline(&after, cfg).map(|d| d.0);
+    with_due(req, exec, due, live_keep(now, due))
 }

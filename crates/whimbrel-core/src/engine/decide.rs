@@ -105,14 +105,29 @@ fn due(id: &str, epoch: i64) -> [Action; 2] {
     ]
 }
 
-/// Set the due marker of `exec` to `at`, or remove it when nothing is owed
-/// (`None`) and the item has one.
+/// The due marker a write of `exec` leaves, for a state whose deadline is
+/// `at` (epoch seconds; `None` = nothing owed): set to `at`, removed, or
+/// kept. Lazy (issue 7): a marker within `keep` is kept, with the write
+/// conditional on it (a marker the monitor moved meanwhile fails the
+/// write, which is then decided again). Live states keep any marker still
+/// ahead and not after the deadline ([`live_keep`]): an early marker is
+/// safe, the monitor looks, finds nothing due and moves it
+/// ([`Verdict::Extend`]), one read and a move for an activity that
+/// outlives it, where moving it on every transition cost two GSI writes
+/// each. A terminal state's obligation keeps a marker from the settle
+/// grace to one grace later ([`settle_keep`]): the function has its grace,
+/// and a function that died is covered at most one grace later.
 pub(crate) fn with_due(
     mut req: UpdateRequest,
     exec: &ActivityExec,
     at: Option<i64>,
+    keep: std::ops::RangeInclusive<i64>,
 ) -> UpdateRequest {
     match at {
+        Some(_) if exec.due_epoch.is_some_and(|cur| keep.contains(&cur)) => req.when(Cond::eq(
+            "due_epoch",
+            n(exec.due_epoch.expect("checked above")),
+        )),
         Some(at) => {
             for a in due(&exec.activity_exec_id, at) {
                 req = req.act(a);
@@ -122,6 +137,19 @@ pub(crate) fn with_due(
         None if exec.due_epoch.is_some() => req.remove("due_epoch").remove("due_shard"),
         None => req,
     }
+}
+
+/// The markers a live state's write keeps for its deadline `at`: after
+/// `now`, no later than `at` (see [`with_due`]).
+pub(crate) fn live_keep(now: i64, at: Option<i64>) -> std::ops::RangeInclusive<i64> {
+    now.saturating_add(1)..=at.unwrap_or(i64::MIN)
+}
+
+/// The markers a terminal state's write keeps for its obligation due at
+/// `at` (now + settle grace): from `at` to one grace later (see
+/// [`with_due`]).
+pub(crate) fn settle_keep(at: i64, cfg: &EngineConfig) -> std::ops::RangeInclusive<i64> {
+    at..=at.saturating_add(cfg.settle_grace_seconds)
 }
 
 pub(crate) fn history(
@@ -228,7 +256,12 @@ pub fn transition_update(
     // Events still parked are owed too: if the function dies before it
     // applies them, the monitor does soon, not at the state's deadline.
     let owed = (!next.is_terminal() && !rest.is_empty()).then(|| now + cfg.settle_grace_seconds);
-    req = with_due(req, exec, [deadline, owed].into_iter().flatten().min());
+    let due = [deadline, owed].into_iter().flatten().min();
+    let keep = match due {
+        Some(at) if next.is_terminal() => settle_keep(at, cfg),
+        _ => live_keep(now, due),
+    };
+    req = with_due(req, exec, due, keep);
     if let Some(cut) = details.stale_before {
         req = req.when(Cond::lt("heartbeat_time_epoch", n(cut)));
     }

@@ -221,10 +221,13 @@ impl<L: Launcher> Engine<L> {
             match self.launcher.invoke_async(&exec.lambda, &body).await {
                 Ok(()) => {
                     info!(activity_exec_id = %exec.activity_exec_id, lambda = %exec.lambda, attempt = exec.attempt, "activity launched");
-                    let req = decide::launched_update(self.store.tables(), exec, self.now().epoch);
-                    if let Err(e) = self.store.update(req, false).await {
-                        // Only for operators' eyes; nothing depends on it.
-                        info!(activity_exec_id = %exec.activity_exec_id, error = %e, "launch time not recorded");
+                    if self.config.record_launches {
+                        let req =
+                            decide::launched_update(self.store.tables(), exec, self.now().epoch);
+                        if let Err(e) = self.store.update(req, false).await {
+                            // Only for operators' eyes; nothing depends on it.
+                            info!(activity_exec_id = %exec.activity_exec_id, error = %e, "launch time not recorded");
+                        }
                     }
                     return Ok(());
                 }

@@ -104,6 +104,12 @@ pub struct EngineConfig {
     /// (`WHIMBREL_ROW_RETENTION_DAYS`, the stack's `RowRetentionDays`;
     /// default none = kept forever; 0 = none). See [`Self::row_expiry`].
     pub row_retention_days: Option<i64>,
+    /// Write `launched_time` on the activity exec once Lambda accepted a
+    /// launch's async Invoke (`WHIMBREL_RECORD_LAUNCHES`, default false).
+    /// For operators only (no rule reads it), and it costs one more write
+    /// of the activity item per launch (issue 7), so it is off by default;
+    /// `queued_time` (the claim, just before the Invoke) is always written.
+    pub record_launches: bool,
 }
 
 impl Default for EngineConfig {
@@ -124,6 +130,7 @@ impl Default for EngineConfig {
             require_tokens: false,
             concurrency: 16,
             row_retention_days: None,
+            record_launches: false,
         }
     }
 }
@@ -156,18 +163,15 @@ impl EngineConfig {
         };
         let count =
             |k: &str, dflt: u32| num(k, i64::from(dflt)).map(|v| v.try_into().unwrap_or(u32::MAX));
-        let require_tokens = match std::env::var("WHIMBREL_REQUIRE_TOKENS") {
+        let flag = |k: &str, dflt: bool| match std::env::var(k) {
             Ok(v) => match v.trim() {
-                "true" | "1" => true,
-                "false" | "0" | "" => false,
-                _ => {
-                    return Err(format!(
-                        "WHIMBREL_REQUIRE_TOKENS={v:?} is not true or false"
-                    ))
-                }
+                "true" | "1" => Ok(true),
+                "false" | "0" | "" => Ok(false),
+                _ => Err(format!("{k}={v:?} is not true or false")),
             },
-            Err(_) => d.require_tokens,
+            Err(_) => Ok(dflt),
         };
+        let require_tokens = flag("WHIMBREL_REQUIRE_TOKENS", d.require_tokens)?;
         Ok(EngineConfig {
             table_prefix: std::env::var("WHIMBREL_TABLE_PREFIX").unwrap_or(d.table_prefix),
             default_heartbeat_timeout_seconds: num(
@@ -193,6 +197,7 @@ impl EngineConfig {
             require_tokens,
             concurrency: d.concurrency,
             row_retention_days: optional("WHIMBREL_ROW_RETENTION_DAYS")?,
+            record_launches: flag("WHIMBREL_RECORD_LAUNCHES", d.record_launches)?,
         })
     }
 

@@ -21,10 +21,11 @@ use crate::store::{av, n, s, Cond, StoreError, UpdateRequest};
 pub const MAX_RESULT_SINKS: usize = 100;
 
 /// When a workflow's execution timeout passes, epoch seconds (from the
-/// time it was requested); `None` without one.
+/// time it was requested, plus the plan's `execution_timeout_seconds` as
+/// copied onto the exec when the plan was recorded); `None` without one.
 pub fn execution_deadline(wf: &WorkflowExec) -> Option<i64> {
-    let t = wf.plan.as_ref()?.execution_timeout_seconds?;
-    Some(wf.start_time_epoch + t)
+    let t = wf.execution_timeout_seconds?;
+    Some(wf.start_time_epoch.saturating_add(t))
 }
 
 /// The names and exec ids of a plan's sink activities (those nothing
@@ -75,9 +76,8 @@ impl<L: Launcher> Engine<L> {
         let plain = self.move_request(id, name, WorkflowState::Running, outcome, None);
         let mut req = plain.clone();
         if outcome == WorkflowState::Completed {
-            let exec = self.load_workflow(id, name).await?;
-            let many = exec
-                .plan
+            let plan = self.load_plan(id, name).await?.map(|p| p.plan);
+            let many = plan
                 .as_ref()
                 .is_some_and(|p| sinks(id, p).len() > MAX_RESULT_SINKS);
             // A wide fan-out's result is not read at all: it stays on the
@@ -86,7 +86,7 @@ impl<L: Launcher> Engine<L> {
             let result = if many {
                 Value::Null
             } else {
-                self.sink_outputs(&exec).await?
+                self.sink_outputs(id, plan.as_ref()).await?
             };
             req = if !many && result.to_string().len() <= MAX_RESULT_BYTES {
                 req.set("result", av(&result))
@@ -121,13 +121,13 @@ impl<L: Launcher> Engine<L> {
     }
 
     /// The outputs of the workflow's sink activities, by activity name.
-    async fn sink_outputs(&self, wf: &WorkflowExec) -> Result<Value, EngineError> {
-        let Some(plan) = &wf.plan else {
+    async fn sink_outputs(&self, id: &str, plan: Option<&Plan>) -> Result<Value, EngineError> {
+        let Some(plan) = plan else {
             return Ok(Value::Object(Map::new()));
         };
-        let keys = sinks(&wf.workflow_exec_id, plan)
+        let keys = sinks(id, plan)
             .into_iter()
-            .map(|(_, id)| self.activity_key(&id, &wf.workflow_exec_id))
+            .map(|(_, a)| self.activity_key(&a, id))
             .collect();
         let items: Vec<ActivityExec> = self
             .store
@@ -157,7 +157,10 @@ impl<L: Launcher> Engine<L> {
         }
         match wf.result.clone() {
             Some(r) => Ok(Some(r)),
-            None => self.sink_outputs(&wf).await.map(Some),
+            None => {
+                let plan = self.load_plan(id, name).await?.map(|p| p.plan);
+                self.sink_outputs(id, plan.as_ref()).await.map(Some)
+            }
         }
     }
 
@@ -214,7 +217,11 @@ impl<L: Launcher> Engine<L> {
 
     /// Cancel every activity of the workflow that has not ended.
     async fn cancel_all(&self, wf: &WorkflowExec) -> Result<(), EngineError> {
-        let Some(plan) = &wf.plan else {
+        let Some(plan) = self
+            .load_plan(&wf.workflow_exec_id, &wf.workflow_name)
+            .await?
+            .map(|p| p.plan)
+        else {
             return Ok(());
         };
         let event_id = format!("execution-timeout:{}", wf.workflow_exec_id);

@@ -15,18 +15,16 @@ use super::{Applied, Engine, EngineError};
 use crate::contract::WorkflowState;
 use crate::ids;
 use crate::launcher::Launcher;
-use crate::model::{ActivityExec, WorkflowExec, WorkflowLambda, WorkflowRequest};
+use crate::model::{ActivityExec, WorkflowExec, WorkflowLambda, WorkflowPlan, WorkflowRequest};
 use crate::plan::{
     DeciderRequest, Plan, MAX_OUTPUT_BYTES, MAX_WORKFLOW_INPUT_BYTES, SHAPE_VERSION,
 };
 use crate::store::size::{item_size, MAX_ITEM_BYTES};
-use crate::store::{self, av, n, s, Action, Cond, Item, StoreError, UpdateRequest};
+use crate::store::{self, av, n, s, Cond, Item, StoreError, UpdateRequest};
 
 /// Room kept free on an activity item for what it gathers while it runs
 /// (history, parked events, error, times), bytes.
 const ACTIVITY_ITEM_RESERVE: usize = 24 * 1024;
-/// Room kept free on a workflow item (counters, error, times), bytes.
-const WORKFLOW_ITEM_RESERVE: usize = 8 * 1024;
 
 impl<L: Launcher> Engine<L> {
     /// Start the workflow a `whimbrel_workflow_request` row asks for
@@ -79,7 +77,8 @@ impl<L: Launcher> Engine<L> {
             } else {
                 req.input.clone()
             },
-            plan: None,
+            planned_epoch: None,
+            execution_timeout_seconds: None,
             activity_count: 0,
             completed_count: 0,
             failed_count: 0,
@@ -92,11 +91,11 @@ impl<L: Launcher> Engine<L> {
             result: None,
             result_in_activities: None,
         };
-        let mut exec = if self
+        let created_exec = self
             .store
             .put_new(&t.workflow_exec(), "workflow_exec_id", &fresh)
-            .await?
-        {
+            .await?;
+        let mut exec = if created_exec {
             fresh
         } else {
             self.load_workflow(&id, name).await?
@@ -104,24 +103,50 @@ impl<L: Launcher> Engine<L> {
         if exec.state.is_terminal() {
             return Ok(Applied::Workflow(exec.state));
         }
-        if let (Some(reason), None) = (&oversized, &exec.plan) {
+        if let (Some(reason), None) = (&oversized, exec.planned_epoch) {
             return self.fail_start(&exec, reason).await;
+        }
+        // A plan recorded by an earlier start (on the plan table even when
+        // that start died before marking the exec): replayed, never asked
+        // for again. A freshly created exec has none.
+        let stored = if created_exec {
+            None
+        } else {
+            self.load_plan(&id, name).await?
+        };
+        if exec.planned_epoch.is_some() && stored.is_none() {
+            return Err(EngineError::Rejected(format!(
+                "workflow exec {id} is planned but its item in {} is missing",
+                t.workflow_plan()
+            )));
         }
         // True when this call stored the plan: then no activity item exists.
         let mut planned_now = false;
-        let plan = match exec.plan.clone() {
-            Some(p) => p,
-            None => match self.obtain_plan(&exec, req).await? {
-                Ok(plan) => match self.record_plan(&exec, plan).await? {
+        let plan = match (stored, exec.planned_epoch) {
+            (Some(p), Some(_)) => p.plan,
+            (Some(p), None) => match self.record_plan(&exec, p.plan, req).await? {
+                Ok(recorded) => {
+                    let plan;
+                    (exec, plan, _) = recorded;
+                    plan
+                }
+                Err(reason) => return self.fail_start(&exec, &reason).await,
+            },
+            (None, _) => match self.obtain_plan(&exec, req).await? {
+                Ok(plan) => match self.record_plan(&exec, plan, req).await? {
                     Ok(recorded) => {
-                        (exec, planned_now) = recorded;
-                        exec.plan.clone().expect("recorded plan")
+                        let plan;
+                        (exec, plan, planned_now) = recorded;
+                        plan
                     }
                     Err(reason) => return self.fail_start(&exec, &reason).await,
                 },
                 Err(reason) => return self.fail_start(&exec, &reason).await,
             },
         };
+        if exec.state.is_terminal() {
+            return Ok(Applied::Workflow(exec.state));
+        }
         let (activities, edges) = decide::activity_items(&exec, &plan, &self.config);
         // Which activity items this call created: those it may claim from
         // its own copy; any other is read again.
@@ -201,9 +226,7 @@ impl<L: Launcher> Engine<L> {
         let done = UpdateRequest::new(t.workflow_exec(), decide::workflow_key(&id, name))
             .when(Cond::exists("due_epoch"))
             .when(Cond::eq("state", s(WorkflowState::Running.as_str())));
-        let mut planned = exec.clone();
-        planned.plan = Some(plan.clone());
-        let done = match super::outcome::execution_deadline(&planned) {
+        let done = match super::outcome::execution_deadline(&exec) {
             Some(at) => done.set("due_epoch", n(at)),
             None => done.remove("due_epoch").remove("due_shard"),
         };
@@ -232,7 +255,7 @@ impl<L: Launcher> Engine<L> {
             return Ok(false);
         }
         if exec.state == WorkflowState::Requested
-            && exec.plan.is_none()
+            && exec.planned_epoch.is_none()
             && exec.start_attempts >= self.config.max_start_attempts
         {
             let reason = format!(
@@ -297,7 +320,7 @@ impl<L: Launcher> Engine<L> {
             decide::workflow_key(id, name),
         )
         .when(Cond::eq("state", s(WorkflowState::Requested.as_str())))
-        .when(Cond::not_exists("plan"))
+        .when(Cond::not_exists("planned_epoch"))
         .set("state", s(WorkflowState::Cancelled.as_str()))
         .set("error", s(decide::cap_error(reason)))
         .set("end_time", av(&now.date_list()))
@@ -381,54 +404,110 @@ impl<L: Launcher> Engine<L> {
             .map_err(|e| format!("invalid plan: {e}")))
     }
 
-    /// Store the plan on the workflow exec (once). Returns the exec as
-    /// stored, with whichever plan won, and whether this call stored it;
-    /// `Err(reason)` when DynamoDB cannot store it (the workflow fails).
+    /// The plan and input recorded for a workflow exec
+    /// ([`crate::model::WorkflowPlan`]); `None` before its plan is recorded.
+    /// One GetItem on `whimbrel_workflow_plan`.
+    ///
+    /// Errors: [`EngineError::Retry`] when DynamoDB is unavailable.
+    pub async fn load_plan(
+        &self,
+        id: &str,
+        name: &str,
+    ) -> Result<Option<WorkflowPlan>, EngineError> {
+        Ok(self
+            .store
+            .get(
+                &self.store.tables().workflow_plan(),
+                decide::workflow_key(id, name),
+            )
+            .await?)
+    }
+
+    /// Record the plan (once): a conditional put of the write-once plan
+    /// item (with the request's input), then mark the exec planned (its
+    /// activity count and execution timeout; its input removed). The first
+    /// plan put wins. Returns the exec as marked, the plan that won, and
+    /// whether this call stored it; `Err(reason)` when DynamoDB cannot
+    /// store it (the workflow fails).
     async fn record_plan(
         &self,
         exec: &WorkflowExec,
         plan: Plan,
-    ) -> Result<Result<(WorkflowExec, bool), String>, EngineError> {
+        req: &WorkflowRequest,
+    ) -> Result<Result<(WorkflowExec, Plan, bool), String>, EngineError> {
         let t = self.store.tables();
-        let plan_value = av(&plan);
-        let mut planned = exec.clone();
-        planned.plan = Some(plan.clone());
-        let size = serde_dynamo::to_item::<_, Item>(&planned)
+        let item = WorkflowPlan {
+            workflow_exec_id: exec.workflow_exec_id.clone(),
+            workflow_name: exec.workflow_name.clone(),
+            plan,
+            input: exec.input.clone().or_else(|| req.input.clone()),
+            recorded_epoch: self.now().epoch,
+        };
+        let size = serde_dynamo::to_item::<_, Item>(&item)
             .map(|i| item_size(&i))
             .unwrap_or(usize::MAX);
-        if size + WORKFLOW_ITEM_RESERVE > MAX_ITEM_BYTES {
+        if size > MAX_ITEM_BYTES {
             return Ok(Err(format!(
-                "the plan makes the workflow item {size} bytes; DynamoDB stores at most {MAX_ITEM_BYTES}"
+                "the plan and input make a {size}-byte item; DynamoDB stores at most {MAX_ITEM_BYTES}"
             )));
         }
-        let req = UpdateRequest::new(
+        let (item, stored_now) = match self
+            .store
+            .put_new(&t.workflow_plan(), "workflow_exec_id", &item)
+            .await
+        {
+            Ok(true) => (item, true),
+            Ok(false) => {
+                let won = self
+                    .load_plan(&exec.workflow_exec_id, &exec.workflow_name)
+                    .await?
+                    .ok_or_else(|| EngineError::Retry("plan item not readable yet".into()))?;
+                (won, false)
+            }
+            Err(e) if e.is_permanent() => {
+                return Ok(Err(format!("the plan cannot be stored: {e}")))
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let count = item.plan.activities.len();
+        let timeout = item.plan.execution_timeout_seconds;
+        let mut mark = UpdateRequest::new(
             t.workflow_exec(),
             decide::workflow_key(&exec.workflow_exec_id, &exec.workflow_name),
         )
         .when(Cond::eq("state", s(WorkflowState::Requested.as_str())))
-        .when(Cond::not_exists("plan"))
-        .act(Action::Set("plan".into(), plan_value))
-        .set("activity_count", n(plan.activities.len()));
-        match self.store.update(req, false).await {
-            Ok(_) => {
-                planned.activity_count = plan.activities.len() as u64;
-                Ok(Ok((planned, true)))
-            }
+        .when(Cond::not_exists("planned_epoch"))
+        .set("planned_epoch", n(item.recorded_epoch))
+        .set("activity_count", n(count))
+        .remove("input");
+        if let Some(secs) = timeout {
+            mark = mark.set("execution_timeout_seconds", n(secs));
+        }
+        let exec = match self.store.update(mark, false).await {
+            Ok(_) => WorkflowExec {
+                planned_epoch: Some(item.recorded_epoch),
+                execution_timeout_seconds: timeout,
+                activity_count: count as u64,
+                input: None,
+                ..exec.clone()
+            },
             Err(StoreError::ConditionFailed) => {
                 let e = self
                     .load_workflow(&exec.workflow_exec_id, &exec.workflow_name)
                     .await?;
-                if e.plan.is_none() {
+                // Ended meanwhile (a user's cancel, the monitor's give-up):
+                // the caller sees the end and creates nothing.
+                if e.planned_epoch.is_none() && !e.state.is_terminal() {
                     return Err(EngineError::Rejected(format!(
                         "workflow exec {} is {} without a plan",
                         e.workflow_exec_id, e.state
                     )));
                 }
-                Ok(Ok((e, false)))
+                e
             }
-            Err(e) if e.is_permanent() => Ok(Err(format!("the plan cannot be stored: {e}"))),
-            Err(e) => Err(e.into()),
-        }
+            Err(e) => return Err(e.into()),
+        };
+        Ok(Ok((exec, item.plan, stored_now)))
     }
 
     /// REQUESTED → FAILED with `reason`, only while no plan is stored: a
@@ -440,7 +519,7 @@ impl<L: Launcher> Engine<L> {
             decide::workflow_key(&exec.workflow_exec_id, &exec.workflow_name),
         )
         .when(Cond::eq("state", s(WorkflowState::Requested.as_str())))
-        .when(Cond::not_exists("plan"))
+        .when(Cond::not_exists("planned_epoch"))
         .set("state", s(WorkflowState::Failed.as_str()))
         .set("error", s(decide::cap_error(reason)))
         .set("end_time", av(&now.date_list()))

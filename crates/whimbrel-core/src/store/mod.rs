@@ -122,6 +122,11 @@ impl Tables {
     pub fn workflow_lambda(&self) -> String {
         self.name("workflow_lambda")
     }
+    /// `whimbrel_workflow_plan`: the write-once plan and input of each
+    /// workflow exec ([`crate::model::WorkflowPlan`]).
+    pub fn workflow_plan(&self) -> String {
+        self.name("workflow_plan")
+    }
 }
 
 /// A store request that failed. Retryable and permanent failures are

@@ -332,6 +332,26 @@ impl Harness {
         self.engine.config().clone()
     }
 
+    /// The deadline of a live activity's state, epoch seconds
+    /// (`decide::next_deadline`), after checking that its due marker is
+    /// present and not later (markers are lazy: they may be early, and the
+    /// monitor moves an early one when it looks, never late).
+    ///
+    /// Panics: no deadline, no marker, or a marker after the deadline.
+    pub fn deadline(&self, exec: &ActivityExec) -> i64 {
+        let (at, kind) = whimbrel_core::engine::decide::next_deadline(exec, &self.config())
+            .unwrap_or_else(|| panic!("{} ({}) has no deadline", exec.activity_name, exec.state));
+        let marker = exec
+            .due_epoch
+            .unwrap_or_else(|| panic!("{} has no due marker", exec.activity_name));
+        assert!(
+            marker <= at,
+            "{}: marker {marker} after its {kind:?} deadline {at}",
+            exec.activity_name
+        );
+        at
+    }
+
     /// The activity Lambda of the `i`-th launch (0-based) of `name`: it
     /// reports through the event table with that attempt's number and token.
     pub fn attempt(&self, name: &str, i: usize) -> Activity {

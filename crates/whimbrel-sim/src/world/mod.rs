@@ -146,7 +146,9 @@ pub struct Sim {
     checker: Checker,
 }
 
-fn settings() -> EngineConfig {
+/// The engine settings of a schedule; odd seeds also record launch times
+/// (an optional write racing every other write of the activity).
+fn settings(seed: u64) -> EngineConfig {
     EngineConfig {
         table_prefix: "sim_".into(),
         default_heartbeat_timeout_seconds: 60,
@@ -163,13 +165,14 @@ fn settings() -> EngineConfig {
         require_tokens: false,
         concurrency: 4,
         row_retention_days: None,
+        record_launches: seed % 2 == 1,
     }
 }
 
 impl Sim {
     /// A world for `seed`.
     pub fn new(seed: u64, params: Params) -> Self {
-        let cfg = settings();
+        let cfg = settings(seed);
         let tables = Tables::new(cfg.table_prefix.clone());
         let mem = Arc::new(MemoryBackend::new(&tables, true));
         let esm = EsmSettings::from_template();
@@ -620,7 +623,7 @@ impl Sim {
 
     fn check_safety(&mut self) -> Result<(), Failure> {
         let mut v = std::mem::take(&mut lock(&self.world).violations);
-        v.extend(self.checker.safety(&self.mem, &self.tables));
+        v.extend(self.checker.safety(&self.mem, &self.tables, &self.cfg));
         for (id, outs) in &self.outcomes {
             if self.hostile.contains(id) {
                 let bad = |o: &&Outcome| match o {
