@@ -7,7 +7,8 @@
 #  - DynamoDB requests per activity by operation, counted by the engine's
 #    store (WHIMBREL_METRICS_FILE), Lambda invocations per activity (counted
 #    by whimbrel local), wall time insert -> end, on-demand cost;
-#  - release binary sizes of the three functions.
+#  - the three release functions: size, zipped as a Lambda `bootstrap`, and
+#    start-to-ready time against a stub Runtime API (scripts/startup.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # A private, fresh stack (own ports and folder), so figures do not depend on
@@ -30,8 +31,6 @@ for wf in bench-chain bench-fan; do
   echo; echo "==================== $wf ===================="
   bench "$wf"
 done
-echo; echo "==================== release binary sizes ===================="
+echo; echo "==================== release functions: size and start-up ===================="
 cargo build --release --quiet -p whimbrel-workflow-request -p whimbrel-activity-event -p whimbrel-heartbeat-monitor
-for b in whimbrel-workflow-request whimbrel-activity-event whimbrel-heartbeat-monitor; do
-  printf "  %-30s %8d KiB\n" "$b" $(( $(stat -c %s "${CARGO_TARGET_DIR:-target}/release/$b") / 1024 ))
-done
+python3 scripts/startup.py "${CARGO_TARGET_DIR:-target}"/release/whimbrel-{workflow-request,activity-event,heartbeat-monitor}

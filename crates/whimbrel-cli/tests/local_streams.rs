@@ -12,6 +12,7 @@ use serde_json::json;
 
 async fn streams_client() -> aws_sdk_dynamodbstreams::Client {
     let sdk = aws_config::defaults(aws_config::BehaviorVersion::latest())
+        .http_client(whimbrel_core::http_client())
         .endpoint_url(common::dynamodb_endpoint())
         .region(aws_config::Region::new("us-east-1"))
         .credentials_provider(aws_sdk_dynamodb::config::Credentials::new(

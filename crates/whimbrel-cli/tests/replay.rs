@@ -57,6 +57,7 @@ async fn replay_applies_given_up_records_from_the_stream() {
         .to_string();
     // The request's stream record: where the on-failure record points.
     let sdk = aws_config::defaults(aws_config::BehaviorVersion::latest())
+        .http_client(whimbrel_core::http_client())
         .endpoint_url(&endpoint)
         .region(aws_config::Region::new("us-east-1"))
         .credentials_provider(aws_sdk_dynamodb::config::Credentials::new(

@@ -62,7 +62,7 @@ async fn handle(reporter: &Reporter, payload: LaunchPayload) -> Result<(), Error
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    lambda_runtime::tracing::init_default_subscriber();
+    whimbrel_core::telemetry::init_lambda();
     let reporter = Reporter::from_env().await?;
     let reporter = &reporter;
     lambda_runtime::run(service_fn(move |e: LambdaEvent<LaunchPayload>| {

@@ -8,7 +8,7 @@ use whimbrel_core::plan::{DeciderRequest, Plan};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    lambda_runtime::tracing::init_default_subscriber();
+    whimbrel_core::telemetry::init_lambda();
     let count =
         std::env::var("WORDCOUNT_COUNT_LAMBDA").unwrap_or_else(|_| "wordcount-count".into());
     let merge =

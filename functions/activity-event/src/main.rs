@@ -7,7 +7,7 @@ use serde_json::Value;
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    lambda_runtime::tracing::init_default_subscriber();
+    whimbrel_core::telemetry::init_lambda();
     whimbrel_core::metrics::init("whimbrel-activity-event");
     let engine = whimbrel_core::engine_from_env().await?;
     let engine = &engine;

@@ -199,6 +199,7 @@ impl Harness {
         let prefix = prefix.to_string();
         let endpoint = dynamodb_endpoint();
         let sdk = aws_config::defaults(aws_config::BehaviorVersion::latest())
+            .http_client(whimbrel_core::http_client())
             .endpoint_url(&endpoint)
             .region(aws_config::Region::new("us-east-1"))
             .credentials_provider(aws_sdk_dynamodb::config::Credentials::new(
