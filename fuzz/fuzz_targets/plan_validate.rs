@@ -25,7 +25,7 @@ use whimbrel_core::contract::{ActivityState, WorkflowState};
 use whimbrel_core::dates::Timestamp;
 use whimbrel_core::engine::{decide, EngineConfig};
 use whimbrel_core::ids;
-use whimbrel_core::model::{ActivityExec, ActivityExecDependency, WorkflowExec};
+use whimbrel_core::model::{ActivityExec, ActivityExecDependency, WorkflowExec, WorkflowPlan};
 use whimbrel_core::plan::{Plan, MAX_HEARTBEAT_TIMEOUT_SECONDS};
 use whimbrel_core::retry::{self, RetryPolicy, MAX_ATTEMPTS, MAX_DELAY_SECONDS};
 use whimbrel_core::store::Item;
@@ -65,7 +65,8 @@ fn workflow(plan: &Plan) -> WorkflowExec {
         end_time: None,
         end_time_epoch: None,
         input: None,
-        plan: Some(plan.clone()),
+        planned_epoch: Some(1_795_306_411),
+        execution_timeout_seconds: plan.execution_timeout_seconds,
         activity_count: plan.activities.len() as u64,
         completed_count: 0,
         failed_count: 0,
@@ -182,14 +183,21 @@ fuzz_target!(|data: &[u8]| {
             .contains(&e.dependent_activity_exec_id));
         let _: ActivityExecDependency = round_trip("edge", e);
     }
-    let stored: WorkflowExec = round_trip("workflow exec with its plan", &wf);
-    let replayed = stored.plan.expect("the plan reads back");
+    let item = WorkflowPlan {
+        workflow_exec_id: wf.workflow_exec_id.clone(),
+        workflow_name: wf.workflow_name.clone(),
+        plan: plan.clone(),
+        input: None,
+        recorded_epoch: 1_795_306_411,
+    };
+    let stored: WorkflowPlan = round_trip("workflow plan item", &item);
+    let replayed = stored.plan;
     assert_eq!(
         replayed.validate(),
         Ok(()),
         "the stored plan is still valid"
     );
-    let (again, edges_again) = decide::activity_items(&stored_wf(&wf, &replayed), &replayed, &cfg);
+    let (again, edges_again) = decide::activity_items(&wf, &replayed, &cfg);
     let ids: Vec<&str> = execs.iter().map(|x| x.activity_exec_id.as_str()).collect();
     let ids_again: Vec<&str> = again.iter().map(|x| x.activity_exec_id.as_str()).collect();
     assert_eq!(
@@ -199,8 +207,3 @@ fuzz_target!(|data: &[u8]| {
     assert_eq!(edges.len(), edges_again.len());
 });
 
-fn stored_wf(wf: &WorkflowExec, plan: &Plan) -> WorkflowExec {
-    let mut w = wf.clone();
-    w.plan = Some(plan.clone());
-    w
-}
