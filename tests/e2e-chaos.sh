@@ -44,9 +44,12 @@ done
 [[ $N =~ ^[1-9][0-9]*$ ]] || { echo "e2e-chaos: -n wants a positive integer" >&2; exit 2; }
 
 export WHIMBREL_STACK_DIR=$PWD/.stack-chaos
-export WHIMBREL_DDB_PORT=${WHIMBREL_DDB_PORT:-48000}
-export WHIMBREL_WATCH_PORT=${WHIMBREL_WATCH_PORT:-49000}
-export WHIMBREL_FRONT_PORT=${WHIMBREL_FRONT_PORT:-49001}
+# Below Linux's ephemeral range (32768-60999): a port in it can be taken
+# by an outgoing connection's local end between the check below and the
+# bind (seen: cargo lambda watch failed with "Address in use" on 49000).
+export WHIMBREL_DDB_PORT=${WHIMBREL_DDB_PORT:-18200}
+export WHIMBREL_WATCH_PORT=${WHIMBREL_WATCH_PORT:-19200}
+export WHIMBREL_FRONT_PORT=${WHIMBREL_FRONT_PORT:-19201}
 export WHIMBREL_QUEUED_REDRIVE_SECONDS=${WHIMBREL_QUEUED_REDRIVE_SECONDS:-20}
 export WHIMBREL_CHAOS=1 WHIMBREL_CHAOS_SEED=$SEED
 STACK=$WHIMBREL_STACK_DIR
