@@ -245,7 +245,7 @@ impl Reporter {
     }
 
     /// The store's counters: the requests and capacity of this process's
-    /// reports (pass them to [`crate::metrics::emit`] after each invocation
+    /// reports (pass them to [`crate::metrics::measured`] around each invocation
     /// to have them counted by the benchmark).
     pub fn metrics(&self) -> &crate::store::Metrics {
         self.store.metrics()

@@ -124,6 +124,20 @@ pub fn emit(function: &str, metrics: &Metrics, elapsed: std::time::Duration) {
     emit_requests(function, metrics, elapsed);
 }
 
+/// Run one invocation's handler, timed, then [`emit`] what it did, whether
+/// it succeeded or not: what every function's main wraps its handler in.
+/// Returns the handler's result.
+pub async fn measured<T>(
+    function: &str,
+    metrics: &Metrics,
+    handler: impl std::future::Future<Output = T>,
+) -> T {
+    let started = std::time::Instant::now();
+    let result = handler.await;
+    emit(function, metrics, started.elapsed());
+    result
+}
+
 /// Write the EMF document of what was recorded since the last flush (one
 /// JSON line, nothing when no recorder is installed) to `out`.
 ///

@@ -24,7 +24,11 @@ pub fn init_lambda() {
     let json = std::env::var("AWS_LAMBDA_LOG_FORMAT").is_ok_and(|f| f.eq_ignore_ascii_case("json"));
     let level = std::env::var("AWS_LAMBDA_LOG_LEVEL")
         .ok()
-        .map(|l| l.to_ascii_lowercase())
+        // Lambda's levels are TRACE..ERROR and FATAL; tracing has no FATAL.
+        .map(|l| match l.to_ascii_lowercase().as_str() {
+            "fatal" => "error".to_string(),
+            l => l.to_string(),
+        })
         .or_else(|| std::env::var("RUST_LOG").ok());
     init_with(json, level);
 }

@@ -2137,3 +2137,62 @@ async fn launch_times_are_written_only_when_asked_for() {
     assert_eq!(recorded.launched_time_epoch, Some(h.now()));
     assert!(recorded.launched_time.is_some());
 }
+
+/// A start that dies between storing the plan item and marking the exec
+/// planned: the next start (a redelivery, the monitor) finds the stored
+/// plan, marks the exec with it and runs it, without asking the decider
+/// again (here a call would fail the workflow: the decider is gone).
+#[tokio::test]
+async fn a_plan_stored_by_a_start_that_died_before_marking_the_exec_is_replayed() {
+    let h = Harness::new().await;
+    let reg = whimbrel_core::model::WorkflowLambda {
+        workflow_name: "crashy".into(),
+        lambda: Some("crashy-decider".into()),
+        definition: None,
+    };
+    h.store
+        .put(&h.store.tables().workflow_lambda(), &reg)
+        .await
+        .unwrap();
+    h.launcher.deciders.lock().unwrap().insert(
+        "crashy-decider".into(),
+        Err(InvokeError::Unavailable {
+            function: "crashy-decider".into(),
+            message: "throttled".into(),
+        }),
+    );
+    let req = h.request("crashy", Some(json!({"k": 2})));
+    assert!(matches!(
+        h.engine.start_workflow(&req).await,
+        Err(EngineError::Retry(_))
+    ));
+    let id = ids::workflow_exec_id("crashy", &req.workflow_request_id);
+    assert!(h.workflow(&id).await.planned_epoch.is_none());
+    // What the dead start left: its plan item, and nothing on the exec.
+    let recorded = whimbrel_core::model::WorkflowPlan {
+        workflow_exec_id: id.clone(),
+        workflow_name: "crashy".into(),
+        plan: serde_json::from_value(json!({"activities": [{"name": "stored", "lambda": "noop"}]}))
+            .unwrap(),
+        input: Some(json!({"k": 2})),
+        recorded_epoch: h.now() - 1,
+    };
+    h.store
+        .put(&h.store.tables().workflow_plan(), &recorded)
+        .await
+        .unwrap();
+    h.launcher.deciders.lock().unwrap().clear();
+    assert_eq!(
+        h.engine.start_workflow(&req).await.unwrap(),
+        Applied::Workflow(WorkflowState::Running)
+    );
+    let w = h.workflow(&id).await;
+    assert_eq!(w.planned_epoch, Some(recorded.recorded_epoch));
+    assert_eq!(w.activity_count, 1);
+    assert_eq!(w.input, None, "the input is on the plan item");
+    assert_eq!(h.activity(&id, "stored").await.state, ActivityState::Queued);
+    assert_eq!(h.launcher.launches_of("stored").len(), 1);
+    // Redelivered once more: nothing new.
+    h.engine.start_workflow(&req).await.unwrap();
+    assert_eq!(h.launcher.launches_of("stored").len(), 1);
+}

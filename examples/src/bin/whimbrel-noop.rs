@@ -38,10 +38,12 @@ async fn main() -> Result<(), Error> {
         move |e: LambdaEvent<LaunchPayload>| async move {
             // Counted like the engine's functions (`whimbrel bench`): what an
             // activity's own reports cost is part of what an activity costs.
-            let started = std::time::Instant::now();
-            let result = handle(reporter, e.payload).await;
-            whimbrel_core::metrics::emit("whimbrel-noop", reporter.metrics(), started.elapsed());
-            result
+            whimbrel_core::metrics::measured(
+                "whimbrel-noop",
+                reporter.metrics(),
+                handle(reporter, e.payload),
+            )
+            .await
         },
     ))
     .await

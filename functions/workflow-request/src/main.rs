@@ -12,13 +12,12 @@ async fn main() -> Result<(), Error> {
     let engine = whimbrel_core::engine_from_env().await?;
     let engine = &engine;
     lambda_runtime::run(service_fn(move |event: LambdaEvent<Value>| async move {
-        let started = std::time::Instant::now();
-        let result = whimbrel_core::handlers::workflow_requests(engine, &event.payload).await;
-        whimbrel_core::metrics::emit(
+        let result = whimbrel_core::metrics::measured(
             "whimbrel-workflow-request",
             engine.store().metrics(),
-            started.elapsed(),
-        );
+            whimbrel_core::handlers::workflow_requests(engine, &event.payload),
+        )
+        .await;
         let (response, _) = result?;
         Ok::<_, Error>(response)
     }))

@@ -122,27 +122,28 @@ impl<L: Launcher> Engine<L> {
         }
         // True when this call stored the plan: then no activity item exists.
         let mut planned_now = false;
-        let plan = match (stored, exec.planned_epoch) {
-            (Some(p), Some(_)) => p.plan,
-            (Some(p), None) => match self.record_plan(&exec, p.plan, req).await? {
-                Ok(recorded) => {
-                    let plan;
-                    (exec, plan, _) = recorded;
-                    plan
-                }
-                Err(reason) => return self.fail_start(&exec, &reason).await,
-            },
-            (None, _) => match self.obtain_plan(&exec, req).await? {
-                Ok(plan) => match self.record_plan(&exec, plan, req).await? {
-                    Ok(recorded) => {
-                        let plan;
-                        (exec, plan, planned_now) = recorded;
-                        plan
+        let plan = match stored {
+            Some(p) if exec.planned_epoch.is_some() => p.plan,
+            // Stored by a start that died before marking the exec.
+            Some(p) => {
+                exec = self.mark_planned(&exec, &p).await?;
+                p.plan
+            }
+            None => {
+                let plan = match self.obtain_plan(&exec, req).await? {
+                    Ok(plan) => plan,
+                    Err(reason) => return self.fail_start(&exec, &reason).await,
+                };
+                let item = match self.store_plan(&exec, plan, req).await? {
+                    Ok((item, stored_now)) => {
+                        planned_now = stored_now;
+                        item
                     }
                     Err(reason) => return self.fail_start(&exec, &reason).await,
-                },
-                Err(reason) => return self.fail_start(&exec, &reason).await,
-            },
+                };
+                exec = self.mark_planned(&exec, &item).await?;
+                item.plan
+            }
         };
         if exec.state.is_terminal() {
             return Ok(Applied::Workflow(exec.state));
@@ -423,19 +424,16 @@ impl<L: Launcher> Engine<L> {
             .await?)
     }
 
-    /// Record the plan (once): a conditional put of the write-once plan
-    /// item (with the request's input), then mark the exec planned (its
-    /// activity count and execution timeout; its input removed). The first
-    /// plan put wins. Returns the exec as marked, the plan that won, and
-    /// whether this call stored it; `Err(reason)` when DynamoDB cannot
-    /// store it (the workflow fails).
-    async fn record_plan(
+    /// Store the plan (once): a conditional put of the write-once plan
+    /// item, with the request's input. The first plan put wins: returns the
+    /// item as stored and whether this call stored it; `Err(reason)` when
+    /// DynamoDB cannot store it (the workflow fails).
+    async fn store_plan(
         &self,
         exec: &WorkflowExec,
         plan: Plan,
         req: &WorkflowRequest,
-    ) -> Result<Result<(WorkflowExec, Plan, bool), String>, EngineError> {
-        let t = self.store.tables();
+    ) -> Result<Result<(WorkflowPlan, bool), String>, EngineError> {
         let item = WorkflowPlan {
             workflow_exec_id: exec.workflow_exec_id.clone(),
             workflow_name: exec.workflow_name.clone(),
@@ -451,28 +449,46 @@ impl<L: Launcher> Engine<L> {
                 "the plan and input make a {size}-byte item; DynamoDB stores at most {MAX_ITEM_BYTES}"
             )));
         }
-        let (item, stored_now) = match self
+        match self
             .store
-            .put_new(&t.workflow_plan(), "workflow_exec_id", &item)
+            .put_new(
+                &self.store.tables().workflow_plan(),
+                "workflow_exec_id",
+                &item,
+            )
             .await
         {
-            Ok(true) => (item, true),
+            Ok(true) => Ok(Ok((item, true))),
             Ok(false) => {
                 let won = self
                     .load_plan(&exec.workflow_exec_id, &exec.workflow_name)
                     .await?
                     .ok_or_else(|| EngineError::Retry("plan item not readable yet".into()))?;
-                (won, false)
+                Ok(Ok((won, false)))
             }
-            Err(e) if e.is_permanent() => {
-                return Ok(Err(format!("the plan cannot be stored: {e}")))
-            }
-            Err(e) => return Err(e.into()),
-        };
+            Err(e) if e.is_permanent() => Ok(Err(format!("the plan cannot be stored: {e}"))),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Mark the exec planned by the stored `item` (once, while REQUESTED):
+    /// its `planned_epoch`, activity count and execution timeout; its input
+    /// removed (it is on the plan item). Returns the exec as it now is: the
+    /// one read again when another start marked it first or it ended
+    /// meanwhile (a user's cancel, the monitor's give-up), which the caller
+    /// sees and then creates nothing.
+    ///
+    /// Errors: [`EngineError::Rejected`] for an exec neither planned nor
+    /// ended that the write still refused.
+    async fn mark_planned(
+        &self,
+        exec: &WorkflowExec,
+        item: &WorkflowPlan,
+    ) -> Result<WorkflowExec, EngineError> {
         let count = item.plan.activities.len();
         let timeout = item.plan.execution_timeout_seconds;
         let mut mark = UpdateRequest::new(
-            t.workflow_exec(),
+            self.store.tables().workflow_exec(),
             decide::workflow_key(&exec.workflow_exec_id, &exec.workflow_name),
         )
         .when(Cond::eq("state", s(WorkflowState::Requested.as_str())))
@@ -483,31 +499,28 @@ impl<L: Launcher> Engine<L> {
         if let Some(secs) = timeout {
             mark = mark.set("execution_timeout_seconds", n(secs));
         }
-        let exec = match self.store.update(mark, false).await {
-            Ok(_) => WorkflowExec {
+        match self.store.update(mark, false).await {
+            Ok(_) => Ok(WorkflowExec {
                 planned_epoch: Some(item.recorded_epoch),
                 execution_timeout_seconds: timeout,
                 activity_count: count as u64,
                 input: None,
                 ..exec.clone()
-            },
+            }),
             Err(StoreError::ConditionFailed) => {
                 let e = self
                     .load_workflow(&exec.workflow_exec_id, &exec.workflow_name)
                     .await?;
-                // Ended meanwhile (a user's cancel, the monitor's give-up):
-                // the caller sees the end and creates nothing.
                 if e.planned_epoch.is_none() && !e.state.is_terminal() {
                     return Err(EngineError::Rejected(format!(
                         "workflow exec {} is {} without a plan",
                         e.workflow_exec_id, e.state
                     )));
                 }
-                e
+                Ok(e)
             }
-            Err(e) => return Err(e.into()),
-        };
-        Ok(Ok((exec, item.plan, stored_now)))
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// REQUESTED → FAILED with `reason`, only while no plan is stored: a
