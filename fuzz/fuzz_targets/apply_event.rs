@@ -526,6 +526,8 @@ fn exec_of(i: &Input, cfg: &EngineConfig, now: i64) -> Option<ActivityExec> {
         dependents: vec![],
         pending_dependency_count: u64::from(i.pending % 3),
         released_prerequisites: vec![],
+        join_groups: None,
+        join_slots: Default::default(),
         last_event_id,
         version: u64::from(i.version),
         history,

@@ -128,11 +128,30 @@ fn depths(activities: &[ActivityExec]) -> Vec<usize> {
         .enumerate()
         .map(|(i, a)| (a.activity_exec_id.as_str(), i))
         .collect();
+    // What each waits for: its own list, and (a wide join keeps none) the
+    // activities that name it among their dependents.
+    let mut waits: Vec<Vec<usize>> = activities
+        .iter()
+        .map(|a| {
+            a.prerequisites
+                .iter()
+                .filter_map(|p| index.get(p.as_str()).copied())
+                .collect()
+        })
+        .collect();
+    for (j, a) in activities.iter().enumerate() {
+        for d in &a.dependents {
+            if let Some(&i) = index.get(d.as_str()) {
+                if !waits[i].contains(&j) {
+                    waits[i].push(j);
+                }
+            }
+        }
+    }
     let mut depth: Vec<Option<usize>> = vec![None; activities.len()];
     fn visit(
         i: usize,
-        activities: &[ActivityExec],
-        index: &HashMap<&str, usize>,
+        waits: &[Vec<usize>],
         depth: &mut Vec<Option<usize>>,
         on_path: &mut Vec<bool>,
     ) -> usize {
@@ -144,10 +163,8 @@ fn depths(activities: &[ActivityExec]) -> Vec<usize> {
         }
         on_path[i] = true;
         let mut d = 0;
-        for p in &activities[i].prerequisites {
-            if let Some(&j) = index.get(p.as_str()) {
-                d = d.max(1 + visit(j, activities, index, depth, on_path));
-            }
+        for &j in &waits[i] {
+            d = d.max(1 + visit(j, waits, depth, on_path));
         }
         on_path[i] = false;
         depth[i] = Some(d);
@@ -155,7 +172,7 @@ fn depths(activities: &[ActivityExec]) -> Vec<usize> {
     }
     let mut on_path = vec![false; activities.len()];
     (0..activities.len())
-        .map(|i| visit(i, activities, &index, &mut depth, &mut on_path))
+        .map(|i| visit(i, &waits, &mut depth, &mut on_path))
         .collect()
 }
 

@@ -60,7 +60,8 @@ pub const WORKFLOW_REQUEST: &[Grant] = &[
 /// activity (Query on the hash key), write the transition (with the
 /// workflow counter in a transaction), release or cancel dependents, read
 /// prerequisites' outputs to launch, finish the workflow with its result,
-/// read back the output of an event parked by reference.
+/// read back the output of an event parked by reference, count a wide
+/// join's prerequisites in its join groups.
 pub const ACTIVITY_EVENT: &[Grant] = &[
     g("dynamodb:Query", "activity_exec"),
     g("dynamodb:GetItem", "activity_exec"),
@@ -70,6 +71,8 @@ pub const ACTIVITY_EVENT: &[Grant] = &[
     g("dynamodb:UpdateItem", "workflow_exec"),
     g("dynamodb:BatchGetItem", "activity_event"),
     g("dynamodb:GetItem", "workflow_plan"),
+    g("dynamodb:UpdateItem", "activity_exec_dependency"),
+    g("dynamodb:GetItem", "activity_exec_dependency"),
 ];
 
 /// `whimbrel-heartbeat-monitor`: sweep the due indexes (`engine/monitor.rs`),
@@ -92,6 +95,8 @@ pub const HEARTBEAT_MONITOR: &[Grant] = &[
     g("dynamodb:GetItem", "workflow_request"),
     g("dynamodb:GetItem", "workflow_lambda"),
     g("dynamodb:BatchWriteItem", "activity_exec_dependency"),
+    g("dynamodb:UpdateItem", "activity_exec_dependency"),
+    g("dynamodb:GetItem", "activity_exec_dependency"),
     g("dynamodb:PutItem", "workflow_plan"),
     g("dynamodb:GetItem", "workflow_plan"),
 ];

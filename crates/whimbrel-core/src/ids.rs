@@ -4,7 +4,8 @@
 //! * `workflow_request_id`, `workflow_exec_id`: `(workflow_name)::(uuid)`
 //! * `activity_exec_id`: `(activity_name)::(uuid)`
 //! * `activity_event_id`: `(activity_exec_id)::(uuid)`
-//! * `activity_exec_dependency`: `(activity_exec_id):(index)`
+//! * `activity_exec_dependency`: `(activity_exec_id):(index)` for an edge,
+//!   `(activity_exec_id)#join-(group)` for a join group of a wide join
 
 use uuid::Uuid;
 
@@ -129,6 +130,20 @@ const TOKEN_NAMESPACE: uuid::Uuid =
 /// The dependency edge key: `(activity_exec_id):(index)`.
 pub fn dependency_id(activity_exec_id: &str, index: usize) -> String {
     format!("{activity_exec_id}:{index}")
+}
+
+/// The key (`activity_exec_dependency`) of join group `group` of the wide
+/// join `activity_exec_id`: `(activity_exec_id)#join-(group)`. Distinct
+/// from every edge key, which ends in `:(index)`.
+pub fn join_group_id(activity_exec_id: &str, group: u32) -> String {
+    format!("{activity_exec_id}{}", join_marker(group))
+}
+
+/// The release marker a complete join group leaves in its join's
+/// `released_prerequisites`: `#join-(group)`. No activity exec id has this
+/// form (they are `(name)::(uuid)`).
+pub fn join_marker(group: u32) -> String {
+    format!("#join-{group}")
 }
 
 #[cfg(test)]

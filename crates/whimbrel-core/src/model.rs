@@ -448,9 +448,22 @@ pub struct ActivityExec {
     /// Reason reported with FAILED, or why the engine cancelled it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
-    /// Activity exec ids of its prerequisites.
+    /// Activity exec ids of its prerequisites; empty on a wide join
+    /// ([`Self::join_groups`]), whose prerequisites are in its plan.
     #[serde(default)]
     pub prerequisites: Vec<String>,
+    /// Present on a wide join, an activity with more prerequisites than
+    /// `EngineConfig::join_group_size` (issue 7: no write that grows with
+    /// the prerequisites): how many join groups ([`JoinGroup`]) its
+    /// prerequisites are released through. `pending_dependency_count` and
+    /// `released_prerequisites` then count groups
+    /// ([`crate::ids::join_marker`]), not prerequisites.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub join_groups: Option<u32>,
+    /// For each dependent that is a wide join (its activity exec id), the
+    /// join group this activity's COMPLETED counts toward.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub join_slots: std::collections::BTreeMap<String, JoinSlot>,
     /// Activity exec ids of the activities that wait for it.
     #[serde(default)]
     pub dependents: Vec<String>,
@@ -477,6 +490,48 @@ pub struct ActivityExec {
     /// the attempts ([`crate::retry::MAX_ATTEMPTS`]) and launches.
     #[serde(default)]
     pub history: Vec<HistoryEntry>,
+}
+
+impl ActivityExec {
+    /// Whether it waits for any prerequisite (inline or through join
+    /// groups): false for the roots of a plan.
+    pub fn has_prerequisites(&self) -> bool {
+        !self.prerequisites.is_empty() || self.join_groups.is_some()
+    }
+}
+
+/// Where a prerequisite's COMPLETED counts toward a wide join: join group
+/// `group` of the join, which completes when `size` prerequisites
+/// released it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JoinSlot {
+    /// The group's number, 0-based: prerequisites `group × G .. (group+1) × G`
+    /// of the join's `depends_on` (G = `EngineConfig::join_group_size` when
+    /// the plan was stored).
+    pub group: u32,
+    /// How many prerequisites the group holds (G, or fewer in the last).
+    pub size: u32,
+}
+
+/// An item of `whimbrel_activity_exec_dependency` that counts one group of
+/// a wide join's prerequisites (issue 7): created by the first release
+/// into it (an UpdateItem), never put. The join is released for the group
+/// (one marker, [`crate::ids::join_marker`]) once `released` holds `size`
+/// names.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JoinGroup {
+    /// Hash key, [`crate::ids::join_group_id`].
+    pub activity_exec_dependency: String,
+    /// Range key: the join.
+    pub activity_exec_id: String,
+    /// Activity names of the prerequisites whose COMPLETED released the
+    /// group (a string set: exactly once per edge).
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        with = "serde_dynamo::string_set"
+    )]
+    pub released: Vec<String>,
 }
 
 /// An item of `whimbrel_activity_exec_dependency` (write-once): one edge.

@@ -51,8 +51,21 @@ pub const MAX_TIMEOUT_SECONDS: i64 = 30 * 24 * 3600;
 /// dependent id lists; DynamoDB's item limit is 400 KB.
 pub const MAX_ACTIVITY_ITEM_BYTES: usize = 380_000;
 
+/// Largest join group, prerequisites (issue 7): an activity with more
+/// prerequisites than `EngineConfig::join_group_size` (at most this) is a
+/// wide join, released through join groups and keeping no list of its
+/// prerequisites (`model::JoinGroup`). [`Plan::validate`] sizes items
+/// assuming this.
+pub const JOIN_GROUP_SIZE: usize = 32;
+
 /// Bytes an activity exec id takes besides its name: `::` and a uuid.
 const ID_OVERHEAD: usize = 2 + 36;
+
+/// A join group's release marker in a wide join's set (`#join-N`), bytes.
+const JOIN_MARKER_BYTES: usize = 16;
+
+/// A join slot's `group` and `size` beside the join's id, bytes.
+const JOIN_SLOT_BYTES: usize = 32;
 
 /// Fixed attributes of an activity exec item (states, times, history...),
 /// an upper estimate in bytes.
@@ -394,7 +407,9 @@ impl Plan {
 
     /// Each activity exec item must fit DynamoDB's item limit with the
     /// largest output: its prerequisite ids are stored twice (the list and
-    /// the release markers), its dependents' ids once.
+    /// the release markers), or for a wide join one short marker per join
+    /// group; its dependents' ids once, and again with a join slot for
+    /// each wide join among them.
     fn check_item_sizes(&self) -> Result<(), PlanError> {
         let id_len: HashMap<&str, usize> = self
             .activities
@@ -402,14 +417,38 @@ impl Plan {
             .map(|a| (a.name.as_str(), a.name.len() + ID_OVERHEAD))
             .collect();
         let dependents = self.dependents();
+        let wide: std::collections::HashSet<&str> = self
+            .activities
+            .iter()
+            .filter(|a| a.depends_on.len() > JOIN_GROUP_SIZE)
+            .map(|a| a.name.as_str())
+            .collect();
         for a in &self.activities {
             let input = a.input.as_ref().map_or(0, |v| v.to_string().len());
-            let prereqs: usize = a.depends_on.iter().map(|p| id_len[p.as_str()]).sum();
+            let prereqs: usize = if a.depends_on.len() > JOIN_GROUP_SIZE {
+                a.depends_on.len().div_ceil(JOIN_GROUP_SIZE) * JOIN_MARKER_BYTES
+            } else {
+                2 * a
+                    .depends_on
+                    .iter()
+                    .map(|p| id_len[p.as_str()])
+                    .sum::<usize>()
+            };
             let waiting = dependents
                 .get(a.name.as_str())
                 .map_or(&[][..], Vec::as_slice);
-            let deps: usize = waiting.iter().map(|d| id_len[d]).sum();
-            let size = ITEM_BASE_BYTES + input + MAX_OUTPUT_BYTES + 2 * prereqs + deps;
+            let deps: usize = waiting
+                .iter()
+                .map(|d| {
+                    id_len[d]
+                        + if wide.contains(d) {
+                            id_len[d] + JOIN_SLOT_BYTES
+                        } else {
+                            0
+                        }
+                })
+                .sum();
+            let size = ITEM_BASE_BYTES + input + MAX_OUTPUT_BYTES + prereqs + deps;
             if size > MAX_ACTIVITY_ITEM_BYTES {
                 return Err(PlanError::TooLarge {
                     what: format!(
@@ -605,7 +644,9 @@ mod tests {
     }
 
     #[test]
-    fn a_wide_fan_in_with_a_big_input_is_too_large_for_one_item() {
+    fn a_wide_fan_in_keeps_no_list_of_prerequisites_so_it_fits() {
+        // Before join groups, 1,500 prerequisite ids (twice) and a 100 KB
+        // input were too large for the join's item.
         let names: Vec<String> = (0..1500)
             .map(|i| format!("prerequisite-number-{i:05}"))
             .collect();
@@ -614,8 +655,20 @@ mod tests {
         let mut join = act("join", &deps);
         join.input = Some(Value::String("x".repeat(100_000)));
         acts.push(join);
+        assert_eq!(plan(acts).validate(), Ok(()));
+    }
+
+    #[test]
+    fn a_wide_fan_out_with_a_big_input_is_too_large_for_one_item() {
+        // The source keeps its dependents' ids: 1,500 of 118 bytes and a
+        // 100 KB input beside the largest output pass 380 KB.
+        let names: Vec<String> = (0..1500).map(|i| format!("{i:080}")).collect();
+        let mut source = act("source", &[]);
+        source.input = Some(Value::String("x".repeat(100_000)));
+        let mut acts = vec![source];
+        acts.extend(names.iter().map(|n| act(n, &["source"])));
         match plan(acts).validate() {
-            Err(PlanError::TooLarge { what, .. }) => assert!(what.contains("join"), "{what}"),
+            Err(PlanError::TooLarge { what, .. }) => assert!(what.contains("source"), "{what}"),
             other => panic!("{other:?}"),
         }
     }

@@ -9,7 +9,7 @@
 mod common;
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use common::{counts, failures, stream_event, Harness};
+use common::{counts, failures, stream_event, terminal_write_only, Harness};
 use serde_json::{json, Value};
 use whimbrel_core::contract::{ActivityState, Actor, Transition, WorkflowState, TRANSITIONS};
 use whimbrel_core::engine::decide::{self, Change, Details, MAX_ERROR_BYTES};
@@ -74,51 +74,6 @@ async fn raw_heartbeat(h: &Harness, wf: &str, name: &str, at: i64) {
         .when(Cond::eq("heartbeat_enabled", AttributeValue::Bool(true)))
         .set("heartbeat_time_epoch", n(at));
     force(h, req).await;
-}
-
-/// Do by hand exactly the engine's terminal transaction for activity `name`
-/// (the activity's conditional update with its due marker + the workflow
-/// counter), and nothing after it: the state a function that dies right
-/// after the write leaves. Returns when its side effects are due (its due
-/// marker, epoch seconds): at least the settle grace after the write.
-async fn terminal_write_only(
-    h: &Harness,
-    wf: &str,
-    name: &str,
-    transition: Transition,
-    end: ActivityState,
-    event_id: &str,
-    details: Details,
-) -> i64 {
-    let exec = h.activity(wf, name).await;
-    let now = h.now();
-    let t = h.store.tables();
-    let cfg = h.config();
-    let change = Change {
-        transition,
-        next: end,
-        event_id,
-    };
-    let update = decide::transition_update(t, &cfg, &exec, change, &details, now);
-    let count = decide::count_end(t, &exec, end, details.error.as_deref());
-    h.store
-        .transact(vec![update.into_write(), count.into_write()])
-        .await
-        .expect("terminal transaction");
-    let after = h.activity(wf, name).await;
-    assert_eq!(after.state, end);
-    // The side effects are owed (a due marker): the function has the
-    // settle grace, and the monitor looks at most one grace later (a marker
-    // already in that window is kept).
-    let owed = after
-        .due_epoch
-        .expect("the terminal write leaves its side effects owed (due marker)");
-    let grace = cfg.settle_grace_seconds;
-    assert!(
-        owed >= now + grace && owed <= now + 2 * grace,
-        "{owed} vs {now}"
-    );
-    owed
 }
 
 /// The states of `names` in `wf`.
@@ -381,7 +336,9 @@ async fn fan_in_of_50_completing_in_one_batch_launches_the_dependent_once() {
     assert_eq!(join.state, ActivityState::Queued);
     assert_eq!(join.attempt, 1);
     assert_eq!(join.pending_dependency_count, 0);
-    assert_eq!(join.released_prerequisites.len(), 50);
+    // Wider than a join group: released through two groups (32 + 18).
+    assert_eq!(join.join_groups, Some(2));
+    assert_eq!(join.released_prerequisites.len(), 2);
     assert_eq!(
         h.launcher.launches_of("join")[0]["prerequisites"]
             .as_object()

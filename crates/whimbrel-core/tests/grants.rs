@@ -54,6 +54,17 @@ fn diamond() -> serde_json::Value {
     ]})
 }
 
+/// `JOIN_GROUP_SIZE + 1` roots and a wide join waiting for them all.
+fn wide() -> serde_json::Value {
+    let n = whimbrel_core::plan::JOIN_GROUP_SIZE + 1;
+    let mut acts: Vec<serde_json::Value> = (0..n)
+        .map(|i| json!({"name": format!("p{i}"), "lambda": "f"}))
+        .collect();
+    let deps: Vec<String> = (0..n).map(|i| format!("p{i}")).collect();
+    acts.push(json!({"name": "join", "lambda": "f", "depends_on": deps}));
+    json!({"activities": acts})
+}
+
 async fn deliver_events(h: &Harness, evs: &[whimbrel_core::model::ActivityEvent], seq: u64) {
     let (retry, _) = h.deliver(evs, seq).await;
     assert!(retry.is_empty(), "{retry:?}");
@@ -143,6 +154,20 @@ async fn activity_event_calls() -> Calls {
     let a = h.activity(&deep, "a").await;
     assert_eq!((a.state.as_str(), a.error.as_deref()), ("COMPLETED", None));
     assert_eq!(a.output, Some(output));
+    let made: Calls = made.union(&calls(&h)).cloned().collect();
+    // A wide join: its prerequisites release join groups (one COMPLETED
+    // delivered twice reads its group back), the join launches with their
+    // outputs through the plan.
+    h.register("w", wide()).await;
+    let w = h.start("w").await;
+    calls(&h);
+    for i in 0..=whimbrel_core::plan::JOIN_GROUP_SIZE {
+        let name = format!("p{i}");
+        let done = h.event(&w, &name, "COMPLETED");
+        let evs = [h.event(&w, &name, "RUNNING"), done.clone(), done];
+        deliver_events(&h, &evs, 50 + 10 * i as u64).await;
+    }
+    assert_eq!(h.activity(&w, "join").await.state.as_str(), "QUEUED");
     made.union(&calls(&h)).cloned().collect()
 }
 
@@ -202,7 +227,39 @@ async fn heartbeat_monitor_calls() -> Calls {
     let c = h.activity(&wf, "c").await;
     let report = h.tick(c.due_epoch.unwrap() + 200).await;
     assert!(report.relaunched + report.timed_out >= 1, "{report:?}");
-    calls(&h)
+    let made = calls(&h);
+    // A wide join whose last prerequisite's COMPLETED and group release
+    // were written by a function that died before the join's release: the
+    // tick settles it, reading the group back.
+    h.register("w", wide()).await;
+    let w = h.start("w").await;
+    let last = format!("p{}", whimbrel_core::plan::JOIN_GROUP_SIZE);
+    for i in 0..whimbrel_core::plan::JOIN_GROUP_SIZE {
+        h.run_to_completion(&w, &format!("p{i}")).await;
+    }
+    h.engine
+        .apply_event(&h.event(&w, &last, "RUNNING"))
+        .await
+        .unwrap();
+    let owed = common::terminal_write_only(
+        &h,
+        &w,
+        &last,
+        whimbrel_core::contract::Transition::Completed,
+        whimbrel_core::contract::ActivityState::Completed,
+        "died",
+        Default::default(),
+    )
+    .await;
+    let join_id = whimbrel_core::ids::activity_exec_id(&w, "join");
+    let group =
+        whimbrel_core::engine::decide::join_release_update(h.store.tables(), &join_id, 1, &last);
+    h.store.update(group, false).await.unwrap();
+    calls(&h);
+    let report = h.tick(owed).await;
+    assert_eq!(report.settled, 1, "{report:?}");
+    assert_eq!(h.activity(&w, "join").await.state.as_str(), "QUEUED");
+    made.union(&calls(&h)).cloned().collect()
 }
 
 /// An activity's own calls through the helper: report, heartbeat.

@@ -3,8 +3,8 @@
 //!
 //! Safety: a terminal state never changes and is reached by one accepted
 //! terminal transition; the workflow's counters equal its activities'
-//! states; each edge is released once (`pending_dependency_count` +
-//! released = prerequisites, never negative); attempts stay within the
+//! states; each edge is released once, wide joins' groups included
+//! (`edges.rs`); attempts stay within the
 //! limit; one token per claimed attempt (checked by the launcher); hostile
 //! rows are rejected with a reason.
 //!
@@ -19,7 +19,7 @@ use std::collections::{HashMap, HashSet};
 use whimbrel_core::contract::{self, ActivityState, WorkflowState};
 use whimbrel_core::engine::EngineConfig;
 use whimbrel_core::handlers::Outcome;
-use whimbrel_core::model::{ActivityExec, WorkflowExec};
+use whimbrel_core::model::{ActivityExec, JoinGroup, WorkflowExec};
 use whimbrel_core::store::memory::MemoryBackend;
 use whimbrel_core::store::Tables;
 
@@ -54,6 +54,16 @@ fn activities(mem: &MemoryBackend, t: &Tables) -> (Vec<ActivityExec>, Vec<String
         }
     }
     (out, bad)
+}
+
+/// The join group items of wide joins (the dependency table's items that
+/// are not edges).
+fn join_groups(mem: &MemoryBackend, t: &Tables) -> Vec<JoinGroup> {
+    mem.items(&t.activity_exec_dependency())
+        .into_iter()
+        .filter(|i| !i.contains_key("dependent_activity_exec_id"))
+        .filter_map(|i| serde_dynamo::from_item(i).ok())
+        .collect()
 }
 
 fn workflows(mem: &MemoryBackend, t: &Tables) -> Vec<WorkflowExec> {
@@ -259,40 +269,8 @@ impl Checker {
             if claims.len() != n {
                 v.push(format!("{id}: one attempt claimed by two workers"));
             }
-            let released: HashSet<&String> = a.released_prerequisites.iter().collect();
-            if released.len() != a.released_prerequisites.len()
-                || !released.iter().all(|r| a.prerequisites.contains(r))
-                || a.pending_dependency_count as usize + released.len() != a.prerequisites.len()
-            {
-                v.push(format!(
-                    "{id}: edges released wrongly: pending {} released {:?} of {:?}",
-                    a.pending_dependency_count, a.released_prerequisites, a.prerequisites
-                ));
-            }
-            if a.state == ActivityState::Queued && a.pending_dependency_count > 0 {
-                v.push(format!(
-                    "{id}: queued with {} prerequisites pending",
-                    a.pending_dependency_count
-                ));
-            }
         }
-        // A dependent is released only by a prerequisite that COMPLETED
-        // (a retried attempt's failure releases nothing).
-        let state: HashMap<&str, ActivityState> = acts
-            .iter()
-            .map(|a| (a.activity_exec_id.as_str(), a.state))
-            .collect();
-        for a in &acts {
-            for p in &a.released_prerequisites {
-                if state.get(p.as_str()) != Some(&ActivityState::Completed) {
-                    v.push(format!(
-                        "{}: released by {p}, which is {:?}",
-                        a.activity_exec_id,
-                        state.get(p.as_str())
-                    ));
-                }
-            }
-        }
+        v.extend(crate::edges::violations(&acts, &join_groups(mem, t)));
         for w in workflows(mem, t) {
             let id = &w.workflow_exec_id;
             match (self.workflow_terminal.get(id), w.state.is_terminal()) {
@@ -421,10 +399,6 @@ impl Checker {
                 }
             }
         }
-        let by_id: HashMap<&str, &ActivityExec> = acts
-            .iter()
-            .map(|a| (a.activity_exec_id.as_str(), a))
-            .collect();
         for a in &acts {
             if !a.state.is_terminal() {
                 v.push(format!(
@@ -445,10 +419,13 @@ impl Checker {
                 ));
             }
             if a.state == ActivityState::Completed {
-                let prereqs: serde_json::Map<String, serde_json::Value> = a
-                    .prerequisites
+                // A wide join keeps no list: its prerequisites hold a slot.
+                let prereqs: serde_json::Map<String, serde_json::Value> = acts
                     .iter()
-                    .filter_map(|p| by_id.get(p.as_str()))
+                    .filter(|p| {
+                        a.prerequisites.contains(&p.activity_exec_id)
+                            || p.join_slots.contains_key(&a.activity_exec_id)
+                    })
                     .map(|p| {
                         (
                             p.activity_name.clone(),

@@ -58,7 +58,7 @@ pub fn queue_update(
     let attempt = exec.attempt + 1;
     let event_id = format!("launcher:{}:{attempt}", exec.activity_exec_id);
     let mut entries = vec![];
-    if exec.state == ActivityState::Requested && !exec.prerequisites.is_empty() {
+    if exec.state == ActivityState::Requested && exec.has_prerequisites() {
         entries.push(history(
             Transition::Ready,
             ActivityState::Ready,

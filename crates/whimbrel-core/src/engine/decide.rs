@@ -314,7 +314,8 @@ pub fn park_update(tables: &Tables, exec: &ActivityExec, event: &ParkedEvent) ->
 
 /// Release one edge: lower the waiting activity's pending count and add the
 /// prerequisite to its `released_prerequisites` set, in one conditional
-/// update that succeeds once per edge (design.md § 3.2).
+/// update that succeeds once per edge (design.md § 3.2). For a wide join,
+/// `prerequisite_id` is a complete group's [`ids::join_marker`].
 pub fn release_update(
     tables: &Tables,
     waiting_id: &str,
@@ -338,6 +339,40 @@ pub fn release_update(
     .act(Action::Add(
         "released_prerequisites".into(),
         AttributeValue::Ss(vec![prerequisite_id.into()]),
+    ))
+}
+
+/// The key of join group `group` of the wide join `join_id` (an item of
+/// `activity_exec_dependency`, [`crate::model::JoinGroup`]).
+pub fn join_group_key(join_id: &str, group: u32) -> Item {
+    HashMap::from([
+        (
+            "activity_exec_dependency".into(),
+            s(ids::join_group_id(join_id, group)),
+        ),
+        ("activity_exec_id".into(), s(join_id)),
+    ])
+}
+
+/// Release one edge into a wide join's group: add the prerequisite's
+/// activity name to the group's `released` set, creating the item on the
+/// first release; conditional on the name not being there, so it succeeds
+/// once per edge (issue 7). The item stays under 1 KB for names of up to
+/// about 25 bytes at the default group size, whatever the join's width.
+pub fn join_release_update(
+    tables: &Tables,
+    join_id: &str,
+    group: u32,
+    prerequisite_name: &str,
+) -> UpdateRequest {
+    UpdateRequest::new(
+        tables.activity_exec_dependency(),
+        join_group_key(join_id, group),
+    )
+    .when(Cond::not_contains("released", s(prerequisite_name)))
+    .act(Action::Add(
+        "released".into(),
+        AttributeValue::Ss(vec![prerequisite_name.into()]),
     ))
 }
 

@@ -55,87 +55,6 @@ impl<L: Launcher> Engine<L> {
         Ok(())
     }
 
-    /// Lower each dependent's pending count exactly once for this edge, and
-    /// claim and launch those that reach zero.
-    async fn release_dependents(&self, exec: &ActivityExec) -> Result<(), EngineError> {
-        let results: Vec<Result<(), EngineError>> = stream::iter(exec.dependents.iter())
-            .map(|dep| async move {
-                let req = decide::release_update(
-                    self.store.tables(),
-                    dep,
-                    &exec.workflow_exec_id,
-                    &exec.activity_exec_id,
-                );
-                let waiting: ActivityExec = match self.store.update(req, true).await {
-                    Ok(Some(item)) => decoded(dep, item)?,
-                    Ok(None) => return Err(EngineError::Retry(format!("{dep}: no item returned"))),
-                    // Released by this edge already (a redelivery, or a
-                    // crash after the release): resume from the item.
-                    Err(StoreError::ConditionFailed) => {
-                        self.load_activity(dep, &exec.workflow_exec_id).await?
-                    }
-                    Err(e) => return Err(e.into()),
-                };
-                self.queue_and_launch(waiting).await
-            })
-            .buffer_unordered(self.config.concurrency)
-            .collect()
-            .await;
-        results.into_iter().collect()
-    }
-
-    /// Claim the first attempt of an activity whose prerequisites all
-    /// completed, and launch it if this call won the claim. An activity not
-    /// ready, or claimed by someone else, is left alone.
-    pub(crate) async fn queue_and_launch(&self, mut exec: ActivityExec) -> Result<(), EngineError> {
-        loop {
-            // Only a first claim: REQUESTED or READY with nothing pending.
-            // Anything further along (QUEUED, PREPARING...) is someone
-            // else's attempt.
-            if !matches!(exec.state, ActivityState::Requested | ActivityState::Ready)
-                || exec.pending_dependency_count > 0
-            {
-                return Ok(());
-            }
-            // A task-list activity is queued unclaimed: a worker claims it.
-            let token = exec.task_list.is_none().then(|| self.env.new_token());
-            let hash = token.as_deref().map(ids::token_hash);
-            let now = self.now().epoch;
-            let req = decide::queue_update(
-                self.store.tables(),
-                &self.config,
-                &exec,
-                hash.as_deref(),
-                now,
-            );
-            match self.store.update(req, true).await {
-                Ok(Some(item)) => {
-                    let queued = decoded(&exec.activity_exec_id, item)?;
-                    return match token {
-                        Some(token) => self.launch(&queued, &token).await,
-                        None => {
-                            info!(activity_exec_id = %queued.activity_exec_id, task_list = ?queued.task_list, "activity queued for a worker");
-                            Ok(())
-                        }
-                    };
-                }
-                Ok(None) => {
-                    return Err(EngineError::Retry(format!(
-                        "{}: no item returned",
-                        exec.activity_exec_id
-                    )))
-                }
-                // Someone else changed it (claimed it, cancelled it): look again.
-                Err(StoreError::ConditionFailed) => {
-                    exec = self
-                        .load_activity(&exec.activity_exec_id, &exec.workflow_exec_id)
-                        .await?;
-                }
-                Err(e) => return Err(e.into()),
-            }
-        }
-    }
-
     /// Claim and launch the attempt a retry queued (a Lambda activity,
     /// QUEUED and unclaimed, its delay over). Returns whether this call won
     /// the claim; anything else (claimed meanwhile, cancelled, a task-list
@@ -176,9 +95,9 @@ impl<L: Launcher> Engine<L> {
         token: &str,
     ) -> Result<LaunchPayload, EngineError> {
         let mut prerequisites = HashMap::new();
-        if !exec.prerequisites.is_empty() {
-            let keys = exec
-                .prerequisites
+        let ids = self.prerequisite_ids(exec).await?;
+        if !ids.is_empty() {
+            let keys = ids
                 .iter()
                 .map(|p| self.activity_key(p, &exec.workflow_exec_id))
                 .collect();
@@ -204,6 +123,37 @@ impl<L: Launcher> Engine<L> {
             heartbeat_timeout_seconds: decide::heartbeat_timeout(exec, &self.config),
             attempt_token: Some(token.to_string()),
         })
+    }
+
+    /// The activity exec ids of `exec`'s prerequisites: its own list, or
+    /// for a wide join (which keeps none) its `depends_on` in the stored
+    /// plan, mapped to ids as they were derived ([`ids::activity_exec_id`]).
+    ///
+    /// Errors: [`EngineError::Retry`] if the plan cannot be read or lacks
+    /// the activity.
+    async fn prerequisite_ids(&self, exec: &ActivityExec) -> Result<Vec<String>, EngineError> {
+        if exec.join_groups.is_none() {
+            return Ok(exec.prerequisites.clone());
+        }
+        let stored = self
+            .load_plan(&exec.workflow_exec_id, &exec.workflow_name)
+            .await?
+            .ok_or_else(|| {
+                EngineError::Retry(format!("{}: no stored plan", exec.workflow_exec_id))
+            })?;
+        let planned = stored
+            .plan
+            .activities
+            .iter()
+            .find(|a| a.name == exec.activity_name)
+            .ok_or_else(|| {
+                EngineError::Retry(format!("{}: not in its plan", exec.activity_exec_id))
+            })?;
+        Ok(planned
+            .depends_on
+            .iter()
+            .map(|p| ids::activity_exec_id(&exec.workflow_exec_id, p))
+            .collect())
     }
 
     /// Invoke the activity's Lambda asynchronously for the attempt `exec`

@@ -2,13 +2,17 @@
 //! activity and one dependency edge per prerequisite. Pure: the same plan
 //! always yields the same items (ids derived from the workflow exec id and
 //! the activity names).
+//!
+//! A wide join (more prerequisites than `EngineConfig::join_group_size`)
+//! keeps no list of its prerequisites and counts join groups instead: each
+//! prerequisite learns its group from `join_slots` (issue 7).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use super::EngineConfig;
 use crate::contract::ActivityState;
 use crate::ids;
-use crate::model::{ActivityExec, ActivityExecDependency, WorkflowExec};
+use crate::model::{ActivityExec, ActivityExecDependency, JoinSlot, WorkflowExec};
 use crate::plan::Plan;
 
 /// The activity exec items (REQUESTED) and dependency edges for a plan.
@@ -29,6 +33,29 @@ pub fn activity_items(
         })
         .collect();
     let dependents = plan.dependents();
+    let group_size = config
+        .join_group_size
+        .clamp(1, crate::plan::JOIN_GROUP_SIZE);
+    // For each prerequisite, the wide joins it counts toward.
+    let mut slots: HashMap<&str, BTreeMap<String, JoinSlot>> = HashMap::new();
+    for a in plan
+        .activities
+        .iter()
+        .filter(|a| a.depends_on.len() > group_size)
+    {
+        let n = a.depends_on.len();
+        for (i, p) in a.depends_on.iter().enumerate() {
+            let group = i / group_size;
+            let size = group_size.min(n - group * group_size);
+            slots.entry(p.as_str()).or_default().insert(
+                id_of[a.name.as_str()].clone(),
+                JoinSlot {
+                    group: group as u32,
+                    size: size as u32,
+                },
+            );
+        }
+    }
     let mut execs = Vec::with_capacity(plan.activities.len());
     let mut edges = Vec::new();
     for a in &plan.activities {
@@ -50,6 +77,8 @@ pub fn activity_items(
                 workflow_exec_id: wf.workflow_exec_id.clone(),
             });
         }
+        let join_groups = (prerequisites.len() > group_size)
+            .then(|| prerequisites.len().div_ceil(group_size) as u32);
         execs.push(ActivityExec {
             activity_exec_id: id,
             workflow_exec_id: wf.workflow_exec_id.clone(),
@@ -109,9 +138,15 @@ pub fn activity_items(
             end_time_epoch: None,
             output: None,
             error: None,
-            pending_dependency_count: prerequisites.len() as u64,
+            pending_dependency_count: join_groups.map_or(prerequisites.len() as u64, u64::from),
             released_prerequisites: vec![],
-            prerequisites,
+            prerequisites: if join_groups.is_some() {
+                vec![]
+            } else {
+                prerequisites
+            },
+            join_groups,
+            join_slots: slots.remove(a.name.as_str()).unwrap_or_default(),
             dependents: dependents
                 .get(a.name.as_str())
                 .into_iter()

@@ -33,6 +33,7 @@ pub mod effects;
 pub mod items;
 pub mod monitor;
 pub mod outcome;
+pub mod release;
 pub mod start;
 
 use std::collections::HashMap;
@@ -110,6 +111,15 @@ pub struct EngineConfig {
     /// of the activity item per launch (issue 7), so it is off by default;
     /// `queued_time` (the claim, just before the Invoke) is always written.
     pub record_launches: bool,
+    /// Prerequisites per join group (issue 7). An activity with more
+    /// prerequisites than this is a wide join: each prerequisite's
+    /// COMPLETED updates a small join group item (at most this many names)
+    /// and only a complete group updates the join, so no write grows with
+    /// the number of prerequisites and no item is written by all of them
+    /// (`model::JoinGroup`). Read when a plan is stored; a stored
+    /// workflow keeps its groups. Default and largest:
+    /// [`crate::plan::JOIN_GROUP_SIZE`] (larger values count as it).
+    pub join_group_size: usize,
 }
 
 impl Default for EngineConfig {
@@ -131,6 +141,7 @@ impl Default for EngineConfig {
             concurrency: 16,
             row_retention_days: None,
             record_launches: false,
+            join_group_size: crate::plan::JOIN_GROUP_SIZE,
         }
     }
 }
@@ -198,6 +209,7 @@ impl EngineConfig {
             concurrency: d.concurrency,
             row_retention_days: optional("WHIMBREL_ROW_RETENTION_DAYS")?,
             record_launches: flag("WHIMBREL_RECORD_LAUNCHES", d.record_launches)?,
+            join_group_size: d.join_group_size,
         })
     }
 

@@ -201,7 +201,7 @@ impl<L: Launcher> Engine<L> {
         }
         let roots: Vec<&ActivityExec> = activities
             .iter()
-            .filter(|a| a.prerequisites.is_empty())
+            .filter(|a| !a.has_prerequisites())
             .collect();
         let created = &created;
         let results: Vec<Result<(), EngineError>> = stream::iter(roots)

@@ -18,7 +18,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use whimbrel_core::activity::Activity;
+use whimbrel_core::contract::{ActivityState, Transition};
 use whimbrel_core::dates::Timestamp;
+use whimbrel_core::engine::decide::{self, Change, Details};
 use whimbrel_core::engine::{Engine, EngineConfig, Environment, MonitorReport};
 use whimbrel_core::handlers::{self, BatchSummary};
 use whimbrel_core::ids;
@@ -501,4 +503,49 @@ pub fn counts(sum: &BatchSummary) -> (u64, u64, u64, u64, u64) {
 /// A string attribute value, re-exported for tests.
 pub fn sv(v: &str) -> aws_sdk_dynamodb::types::AttributeValue {
     s(v)
+}
+
+/// Do by hand exactly the engine's terminal transaction for activity `name`
+/// (the activity's conditional update with its due marker + the workflow
+/// counter), and nothing after it: the state a function that dies right
+/// after the write leaves. Returns when its side effects are due (its due
+/// marker, epoch seconds): at least the settle grace after the write.
+pub async fn terminal_write_only(
+    h: &Harness,
+    wf: &str,
+    name: &str,
+    transition: Transition,
+    end: ActivityState,
+    event_id: &str,
+    details: Details,
+) -> i64 {
+    let exec = h.activity(wf, name).await;
+    let now = h.now();
+    let t = h.store.tables();
+    let cfg = h.config();
+    let change = Change {
+        transition,
+        next: end,
+        event_id,
+    };
+    let update = decide::transition_update(t, &cfg, &exec, change, &details, now);
+    let count = decide::count_end(t, &exec, end, details.error.as_deref());
+    h.store
+        .transact(vec![update.into_write(), count.into_write()])
+        .await
+        .expect("terminal transaction");
+    let after = h.activity(wf, name).await;
+    assert_eq!(after.state, end);
+    // The side effects are owed (a due marker): the function has the
+    // settle grace, and the monitor looks at most one grace later (a marker
+    // already in that window is kept).
+    let owed = after
+        .due_epoch
+        .expect("the terminal write leaves its side effects owed (due marker)");
+    let grace = cfg.settle_grace_seconds;
+    assert!(
+        owed >= now + grace && owed <= now + 2 * grace,
+        "{owed} vs {now}"
+    );
+    owed
 }

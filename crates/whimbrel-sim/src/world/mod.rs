@@ -166,6 +166,9 @@ fn settings(seed: u64) -> EngineConfig {
         concurrency: 4,
         row_retention_days: None,
         record_launches: seed % 2 == 1,
+        // Wide joins (release through join groups) on two seeds in three:
+        // groups of one, of two, or the default (joins here are narrower).
+        join_group_size: [1, 2, whimbrel_core::plan::JOIN_GROUP_SIZE][(seed % 3) as usize],
     }
 }
 

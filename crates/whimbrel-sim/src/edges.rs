@@ -1,0 +1,130 @@
+//! The edge invariant, checked after every step: each edge is released
+//! once, and only by a prerequisite that COMPLETED.
+//!
+//! * An inline join: `pending_dependency_count` + released = prerequisites,
+//!   the released set holds distinct prerequisites, never negative.
+//! * A wide join (`join_groups`): the same over its groups; every group
+//!   marker it holds is of a complete group; every name in a join group
+//!   item is a distinct COMPLETED prerequisite placed in that group (its
+//!   `join_slots`), and a group never holds more than its size.
+
+use std::collections::{HashMap, HashSet};
+
+use whimbrel_core::contract::ActivityState;
+use whimbrel_core::ids;
+use whimbrel_core::model::{ActivityExec, JoinGroup};
+
+/// Violations of the edge invariant among `acts` and the join group items
+/// `groups` (every item of the dependency table that parses as one and
+/// whose key is a join group's).
+pub fn violations(acts: &[ActivityExec], groups: &[JoinGroup]) -> Vec<String> {
+    let mut v = vec![];
+    let by_id: HashMap<&str, &ActivityExec> = acts
+        .iter()
+        .map(|a| (a.activity_exec_id.as_str(), a))
+        .collect();
+    // (join id, group) -> the group item's released names.
+    let mut group_of: HashMap<(String, u32), HashSet<&str>> = HashMap::new();
+    for g in groups {
+        let join = &g.activity_exec_id;
+        let Some(n) = g
+            .activity_exec_dependency
+            .strip_prefix(join.as_str())
+            .and_then(|rest| rest.strip_prefix("#join-"))
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let names: HashSet<&str> = g.released.iter().map(String::as_str).collect();
+        if names.len() != g.released.len() {
+            v.push(format!(
+                "{join}: group {n} holds a name twice: {:?}",
+                g.released
+            ));
+        }
+        let mut size = None;
+        for name in &names {
+            let p = by_id.get(ids::activity_exec_id(&workflow_of(&by_id, join), name).as_str());
+            match p {
+                Some(p) if p.state != ActivityState::Completed => v.push(format!(
+                    "{join}: group {n} released by {name}, which is {:?}",
+                    p.state
+                )),
+                Some(p) => match p.join_slots.get(join.as_str()) {
+                    Some(slot) if slot.group == n => size = Some(slot.size),
+                    other => v.push(format!(
+                        "{join}: group {n} released by {name}, whose slot is {other:?}"
+                    )),
+                },
+                None => v.push(format!("{join}: group {n} released by unknown {name}")),
+            }
+        }
+        if size.is_some_and(|s| names.len() > s as usize) {
+            v.push(format!(
+                "{join}: group {n} holds {} names of {size:?}",
+                names.len()
+            ));
+        }
+        group_of.insert((join.clone(), n), names);
+    }
+    for a in acts {
+        let id = &a.activity_exec_id;
+        let released: HashSet<&String> = a.released_prerequisites.iter().collect();
+        let expected = a.join_groups.map_or(a.prerequisites.len(), |g| g as usize);
+        let known = |r: &String| match a.join_groups {
+            None => a.prerequisites.contains(r),
+            Some(g) => (0..g).any(|k| *r == ids::join_marker(k)),
+        };
+        if released.len() != a.released_prerequisites.len()
+            || !released.iter().all(|r| known(r))
+            || a.pending_dependency_count as usize + released.len() != expected
+        {
+            v.push(format!(
+                "{id}: edges released wrongly: pending {} released {:?} of {:?} (groups {:?})",
+                a.pending_dependency_count,
+                a.released_prerequisites,
+                a.prerequisites,
+                a.join_groups
+            ));
+        }
+        if a.state == ActivityState::Queued && a.pending_dependency_count > 0 {
+            v.push(format!(
+                "{id}: queued with {} prerequisites pending",
+                a.pending_dependency_count
+            ));
+        }
+        for r in &a.released_prerequisites {
+            if a.join_groups.is_some() {
+                // A group marker: its group is complete.
+                let n = r
+                    .trim_start_matches("#join-")
+                    .parse::<u32>()
+                    .unwrap_or(u32::MAX);
+                let names = group_of.get(&(id.clone(), n)).map_or(0, HashSet::len);
+                let members = acts
+                    .iter()
+                    .filter(|p| p.join_slots.get(id.as_str()).is_some_and(|s| s.group == n))
+                    .count();
+                if names == 0 || names != members {
+                    v.push(format!(
+                        "{id}: released by {r}, a group of {members} with {names} released"
+                    ));
+                }
+            } else if by_id.get(r.as_str()).map(|p| p.state) != Some(ActivityState::Completed) {
+                v.push(format!(
+                    "{id}: released by {r}, which is {:?}",
+                    by_id.get(r.as_str()).map(|p| p.state)
+                ));
+            }
+        }
+    }
+    v
+}
+
+/// The workflow exec id of the join `join` (its item's range key).
+fn workflow_of(by_id: &HashMap<&str, &ActivityExec>, join: &str) -> String {
+    by_id
+        .get(join)
+        .map(|j| j.workflow_exec_id.clone())
+        .unwrap_or_default()
+}
