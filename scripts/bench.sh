@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `make bench`: cost and latency on the local stack (not part of the tests).
-#  - a chain of 10 no-op activities and a fan-out/fan-in of 100 (start ->
-#    100 parallel -> join), after a warm-up run of 16 parallel no-ops so
+#  - a chain of 10 no-op activities and fan-out/fan-ins of 100 and 1,000 (start ->
+#    N parallel -> join; the cost per activity should not grow with N),
+#    after a warm-up run of 16 parallel no-ops so
 #    cargo lambda watch's process starts are not measured (DynamoDB Local
 #    in memory, fresh for this run);
 #  - DynamoDB requests per activity by operation, counted by the engine's
@@ -27,7 +28,7 @@ FRONT=http://127.0.0.1:$WHIMBREL_FRONT_PORT
 bench() { "$WB" bench "$1" --front "$FRONT" --metrics-file "$WHIMBREL_METRICS_FILE"; }
 echo "==> warm-up"
 bench bench-warm > /dev/null
-for wf in bench-chain bench-fan; do
+for wf in bench-chain bench-fan bench-fan-1000; do
   echo; echo "==================== $wf ===================="
   bench "$wf"
 done

@@ -87,6 +87,7 @@ up() {
   "$wb" register wordcount --lambda wordcount-decider
   "$wb" register bench-chain --definition examples/bench-chain.json
   "$wb" register bench-fan --definition examples/bench-fan.json
+  "$wb" register bench-fan-1000 --definition examples/bench-fan-1000.json
   "$wb" register bench-warm --definition examples/bench-warm.json
   start watch env PATH="$VENV/bin:$PATH" "$VENV/bin/cargo-lambda" lambda watch \
     -A 127.0.0.1 -P "$WATCH_PORT" --ignore-changes --concurrency "$CONCURRENCY" \
