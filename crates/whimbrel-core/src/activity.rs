@@ -40,6 +40,16 @@ pub const HEARTBEAT_WRITES: [&str; 4] = [
     "heartbeat_time_epoch",
 ];
 
+/// The attributes [`Activity::prerequisite_outputs`] reads of a
+/// prerequisite (keys first): the IAM `dynamodb:Attributes` of its role's
+/// second GetItem statement (template.yaml `ReadPrerequisiteOutputs`).
+pub const PREREQUISITE_READS: [&str; 4] = [
+    "activity_exec_id",
+    "workflow_exec_id",
+    "activity_name",
+    "output",
+];
+
 /// Why a report failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ActivityError {
@@ -93,6 +103,46 @@ impl Activity {
     /// [`Reporter`] in `main` and call [`Reporter::activity`] per invocation.
     pub async fn from_env(payload: LaunchPayload) -> Result<Self, ActivityError> {
         Ok(Reporter::from_env().await?.activity(payload))
+    }
+
+    /// Every prerequisite's output by activity name: those the payload
+    /// carries, and those it carried by reference
+    /// (`prerequisites_by_reference`, when they would have passed Lambda's
+    /// 1 MB), each read with a GetItem of [`PREREQUISITE_READS`], 16 at
+    /// once. `null` for a prerequisite that reported no output.
+    ///
+    /// Errors: a read that fails, or a referenced prerequisite that does not
+    /// exist ([`EngineError::Rejected`]).
+    pub async fn prerequisite_outputs(
+        &self,
+    ) -> Result<std::collections::HashMap<String, Value>, ActivityError> {
+        use futures::stream::{self, StreamExt, TryStreamExt};
+        #[derive(serde::Deserialize)]
+        struct Seen {
+            #[serde(default)]
+            output: Option<Value>,
+        }
+        let p = &self.payload;
+        let store = self.engine.store();
+        let table = store.tables().activity_exec();
+        let reads = stream::iter(p.prerequisites_by_reference.iter())
+            .map(|name| {
+                let id = crate::ids::activity_exec_id(&p.workflow_exec_id, name);
+                let key = crate::engine::decide::activity_key(&id, &p.workflow_exec_id);
+                let table = &table;
+                async move {
+                    let seen: Option<Seen> =
+                        store.get_projected(table, key, &PREREQUISITE_READS).await?;
+                    let seen = seen.ok_or_else(|| {
+                        EngineError::Rejected(format!("prerequisite {name} ({id}) not found"))
+                    })?;
+                    Ok::<_, ActivityError>((name.clone(), seen.output.unwrap_or(Value::Null)))
+                }
+            })
+            .buffer_unordered(16);
+        let mut all = p.prerequisites.clone();
+        all.extend(reads.try_collect::<Vec<_>>().await?);
+        Ok(all)
     }
 
     /// Insert one event row for `transition` (contract: "Update Activity

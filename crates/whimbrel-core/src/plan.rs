@@ -28,6 +28,12 @@ pub const MAX_ACTIVITY_INPUT_BYTES: usize = 150_000;
 /// activity exec item, whose limit is DynamoDB's 400 KB).
 pub const MAX_OUTPUT_BYTES: usize = 100_000;
 
+/// Largest launch payload, bytes: Lambda takes at most 1 MB in an
+/// asynchronous Invoke (Lambda API reference, Invoke: "For asynchronous
+/// invocations, the maximum payload size is 1 MB"). Prerequisites' outputs
+/// that would pass it go by reference ([`LaunchPayload::fit`]).
+pub const MAX_LAUNCH_PAYLOAD_BYTES: usize = 1_000_000;
+
 /// Largest serialized workflow request `input`, bytes; it is stored on the
 /// workflow exec item beside the plan ([`MAX_PLAN_BYTES`]).
 pub const MAX_WORKFLOW_INPUT_BYTES: usize = 64_000;
@@ -202,6 +208,12 @@ pub struct LaunchPayload {
     /// Output of each prerequisite, by activity name.
     #[serde(default)]
     pub prerequisites: HashMap<String, Value>,
+    /// Prerequisites (activity names) whose outputs are not in
+    /// `prerequisites` because the payload would have passed
+    /// [`MAX_LAUNCH_PAYLOAD_BYTES`] (a wide join with large outputs): read
+    /// them with `Activity::prerequisite_outputs`. Absent when empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub prerequisites_by_reference: Vec<String>,
     /// Heartbeat timeout, seconds, when heartbeats are enabled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub heartbeat_timeout_seconds: Option<i64>,
@@ -212,6 +224,36 @@ pub struct LaunchPayload {
     /// heartbeats) to prove a report comes from the live attempt.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attempt_token: Option<String>,
+}
+
+impl LaunchPayload {
+    /// Keep the payload within `max` bytes (serialized): move the largest
+    /// prerequisites' outputs, one by one, from `prerequisites` to
+    /// `prerequisites_by_reference` (sorted by name) until it fits or none
+    /// is left. Returns the payload's size, bytes.
+    pub fn fit(&mut self, max: usize) -> usize {
+        let size = |p: &LaunchPayload| serde_json::to_vec(p).map_or(usize::MAX, |b| b.len());
+        let mut total = size(self);
+        if total <= max {
+            return total;
+        }
+        let mut by_size: Vec<(usize, String)> = self
+            .prerequisites
+            .iter()
+            .map(|(k, v)| (v.to_string().len(), k.clone()))
+            .collect();
+        by_size.sort();
+        while total > max {
+            let Some((_, name)) = by_size.pop() else {
+                break;
+            };
+            self.prerequisites.remove(&name);
+            self.prerequisites_by_reference.push(name);
+            self.prerequisites_by_reference.sort();
+            total = size(self);
+        }
+        total
+    }
 }
 
 /// Why a plan is invalid. The message is stored as the workflow's `error`.

@@ -262,7 +262,8 @@ async fn heartbeat_monitor_calls() -> Calls {
     made.union(&calls(&h)).cloned().collect()
 }
 
-/// An activity's own calls through the helper: report, heartbeat.
+/// An activity's own calls through the helper: report, heartbeat, read
+/// prerequisites' outputs carried by reference.
 async fn activity_calls() -> Calls {
     let h = Harness::new().await;
     h.register(
@@ -283,7 +284,19 @@ async fn activity_calls() -> Calls {
         whimbrel_core::contract::ActivityState::Running
     );
     act.completed(json!({"ok": true})).await.unwrap();
-    calls(&h)
+    let made = calls(&h);
+    // The engine applies the report (its calls are not the activity's)...
+    let mut done = h.attempt_event(&wf, "a", "COMPLETED", 0);
+    done.output = Some(json!({"ok": true}));
+    h.engine.apply_event(&done).await.unwrap();
+    calls(&h);
+    // ...and a join launched with `a`'s output by reference reads it back.
+    let mut payload = act.payload.clone();
+    payload.prerequisites_by_reference = vec!["a".into()];
+    let join = whimbrel_core::activity::Activity::new(payload, h.store.clone(), h.config());
+    let outputs = join.prerequisite_outputs().await.unwrap();
+    assert_eq!(outputs["a"], json!({"ok": true}));
+    made.union(&calls(&h)).cloned().collect()
 }
 
 /// The `dynamodb:Attributes` list of the statement `sid` in `statements`.
@@ -432,6 +445,10 @@ async fn each_function_is_granted_exactly_the_calls_its_code_makes() {
     assert_eq!(
         attributes(policy, "HeartbeatWrite"),
         own(&whimbrel_core::activity::HEARTBEAT_WRITES)
+    );
+    assert_eq!(
+        attributes(policy, "ReadPrerequisiteOutputs"),
+        own(&whimbrel_core::activity::PREREQUISITE_READS)
     );
     let platform: BTreeSet<String> = grants::PLATFORM
         .iter()

@@ -3,17 +3,18 @@
 //! released through join group items (issue 7), exactly once per edge,
 //! launched once with every prerequisite's output, and a group completed by
 //! a function that died before releasing the join is finished by the
-//! monitor.
+//! monitor; outputs that would pass Lambda's 1 MB go by reference.
 
 mod common;
 
 use common::{terminal_write_only, Harness};
 use serde_json::{json, Value};
+use whimbrel_core::activity::Activity;
 use whimbrel_core::contract::{ActivityState, Transition};
 use whimbrel_core::engine::decide::{self, Details};
 use whimbrel_core::ids;
 use whimbrel_core::model::{JoinGroup, JoinSlot};
-use whimbrel_core::plan::JOIN_GROUP_SIZE;
+use whimbrel_core::plan::{JOIN_GROUP_SIZE, MAX_LAUNCH_PAYLOAD_BYTES};
 
 /// `width` roots `p0..` and `join`, which waits for all of them.
 fn fan_in(width: usize) -> Value {
@@ -176,4 +177,41 @@ async fn a_group_completed_by_a_function_that_died_is_released_by_the_monitor() 
         .iter()
         .filter(|e| e.state == ActivityState::Queued);
     assert_eq!(queued.count(), 1);
+}
+
+#[tokio::test]
+async fn outputs_that_would_pass_lambdas_1_mb_go_by_reference() {
+    let h = Harness::new().await;
+    // 12 prerequisites of ~95 KB outputs: 1.1 MB, more than an async
+    // Invoke takes.
+    let width = 12;
+    h.register("big", fan_in(width)).await;
+    let wf = h.start("big").await;
+    for i in 0..width {
+        let name = format!("p{i}");
+        h.engine
+            .apply_event(&h.event(&wf, &name, "RUNNING"))
+            .await
+            .unwrap();
+        let mut done = h.event(&wf, &name, "COMPLETED");
+        done.output = Some(json!({"i": i, "pad": "x".repeat(95_000)}));
+        h.engine.apply_event(&done).await.unwrap();
+    }
+    let payload = h.launcher.payload("join", 0);
+    let size = serde_json::to_vec(&payload).unwrap().len();
+    assert!(size <= MAX_LAUNCH_PAYLOAD_BYTES, "{size}");
+    assert!(!payload.prerequisites_by_reference.is_empty());
+    assert_eq!(
+        payload.prerequisites.len() + payload.prerequisites_by_reference.len(),
+        width
+    );
+    // Only as many go by reference as needed: one more inline would pass.
+    assert!(size + 95_000 > MAX_LAUNCH_PAYLOAD_BYTES, "{size}");
+    // The activity reads the rest back and sees every output.
+    let activity = Activity::new(payload, h.store.clone(), h.config());
+    let outputs = activity.prerequisite_outputs().await.unwrap();
+    assert_eq!(outputs.len(), width);
+    for i in 0..width {
+        assert_eq!(outputs[&format!("p{i}")]["i"], json!(i));
+    }
 }

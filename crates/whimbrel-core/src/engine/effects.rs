@@ -88,7 +88,8 @@ impl<L: Launcher> Engine<L> {
 
     /// The payload of the claimed attempt `exec` holds (design.md § 3.9): the
     /// four ids, `attempt`, its token, `input`, the timeouts and the
-    /// prerequisites' outputs (read consistently).
+    /// prerequisites' outputs (read consistently), the largest by reference
+    /// when they would pass Lambda's 1 MB ([`LaunchPayload::fit`]).
     pub async fn launch_payload(
         &self,
         exec: &ActivityExec,
@@ -109,7 +110,7 @@ impl<L: Launcher> Engine<L> {
                 prerequisites.insert(p.activity_name, p.output.unwrap_or(Value::Null));
             }
         }
-        Ok(LaunchPayload {
+        let mut payload = LaunchPayload {
             version: SHAPE_VERSION,
             activity_exec_id: exec.activity_exec_id.clone(),
             activity_name: exec.activity_name.clone(),
@@ -122,7 +123,10 @@ impl<L: Launcher> Engine<L> {
             timeout_seconds: exec.timeout_seconds,
             heartbeat_timeout_seconds: decide::heartbeat_timeout(exec, &self.config),
             attempt_token: Some(token.to_string()),
-        })
+            prerequisites_by_reference: vec![],
+        };
+        payload.fit(crate::plan::MAX_LAUNCH_PAYLOAD_BYTES);
+        Ok(payload)
     }
 
     /// The activity exec ids of `exec`'s prerequisites: its own list, or
