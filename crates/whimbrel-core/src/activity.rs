@@ -20,24 +20,42 @@ use crate::plan::LaunchPayload;
 use crate::store::{Store, StoreError, Tables};
 
 /// The attributes an activity's heartbeat reads (keys first): the IAM
-/// `dynamodb:Attributes` of its role's GetItem statement.
-pub const HEARTBEAT_READS: [&str; 6] = [
+/// `dynamodb:Attributes` of its role's GetItem statement. Beyond the state
+/// and the fencing attributes, those of its deadlines
+/// ([`crate::engine::deadline::heartbeat_marker`]).
+pub const HEARTBEAT_READS: [&str; 16] = [
     "activity_exec_id",
     "workflow_exec_id",
+    "workflow_name",
+    "activity_name",
     "state",
     "attempt_token_hash",
     "heartbeat_enabled",
     "require_tokens",
+    "heartbeat_timeout_seconds",
+    "heartbeat_time_epoch",
+    "start_time_epoch",
+    "timeout_seconds",
+    "schedule_to_close_seconds",
+    "first_queued_epoch",
+    "due_epoch",
+    "version",
 ];
 
 /// The attributes an activity's heartbeat writes (keys first): the IAM
 /// `dynamodb:Attributes` of its role's UpdateItem statement. `state` is not
-/// among them: an activity's role cannot change a state by hand.
-pub const HEARTBEAT_WRITES: [&str; 4] = [
+/// among them: an activity's role cannot change a state by hand. It may
+/// move `due_epoch` (the monitor's due marker) to its next deadline, at
+/// most once per half heartbeat timeout, conditioned on the `version` it
+/// read (named in the condition only; a role that wrote it would only make
+/// the engine's next write re-read the item).
+pub const HEARTBEAT_WRITES: [&str; 6] = [
     "activity_exec_id",
     "workflow_exec_id",
     "heartbeat_time",
     "heartbeat_time_epoch",
+    "due_epoch",
+    "version",
 ];
 
 /// The attributes [`Activity::prerequisite_outputs`] reads of a
@@ -215,27 +233,22 @@ impl Activity {
     /// heartbeats enabled, one UpdateItem of [`HEARTBEAT_WRITES`] only, so
     /// an activity's role can be limited to those attributes
     /// (`dynamodb:Attributes`, template.yaml `ExampleActivityPolicy`).
+    /// When the due marker is within half the heartbeat timeout, the
+    /// update also moves it to the deadline after this heartbeat
+    /// ([`crate::engine::deadline::heartbeat_marker`]), so the monitor
+    /// never reads a live activity; if the engine wrote the item meanwhile
+    /// that update fails its condition and the plain heartbeat is written.
     ///
     /// Errors: [`EngineError::Rejected`] for an unknown activity, or when
     /// this attempt is no longer the live one (a newer attempt was
     /// launched, or a retry queued): stop working.
     pub async fn heartbeat(&self) -> Result<ActivityState, ActivityError> {
-        #[derive(serde::Deserialize)]
-        struct Seen {
-            state: ActivityState,
-            attempt_token_hash: Option<String>,
-            #[serde(default)]
-            heartbeat_enabled: bool,
-            #[serde(default)]
-            require_tokens: bool,
-        }
         let p = &self.payload;
         let store = self.engine.store();
         let table = store.tables().activity_exec();
         let key = crate::engine::decide::activity_key(&p.activity_exec_id, &p.workflow_exec_id);
-        let reads: Vec<&str> = HEARTBEAT_READS[2..].to_vec();
-        let seen: Seen = store
-            .get_projected(&table, key.clone(), &reads)
+        let seen: crate::model::ActivityExec = store
+            .get_projected(&table, key.clone(), &HEARTBEAT_READS)
             .await?
             .ok_or_else(|| {
                 EngineError::Rejected(format!("unknown activity exec {}", p.activity_exec_id))
@@ -259,11 +272,24 @@ impl Activity {
         }
         if seen.state == ActivityState::Running && seen.heartbeat_enabled {
             let now = self.engine.now();
-            let req = crate::store::UpdateRequest::new(table, key)
+            let plain = crate::store::UpdateRequest::new(table, key)
                 .when(crate::store::Cond::exists("activity_exec_id"))
                 .set("heartbeat_time", crate::store::av(&now.date_list()))
                 .set("heartbeat_time_epoch", crate::store::n(now.epoch));
-            match store.update(req, false).await {
+            let moving = crate::engine::decide::heartbeat_moving_marker(
+                &plain,
+                &seen,
+                self.engine.config(),
+                now.epoch,
+            );
+            if let Some(moving) = moving {
+                match store.update(moving, false).await {
+                    Ok(_) => return Ok(seen.state),
+                    Err(StoreError::ConditionFailed) => {}
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            match store.update(plain, false).await {
                 Ok(_) | Err(StoreError::ConditionFailed) => {}
                 Err(e) => return Err(e.into()),
             }

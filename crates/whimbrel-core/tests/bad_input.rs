@@ -608,7 +608,12 @@ async fn check(w: &World, case: &Case, before: &BTreeMap<String, Vec<String>>) -
             }
         }
         ("tick", Ran::Tick(report)) => {
-            if *report != MonitorReport::default() {
+            // Looking at due items is not doing something.
+            let acted = MonitorReport {
+                swept: 0,
+                ..report.clone()
+            };
+            if acted != MonitorReport::default() {
                 p(format!("the tick did something: {report:?}"));
             }
             unchanged(&mut p);

@@ -275,3 +275,33 @@ pub fn monitor_verdict(exec: &ActivityExec, cfg: &EngineConfig, now: i64) -> Ver
         )),
     }
 }
+
+/// The due marker a heartbeat at `now` (epoch seconds) moves, so that a
+/// monitor tick reads only the activities that went stale, not every
+/// heartbeating one once per heartbeat timeout (issue 7, target 4).
+///
+/// `Some(at)` when `exec` (the item as read) is RUNNING with heartbeats, its
+/// marker is due within half its heartbeat timeout (or already passed), and
+/// the earliest deadline after this heartbeat, `at` ([`next_deadline`] with
+/// `heartbeat_time_epoch = now`: start-to-close and schedule-to-close still
+/// count), is later than the marker. The marker is then never later than a
+/// deadline, as every marker write keeps. `None`: the heartbeat leaves the
+/// marker (one write unit); when it comes due the monitor moves it
+/// ([`Verdict::Extend`]), as for a client's raw `heartbeat_time_epoch`
+/// update (contract: Heartbeat), which never moves it.
+pub fn heartbeat_marker(exec: &ActivityExec, cfg: &EngineConfig, now: i64) -> Option<i64> {
+    if exec.state != ActivityState::Running {
+        return None;
+    }
+    let timeout = heartbeat_timeout(exec, cfg)?;
+    let due = exec.due_epoch?;
+    if due.saturating_sub(now) > timeout / 2 {
+        return None;
+    }
+    let beat = ActivityExec {
+        heartbeat_time_epoch: now,
+        ..exec.clone()
+    };
+    let (at, _) = next_deadline(&beat, cfg)?;
+    (at > due).then_some(at)
+}

@@ -105,6 +105,30 @@ fn due(id: &str, epoch: i64) -> [Action; 2] {
     ]
 }
 
+/// A heartbeat's update `plain` (the caller's conditions, and
+/// `heartbeat_time` / `heartbeat_time_epoch` at `now`, epoch seconds) that
+/// also moves the due marker of `exec` (the item as read), when
+/// [`super::deadline::heartbeat_marker`] says so. The move is conditioned
+/// on the `version` and the marker read (not on `state`, which an
+/// activity's role may not name): if the engine changed the item or the
+/// monitor moved the marker meanwhile, the write fails and the caller
+/// writes `plain`. `None`: write `plain`.
+pub fn heartbeat_moving_marker(
+    plain: &UpdateRequest,
+    exec: &ActivityExec,
+    cfg: &EngineConfig,
+    now: i64,
+) -> Option<UpdateRequest> {
+    let at = super::deadline::heartbeat_marker(exec, cfg, now)?;
+    Some(
+        plain
+            .clone()
+            .when(Cond::eq("version", n(exec.version)))
+            .when(Cond::eq("due_epoch", n(exec.due_epoch?)))
+            .set("due_epoch", n(at)),
+    )
+}
+
 /// The due marker a write of `exec` leaves, for a state whose deadline is
 /// `at` (epoch seconds; `None` = nothing owed): set to `at`, removed, or
 /// kept. Lazy (issue 7): a marker within `keep` is kept, with the write

@@ -396,3 +396,68 @@ fn errors_are_capped_on_a_character_boundary() {
     assert!(c.ends_with("bytes cut]"));
     assert_eq!(cap_error("short"), "short");
 }
+
+#[test]
+fn a_heartbeat_moves_the_marker_only_when_it_is_due_within_half_the_timeout() {
+    let c = cfg();
+    // Heartbeat timeout 100 s, start-to-close 1,000 s from 1000.
+    let mut a = running(Some(100), Some(1000));
+    a.due_epoch = Some(1100);
+    // Marker 80 s ahead, more than half the timeout: left alone (1 WRU).
+    assert_eq!(heartbeat_marker(&a, &c, 1020), None);
+    // 40 s ahead: moved to this heartbeat's deadline.
+    assert_eq!(heartbeat_marker(&a, &c, 1060), Some(1160));
+    // Already passed (the monitor has not looked yet): moved too.
+    assert_eq!(heartbeat_marker(&a, &c, 1120), Some(1220));
+    // Start-to-close (2000) caps it: the marker is never later than a
+    // deadline.
+    a.due_epoch = Some(2000);
+    assert_eq!(heartbeat_marker(&a, &c, 1960), None);
+    a.due_epoch = Some(1940);
+    assert_eq!(heartbeat_marker(&a, &c, 1930), Some(2000));
+    // Schedule-to-close caps it as well.
+    let mut s2c = a.clone();
+    s2c.schedule_to_close_seconds = Some(1000);
+    s2c.first_queued_epoch = Some(900);
+    assert_eq!(heartbeat_marker(&s2c, &c, 1930), None);
+    // Not RUNNING, no heartbeats, or no marker: nothing to move.
+    let mut cancelled = a.clone();
+    cancelled.state = ActivityState::CancelledRunning;
+    assert_eq!(heartbeat_marker(&cancelled, &c, 1930), None);
+    let mut quiet = running(None, Some(1000));
+    quiet.due_epoch = Some(1010);
+    assert_eq!(heartbeat_marker(&quiet, &c, 1005), None);
+    let mut unmarked = a.clone();
+    unmarked.due_epoch = None;
+    assert_eq!(heartbeat_marker(&unmarked, &c, 1930), None);
+}
+
+#[test]
+fn the_moving_heartbeat_is_conditioned_on_the_version_and_marker_read() {
+    let c = cfg();
+    let mut a = running(Some(100), Some(1000));
+    a.due_epoch = Some(1100);
+    a.due_shard = Some(3);
+    a.version = 7;
+    let plain = UpdateRequest::new(
+        "t".into(),
+        activity_key(&a.activity_exec_id, &a.workflow_exec_id),
+    )
+    .set("heartbeat_time_epoch", n(1060));
+    let moving = heartbeat_moving_marker(&plain, &a, &c, 1060).expect("moves");
+    let stored = item(&a);
+    let cond = moving.cond.as_ref().expect("conditioned");
+    assert!(eval(cond, Some(&stored)));
+    let after = apply(&moving.key, Some(&stored), &moving.actions).unwrap();
+    assert_eq!(after["due_epoch"], n(1160));
+    assert_eq!(after["heartbeat_time_epoch"], n(1060));
+    // The engine wrote the item meanwhile (version 8): the condition fails.
+    let mut newer = a.clone();
+    newer.version = 8;
+    assert!(!eval(cond, Some(&item(&newer))));
+    // The monitor moved the marker meanwhile: fails too.
+    let mut moved = a.clone();
+    moved.due_epoch = Some(1130);
+    assert!(!eval(cond, Some(&item(&moved))));
+    assert!(heartbeat_moving_marker(&plain, &a, &c, 1020).is_none());
+}

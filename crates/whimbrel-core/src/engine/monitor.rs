@@ -45,6 +45,10 @@ pub struct MonitorReport {
     pub workflows_timed_out: u64,
     /// Items the tick could not handle (logged); the next tick tries again.
     pub errors: u64,
+    /// Items the due indexes returned (workflow and activity execs whose
+    /// marker came due), each then read consistently: what a tick costs
+    /// grows with this, never with the live items (issue 7).
+    pub swept: u64,
 }
 
 #[derive(Debug, Deserialize)]
@@ -128,6 +132,7 @@ impl<L: Launcher> Engine<L> {
             }
         }
         crate::metrics::swept(swept, oldest);
+        report.swept = swept;
         Ok(report)
     }
 
@@ -397,6 +402,18 @@ impl<L: Launcher> Engine<L> {
         if let Some(h) = &exec.attempt_token_hash {
             if token.is_some() {
                 req = req.when(Cond::eq("attempt_token_hash", s(h)));
+            }
+        }
+        if let Some(moving) = decide::heartbeat_moving_marker(&req, &exec, &self.config, now.epoch)
+        {
+            match self.store.update(moving, true).await {
+                Ok(Some(item)) => {
+                    return Ok(serde_dynamo::from_item::<_, ActivityExec>(item)
+                        .map(|e| e.state)
+                        .unwrap_or(exec.state))
+                }
+                Ok(None) | Err(StoreError::ConditionFailed) => {}
+                Err(e) => return Err(e.into()),
             }
         }
         match self.store.update(req, true).await {
