@@ -1,5 +1,5 @@
 # Whimbrel: every target sets up what it needs (venv, DynamoDB Local, build) on first use.
-.PHONY: demo demo-failure up down test lint bench torture fuzz clean-stack sam-build
+.PHONY: demo demo-failure up down test lint bench bench-monitor torture fuzz clean-stack sam-build
 
 ## The main job: a real wordcount workflow end to end on the local stack.
 demo:
@@ -48,6 +48,11 @@ lint:
 ## Cost and latency figures on the local stack (not part of the tests).
 bench:
 	bash scripts/bench.sh
+
+## One monitor tick over 100,000 RUNNING activities, 10 stale: what it reads
+## (BENCH_MONITOR_ACTIVITIES, BENCH_MONITOR_STALE; not part of the tests).
+bench-monitor:
+	bash scripts/bench-monitor.sh
 
 ## Build the stack for `sam deploy`, for this host's architecture (outside CI:
 ## needs the SAM CLI, cargo-lambda and zig on PATH, and network access).

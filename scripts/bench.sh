@@ -8,6 +8,8 @@
 #  - DynamoDB requests per activity by operation, counted by the engine's
 #    store (WHIMBREL_METRICS_FILE), Lambda invocations per activity (counted
 #    by whimbrel local), wall time insert -> end, on-demand cost;
+#  - one 100-record stream batch through the activity-event handler, one
+#    item at a time and 16 at once (whimbrel bench-batch);
 #  - the three release functions: size, zipped as a Lambda `bootstrap`, and
 #    start-to-ready time against a stub Runtime API (scripts/startup.py).
 set -euo pipefail
@@ -32,6 +34,10 @@ for wf in bench-chain bench-fan bench-fan-1000; do
   echo; echo "==================== $wf ===================="
   bench "$wf"
 done
+echo; echo "==================== one stream batch, items one at a time and concurrently ===================="
+# In-process through handlers::activity_events, on this stack's DynamoDB
+# Local under its own table prefix (the stack's functions never see it).
+RUST_LOG=error "$WB" --endpoint-url "$AWS_ENDPOINT_URL_DYNAMODB" --table-prefix benchbatch_ bench-batch --runs 5
 echo; echo "==================== release functions: size and start-up ===================="
 cargo build --release --quiet -p whimbrel-workflow-request -p whimbrel-activity-event -p whimbrel-heartbeat-monitor
 python3 scripts/startup.py "${CARGO_TARGET_DIR:-target}"/release/whimbrel-{workflow-request,activity-event,heartbeat-monitor}

@@ -30,6 +30,7 @@ pub(crate) mod mapping;
 pub(crate) mod on_failure;
 mod shards;
 mod template;
+pub(crate) mod timeline;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -174,6 +175,7 @@ pub(crate) struct Runner {
     streams: aws_sdk_dynamodbstreams::Client,
     dynamodb: aws_sdk_dynamodb::Client,
     counters: Counters,
+    timeline: timeline::Timeline,
     region: String,
     checkpoints: Checkpoints,
     chaos: Option<Chaos>,
@@ -255,6 +257,14 @@ impl Runner {
     /// Invoke `function` on the upstream, synchronously, once, waiting at
     /// most `timeout`.
     async fn invoke(&self, function: &str, payload: Bytes, timeout: Duration) -> Outcome {
+        let start = timeline::now_ms();
+        let outcome = self.invoke_once(function, payload.clone(), timeout).await;
+        self.timeline
+            .record(function, &payload, start, timeline::now_ms());
+        outcome
+    }
+
+    async fn invoke_once(&self, function: &str, payload: Bytes, timeout: Duration) -> Outcome {
         let call = self
             .lambda
             .invoke()
@@ -416,6 +426,7 @@ pub async fn run(g: Global, args: LocalArgs) -> Result<(), CliError> {
         streams: aws_sdk_dynamodbstreams::Client::new(&sdk),
         dynamodb: aws_sdk_dynamodb::Client::new(&sdk),
         counters: Counters::default(),
+        timeline: timeline::Timeline::default(),
         region,
         checkpoints,
         chaos,
@@ -428,6 +439,7 @@ pub async fn run(g: Global, args: LocalArgs) -> Result<(), CliError> {
             post(front::invoke),
         )
         .route("/whimbrel/invocations", get(front::counters))
+        .route("/whimbrel/timeline", get(timeline::serve))
         .with_state(runner.clone());
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await

@@ -24,9 +24,6 @@ use crate::engine::{Applied, Engine, EngineError, MonitorReport};
 use crate::launcher::Launcher;
 use crate::model::{ActivityEvent, WorkflowRequest};
 
-/// How many items of one batch are processed at once.
-const ITEM_CONCURRENCY: usize = 16;
-
 /// A payload that is not a DynamoDB stream event or Scheduled Event at all
 /// (an invocation error, not a record error).
 #[derive(Debug, thiserror::Error)]
@@ -131,8 +128,10 @@ fn parse_record<T: DeserializeOwned>(
 }
 
 /// Process a stream batch: parse each record, group by item, run `apply`
-/// on each, and build the partial batch response.
+/// on each (`concurrency` items at once, each item's records in stream
+/// order), and build the partial batch response.
 async fn process_batch<T, F, Fut>(
+    concurrency: usize,
     payload: &Value,
     table: &str,
     key_attr: &str,
@@ -212,7 +211,7 @@ where
             }
             out
         })
-        .buffer_unordered(ITEM_CONCURRENCY)
+        .buffer_unordered(concurrency.max(1))
         .collect()
         .await;
     reports.extend(outcomes.into_iter().flatten());
@@ -262,6 +261,7 @@ pub async fn workflow_requests<L: Launcher>(
 ) -> Result<(DynamoDbEventResponse, BatchSummary), PayloadError> {
     let table = engine.store().tables().workflow_request();
     process_batch(
+        engine.config().concurrency,
         payload,
         &table,
         "workflow_request_id",
@@ -291,6 +291,7 @@ pub async fn activity_events<L: Launcher>(
     // Grouped by the activity exec (the range key), not the event id, so
     // one activity's events keep their stream order.
     process_batch(
+        engine.config().concurrency,
         payload,
         &table,
         "activity_exec_id",

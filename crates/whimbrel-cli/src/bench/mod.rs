@@ -11,6 +11,8 @@
 //!   Step Functions Standard and Express for the same workflow.
 
 mod cost;
+mod hops;
+pub mod scale;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -52,14 +54,14 @@ const ENGINE_FUNCTIONS: &[&str] = &[
     "whimbrel-heartbeat-monitor",
 ];
 
-/// `whimbrel local`'s invocation counters (`GET /whimbrel/invocations`),
-/// through hyper's client (already in the tree for the AWS SDK).
-async fn counters(front: &str) -> Result<BTreeMap<String, u64>, CliError> {
+/// `GET {front}{path}` of `whimbrel local` as JSON, through hyper's
+/// client (already in the tree for the AWS SDK).
+async fn get_json<T: serde::de::DeserializeOwned>(front: &str, path: &str) -> Result<T, CliError> {
     use http_body_util::{BodyExt, Empty};
     let unreachable = |e: &dyn std::fmt::Display| {
         CliError(format!("cannot reach whimbrel local at {front}: {e}"))
     };
-    let uri: hyper::Uri = format!("{}/whimbrel/invocations", front.trim_end_matches('/'))
+    let uri: hyper::Uri = format!("{}{path}", front.trim_end_matches('/'))
         .parse()
         .map_err(|e| CliError(format!("--front {front}: {e}")))?;
     let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
@@ -71,7 +73,12 @@ async fn counters(front: &str) -> Result<BTreeMap<String, u64>, CliError> {
         .await
         .map_err(|e| unreachable(&e))?
         .to_bytes();
-    serde_json::from_slice(&body).map_err(|e| CliError(format!("bad counters: {e}")))
+    serde_json::from_slice(&body).map_err(|e| CliError(format!("bad answer from {path}: {e}")))
+}
+
+/// `whimbrel local`'s invocation counters (`GET /whimbrel/invocations`).
+async fn counters(front: &str) -> Result<BTreeMap<String, u64>, CliError> {
+    get_json(front, "/whimbrel/invocations").await
 }
 
 /// What one function's invocations appended to the metrics file.
@@ -290,6 +297,22 @@ pub async fn run(g: Global, a: BenchArgs) -> Result<(), CliError> {
         wall.as_secs_f64()
     );
     let usage = report(&by_fn, &before, &after, activities, &a, wall);
+    let spans: Vec<hops::Span> = get_json(&a.front, "/whimbrel/timeline").await?;
+    println!();
+    match hops::critical_path(&snap.activities, &spans, "whimbrel-activity-event") {
+        Some(h) => {
+            let at = |q: f64| h.latency_ms[((h.latency_ms.len() - 1) as f64 * q) as usize];
+            println!(
+                "critical path, a prerequisite's COMPLETED row -> its dependent's launch ({} edges, whimbrel local's timeline): median {} ms, p90 {} ms, max {} ms; stream hops: at most {} per edge",
+                h.measured,
+                at(0.5),
+                at(0.9),
+                at(1.0),
+                h.max_hops
+            );
+        }
+        None => println!("critical path: no activity with listed prerequisites to measure"),
+    }
     let bill = usage.bill();
     println!();
     println!("cost per million activities (list prices, us-east-1, arm64; see `whimbrel_cli` bench/cost.rs):");

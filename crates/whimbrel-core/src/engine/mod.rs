@@ -97,7 +97,10 @@ pub struct EngineConfig {
     /// Refuse reports without the live attempt's token for every workflow
     /// (`WHIMBREL_REQUIRE_TOKENS`, default false).
     pub require_tokens: bool,
-    /// How many activities to release, launch or cancel at once.
+    /// How many activities to release, launch or cancel at once, and how
+    /// many items of one stream batch the handlers process at once (each
+    /// item's records in stream order; default 16; `whimbrel bench-batch`
+    /// measures the speed-up).
     pub concurrency: usize,
     /// Days the write-once rows our writers insert (request rows of
     /// `whimbrel start`, event rows of the activity helper, the worker and
