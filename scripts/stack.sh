@@ -93,9 +93,11 @@ up() {
     -A 127.0.0.1 -P "$WATCH_PORT" --ignore-changes --concurrency "$CONCURRENCY" \
     --env-file "$STACK/env"
   wait_port "$WATCH_PORT" watch "$STACK/watch.pid" 300
-  start local "$wb" local --listen "127.0.0.1:$FRONT_PORT" \
+  # --warm: every function's processes start before the front listens, so
+  # the first workflow does not wait for them (8 instances of each activity).
+  start local "$wb" local --listen "127.0.0.1:$FRONT_PORT" --warm "${WHIMBREL_WARM:-8}" \
     --lambda-upstream "http://127.0.0.1:$WATCH_PORT" --on-failure-file "$STACK/on-failure.jsonl"
-  wait_port "$FRONT_PORT" local "$STACK/local.pid" 30
+  wait_port "$FRONT_PORT" local "$STACK/local.pid" 180
   echo "==> stack up: DynamoDB 127.0.0.1:$DDB_PORT, functions 127.0.0.1:$WATCH_PORT, Invoke API front 127.0.0.1:$FRONT_PORT"
   echo "    environment for clients: set -a; . $STACK/env; set +a"
 }

@@ -31,6 +31,7 @@ pub(crate) mod on_failure;
 mod shards;
 mod template;
 pub(crate) mod timeline;
+mod warm;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -115,6 +116,11 @@ pub struct LocalArgs {
     /// file, i.e. in the stack directory).
     #[arg(long, env = "WHIMBREL_CHECKPOINT_FILE")]
     checkpoint_file: Option<PathBuf>,
+    /// Before listening, invoke every function of the template so its
+    /// processes are up: stream and scheduled functions once, every other
+    /// function this many times at once (0: no warm-up).
+    #[arg(long, default_value_t = 0)]
+    warm: usize,
     #[command(flatten)]
     chaos: ChaosArgs,
 }
@@ -433,6 +439,9 @@ pub async fn run(g: Global, args: LocalArgs) -> Result<(), CliError> {
         template,
         args: args.clone(),
     });
+    if args.warm > 0 {
+        runner.warm(args.warm).await;
+    }
     let app = Router::new()
         .route(
             "/2015-03-31/functions/{name}/invocations",
