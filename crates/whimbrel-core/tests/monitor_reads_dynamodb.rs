@@ -11,7 +11,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use common::Harness;
 use serde_json::json;
 use whimbrel_core::contract::ActivityState;
-use whimbrel_core::engine::decide;
+use whimbrel_core::engine::decide::{self, HEARTBEAT_MARKER_SKEW_SECONDS as SKEW};
 use whimbrel_core::ids;
 use whimbrel_core::store::{n, Cond, UpdateRequest};
 
@@ -57,7 +57,7 @@ async fn a_tick_reads_the_stale_and_raw_heartbeating_activities_only() {
         let exec = h.activity(&wf, a).await;
         assert_eq!(
             exec.due_epoch,
-            Some(exec.heartbeat_time_epoch + HEARTBEAT),
+            Some(exec.heartbeat_time_epoch + HEARTBEAT - SKEW),
             "{a}: moved"
         );
         assert!(exec.heartbeat_time_epoch >= t0 + 60);
@@ -149,6 +149,6 @@ async fn a_moving_heartbeat_that_lost_to_an_engine_write_is_written_plain() {
     assert!(after.heartbeat_time_epoch >= t0 + 60);
     assert_eq!(
         after.due_epoch,
-        Some(after.heartbeat_time_epoch + HEARTBEAT)
+        Some(after.heartbeat_time_epoch + HEARTBEAT - SKEW)
     );
 }

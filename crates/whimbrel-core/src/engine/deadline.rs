@@ -289,6 +289,12 @@ pub fn monitor_verdict(exec: &ActivityExec, cfg: &EngineConfig, now: i64) -> Ver
 /// marker (one write unit); when it comes due the monitor moves it
 /// ([`Verdict::Extend`]), as for a client's raw `heartbeat_time_epoch`
 /// update (contract: Heartbeat), which never moves it.
+///
+/// The marker is set [`HEARTBEAT_MARKER_SKEW_SECONDS`] before that deadline:
+/// a later heartbeat from a writer whose clock is behind this one's (by up
+/// to that much) moves the deadline back, and the marker must stay no later
+/// than it (found by the simulation, seed 217, whose functions' clocks
+/// differ by up to 4 s).
 pub fn heartbeat_marker(exec: &ActivityExec, cfg: &EngineConfig, now: i64) -> Option<i64> {
     if exec.state != ActivityState::Running {
         return None;
@@ -303,5 +309,12 @@ pub fn heartbeat_marker(exec: &ActivityExec, cfg: &EngineConfig, now: i64) -> Op
         ..exec.clone()
     };
     let (at, _) = next_deadline(&beat, cfg)?;
+    let at = at.saturating_sub(HEARTBEAT_MARKER_SKEW_SECONDS);
     (at > due).then_some(at)
 }
+
+/// How far the clocks of two heartbeat writers may differ, seconds, for
+/// [`heartbeat_marker`]: the marker it moves is this much early, so the
+/// monitor may look once this much before an activity's heartbeat deadline
+/// (and moves the marker then) if its heartbeats stop.
+pub const HEARTBEAT_MARKER_SKEW_SECONDS: i64 = 5;
