@@ -160,10 +160,10 @@ enum Command {
     Bench(bench::BenchArgs),
     /// One heartbeat monitor tick over many RUNNING activities, few of
     /// them stale, and what it read (`make bench-monitor`).
-    BenchMonitor(bench::scale::MonitorArgs),
+    BenchMonitor(bench::monitor::MonitorArgs),
     /// One stream batch through the activity-event handler, one item at a
     /// time and concurrently: the speed-up (`make bench`).
-    BenchBatch(bench::scale::BatchArgs),
+    BenchBatch(bench::batch::BatchArgs),
     /// Apply stream records an event source mapping gave up on, read back
     /// from the stream by the on-failure records' shard and sequence range.
     Replay(replay::ReplayArgs),
@@ -442,8 +442,8 @@ async fn run(cli: Cli) -> Result<(), CliError> {
         Command::Graph(args) => graph::run(g, args).await?,
         Command::Local(args) => local::run(g.clone(), args).await?,
         Command::Bench(args) => bench::run(g.clone(), args).await?,
-        Command::BenchMonitor(args) => bench::scale::monitor(g.clone(), args).await?,
-        Command::BenchBatch(args) => bench::scale::batch(g.clone(), args).await?,
+        Command::BenchMonitor(args) => bench::monitor::run(g.clone(), args).await?,
+        Command::BenchBatch(args) => bench::batch::run(g.clone(), args).await?,
         Command::Worker(args) => worker::run(g, args).await?,
         Command::Replay(args) => replay::run(g, args).await?,
         Command::Result {

@@ -172,9 +172,27 @@ impl Activity {
         output: Option<Value>,
         error: Option<String>,
     ) -> Result<String, ActivityError> {
+        let ev = self.event_row(transition, output, error);
+        let store = self.engine.store();
+        store
+            .put_new(&store.tables().activity_event(), "activity_event_id", &ev)
+            .await?;
+        Ok(ev.activity_event_id)
+    }
+
+    /// The event row [`Activity::report`] inserts for `transition`, now:
+    /// a fresh `(activity_exec_id)::(uuid)` id, the payload's ids, attempt
+    /// and token, and the row's expiry. No I/O (a Full Logic API client
+    /// applies it with `Engine::apply_event`; the benchmarks batch it).
+    pub fn event_row(
+        &self,
+        transition: Transition,
+        output: Option<Value>,
+        error: Option<String>,
+    ) -> ActivityEvent {
         let now = self.engine.now();
         let p = &self.payload;
-        let ev = ActivityEvent {
+        ActivityEvent {
             output,
             error,
             activity_name: Some(p.activity_name.clone()),
@@ -190,12 +208,7 @@ impl Activity {
                 &self.source,
                 &self.engine.new_token(),
             )
-        };
-        let store = self.engine.store();
-        store
-            .put_new(&store.tables().activity_event(), "activity_event_id", &ev)
-            .await?;
-        Ok(ev.activity_event_id)
+        }
     }
 
     /// Report RUNNING. Nothing else: until the engine applies it the
@@ -276,20 +289,11 @@ impl Activity {
                 .when(crate::store::Cond::exists("activity_exec_id"))
                 .set("heartbeat_time", crate::store::av(&now.date_list()))
                 .set("heartbeat_time_epoch", crate::store::n(now.epoch));
-            let moving = crate::engine::decide::heartbeat_moving_marker(
-                &plain,
-                &seen,
-                self.engine.config(),
-                now.epoch,
-            );
-            if let Some(moving) = moving {
-                match store.update(moving, false).await {
-                    Ok(_) => return Ok(seen.state),
-                    Err(StoreError::ConditionFailed) => {}
-                    Err(e) => return Err(e.into()),
-                }
-            }
-            match store.update(plain, false).await {
+            match self
+                .engine
+                .write_heartbeat(plain, &seen, now.epoch, false)
+                .await
+            {
                 Ok(_) | Err(StoreError::ConditionFailed) => {}
                 Err(e) => return Err(e.into()),
             }

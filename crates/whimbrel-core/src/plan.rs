@@ -231,24 +231,33 @@ impl LaunchPayload {
     /// prerequisites' outputs, one by one, from `prerequisites` to
     /// `prerequisites_by_reference` (sorted by name) until it fits or none
     /// is left. Returns the payload's size, bytes.
+    ///
+    /// Each move subtracts the entry's own serialized size from the total,
+    /// so the payload is serialized once per round, not once per move (a
+    /// join of 2,000 outputs of 100 KB is 200 MB to shrink); a round ends
+    /// with an exact measure, and another runs only if estimates fell
+    /// short.
     pub fn fit(&mut self, max: usize) -> usize {
         let size = |p: &LaunchPayload| serde_json::to_vec(p).map_or(usize::MAX, |b| b.len());
+        // `"name":value,` in the object; `"name",` in the reference list.
+        let quoted = |k: &str| serde_json::to_string(k).map_or(k.len() + 2, |q| q.len());
         let mut total = size(self);
-        if total <= max {
-            return total;
-        }
         let mut by_size: Vec<(usize, String)> = self
             .prerequisites
             .iter()
-            .map(|(k, v)| (v.to_string().len(), k.clone()))
+            .map(|(k, v)| (quoted(k) + v.to_string().len() + 2, k.clone()))
             .collect();
         by_size.sort();
-        while total > max {
-            let Some((_, name)) = by_size.pop() else {
-                break;
-            };
-            self.prerequisites.remove(&name);
-            self.prerequisites_by_reference.push(name);
+        while total > max && !by_size.is_empty() {
+            let mut estimate = total;
+            while estimate > max {
+                let Some((bytes, name)) = by_size.pop() else {
+                    break;
+                };
+                estimate = estimate.saturating_sub(bytes) + quoted(&name) + 1;
+                self.prerequisites.remove(&name);
+                self.prerequisites_by_reference.push(name);
+            }
             self.prerequisites_by_reference.sort();
             total = size(self);
         }
@@ -728,5 +737,65 @@ mod tests {
             r#"{"activities":[{"name":"a","lambda":"f","dependsOn":["b"]}]}"#,
         );
         assert!(typo.unwrap_err().to_string().contains("dependsOn"));
+    }
+}
+
+#[cfg(test)]
+mod fit_tests {
+    use super::*;
+
+    fn payload(outputs: usize, bytes: usize) -> LaunchPayload {
+        LaunchPayload {
+            version: SHAPE_VERSION,
+            activity_exec_id: "join::1".into(),
+            activity_name: "join".into(),
+            workflow_exec_id: "w::1".into(),
+            workflow_name: "w".into(),
+            attempt: 1,
+            launch: 1,
+            input: Value::Null,
+            prerequisites: (0..outputs)
+                .map(|i| (format!("p{i}"), Value::String("x".repeat(bytes + i))))
+                .collect(),
+            prerequisites_by_reference: vec![],
+            heartbeat_timeout_seconds: None,
+            timeout_seconds: Some(60),
+            attempt_token: Some("t".into()),
+        }
+    }
+
+    #[test]
+    fn a_large_join_fits_with_as_few_references_as_needed() {
+        // 2,000 outputs of about 1 KB: 2 MB to bring under 1 MB.
+        let mut p = payload(2_000, 1_000);
+        let size = p.fit(MAX_LAUNCH_PAYLOAD_BYTES);
+        assert_eq!(size, serde_json::to_vec(&p).unwrap().len());
+        assert!(size <= MAX_LAUNCH_PAYLOAD_BYTES, "{size}");
+        assert_eq!(
+            p.prerequisites.len() + p.prerequisites_by_reference.len(),
+            2_000
+        );
+        // The largest went, and no more than needed: the smallest one
+        // referenced would not fit back.
+        let largest_inline = p.prerequisites.values().map(|v| v.to_string().len()).max();
+        let smallest_referenced = p
+            .prerequisites_by_reference
+            .iter()
+            .map(|n| 1_000 + n[1..].parse::<usize>().unwrap() + 2)
+            .min()
+            .unwrap();
+        assert!(largest_inline.unwrap() <= smallest_referenced);
+        assert!(
+            size + smallest_referenced > MAX_LAUNCH_PAYLOAD_BYTES,
+            "{size}"
+        );
+        let mut sorted = p.prerequisites_by_reference.clone();
+        sorted.sort();
+        assert_eq!(sorted, p.prerequisites_by_reference);
+        // A payload that fits is left alone.
+        let mut small = payload(3, 10);
+        let before = small.clone();
+        small.fit(MAX_LAUNCH_PAYLOAD_BYTES);
+        assert_eq!(small, before);
     }
 }

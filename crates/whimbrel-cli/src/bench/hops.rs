@@ -15,19 +15,7 @@ use std::collections::HashMap;
 
 use whimbrel_core::model::ActivityExec;
 
-/// One invocation of `whimbrel local`'s timeline (its JSON shape).
-#[derive(Debug, Clone, serde::Deserialize)]
-pub struct Span {
-    /// The function invoked.
-    pub function: String,
-    /// The launch payload's activity exec id.
-    #[serde(default)]
-    pub activity_exec_id: Option<String>,
-    /// Sent, ms since the epoch.
-    pub start_ms: u64,
-    /// Answered, ms since the epoch.
-    pub end_ms: u64,
-}
+pub use crate::local::timeline::Span;
 
 /// The critical-path figures of one workflow run.
 #[derive(Debug, Clone, PartialEq)]

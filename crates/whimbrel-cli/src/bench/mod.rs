@@ -10,9 +10,11 @@
 //! * the cost per million activities at list prices ([`cost`]), beside
 //!   Step Functions Standard and Express for the same workflow.
 
+pub mod batch;
 mod cost;
 mod hops;
-pub mod scale;
+mod inproc;
+pub mod monitor;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

@@ -404,19 +404,7 @@ impl<L: Launcher> Engine<L> {
                 req = req.when(Cond::eq("attempt_token_hash", s(h)));
             }
         }
-        if let Some(moving) = decide::heartbeat_moving_marker(&req, &exec, &self.config, now.epoch)
-        {
-            match self.store.update(moving, true).await {
-                Ok(Some(item)) => {
-                    return Ok(serde_dynamo::from_item::<_, ActivityExec>(item)
-                        .map(|e| e.state)
-                        .unwrap_or(exec.state))
-                }
-                Ok(None) | Err(StoreError::ConditionFailed) => {}
-                Err(e) => return Err(e.into()),
-            }
-        }
-        match self.store.update(req, true).await {
+        match self.write_heartbeat(req, &exec, now.epoch, true).await {
             Ok(Some(item)) => Ok(serde_dynamo::from_item::<_, ActivityExec>(item)
                 .map(|e| e.state)
                 .unwrap_or(exec.state)),
@@ -427,6 +415,34 @@ impl<L: Launcher> Engine<L> {
                 .map_or(exec.state, |e| e.state)),
             Err(e) => Err(e.into()),
         }
+    }
+}
+
+impl<L: Launcher> Engine<L> {
+    /// Write a heartbeat of `exec` (the item as read) at `now` (epoch
+    /// seconds): `plain` holds the writer's conditions and the heartbeat
+    /// attributes. When [`decide::heartbeat_moving_marker`] says so, first
+    /// the same update moving the due marker; if that one loses its
+    /// condition (the engine or the monitor wrote meanwhile), `plain`.
+    /// The one write path of `Engine::heartbeat_attempt` and
+    /// `Activity::heartbeat`.
+    ///
+    /// Returns what [`crate::store::Store::update`] returns (the new item
+    /// when `return_new`); a `ConditionFailed` is `plain`'s.
+    pub(crate) async fn write_heartbeat(
+        &self,
+        plain: UpdateRequest,
+        exec: &ActivityExec,
+        now: i64,
+        return_new: bool,
+    ) -> Result<Option<store::Item>, StoreError> {
+        if let Some(moving) = decide::heartbeat_moving_marker(&plain, exec, &self.config, now) {
+            match self.store.update(moving, return_new).await {
+                Err(StoreError::ConditionFailed) => {}
+                written => return written,
+            }
+        }
+        self.store.update(plain, return_new).await
     }
 }
 
