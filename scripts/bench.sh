@@ -2,9 +2,8 @@
 # `make bench`: cost and latency on the local stack (not part of the tests).
 #  - a chain of 10 no-op activities and fan-out/fan-ins of 100 and 1,000 (start ->
 #    N parallel -> join; the cost per activity should not grow with N),
-#    after a warm-up run of 16 parallel no-ops so
-#    cargo lambda watch's process starts are not measured (DynamoDB Local
-#    in memory, fresh for this run);
+#    after a warm-up run of 16 parallel no-ops (DynamoDB Local in memory,
+#    fresh for this run);
 #  - DynamoDB requests per activity by operation, counted by the engine's
 #    store (WHIMBREL_METRICS_FILE), Lambda invocations per activity (counted
 #    by whimbrel local), wall time insert -> end, on-demand cost;

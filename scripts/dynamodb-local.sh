@@ -136,7 +136,11 @@ stop() { # pidfile
   pid=$(cat "$pidfile")
   if kill -0 "$pid" 2> /dev/null && ours "$pid"; then
     kill -TERM "$pid" 2> /dev/null || true
-    for _ in $(seq 1 50); do kill -0 "$pid" 2> /dev/null || break; sleep 0.1; done
+    # A zombie (exited, not yet reaped by init) counts as stopped.
+    for _ in $(seq 1 100); do
+      [[ $(ps -o stat= -p "$pid" 2> /dev/null) == [!Z]* ]] || break
+      sleep 0.05
+    done
     if ours "$pid"; then kill -KILL "$pid" 2> /dev/null || true; fi
     echo "==> DynamoDB Local stopped (pid $pid)"
   fi

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The local stack (design.md § 6), on 127.0.0.1 only:
 #   DynamoDB Local (DynamoDB + Streams)      :$WHIMBREL_DDB_PORT   (8000)
-#   cargo lambda watch (the functions)       :$WHIMBREL_WATCH_PORT (9000)
+#   cargo lambda watch (Lambda APIs)         :$WHIMBREL_WATCH_PORT (9000)
+#   whimbrel instances (the functions' processes, functions.log)
 #   whimbrel local (stream mappings, schedule, Invoke API front)
 #                                            :$WHIMBREL_FRONT_PORT (9001)
 # Usage: scripts/stack.sh up|down|env
@@ -60,13 +61,17 @@ start() { # name cmd...
   echo "==> $name started (pid $!, log $STACK/$name.log)"
 }
 
+# Whether pid runs: a zombie (exited, not yet reaped by init, which here
+# can take seconds) counts as stopped.
+running() { local st; st=$(ps -o stat= -p "$1" 2>/dev/null) || return 1; [[ $st != Z* ]]; }
+
 stop() { # name
   local pidfile="$STACK/$1.pid"
   [[ -f $pidfile ]] || return 0
   local pid; pid=$(cat "$pidfile")
   if kill -0 "$pid" 2>/dev/null; then
     kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
-    for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    for _ in $(seq 1 100); do running "$pid" || break; sleep 0.05; done
     kill -KILL -- "-$pid" 2>/dev/null || true
     echo "==> $1 stopped (pid $pid)"
   fi
@@ -89,13 +94,17 @@ up() {
   "$wb" register bench-fan --definition examples/bench-fan.json
   "$wb" register bench-fan-1000 --definition examples/bench-fan-1000.json
   "$wb" register bench-warm --definition examples/bench-warm.json
+  # cargo lambda watch serves the Lambda Runtime and Invoke APIs only;
+  # `whimbrel instances` starts $CONCURRENCY processes of every function
+  # from the built binaries (no `cargo run` per function), apart from the
+  # runner as Lambda's instances are apart from its pollers; the runner
+  # invokes each function once (--warm) before its front listens.
   start watch env PATH="$VENV/bin:$PATH" "$VENV/bin/cargo-lambda" lambda watch \
-    -A 127.0.0.1 -P "$WATCH_PORT" --ignore-changes --concurrency "$CONCURRENCY" \
-    --env-file "$STACK/env"
+    -A 127.0.0.1 -P "$WATCH_PORT" --only-lambda-apis
   wait_port "$WATCH_PORT" watch "$STACK/watch.pid" 300
-  # --warm: every function's processes start before the front listens, so
-  # the first workflow does not wait for them (8 instances of each activity).
-  start local "$wb" local --listen "127.0.0.1:$FRONT_PORT" --warm "${WHIMBREL_WARM:-8}" \
+  start functions "$wb" instances --count "$CONCURRENCY" \
+    --lambda-upstream "http://127.0.0.1:$WATCH_PORT"
+  start local "$wb" local --listen "127.0.0.1:$FRONT_PORT" --warm 1 \
     --lambda-upstream "http://127.0.0.1:$WATCH_PORT" --on-failure-file "$STACK/on-failure.jsonl"
   wait_port "$FRONT_PORT" local "$STACK/local.pid" 180
   echo "==> stack up: DynamoDB 127.0.0.1:$DDB_PORT, functions 127.0.0.1:$WATCH_PORT, Invoke API front 127.0.0.1:$FRONT_PORT"
@@ -103,7 +112,7 @@ up() {
 }
 
 down() {
-  stop local; stop watch
+  stop local; stop functions; stop watch
   bash scripts/dynamodb-local.sh stop "$STACK/ddb.pid"
   stop moto # a stack started before the switch to DynamoDB Local
 }

@@ -21,9 +21,9 @@
 # default here 20) so dropped launches are relaunched within the run.
 # Prints a summary (states, chaos actions, restart and resume times) and
 # exits 0 only if every workflow COMPLETED. Not part of scripts/test.sh yet.
-# Function timeouts are the template's and include cargo lambda watch's
-# queueing and cold starts (`cargo run`): on a crowded machine a large N can
-# fail on timeouts rather than on chaos.
+# Function timeouts are the template's and include the queueing for one of
+# the stack's instances: on a crowded machine a large N can fail on
+# timeouts rather than on chaos.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=5

@@ -19,6 +19,10 @@
 //!   runs in the background with the function's `EventInvokeConfig`
 //!   (retries, maximum event age); ARNs and deployed names resolve to binary
 //!   names; a function error becomes 200 + `X-Amz-Function-Error`.
+//! * **Instances** ([`instances`], `whimbrel instances`, its own process
+//!   as Lambda's execution environments are apart from its pollers): N
+//!   processes of every function, from the built binaries, polling `cargo
+//!   lambda watch --only-lambda-apis`, started again when one exits.
 //! * **Chaos** ([`chaos`], `--chaos`): drops, duplicates and delays async
 //!   invokes, delivers successful stream batches again; every action is
 //!   logged with the prefix `CHAOS`.
@@ -26,6 +30,7 @@
 mod chaos;
 mod checkpoint;
 mod front;
+pub(crate) mod instances;
 pub(crate) mod mapping;
 pub(crate) mod on_failure;
 mod shards;
@@ -66,7 +71,7 @@ fn rate(s: &str) -> Result<f64, String> {
 /// Options of `whimbrel local`.
 #[derive(Args, Debug, Clone)]
 pub struct LocalArgs {
-    /// The Lambda Invoke API that runs the functions (`cargo lambda watch`).
+    /// The Lambda Invoke and Runtime APIs (`cargo lambda watch`).
     #[arg(
         long,
         env = "WHIMBREL_LAMBDA_UPSTREAM",
@@ -117,8 +122,8 @@ pub struct LocalArgs {
     #[arg(long, env = "WHIMBREL_CHECKPOINT_FILE")]
     checkpoint_file: Option<PathBuf>,
     /// Before listening, invoke every function of the template so its
-    /// processes are up: stream and scheduled functions once, every other
-    /// function this many times at once (0: no warm-up).
+    /// instances are known to answer: stream and scheduled functions once,
+    /// every other function this many times at once (0: no warm-up).
     #[arg(long, default_value_t = 0)]
     warm: usize,
     #[command(flatten)]
@@ -383,16 +388,22 @@ fn mappings(template: &Template, args: &LocalArgs) -> Result<Vec<mapping::Mappin
     Ok(out)
 }
 
+/// Read the SAM template at `path` (`--template`), `TablePrefix` standing
+/// for `table_prefix`.
+///
+/// Errors: the file cannot be read, or [`Template::parse`] refuses it.
+pub(crate) fn read_template(
+    path: &std::path::Path,
+    table_prefix: &str,
+) -> Result<Template, CliError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| CliError(format!("cannot read {}: {e} (--template)", path.display())))?;
+    Template::parse(&text, table_prefix).map_err(|e| CliError(format!("{}: {e}", path.display())))
+}
+
 /// Run the local runner until interrupted.
 pub async fn run(g: Global, args: LocalArgs) -> Result<(), CliError> {
-    let text = std::fs::read_to_string(&args.template).map_err(|e| {
-        CliError(format!(
-            "cannot read {}: {e} (--template)",
-            args.template.display()
-        ))
-    })?;
-    let template = Template::parse(&text, &g.table_prefix)
-        .map_err(|e| CliError(format!("{}: {e}", args.template.display())))?;
+    let template = read_template(&args.template, &g.table_prefix)?;
     let mappings = mappings(&template, &args)?;
     let sdk = whimbrel_core::aws_config(g.endpoint_url.as_deref()).await;
     let region = sdk

@@ -156,6 +156,10 @@ enum Command {
     /// Run the local runner: stream pollers (event source mappings), the
     /// heartbeat schedule and a Lambda Invoke API front (design.md § 6).
     Local(local::LocalArgs),
+    /// Run the functions' instances for the local stack: N processes of
+    /// every function of the template, polling `cargo lambda watch
+    /// --only-lambda-apis`, each started again when it exits.
+    Instances(local::instances::InstancesArgs),
     /// Benchmark a registered workflow on the local stack (`make bench`).
     Bench(bench::BenchArgs),
     /// One heartbeat monitor tick over many RUNNING activities, few of
@@ -441,6 +445,7 @@ async fn run(cli: Cli) -> Result<(), CliError> {
         }
         Command::Graph(args) => graph::run(g, args).await?,
         Command::Local(args) => local::run(g.clone(), args).await?,
+        Command::Instances(args) => local::instances::run(g, args).await?,
         Command::Bench(args) => bench::run(g.clone(), args).await?,
         Command::BenchMonitor(args) => bench::monitor::run(g.clone(), args).await?,
         Command::BenchBatch(args) => bench::batch::run(g.clone(), args).await?,

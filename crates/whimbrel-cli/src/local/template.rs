@@ -15,6 +15,8 @@ use serde_yaml::Value;
 /// AWS's default function timeout when neither the function nor `Globals`
 /// gives one, seconds.
 pub const AWS_DEFAULT_TIMEOUT_SECONDS: u64 = 3;
+/// AWS's default `MemorySize`, MB.
+pub const AWS_DEFAULT_MEMORY_MB: i64 = 128;
 /// AWS's default async retries when a function has no `EventInvokeConfig`.
 pub const AWS_DEFAULT_ASYNC_RETRIES: u32 = 2;
 /// AWS's default maximum event age for async invokes, seconds (6 hours).
@@ -82,12 +84,16 @@ pub struct FunctionConfig {
     /// The logical id (`WorkflowRequestFunction`).
     pub logical_id: String,
     /// The local function name: the cargo binary
-    /// (`Metadata.BuildProperties.Binary`), what `cargo lambda watch` serves.
+    /// (`Metadata.BuildProperties.Binary`), the program an instance runs and the
+    /// name `cargo lambda watch` serves it under.
     pub binary: String,
     /// `FunctionName` as deployed, parameters at their defaults, if given.
     pub deployed_name: Option<String>,
     /// `Timeout` (or `Globals.Function.Timeout`, or AWS's 3 s).
     pub timeout: Duration,
+    /// `MemorySize`, MB (or `Globals.Function.MemorySize`, or AWS's 128):
+    /// what an instance is told in `AWS_LAMBDA_FUNCTION_MEMORY_SIZE`.
+    pub memory_mb: u32,
     /// `EventInvokeConfig` or AWS's defaults.
     pub async_config: AsyncConfig,
     /// Its DynamoDB stream event source mappings.
@@ -262,6 +268,10 @@ impl Template {
             Some(t) => ctx.integer(t, "Globals.Function.Timeout")?,
             None => AWS_DEFAULT_TIMEOUT_SECONDS as i64,
         };
+        let global_memory = match globals.and_then(|g| g.get("MemorySize")) {
+            Some(m) => ctx.integer(m, "Globals.Function.MemorySize")?,
+            None => AWS_DEFAULT_MEMORY_MB,
+        };
         let Some(Value::Mapping(resources)) = root.get("Resources") else {
             return err("no Resources");
         };
@@ -271,7 +281,7 @@ impl Template {
             if res.get("Type").and_then(Value::as_str) != Some("AWS::Serverless::Function") {
                 continue;
             }
-            let f = function(&ctx, id, res, global_timeout)?;
+            let f = function(&ctx, id, res, global_timeout, global_memory)?;
             functions.insert(f.binary.clone(), f);
         }
         Ok(Template {
@@ -313,6 +323,7 @@ fn function(
     id: &str,
     res: &Value,
     global_timeout: i64,
+    global_memory: i64,
 ) -> Result<FunctionConfig, TemplateError> {
     let props = res.get("Properties");
     let prop = |k: &str| props.and_then(|p| p.get(k));
@@ -331,6 +342,14 @@ fn function(
         Some(t) => ctx.integer(t, &format!("{id}.Timeout"))?,
         None => global_timeout,
     };
+    let memory = match prop("MemorySize") {
+        Some(m) => ctx.integer(m, &format!("{id}.MemorySize"))?,
+        None => global_memory,
+    };
+    let memory_mb = u32::try_from(memory)
+        .ok()
+        .filter(|m| (128..=10_240).contains(m))
+        .ok_or_else(|| TemplateError(format!("{id}.MemorySize: {memory} is not 128-10240 MB")))?;
     let mut async_config = AsyncConfig::default();
     if let Some(c) = prop("EventInvokeConfig") {
         if let Some(v) = c.get("MaximumRetryAttempts") {
@@ -364,6 +383,7 @@ fn function(
         binary,
         deployed_name,
         timeout: seconds(timeout, &format!("{id}.Timeout"))?,
+        memory_mb,
         async_config,
         stream_mappings,
         scheduled,
@@ -512,6 +532,8 @@ mod tests {
         let monitor = t.function("whimbrel-heartbeat-monitor").unwrap();
         // Globals.Function.Timeout.
         assert_eq!(monitor.timeout, Duration::from_secs(60));
+        // Globals.Function.MemorySize.
+        assert_eq!(monitor.memory_mb, 256);
         assert_eq!(monitor.async_config.maximum_retry_attempts, 0);
         // The decider is invoked synchronously: AWS's async defaults.
         let decider = t.function("wordcount-decider").unwrap();
@@ -573,6 +595,7 @@ Resources:
         let t = Template::parse(text, "p_").unwrap();
         let f = t.function("F").unwrap();
         assert_eq!(f.timeout, Duration::from_secs(AWS_DEFAULT_TIMEOUT_SECONDS));
+        assert_eq!(i64::from(f.memory_mb), AWS_DEFAULT_MEMORY_MB);
         assert_eq!(f.async_config, AsyncConfig::default());
         let m = &f.stream_mappings[0];
         assert_eq!(m.table, "p_t");
@@ -608,5 +631,9 @@ Resources:
         let bad = text.replace("TRIM_HORIZON", "!Ref Nowhere");
         let e = Template::parse(&bad, "").unwrap_err();
         assert!(e.0.contains("Nowhere"), "{e}");
+        let text =
+            "Resources:\n  F: {Type: AWS::Serverless::Function, Properties: {MemorySize: 64}}\n";
+        let e = Template::parse(text, "").unwrap_err();
+        assert!(e.0.contains("F.MemorySize: 64"), "{e}");
     }
 }
