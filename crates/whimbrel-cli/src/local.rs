@@ -121,6 +121,11 @@ pub struct LocalArgs {
     /// file, i.e. in the stack directory).
     #[arg(long, env = "WHIMBREL_CHECKPOINT_FILE")]
     checkpoint_file: Option<PathBuf>,
+    /// Async invocations of one function run at most this many at once
+    /// (its concurrency: the instances the stack started); the others wait
+    /// in Lambda's async queue, their event age counting.
+    #[arg(long, env = "WHIMBREL_LAMBDA_CONCURRENCY", default_value_t = 16)]
+    function_concurrency: usize,
     /// Before listening, invoke every function of the template so its
     /// instances are known to answer: stream and scheduled functions once,
     /// every other function this many times at once (0: no warm-up).
@@ -190,6 +195,8 @@ pub(crate) struct Runner {
     region: String,
     checkpoints: Checkpoints,
     chaos: Option<Chaos>,
+    /// Per function: its async invocations in flight (front::async_slot).
+    async_slots: Mutex<BTreeMap<String, Arc<tokio::sync::Semaphore>>>,
 }
 
 /// The outcome of one invocation on the upstream.
@@ -447,6 +454,7 @@ pub async fn run(g: Global, args: LocalArgs) -> Result<(), CliError> {
         region,
         checkpoints,
         chaos,
+        async_slots: Mutex::default(),
         template,
         args: args.clone(),
     });

@@ -123,6 +123,20 @@ pub fn token_hash(token: &str) -> String {
     uuid::Uuid::new_v5(&TOKEN_NAMESPACE, token.as_bytes()).to_string()
 }
 
+/// The digest of a plan's serialized activity list (a UUID v5, SHA-1
+/// based, text), which keys its parts ([`plan_part_key`]).
+pub fn plan_digest(activities_json: &[u8]) -> String {
+    uuid::Uuid::new_v5(&TOKEN_NAMESPACE, activities_json)
+        .simple()
+        .to_string()
+}
+
+/// The hash key of part `part` of the plan with `digest` of a workflow
+/// exec: `(workflow_exec_id)#plan#(digest)#(part)`.
+pub fn plan_part_key(workflow_exec_id: &str, digest: &str, part: u32) -> String {
+    format!("{workflow_exec_id}#plan#{digest}#{part}")
+}
+
 /// Namespace of [`token_hash`].
 const TOKEN_NAMESPACE: uuid::Uuid =
     uuid::Uuid::from_u128(0x5f1c_2a4e_9b0d_4e6b_8a35_7d21_c0f4_9e12);

@@ -235,6 +235,40 @@ pub struct WorkflowPlan {
     pub input: Option<Value>,
     /// When it was recorded, epoch seconds.
     pub recorded_epoch: i64,
+    /// Set when the plan did not fit one item: its activities are on
+    /// [`WorkflowPlanPart`] items, and `plan.activities` is empty here
+    /// (`engine::plans` puts them together again). Absent: the whole plan
+    /// is on this item.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parts: Option<PlanParts>,
+}
+
+/// Where a plan's activities are when they did not fit one item
+/// ([`WorkflowPlan::parts`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlanParts {
+    /// The digest of the whole activity list (`ids::plan_digest`): parts
+    /// are keyed by it, so the parts of two different plans put by
+    /// concurrent starts never mix; the head names the winner's.
+    pub digest: String,
+    /// How many parts, numbered from 0.
+    pub count: u32,
+}
+
+/// One part of a plan's activities on `whimbrel_workflow_plan`,
+/// write-once, put before the head item that names its digest; keyed
+/// `(workflow_exec_id)#plan#(digest)#(part)` and the workflow name
+/// (`ids::plan_part_key`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WorkflowPlanPart {
+    /// Hash key: `(workflow_exec_id)#plan#(digest)#(part)`.
+    pub workflow_exec_id: String,
+    /// Range key: the workflow's name.
+    pub workflow_name: String,
+    /// This part's number, from 0.
+    pub part: u32,
+    /// Its activities, in plan order.
+    pub activities: Vec<crate::plan::PlannedActivity>,
 }
 
 /// One accepted transition in an activity's bounded audit trail.
@@ -464,9 +498,17 @@ pub struct ActivityExec {
     /// join group this activity's COMPLETED counts toward.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub join_slots: std::collections::BTreeMap<String, JoinSlot>,
-    /// Activity exec ids of the activities that wait for it.
+    /// Activity exec ids of the activities that wait for it (empty for a
+    /// wide fan-out: see `dependents_in_plan`).
     #[serde(default)]
     pub dependents: Vec<String>,
+    /// Set for a wide fan-out (more dependents than
+    /// [`crate::plan::FAN_OUT_LIST_MAX`], issue 7): how many activities
+    /// wait for it. They, and their join slots, are not on the item but
+    /// derived from the stored plan when it ends
+    /// (`engine::items::planned_dependents`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dependents_in_plan: Option<u32>,
     /// Prerequisites not yet COMPLETED (design.md § 3.2).
     #[serde(default)]
     pub pending_dependency_count: u64,

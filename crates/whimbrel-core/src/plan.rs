@@ -11,12 +11,19 @@ use crate::retry::{PolicyError, RetryPolicy};
 /// Version of the decider request, plan and launch payload shapes.
 pub const SHAPE_VERSION: u32 = 1;
 
-/// Most activities one plan may hold.
-pub const MAX_ACTIVITIES: usize = 2_000;
+/// Most activities one plan may hold (issue 7: 10,000-wide fan-outs).
+pub const MAX_ACTIVITIES: usize = 20_000;
 
-/// Largest serialized plan, bytes. The plan is stored on the workflow exec
-/// item, whose limit is DynamoDB's 400 KB; the rest is headroom.
-pub const MAX_PLAN_BYTES: usize = 300_000;
+/// Largest serialized plan, bytes. A plan is stored write-once on
+/// `whimbrel_workflow_plan`, in parts of at most [`PLAN_PART_BYTES`] when
+/// it does not fit one item (`engine::plans`); a decider returns it in a
+/// synchronous Invoke, whose response Lambda caps at 6 MB.
+pub const MAX_PLAN_BYTES: usize = 4_000_000;
+
+/// Largest serialized activity list of one plan part, bytes (DynamoDB's
+/// item limit is 400 KB; the rest is headroom). One planned activity must
+/// fit in a part on its own.
+pub const PLAN_PART_BYTES: usize = 300_000;
 
 /// Largest serialized `input` of one activity, bytes (it is stored on the
 /// activity exec item, beside its output and dependency lists, and the
@@ -63,6 +70,12 @@ pub const MAX_ACTIVITY_ITEM_BYTES: usize = 380_000;
 /// prerequisites (`model::JoinGroup`). [`Plan::validate`] sizes items
 /// assuming this.
 pub const JOIN_GROUP_SIZE: usize = 32;
+
+/// Most dependents listed on an activity exec item (issue 7): an activity
+/// with more is a wide fan-out, whose dependents are derived from the
+/// stored plan when it ends (`ActivityExec::dependents_in_plan`).
+/// [`Plan::validate`] sizes items assuming this.
+pub const FAN_OUT_LIST_MAX: usize = 32;
 
 /// Bytes an activity exec id takes besides its name: `::` and a uuid.
 const ID_OVERHEAD: usize = 2 + 36;
@@ -425,6 +438,14 @@ impl Plan {
                     max: MAX_ACTIVITY_INPUT_BYTES,
                 });
             }
+            let size = serde_json::to_string(a).map_or(0, |s| s.len());
+            if size > PLAN_PART_BYTES {
+                return Err(PlanError::TooLarge {
+                    what: format!("activity {:?} as planned", a.name),
+                    size,
+                    max: PLAN_PART_BYTES,
+                });
+            }
         }
         for a in &self.activities {
             let mut seen = HashSet::new();
@@ -488,7 +509,12 @@ impl Plan {
             let waiting = dependents
                 .get(a.name.as_str())
                 .map_or(&[][..], Vec::as_slice);
-            let deps: usize = waiting
+            let listed = if waiting.len() > FAN_OUT_LIST_MAX {
+                &[][..]
+            } else {
+                waiting
+            };
+            let deps: usize = listed
                 .iter()
                 .map(|d| {
                     id_len[d]
@@ -663,16 +689,30 @@ mod tests {
             plan(vec![big]).validate(),
             Err(PlanError::TooLarge { .. })
         ));
-        let whole: Vec<_> = (0..2)
+        // Every activity within its limits, the whole plan over its own.
+        let each = MAX_ACTIVITY_INPUT_BYTES - 100;
+        let whole: Vec<_> = (0..=MAX_PLAN_BYTES / each)
             .map(|i| {
                 let mut a = act(&format!("a{i}"), &[]);
-                a.input = Some(Value::String("x".repeat(MAX_PLAN_BYTES / 2)));
+                a.input = Some(Value::String("x".repeat(each)));
                 a
             })
             .collect();
         assert!(matches!(
             plan(whole).validate(),
-            Err(PlanError::TooLarge { .. })
+            Err(PlanError::TooLarge { what, .. }) if what == "plan"
+        ));
+        // One activity that no plan part could hold: a join whose
+        // prerequisite list alone passes PLAN_PART_BYTES.
+        let names: Vec<String> = (0..PLAN_PART_BYTES / 100)
+            .map(|i| format!("{i:0>100}"))
+            .collect();
+        let mut acts: Vec<_> = names.iter().map(|n| act(n, &[])).collect();
+        let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+        acts.push(act("join", &refs));
+        assert!(matches!(
+            plan(acts).validate(),
+            Err(PlanError::TooLarge { what, .. }) if what.contains("as planned")
         ));
         assert!(matches!(
             plan(vec![act("a::b", &[])]).validate(),
@@ -710,18 +750,16 @@ mod tests {
     }
 
     #[test]
-    fn a_wide_fan_out_with_a_big_input_is_too_large_for_one_item() {
-        // The source keeps its dependents' ids: 1,500 of 118 bytes and a
-        // 100 KB input beside the largest output pass 380 KB.
+    fn a_wide_fan_out_is_not_limited_by_its_item() {
+        // 1,500 dependents of 118-byte ids beside a 100 KB input and the
+        // largest output would pass 380 KB on the item; a wide fan-out
+        // keeps them in the plan (FAN_OUT_LIST_MAX), so the plan is valid.
         let names: Vec<String> = (0..1500).map(|i| format!("{i:080}")).collect();
         let mut source = act("source", &[]);
         source.input = Some(Value::String("x".repeat(100_000)));
         let mut acts = vec![source];
         acts.extend(names.iter().map(|n| act(n, &["source"])));
-        match plan(acts).validate() {
-            Err(PlanError::TooLarge { what, .. }) => assert!(what.contains("source"), "{what}"),
-            other => panic!("{other:?}"),
-        }
+        assert_eq!(plan(acts).validate(), Ok(()));
     }
 
     #[test]

@@ -2133,6 +2133,7 @@ async fn a_plan_stored_by_a_start_that_died_before_marking_the_exec_is_replayed(
             .unwrap(),
         input: Some(json!({"k": 2})),
         recorded_epoch: h.now() - 1,
+        parts: None,
     };
     h.store
         .put(&h.store.tables().workflow_plan(), &recorded)

@@ -56,6 +56,35 @@ fn activities(mem: &MemoryBackend, t: &Tables) -> (Vec<ActivityExec>, Vec<String
     (out, bad)
 }
 
+/// Give each wide fan-out (`dependents_in_plan`) the dependents and join
+/// slots the engine derives from its stored plan, so the checks see every
+/// edge. A workflow whose plan item cannot be read keeps its lists empty
+/// (the planned check reports that).
+fn with_planned_dependents(
+    mut acts: Vec<ActivityExec>,
+    mem: &MemoryBackend,
+    t: &Tables,
+    cfg: &EngineConfig,
+) -> Vec<ActivityExec> {
+    let plans: HashMap<String, whimbrel_core::model::WorkflowPlan> = mem
+        .items(&t.workflow_plan())
+        .into_iter()
+        .filter_map(|i| serde_dynamo::from_item::<_, whimbrel_core::model::WorkflowPlan>(i).ok())
+        .map(|p| (p.workflow_exec_id.clone(), p))
+        .collect();
+    for a in acts.iter_mut().filter(|a| a.dependents_in_plan.is_some()) {
+        if let Some(p) = plans.get(&a.workflow_exec_id) {
+            (a.dependents, a.join_slots) = whimbrel_core::engine::items::planned_dependents(
+                &a.workflow_exec_id,
+                &p.plan,
+                &a.activity_name,
+                cfg,
+            );
+        }
+    }
+    acts
+}
+
 /// The join group items of wide joins (the dependency table's items that
 /// are not edges).
 fn join_groups(mem: &MemoryBackend, t: &Tables) -> Vec<JoinGroup> {
@@ -179,6 +208,7 @@ impl Checker {
         }
         self.seen_writes = writes;
         let (acts, mut v) = activities(mem, t);
+        let acts = with_planned_dependents(acts, mem, t, cfg);
         let mut by_wf: HashMap<&str, Vec<&ActivityExec>> = HashMap::new();
         for a in &acts {
             by_wf
@@ -317,7 +347,7 @@ impl Checker {
         } = *seen;
         self.seen_writes = u64::MAX;
         let mut v = self.safety(mem, t, cfg);
-        let (acts, _) = activities(mem, t);
+        let acts = with_planned_dependents(activities(mem, t).0, mem, t, cfg);
         let wfs = workflows(mem, t);
         // A request row whose stream record the mapping gave up on before
         // any exec existed has nothing in the tables to resume from: it

@@ -194,6 +194,20 @@ pub(super) async fn counters(State(runner): State<Arc<Runner>>) -> Json<Value> {
 
 impl Runner {
     /// Deliver one async event with the function's `EventInvokeConfig`.
+    /// The semaphore of `function`'s async invocations in flight, with
+    /// `--function-concurrency` permits (made on first use).
+    fn async_slot(&self, function: &str) -> Arc<tokio::sync::Semaphore> {
+        let mut slots = self.async_slots.lock().unwrap_or_else(|p| p.into_inner());
+        slots
+            .entry(function.to_string())
+            .or_insert_with(|| {
+                Arc::new(tokio::sync::Semaphore::new(
+                    self.args.function_concurrency.max(1),
+                ))
+            })
+            .clone()
+    }
+
     async fn deliver_async(
         self: Arc<Self>,
         function: String,
@@ -206,6 +220,9 @@ impl Runner {
         let scale = self.args.async_retry_delay_scale;
         let (mut errors, mut undelivered, mut attempts) = (0u32, 0u32, 0u32);
         loop {
+            // Lambda's async queue: at most the function's concurrency run
+            // at once; the others wait, and their age keeps counting.
+            let _slot = self.async_slot(&function).acquire_owned().await;
             if received.elapsed() > config.maximum_event_age {
                 error!(%function, %request_id, attempts, condition = "EventAgeExceeded", "async invoke discarded");
                 return;

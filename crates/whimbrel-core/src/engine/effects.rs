@@ -139,12 +139,7 @@ impl<L: Launcher> Engine<L> {
         if exec.join_groups.is_none() {
             return Ok(exec.prerequisites.clone());
         }
-        let stored = self
-            .load_plan(&exec.workflow_exec_id, &exec.workflow_name)
-            .await?
-            .ok_or_else(|| {
-                EngineError::Retry(format!("{}: no stored plan", exec.workflow_exec_id))
-            })?;
+        let stored = self.plan_of(exec).await?;
         let planned = stored
             .plan
             .activities
@@ -220,7 +215,8 @@ impl<L: Launcher> Engine<L> {
     async fn cancel_dependents(&self, exec: &ActivityExec) -> Result<(), EngineError> {
         let event_id = format!("upstream-ended:{}", exec.activity_exec_id);
         let reason = format!("prerequisite {} ended {}", exec.activity_name, exec.state);
-        let results: Vec<Result<(), EngineError>> = stream::iter(exec.dependents.iter())
+        let (dependents, _) = self.dependents_of(exec).await?;
+        let results: Vec<Result<(), EngineError>> = stream::iter(dependents.iter())
             .map(|dep| {
                 let event_id = event_id.clone();
                 let reason = reason.clone();

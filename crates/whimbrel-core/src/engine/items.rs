@@ -6,6 +6,12 @@
 //! A wide join (more prerequisites than `EngineConfig::join_group_size`)
 //! keeps no list of its prerequisites and counts join groups instead: each
 //! prerequisite learns its group from `join_slots` (issue 7).
+//!
+//! A wide fan-out (more dependents than `EngineConfig::fan_out_list_max`)
+//! keeps no list of its dependents either: `dependents_in_plan` gives
+//! their number, and [`planned_dependents`] derives them (and their join
+//! slots) from the stored plan when it ends, so no item grows with the
+//! fan-out and no update of it pays for the list (issue 7).
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -33,33 +39,16 @@ pub fn activity_items(
         })
         .collect();
     let dependents = plan.dependents();
-    let group_size = config
-        .join_group_size
-        .clamp(1, crate::plan::JOIN_GROUP_SIZE);
-    // For each prerequisite, the wide joins it counts toward.
-    let mut slots: HashMap<&str, BTreeMap<String, JoinSlot>> = HashMap::new();
-    for a in plan
-        .activities
-        .iter()
-        .filter(|a| a.depends_on.len() > group_size)
-    {
-        let n = a.depends_on.len();
-        for (i, p) in a.depends_on.iter().enumerate() {
-            let group = i / group_size;
-            let size = group_size.min(n - group * group_size);
-            slots.entry(p.as_str()).or_default().insert(
-                id_of[a.name.as_str()].clone(),
-                JoinSlot {
-                    group: group as u32,
-                    size: size as u32,
-                },
-            );
-        }
-    }
+    let mut slots = join_slots(plan, &id_of, config);
+    let group_size = group_size(config);
     let mut execs = Vec::with_capacity(plan.activities.len());
     let mut edges = Vec::new();
     for a in &plan.activities {
         let id = id_of[a.name.as_str()].clone();
+        let waiting = dependents
+            .get(a.name.as_str())
+            .map_or(&[][..], Vec::as_slice);
+        let wide_fan_out = waiting.len() > fan_out_list_max(config);
         // An explicit `heartbeat_enabled` wins; otherwise a timeout enables.
         let heartbeat_enabled = a
             .heartbeat_enabled
@@ -146,17 +135,93 @@ pub fn activity_items(
                 prerequisites
             },
             join_groups,
-            join_slots: slots.remove(a.name.as_str()).unwrap_or_default(),
-            dependents: dependents
-                .get(a.name.as_str())
-                .into_iter()
-                .flatten()
-                .map(|d| id_of[d].clone())
-                .collect(),
+            join_slots: if wide_fan_out {
+                BTreeMap::new()
+            } else {
+                slots.remove(a.name.as_str()).unwrap_or_default()
+            },
+            dependents: if wide_fan_out {
+                vec![]
+            } else {
+                waiting.iter().map(|d| id_of[d].clone()).collect()
+            },
+            dependents_in_plan: wide_fan_out.then_some(waiting.len() as u32),
             last_event_id: None,
             version: 0,
             history: vec![],
         });
     }
     (execs, edges)
+}
+
+fn fan_out_list_max(config: &EngineConfig) -> usize {
+    config.fan_out_list_max.min(crate::plan::FAN_OUT_LIST_MAX)
+}
+
+fn group_size(config: &EngineConfig) -> usize {
+    config
+        .join_group_size
+        .clamp(1, crate::plan::JOIN_GROUP_SIZE)
+}
+
+/// For each prerequisite of a wide join (by name), the join group it counts
+/// toward in each wide join that waits for it (by activity exec id).
+fn join_slots<'a>(
+    plan: &'a Plan,
+    id_of: &HashMap<&str, String>,
+    config: &EngineConfig,
+) -> HashMap<&'a str, BTreeMap<String, JoinSlot>> {
+    let group_size = group_size(config);
+    let mut slots: HashMap<&str, BTreeMap<String, JoinSlot>> = HashMap::new();
+    for a in plan
+        .activities
+        .iter()
+        .filter(|a| a.depends_on.len() > group_size)
+    {
+        let n = a.depends_on.len();
+        for (i, p) in a.depends_on.iter().enumerate() {
+            let group = i / group_size;
+            let size = group_size.min(n - group * group_size);
+            slots.entry(p.as_str()).or_default().insert(
+                id_of[a.name.as_str()].clone(),
+                JoinSlot {
+                    group: group as u32,
+                    size: size as u32,
+                },
+            );
+        }
+    }
+    slots
+}
+
+/// The dependents (activity exec ids, in plan order) and join slots of
+/// the activity `name` of workflow exec `workflow_exec_id`, derived from
+/// its plan as [`activity_items`] derives them: what a wide fan-out
+/// (`dependents_in_plan`) keeps off its item. Pure.
+pub fn planned_dependents(
+    workflow_exec_id: &str,
+    plan: &Plan,
+    name: &str,
+    config: &EngineConfig,
+) -> (Vec<String>, BTreeMap<String, JoinSlot>) {
+    let id_of: HashMap<&str, String> = plan
+        .activities
+        .iter()
+        .map(|a| {
+            (
+                a.name.as_str(),
+                ids::activity_exec_id(workflow_exec_id, &a.name),
+            )
+        })
+        .collect();
+    let dependents = plan
+        .activities
+        .iter()
+        .filter(|a| a.depends_on.iter().any(|p| p == name))
+        .map(|a| id_of[a.name.as_str()].clone())
+        .collect();
+    let slots = join_slots(plan, &id_of, config)
+        .remove(name)
+        .unwrap_or_default();
+    (dependents, slots)
 }

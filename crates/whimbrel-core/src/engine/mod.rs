@@ -33,6 +33,7 @@ pub mod effects;
 pub mod items;
 pub mod monitor;
 pub mod outcome;
+pub mod plans;
 pub mod release;
 pub mod start;
 
@@ -123,6 +124,13 @@ pub struct EngineConfig {
     /// workflow keeps its groups. Default and largest:
     /// [`crate::plan::JOIN_GROUP_SIZE`] (larger values count as it).
     pub join_group_size: usize,
+    /// Most dependents listed on an activity item (issue 7). An activity
+    /// with more is a wide fan-out: its item keeps their number
+    /// (`dependents_in_plan`), and they are derived from the stored plan
+    /// when it ends, so no item grows with the fan-out. Read when a plan
+    /// is stored. Default and largest: [`crate::plan::FAN_OUT_LIST_MAX`]
+    /// (larger values count as it).
+    pub fan_out_list_max: usize,
 }
 
 impl Default for EngineConfig {
@@ -145,6 +153,7 @@ impl Default for EngineConfig {
             row_retention_days: None,
             record_launches: false,
             join_group_size: crate::plan::JOIN_GROUP_SIZE,
+            fan_out_list_max: crate::plan::FAN_OUT_LIST_MAX,
         }
     }
 }
@@ -213,6 +222,7 @@ impl EngineConfig {
             row_retention_days: optional("WHIMBREL_ROW_RETENTION_DAYS")?,
             record_launches: flag("WHIMBREL_RECORD_LAUNCHES", d.record_launches)?,
             join_group_size: d.join_group_size,
+            fan_out_list_max: d.fan_out_list_max,
         })
     }
 

@@ -5,10 +5,12 @@
 //! into a small group item, and only a complete group releases the join,
 //! so no write grows with the prerequisites and no item is hot.
 
+use std::collections::BTreeMap;
+
 use futures::stream::{self, StreamExt};
 use tracing::info;
 
-use super::decide;
+use super::{decide, items};
 use super::{decoded, Engine, EngineError};
 use crate::contract::ActivityState;
 use crate::ids;
@@ -22,9 +24,11 @@ impl<L: Launcher> Engine<L> {
     /// through its join group: the join itself only when the group is
     /// complete.
     pub(crate) async fn release_dependents(&self, exec: &ActivityExec) -> Result<(), EngineError> {
-        let results: Vec<Result<(), EngineError>> = stream::iter(exec.dependents.iter())
+        let (dependents, slots) = self.dependents_of(exec).await?;
+        let slots = &slots;
+        let results: Vec<Result<(), EngineError>> = stream::iter(dependents.iter())
             .map(|dep| async move {
-                let marker = match exec.join_slots.get(dep) {
+                let marker = match slots.get(dep) {
                     None => exec.activity_exec_id.clone(),
                     Some(slot) => match self.release_into_group(exec, dep, *slot).await? {
                         Some(marker) => marker,
@@ -38,6 +42,27 @@ impl<L: Launcher> Engine<L> {
             .collect()
             .await;
         results.into_iter().collect()
+    }
+
+    /// `exec`'s dependents (activity exec ids) and the join slots of the
+    /// wide joins among them: its item's, or for a wide fan-out
+    /// (`dependents_in_plan`) derived from the stored plan.
+    ///
+    /// Errors: [`EngineError::Retry`] if the plan cannot be read.
+    pub(crate) async fn dependents_of(
+        &self,
+        exec: &ActivityExec,
+    ) -> Result<(Vec<String>, BTreeMap<String, JoinSlot>), EngineError> {
+        if exec.dependents_in_plan.is_none() {
+            return Ok((exec.dependents.clone(), exec.join_slots.clone()));
+        }
+        let stored = self.plan_of(exec).await?;
+        Ok(items::planned_dependents(
+            &exec.workflow_exec_id,
+            &stored.plan,
+            &exec.activity_name,
+            &self.config,
+        ))
     }
 
     /// Release `marker` (a prerequisite's id, or a complete join group's

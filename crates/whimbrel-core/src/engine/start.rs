@@ -134,7 +134,8 @@ impl<L: Launcher> Engine<L> {
                     Ok(plan) => plan,
                     Err(reason) => return self.fail_start(&exec, &reason).await,
                 };
-                let item = match self.store_plan(&exec, plan, req).await? {
+                let input = exec.input.clone().or_else(|| req.input.clone());
+                let item = match self.store_plan(&exec, plan, input).await? {
                     Ok((item, stored_now)) => {
                         planned_now = stored_now;
                         item
@@ -403,72 +404,6 @@ impl<L: Launcher> Engine<L> {
             .validate()
             .map(|_| plan)
             .map_err(|e| format!("invalid plan: {e}")))
-    }
-
-    /// The plan and input recorded for a workflow exec
-    /// ([`crate::model::WorkflowPlan`]); `None` before its plan is recorded.
-    /// One GetItem on `whimbrel_workflow_plan`.
-    ///
-    /// Errors: [`EngineError::Retry`] when DynamoDB is unavailable.
-    pub async fn load_plan(
-        &self,
-        id: &str,
-        name: &str,
-    ) -> Result<Option<WorkflowPlan>, EngineError> {
-        Ok(self
-            .store
-            .get(
-                &self.store.tables().workflow_plan(),
-                decide::workflow_key(id, name),
-            )
-            .await?)
-    }
-
-    /// Store the plan (once): a conditional put of the write-once plan
-    /// item, with the request's input. The first plan put wins: returns the
-    /// item as stored and whether this call stored it; `Err(reason)` when
-    /// DynamoDB cannot store it (the workflow fails).
-    async fn store_plan(
-        &self,
-        exec: &WorkflowExec,
-        plan: Plan,
-        req: &WorkflowRequest,
-    ) -> Result<Result<(WorkflowPlan, bool), String>, EngineError> {
-        let item = WorkflowPlan {
-            workflow_exec_id: exec.workflow_exec_id.clone(),
-            workflow_name: exec.workflow_name.clone(),
-            plan,
-            input: exec.input.clone().or_else(|| req.input.clone()),
-            recorded_epoch: self.now().epoch,
-        };
-        let size = serde_dynamo::to_item::<_, Item>(&item)
-            .map(|i| item_size(&i))
-            .unwrap_or(usize::MAX);
-        if size > MAX_ITEM_BYTES {
-            return Ok(Err(format!(
-                "the plan and input make a {size}-byte item; DynamoDB stores at most {MAX_ITEM_BYTES}"
-            )));
-        }
-        match self
-            .store
-            .put_new(
-                &self.store.tables().workflow_plan(),
-                "workflow_exec_id",
-                &item,
-            )
-            .await
-        {
-            Ok(true) => Ok(Ok((item, true))),
-            Ok(false) => {
-                let won = self
-                    .load_plan(&exec.workflow_exec_id, &exec.workflow_name)
-                    .await?
-                    .ok_or_else(|| EngineError::Retry("plan item not readable yet".into()))?;
-                Ok(Ok((won, false)))
-            }
-            Err(e) if e.is_permanent() => Ok(Err(format!("the plan cannot be stored: {e}"))),
-            Err(e) => Err(e.into()),
-        }
     }
 
     /// Mark the exec planned by the stored `item` (once, while REQUESTED):

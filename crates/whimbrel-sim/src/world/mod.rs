@@ -169,6 +169,9 @@ fn settings(seed: u64) -> EngineConfig {
         // Wide joins (release through join groups) on two seeds in three:
         // groups of one, of two, or the default (joins here are narrower).
         join_group_size: [1, 2, whimbrel_core::plan::JOIN_GROUP_SIZE][(seed % 3) as usize],
+        // Wide fan-outs (dependents derived from the plan) on two seeds in
+        // three, independently of the joins.
+        fan_out_list_max: [whimbrel_core::plan::FAN_OUT_LIST_MAX, 1, 0][(seed / 3 % 3) as usize],
     }
 }
 

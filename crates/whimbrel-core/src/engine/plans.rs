@@ -1,0 +1,294 @@
+//! The write-once plan on `whimbrel_workflow_plan` (design.md § 3.7): one
+//! item when the plan and input fit, else a head item and parts (issue 7:
+//! a 10,000-activity plan is about 650 KB; DynamoDB's item limit is
+//! 400 KB).
+//!
+//! Parts hold the activity list in slices of at most
+//! [`PLAN_PART_BYTES`] serialized, keyed by the digest of the whole list
+//! ([`ids::plan_part_key`]). They are put first, each conditionally (a
+//! part that exists has the same content: same digest, same slice); the
+//! head, which names the digest and the part count, is put last and is the
+//! commit point: the first head put wins, as the single item did. Parts
+//! of a losing plan (a nondeterministic decider, two concurrent starts)
+//! are never named by a head, so never read. Readers get the plan through
+//! [`Engine::load_plan`], which puts the parts together again.
+
+use futures::stream::{self, StreamExt, TryStreamExt};
+
+use super::decide;
+use super::{Engine, EngineError};
+use crate::ids;
+use crate::launcher::Launcher;
+use crate::model::{ActivityExec, PlanParts, WorkflowExec, WorkflowPlan, WorkflowPlanPart};
+use crate::plan::{Plan, PlannedActivity, PLAN_PART_BYTES};
+use crate::store::size::{item_size, MAX_ITEM_BYTES};
+use crate::store::{s, Item};
+
+/// `activities` in consecutive slices of at most `max` bytes serialized
+/// (a single larger activity gets a slice of its own; `Plan::validate`
+/// refuses one over [`PLAN_PART_BYTES`]). Pure.
+pub fn slices(activities: &[PlannedActivity], max: usize) -> Vec<&[PlannedActivity]> {
+    let mut out = Vec::new();
+    let (mut start, mut size) = (0, 0);
+    for (i, a) in activities.iter().enumerate() {
+        let n = serde_json::to_string(a).map_or(0, |s| s.len()) + 1;
+        if i > start && size + n > max {
+            out.push(&activities[start..i]);
+            (start, size) = (i, 0);
+        }
+        size += n;
+    }
+    if start < activities.len() {
+        out.push(&activities[start..]);
+    }
+    out
+}
+
+/// The items that store `item`: itself when it fits one DynamoDB item,
+/// else a head (activities moved out, [`WorkflowPlan::parts`] set) and
+/// its parts. Pure.
+///
+/// Errors: a head or part DynamoDB cannot store, with the reason.
+pub fn split(item: &WorkflowPlan) -> Result<(WorkflowPlan, Vec<WorkflowPlanPart>), String> {
+    if size_of(item) <= MAX_ITEM_BYTES {
+        return Ok((item.clone(), vec![]));
+    }
+    let all = serde_json::to_vec(&item.plan.activities).map_err(|e| e.to_string())?;
+    let digest = ids::plan_digest(&all);
+    let parts: Vec<WorkflowPlanPart> = slices(&item.plan.activities, PLAN_PART_BYTES)
+        .into_iter()
+        .enumerate()
+        .map(|(k, acts)| WorkflowPlanPart {
+            workflow_exec_id: ids::plan_part_key(&item.workflow_exec_id, &digest, k as u32),
+            workflow_name: item.workflow_name.clone(),
+            part: k as u32,
+            activities: acts.to_vec(),
+        })
+        .collect();
+    let head = WorkflowPlan {
+        plan: Plan {
+            activities: vec![],
+            ..item.plan.clone()
+        },
+        parts: Some(PlanParts {
+            digest,
+            count: parts.len() as u32,
+        }),
+        ..item.clone()
+    };
+    for size in std::iter::once(size_of(&head)).chain(parts.iter().map(size_of)) {
+        if size > MAX_ITEM_BYTES {
+            return Err(format!(
+                "the plan and input make a {size}-byte item; DynamoDB stores at most {MAX_ITEM_BYTES}"
+            ));
+        }
+    }
+    Ok((head, parts))
+}
+
+fn size_of<T: serde::Serialize>(v: &T) -> usize {
+    serde_dynamo::to_item::<_, Item>(v)
+        .map(|i| item_size(&i))
+        .unwrap_or(usize::MAX)
+}
+
+impl<L: Launcher> Engine<L> {
+    /// The plan and input recorded for a workflow exec, whole; `None`
+    /// before its plan is recorded. One GetItem on
+    /// `whimbrel_workflow_plan`, and one more per part for a plan stored
+    /// in parts (at most [`crate::config::EngineConfig::concurrency`] at
+    /// once).
+    ///
+    /// Errors: [`EngineError::Retry`] when DynamoDB is unavailable or a
+    /// part the head names cannot be read.
+    pub async fn load_plan(
+        &self,
+        id: &str,
+        name: &str,
+    ) -> Result<Option<WorkflowPlan>, EngineError> {
+        let table = self.store.tables().workflow_plan();
+        let head: Option<WorkflowPlan> = self
+            .store
+            .get(&table, decide::workflow_key(id, name))
+            .await?;
+        let Some(mut head) = head else {
+            return Ok(None);
+        };
+        let Some(parts) = head.parts.clone() else {
+            return Ok(Some(head));
+        };
+        let table = &table;
+        let mut read: Vec<WorkflowPlanPart> = stream::iter(0..parts.count)
+            .map(|k| {
+                let key = ids::plan_part_key(id, &parts.digest, k);
+                async move {
+                    let mut item = Item::new();
+                    item.insert("workflow_exec_id".into(), s(key.as_str()));
+                    item.insert("workflow_name".into(), s(name));
+                    let part: Option<WorkflowPlanPart> = self.store.get(table, item).await?;
+                    part.filter(|p| p.part == k)
+                        .ok_or_else(|| EngineError::Retry(format!("{id}: plan part {key} missing")))
+                }
+            })
+            .buffered(self.config.concurrency.max(1))
+            .try_collect()
+            .await?;
+        read.sort_by_key(|p| p.part);
+        head.plan.activities = read.into_iter().flat_map(|p| p.activities).collect();
+        Ok(Some(head))
+    }
+
+    /// The stored plan of `exec`'s workflow, whole: for what an activity
+    /// item keeps in the plan (a wide join's prerequisites, a wide
+    /// fan-out's dependents).
+    ///
+    /// Errors: [`EngineError::Retry`] when it cannot be read, or is
+    /// missing (it is stored before any activity item exists).
+    pub(crate) async fn plan_of(&self, exec: &ActivityExec) -> Result<WorkflowPlan, EngineError> {
+        self.load_plan(&exec.workflow_exec_id, &exec.workflow_name)
+            .await?
+            .ok_or_else(|| EngineError::Retry(format!("{}: no stored plan", exec.workflow_exec_id)))
+    }
+
+    /// Store the plan (once): its parts if it needs them, then the head,
+    /// conditionally, with the request's input (see the module). The first
+    /// head put wins: returns the plan as stored, whole, and whether this
+    /// call stored it; `Err(reason)` when DynamoDB cannot store it (the
+    /// workflow fails).
+    ///
+    /// Errors: [`EngineError::Retry`] when DynamoDB is unavailable.
+    pub(crate) async fn store_plan(
+        &self,
+        exec: &WorkflowExec,
+        plan: Plan,
+        input: Option<serde_json::Value>,
+    ) -> Result<Result<(WorkflowPlan, bool), String>, EngineError> {
+        let item = WorkflowPlan {
+            workflow_exec_id: exec.workflow_exec_id.clone(),
+            workflow_name: exec.workflow_name.clone(),
+            plan,
+            input,
+            recorded_epoch: self.now().epoch,
+            parts: None,
+        };
+        let (head, parts) = match split(&item) {
+            Ok(split) => split,
+            Err(reason) => return Ok(Err(reason)),
+        };
+        let table = self.store.tables().workflow_plan();
+        let puts: Vec<Result<bool, crate::store::StoreError>> = stream::iter(&parts)
+            .map(|p| self.store.put_new(&table, "workflow_exec_id", p))
+            .buffer_unordered(self.config.concurrency.max(1))
+            .collect()
+            .await;
+        for r in puts {
+            match r {
+                Ok(_) => {}
+                Err(e) if e.is_permanent() => {
+                    return Ok(Err(format!("the plan cannot be stored: {e}")))
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        match self.store.put_new(&table, "workflow_exec_id", &head).await {
+            Ok(true) => Ok(Ok((
+                WorkflowPlan {
+                    parts: head.parts,
+                    ..item
+                },
+                true,
+            ))),
+            Ok(false) => {
+                let won = self
+                    .load_plan(&exec.workflow_exec_id, &exec.workflow_name)
+                    .await?
+                    .ok_or_else(|| EngineError::Retry("plan item not readable yet".into()))?;
+                Ok(Ok((won, false)))
+            }
+            Err(e) if e.is_permanent() => Ok(Err(format!("the plan cannot be stored: {e}"))),
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn wide(n: usize) -> WorkflowPlan {
+        let mut acts = vec![PlannedActivity {
+            name: "start".into(),
+            lambda: "fn".into(),
+            ..Default::default()
+        }];
+        for i in 0..n {
+            acts.push(PlannedActivity {
+                name: format!("work-{i}"),
+                lambda: "fn".into(),
+                depends_on: vec!["start".into()],
+                input: Some(serde_json::json!({"i": i, "pad": "x".repeat(40)})),
+                ..Default::default()
+            });
+        }
+        WorkflowPlan {
+            workflow_exec_id: "w::1".into(),
+            workflow_name: "w".into(),
+            plan: Plan {
+                version: 1,
+                activities: acts,
+                require_tokens: None,
+                retry: None,
+                execution_timeout_seconds: None,
+            },
+            input: None,
+            recorded_epoch: 1,
+            parts: None,
+        }
+    }
+
+    #[test]
+    fn a_small_plan_is_one_item() {
+        let item = wide(10);
+        let (head, parts) = split(&item).unwrap();
+        assert!(parts.is_empty());
+        assert_eq!(head, item);
+    }
+
+    #[test]
+    fn a_large_plan_is_a_head_and_parts_that_give_it_back() {
+        let item = wide(10_000);
+        let (head, parts) = split(&item).unwrap();
+        assert!(head.plan.activities.is_empty());
+        let named = head.parts.clone().unwrap();
+        assert_eq!(named.count as usize, parts.len());
+        assert!(parts.len() >= 3, "{} parts", parts.len());
+        for (k, p) in parts.iter().enumerate() {
+            assert_eq!(p.part as usize, k);
+            assert_eq!(
+                p.workflow_exec_id,
+                ids::plan_part_key("w::1", &named.digest, k as u32)
+            );
+            assert!(size_of(p) <= MAX_ITEM_BYTES);
+        }
+        let again: Vec<PlannedActivity> = parts.into_iter().flat_map(|p| p.activities).collect();
+        assert_eq!(again, item.plan.activities);
+        // Another plan for the same exec: other digest, other part keys.
+        let mut other = item.clone();
+        other.plan.activities[3].input = None;
+        assert_ne!(split(&other).unwrap().0.parts.unwrap().digest, named.digest);
+    }
+
+    #[test]
+    fn slices_stay_within_the_budget() {
+        let item = wide(500);
+        let acts = &item.plan.activities;
+        let parts = slices(acts, 4_000);
+        assert!(parts.len() > 1);
+        assert_eq!(parts.iter().map(|p| p.len()).sum::<usize>(), acts.len());
+        for p in &parts {
+            assert!(serde_json::to_string(p).unwrap().len() <= 4_000 + p.len());
+        }
+        assert_eq!(slices(&acts[..1], 1).len(), 1);
+        assert!(slices(&[], 10).is_empty());
+    }
+}

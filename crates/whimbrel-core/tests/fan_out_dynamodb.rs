@@ -1,0 +1,174 @@
+//! Wide workflows against a real DynamoDB API (DynamoDB Local, started by
+//! the tests), issue 7: a wide fan-out keeps its dependents in the plan,
+//! not on its item, and still launches each exactly once; a plan larger
+//! than a DynamoDB item is stored in write-once parts under a head and
+//! read back whole.
+
+mod common;
+
+use common::Harness;
+use serde_json::{json, Value};
+use whimbrel_core::contract::{ActivityState, WorkflowState};
+use whimbrel_core::engine::decide;
+use whimbrel_core::ids;
+use whimbrel_core::model::{WorkflowLambda, WorkflowPlan, WorkflowPlanPart};
+use whimbrel_core::plan::{Plan, FAN_OUT_LIST_MAX, MAX_ACTIVITY_INPUT_BYTES};
+use whimbrel_core::store::{s, Item};
+
+/// `start` → `width` parallel `work-i` → `join` (waits for all of them).
+fn fan(width: usize) -> Value {
+    let mut acts = vec![json!({"name": "start", "lambda": "noop"})];
+    let works: Vec<String> = (0..width).map(|i| format!("work-{i}")).collect();
+    for w in &works {
+        acts.push(json!({"name": w, "lambda": "noop", "depends_on": ["start"]}));
+    }
+    acts.push(json!({"name": "join", "lambda": "noop", "depends_on": works}));
+    json!({"version": 1, "activities": acts})
+}
+
+#[tokio::test]
+async fn a_wide_fan_out_keeps_its_dependents_in_the_plan_and_launches_each_once() {
+    let h = Harness::new().await;
+    let width = FAN_OUT_LIST_MAX + 8;
+    h.register("fan", fan(width)).await;
+    let wf = h.start("fan").await;
+    let start = h.activity(&wf, "start").await;
+    assert!(start.dependents.is_empty(), "{:?}", start.dependents);
+    assert_eq!(start.dependents_in_plan, Some(width as u32));
+    assert!(start.join_slots.is_empty());
+    // A narrow prerequisite of the wide join still lists it, with its slot.
+    let w0 = h.activity(&wf, "work-0").await;
+    let join_id = ids::activity_exec_id(&wf, "join");
+    assert_eq!(w0.dependents, vec![join_id.clone()]);
+    assert!(w0.join_slots.contains_key(&join_id));
+
+    // start COMPLETED, delivered twice through the stream: every work
+    // activity is launched once.
+    let done = h.event(&wf, "start", "COMPLETED");
+    let (retry, _) = h
+        .deliver(&[h.event(&wf, "start", "RUNNING"), done.clone()], 1)
+        .await;
+    assert!(retry.is_empty(), "{retry:?}");
+    let (retry, _) = h.deliver(&[done], 10).await;
+    assert!(retry.is_empty(), "{retry:?}");
+    for i in 0..width {
+        let name = format!("work-{i}");
+        assert_eq!(h.launcher.launches_of(&name).len(), 1, "{name}");
+        assert_eq!(h.activity(&wf, &name).await.state, ActivityState::Queued);
+    }
+    for i in 0..width {
+        h.run_to_completion(&wf, &format!("work-{i}")).await;
+    }
+    assert_eq!(h.launcher.launches_of("join").len(), 1);
+    h.run_to_completion(&wf, "join").await;
+    assert_eq!(h.workflow(&wf).await.state, WorkflowState::Completed);
+}
+
+#[tokio::test]
+async fn a_failed_wide_fan_out_cancels_the_dependents_its_plan_names() {
+    let h = Harness::new().await;
+    let width = FAN_OUT_LIST_MAX + 1;
+    h.register("fan", fan(width)).await;
+    let wf = h.start("fan").await;
+    h.engine
+        .apply_event(&h.event(&wf, "start", "RUNNING"))
+        .await
+        .unwrap();
+    h.engine
+        .apply_event(&h.event(&wf, "start", "FAILED"))
+        .await
+        .unwrap();
+    for name in (0..width)
+        .map(|i| format!("work-{i}"))
+        .chain(["join".into()])
+    {
+        assert_eq!(
+            h.activity(&wf, &name).await.state,
+            ActivityState::Cancelled,
+            "{name}"
+        );
+    }
+    assert_eq!(h.workflow(&wf).await.state, WorkflowState::Failed);
+    assert_eq!(h.launcher.launch_count(), 1);
+}
+
+#[tokio::test]
+async fn a_plan_larger_than_an_item_is_stored_in_parts_and_read_back_whole() {
+    let h = Harness::new().await;
+    // Eight roots with inputs near the per-activity limit: about 1 MB of
+    // plan, more than twice DynamoDB's 400 KB item, and one sink.
+    let pad = "x".repeat(MAX_ACTIVITY_INPUT_BYTES - 1_000);
+    let mut acts: Vec<Value> = (0..8)
+        .map(|i| json!({"name": format!("big-{i}"), "lambda": "noop", "input": {"i": i, "pad": pad}}))
+        .collect();
+    let roots: Vec<String> = (0..8).map(|i| format!("big-{i}")).collect();
+    acts.push(json!({"name": "sink", "lambda": "noop", "depends_on": roots}));
+    let plan = json!({"version": 1, "activities": acts});
+    // A plan this large comes from a decider (a static definition lives
+    // on the workflow_lambda item, within 400 KB).
+    let reg = WorkflowLambda {
+        workflow_name: "big".into(),
+        lambda: Some("big-decider".into()),
+        definition: None,
+    };
+    h.store
+        .put(&h.store.tables().workflow_lambda(), &reg)
+        .await
+        .unwrap();
+    h.launcher
+        .deciders
+        .lock()
+        .unwrap()
+        .insert("big-decider".into(), Ok(plan.clone()));
+    let req = h.request("big", None);
+    h.engine.start_workflow(&req).await.expect("start");
+    let wf = ids::workflow_exec_id("big", &req.workflow_request_id);
+
+    // The head names the parts and holds no activity; each part is its
+    // own item, keyed by the digest.
+    let table = h.store.tables().workflow_plan();
+    let head: WorkflowPlan = h
+        .store
+        .get(&table, decide::workflow_key(&wf, "big"))
+        .await
+        .unwrap()
+        .expect("head item");
+    assert!(head.plan.activities.is_empty());
+    let parts = head.parts.clone().expect("stored in parts");
+    assert!(parts.count >= 3, "{} parts", parts.count);
+    for k in 0..parts.count {
+        let mut key = Item::new();
+        key.insert(
+            "workflow_exec_id".into(),
+            s(ids::plan_part_key(&wf, &parts.digest, k)),
+        );
+        key.insert("workflow_name".into(), s("big"));
+        let part: WorkflowPlanPart = h.store.get(&table, key).await.unwrap().expect("part");
+        assert_eq!(part.part, k);
+    }
+    // Read back whole, equal to the registered plan.
+    let loaded = h.engine.load_plan(&wf, "big").await.unwrap().expect("plan");
+    let want: Plan = serde_json::from_value(plan).unwrap();
+    assert_eq!(loaded.plan, want);
+    assert_eq!(h.workflow(&wf).await.activity_count, 9);
+
+    // A redelivered start replays the stored plan; nothing is launched
+    // twice, and the workflow runs to the end (its result comes from the
+    // sinks named by the plan, read through the parts).
+    h.engine
+        .start_workflow(&req)
+        .await
+        .expect("redelivered start");
+    assert_eq!(
+        h.engine.load_plan(&wf, "big").await.unwrap().unwrap().plan,
+        want
+    );
+    for i in 0..8 {
+        assert_eq!(h.launcher.launches_of(&format!("big-{i}")).len(), 1);
+        h.run_to_completion(&wf, &format!("big-{i}")).await;
+    }
+    h.run_to_completion(&wf, "sink").await;
+    let done = h.workflow(&wf).await;
+    assert_eq!(done.state, WorkflowState::Completed);
+    assert!(done.result.is_some());
+}
