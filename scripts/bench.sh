@@ -3,7 +3,7 @@
 #  - a chain of 10 no-op activities and fan-out/fan-ins of 100 and 1,000 (start ->
 #    N parallel -> join; the cost per activity should not grow with N),
 #    after a warm-up run of 16 parallel no-ops (DynamoDB Local in memory,
-#    fresh for this run);
+#    fresh for this run), then a 10,000-wide one (BENCH_FAN_WIDTH);
 #  - DynamoDB requests per activity by operation, counted by the engine's
 #    store (WHIMBREL_METRICS_FILE), Lambda invocations per activity (counted
 #    by whimbrel local), wall time insert -> end, on-demand cost;
@@ -26,13 +26,20 @@ bash scripts/stack.sh up
 set -a; . "$WHIMBREL_STACK_DIR/env"; set +a
 WB=${CARGO_TARGET_DIR:-target}/debug/whimbrel
 FRONT=http://127.0.0.1:$WHIMBREL_FRONT_PORT
-bench() { "$WB" bench "$1" --front "$FRONT" --metrics-file "$WHIMBREL_METRICS_FILE"; }
+bench() { "$WB" bench "$@" --front "$FRONT" --metrics-file "$WHIMBREL_METRICS_FILE"; }
 echo "==> warm-up"
 bench bench-warm > /dev/null
 for wf in bench-chain bench-fan bench-fan-1000; do
   echo; echo "==================== $wf ===================="
   bench "$wf"
 done
+# Issue 7 target 4a: a 10,000-wide fan-out/fan-in (planned by
+# bench-fan-decider; BENCH_FAN_WIDTH=0 skips it).
+WIDE=${BENCH_FAN_WIDTH:-10000}
+if [[ $WIDE -gt 0 ]]; then
+  echo; echo "==================== bench-fan-wide: $WIDE wide ===================="
+  bench bench-fan-wide --input "{\"width\": $WIDE}" --timeout-seconds "${BENCH_FAN_TIMEOUT:-3600}"
+fi
 echo; echo "==================== one stream batch, items one at a time and concurrently ===================="
 # In-process through handlers::activity_events, on this stack's DynamoDB
 # Local under its own table prefix (the stack's functions never see it).

@@ -94,6 +94,9 @@ up() {
   "$wb" register bench-fan --definition examples/bench-fan.json
   "$wb" register bench-fan-1000 --definition examples/bench-fan-1000.json
   "$wb" register bench-warm --definition examples/bench-warm.json
+  # Too wide for a static definition's 400 KB item: planned by a decider
+  # from the request input ({"width": N}).
+  "$wb" register bench-fan-wide --lambda bench-fan-decider
   # cargo lambda watch serves the Lambda Runtime and Invoke APIs only;
   # `whimbrel instances` starts $CONCURRENCY processes of every function
   # from the built binaries (no `cargo run` per function), apart from the
@@ -105,6 +108,7 @@ up() {
   start functions "$wb" instances --count "$CONCURRENCY" \
     --lambda-upstream "http://127.0.0.1:$WATCH_PORT"
   start local "$wb" local --listen "127.0.0.1:$FRONT_PORT" --warm 1 \
+    --function-concurrency "$CONCURRENCY" \
     --lambda-upstream "http://127.0.0.1:$WATCH_PORT" --on-failure-file "$STACK/on-failure.jsonl"
   wait_port "$FRONT_PORT" local "$STACK/local.pid" 180
   echo "==> stack up: DynamoDB 127.0.0.1:$DDB_PORT, functions 127.0.0.1:$WATCH_PORT, Invoke API front 127.0.0.1:$FRONT_PORT"
