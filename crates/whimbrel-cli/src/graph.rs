@@ -190,11 +190,9 @@ async fn resolve(g: &Global, target: &str) -> Result<(Plan, Option<States>), Cli
     let store = store_for(g).await;
     if target.contains("::") {
         let snap = status::snapshot(&store, target).await?;
-        let key = HashMap::from([
-            ("workflow_exec_id".to_string(), s(target)),
-            ("workflow_name".to_string(), s(&snap.workflow.workflow_name)),
-        ]);
-        let stored: Option<WorkflowPlan> = store.get(&store.tables().workflow_plan(), key).await?;
+        let stored: Option<WorkflowPlan> =
+            whimbrel_core::engine::plans::load(&store, target, &snap.workflow.workflow_name, 16)
+                .await?;
         let plan = stored.map(|p| p.plan).ok_or_else(|| {
             CliError(format!(
                 "workflow {target} has no plan stored yet ({}{})",

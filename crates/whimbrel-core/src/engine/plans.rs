@@ -22,7 +22,7 @@ use crate::launcher::Launcher;
 use crate::model::{ActivityExec, PlanParts, WorkflowExec, WorkflowPlan, WorkflowPlanPart};
 use crate::plan::{Plan, PlannedActivity, PLAN_PART_BYTES};
 use crate::store::size::{item_size, MAX_ITEM_BYTES};
-use crate::store::{s, Item};
+use crate::store::{s, Item, Store, StoreError};
 
 /// `activities` in consecutive slices of at most `max` bytes serialized
 /// (a single larger activity gets a slice of its own; `Plan::validate`
@@ -92,12 +92,54 @@ fn size_of<T: serde::Serialize>(v: &T) -> usize {
         .unwrap_or(usize::MAX)
 }
 
+/// The plan and input recorded for workflow exec `id` (workflow `name`),
+/// whole; `None` before its plan is recorded. One GetItem on
+/// `whimbrel_workflow_plan`, and one more per part for a plan stored in
+/// parts (at most `concurrency` at once). Used by the engine and the CLI.
+///
+/// Errors: the store's; a part the head names that cannot be read is
+/// [`StoreError::Transient`] (it is put before the head, so it appears).
+pub async fn load(
+    store: &Store,
+    id: &str,
+    name: &str,
+    concurrency: usize,
+) -> Result<Option<WorkflowPlan>, StoreError> {
+    let table = store.tables().workflow_plan();
+    let head: Option<WorkflowPlan> = store.get(&table, decide::workflow_key(id, name)).await?;
+    let Some(mut head) = head else {
+        return Ok(None);
+    };
+    let Some(parts) = head.parts.clone() else {
+        return Ok(Some(head));
+    };
+    let table = &table;
+    let mut read: Vec<WorkflowPlanPart> = stream::iter(0..parts.count)
+        .map(|k| {
+            let key = ids::plan_part_key(id, &parts.digest, k);
+            async move {
+                let mut item = Item::new();
+                item.insert("workflow_exec_id".into(), s(key.as_str()));
+                item.insert("workflow_name".into(), s(name));
+                let part: Option<WorkflowPlanPart> = store.get(table, item).await?;
+                part.filter(|p| p.part == k)
+                    .ok_or_else(|| StoreError::Transient {
+                        op: "GetItem",
+                        message: format!("{id}: plan part {key} missing"),
+                    })
+            }
+        })
+        .buffered(concurrency.max(1))
+        .try_collect()
+        .await?;
+    read.sort_by_key(|p| p.part);
+    head.plan.activities = read.into_iter().flat_map(|p| p.activities).collect();
+    Ok(Some(head))
+}
+
 impl<L: Launcher> Engine<L> {
     /// The plan and input recorded for a workflow exec, whole; `None`
-    /// before its plan is recorded. One GetItem on
-    /// `whimbrel_workflow_plan`, and one more per part for a plan stored
-    /// in parts (at most [`crate::config::EngineConfig::concurrency`] at
-    /// once).
+    /// before its plan is recorded ([`load`]).
     ///
     /// Errors: [`EngineError::Retry`] when DynamoDB is unavailable or a
     /// part the head names cannot be read.
@@ -106,36 +148,7 @@ impl<L: Launcher> Engine<L> {
         id: &str,
         name: &str,
     ) -> Result<Option<WorkflowPlan>, EngineError> {
-        let table = self.store.tables().workflow_plan();
-        let head: Option<WorkflowPlan> = self
-            .store
-            .get(&table, decide::workflow_key(id, name))
-            .await?;
-        let Some(mut head) = head else {
-            return Ok(None);
-        };
-        let Some(parts) = head.parts.clone() else {
-            return Ok(Some(head));
-        };
-        let table = &table;
-        let mut read: Vec<WorkflowPlanPart> = stream::iter(0..parts.count)
-            .map(|k| {
-                let key = ids::plan_part_key(id, &parts.digest, k);
-                async move {
-                    let mut item = Item::new();
-                    item.insert("workflow_exec_id".into(), s(key.as_str()));
-                    item.insert("workflow_name".into(), s(name));
-                    let part: Option<WorkflowPlanPart> = self.store.get(table, item).await?;
-                    part.filter(|p| p.part == k)
-                        .ok_or_else(|| EngineError::Retry(format!("{id}: plan part {key} missing")))
-                }
-            })
-            .buffered(self.config.concurrency.max(1))
-            .try_collect()
-            .await?;
-        read.sort_by_key(|p| p.part);
-        head.plan.activities = read.into_iter().flat_map(|p| p.activities).collect();
-        Ok(Some(head))
+        Ok(load(&self.store, id, name, self.config.concurrency).await?)
     }
 
     /// The stored plan of `exec`'s workflow, whole: for what an activity
