@@ -9,6 +9,7 @@
 //! GSI): a report written before the deadline wins, however late the
 //! stream delivers it.
 
+use futures::stream::{self, StreamExt};
 use serde::Deserialize;
 use tracing::{info, warn};
 
@@ -49,6 +50,23 @@ pub struct MonitorReport {
     /// marker came due), each then read consistently: what a tick costs
     /// grows with this, never with the live items (issue 7).
     pub swept: u64,
+}
+
+impl MonitorReport {
+    /// Add `other`'s counts to these.
+    pub fn absorb(&mut self, other: &MonitorReport) {
+        self.timed_out += other.timed_out;
+        self.relaunched += other.relaunched;
+        self.retried += other.retried;
+        self.retries_launched += other.retries_launched;
+        self.not_started += other.not_started;
+        self.settled += other.settled;
+        self.reports_applied += other.reports_applied;
+        self.restarted += other.restarted;
+        self.workflows_timed_out += other.workflows_timed_out;
+        self.errors += other.errors;
+        self.swept += other.swept;
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -124,8 +142,23 @@ impl<L: Launcher> Engine<L> {
                 swept += 1;
                 oldest = oldest.max(now - k.due_epoch.unwrap_or(now));
             }
-            for k in activities {
-                if let Err(e) = Box::pin(self.sweep_activity(&k, now, &mut report)).await {
+            // Due activities are independent items, each handled with
+            // conditional writes: `concurrency` at once, as the handlers
+            // take a batch's items (a tick with thousands due, e.g. a wide
+            // fan-out's relaunches, would otherwise pass the timeout).
+            let swept_each: Vec<(ActivityKey, MonitorReport, Result<(), EngineError>)> =
+                stream::iter(activities)
+                    .map(|k| async move {
+                        let mut r = MonitorReport::default();
+                        let res = Box::pin(self.sweep_activity(&k, now, &mut r)).await;
+                        (k, r, res)
+                    })
+                    .buffer_unordered(self.config.concurrency.max(1))
+                    .collect()
+                    .await;
+            for (k, r, res) in swept_each {
+                report.absorb(&r);
+                if let Err(e) = res {
                     warn!(activity_exec_id = %k.activity_exec_id, error = %e, "heartbeat monitor: will try again next tick");
                     report.errors += 1;
                 }
