@@ -5,13 +5,15 @@
 //!
 //! Parts hold the activity list in slices of at most
 //! [`PLAN_PART_BYTES`] serialized, keyed by the digest of the whole list
-//! ([`ids::plan_part_key`]). They are put first, each conditionally (a
+//! and that budget ([`ids::plan_part_key`]). They are put first, each conditionally (a
 //! part that exists has the same content: same digest, same slice); the
 //! head, which names the digest and the part count, is put last and is the
 //! commit point: the first head put wins, as the single item did. Parts
 //! of a losing plan (a nondeterministic decider, two concurrent starts)
 //! are never named by a head, so never read. Readers get the plan through
-//! [`Engine::load_plan`], which puts the parts together again.
+//! [`load`] ([`Engine::load_plan`]), which puts the parts together again.
+//! A release older than the parts reads a parted head as a plan without
+//! activities; only plans too large for it before are parted.
 
 use futures::stream::{self, StreamExt, TryStreamExt};
 
@@ -53,7 +55,11 @@ pub fn split(item: &WorkflowPlan) -> Result<(WorkflowPlan, Vec<WorkflowPlanPart>
     if size_of(item) <= MAX_ITEM_BYTES {
         return Ok((item.clone(), vec![]));
     }
-    let all = serde_json::to_vec(&item.plan.activities).map_err(|e| e.to_string())?;
+    // The slicing budget is part of the digest: a start resumed by a
+    // release with another budget writes its parts under other keys, never
+    // over a half-written set sliced differently.
+    let mut all = format!("{PLAN_PART_BYTES}:").into_bytes();
+    serde_json::to_writer(&mut all, &item.plan.activities).map_err(|e| e.to_string())?;
     let digest = ids::plan_digest(&all);
     let parts: Vec<WorkflowPlanPart> = slices(&item.plan.activities, PLAN_PART_BYTES)
         .into_iter()
