@@ -42,7 +42,8 @@ const fn ix(table: &'static str, index: &'static str) -> Grant {
 
 /// `whimbrel-workflow-request`: start a workflow (`engine/start.rs`):
 /// read its definition, create the exec, the activity items (conditional
-/// puts) and the edges (batch), move it to RUNNING, claim the roots.
+/// puts) and the edges (batch), move it to RUNNING, claim the roots, and
+/// count one whose launch is refused for good (its count group item).
 pub const WORKFLOW_REQUEST: &[Grant] = &[
     g("dynamodb:GetItem", "workflow_lambda"),
     g("dynamodb:GetItem", "workflow_exec"),
@@ -52,6 +53,8 @@ pub const WORKFLOW_REQUEST: &[Grant] = &[
     g("dynamodb:PutItem", "activity_exec"),
     g("dynamodb:UpdateItem", "activity_exec"),
     g("dynamodb:BatchWriteItem", "activity_exec_dependency"),
+    g("dynamodb:UpdateItem", "activity_exec_dependency"),
+    g("dynamodb:GetItem", "activity_exec_dependency"),
     g("dynamodb:PutItem", "workflow_plan"),
     g("dynamodb:GetItem", "workflow_plan"),
 ];
@@ -61,7 +64,8 @@ pub const WORKFLOW_REQUEST: &[Grant] = &[
 /// workflow counter in a transaction), release or cancel dependents, read
 /// prerequisites' outputs to launch, finish the workflow with its result,
 /// read back the output of an event parked by reference, count a wide
-/// join's prerequisites in its join groups.
+/// join's prerequisites in its join groups and every end in its count
+/// group.
 pub const ACTIVITY_EVENT: &[Grant] = &[
     g("dynamodb:Query", "activity_exec"),
     g("dynamodb:GetItem", "activity_exec"),

@@ -153,6 +153,18 @@ pub fn join_group_id(activity_exec_id: &str, group: u32) -> String {
     format!("{activity_exec_id}{}", join_marker(group))
 }
 
+/// The key (`activity_exec_dependency`) of count group `group` of the
+/// workflow exec `workflow_exec_id`: `(workflow_exec_id)#count-(group)`.
+pub fn count_group_id(workflow_exec_id: &str, group: u32) -> String {
+    format!("{workflow_exec_id}{}", count_marker(group))
+}
+
+/// The marker a complete count group leaves in its workflow exec's
+/// `counted_groups` once its counts are added: `#count-(group)`.
+pub fn count_marker(group: u32) -> String {
+    format!("#count-{group}")
+}
+
 /// The release marker a complete join group leaves in its join's
 /// `released_prerequisites`: `#join-(group)`. No activity exec id has this
 /// form (they are `(name)::(uuid)`).

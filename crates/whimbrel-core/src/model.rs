@@ -498,6 +498,12 @@ pub struct ActivityExec {
     /// join group this activity's COMPLETED counts toward.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub join_slots: std::collections::BTreeMap<String, JoinSlot>,
+    /// The count group its end is counted in (design.md § 3.3): the group
+    /// of the workflow's activities, in plan order, and its size. Absent on
+    /// items written before count groups: their end is counted in the
+    /// terminal transaction instead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub count_slot: Option<JoinSlot>,
     /// Activity exec ids of the activities that wait for it (empty for a
     /// wide fan-out: see `dependents_in_plan`).
     #[serde(default)]
@@ -574,6 +580,39 @@ pub struct JoinGroup {
         with = "serde_dynamo::string_set"
     )]
     pub released: Vec<String>,
+}
+
+/// An item of `whimbrel_activity_exec_dependency` that counts the ends of
+/// one group of a workflow's activities (design.md § 3.3, issue 7):
+/// created by the first end counted into it (an UpdateItem), never put.
+/// Each terminal activity adds its name to `ended` and one to its state's
+/// counter, once (`NOT contains(ended, name)`); the group that holds all
+/// its `size` names adds its counters to the workflow exec once (the
+/// marker [`crate::ids::count_marker`] in the exec's `counted_groups`). So
+/// the workflow exec is written once per group, not once per activity, and
+/// no item is written by every activity.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CountGroup {
+    /// Hash key, [`crate::ids::count_group_id`].
+    pub activity_exec_dependency: String,
+    /// Range key: the workflow exec id.
+    pub activity_exec_id: String,
+    /// Names of the activities counted (a string set: once each).
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        with = "serde_dynamo::string_set"
+    )]
+    pub ended: Vec<String>,
+    /// Of those, COMPLETED.
+    #[serde(default)]
+    pub completed_count: u64,
+    /// Of those, FAILED or TIMED_OUT.
+    #[serde(default)]
+    pub failed_count: u64,
+    /// Of those, CANCELLED.
+    #[serde(default)]
+    pub cancelled_count: u64,
 }
 
 /// An item of `whimbrel_activity_exec_dependency` (write-once): one edge.

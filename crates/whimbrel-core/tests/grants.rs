@@ -70,17 +70,38 @@ async fn deliver_events(h: &Harness, evs: &[whimbrel_core::model::ActivityEvent]
     assert!(retry.is_empty(), "{retry:?}");
 }
 
-/// The workflow-request function's paths: a new request, and the same
-/// record delivered again.
+/// The workflow-request function's paths: a new request, the same record
+/// delivered again, and a root whose function does not exist (its launch
+/// is refused for good: FAILED and counted).
 async fn workflow_request_calls() -> Calls {
     let h = Harness::new().await;
     h.register("d", diamond()).await;
-    calls(&h);
+    h.register(
+        "m",
+        json!({"activities": [{"name": "r", "lambda": "missing-function"}]}),
+    )
+    .await;
     let req = h.request("d", Some(json!({"n": 1})));
+    let missing = h.request("m", None);
+    // As if a concurrent start (the monitor's) had counted the refused
+    // root already: this start reads the group back.
+    let m_id = whimbrel_core::ids::workflow_exec_id("m", &missing.workflow_request_id);
+    let counted = whimbrel_core::model::CountGroup {
+        activity_exec_dependency: whimbrel_core::ids::count_group_id(&m_id, 0),
+        activity_exec_id: m_id,
+        ended: vec!["r".into()],
+        failed_count: 1,
+        ..Default::default()
+    };
+    h.store
+        .put(&h.store.tables().activity_exec_dependency(), &counted)
+        .await
+        .unwrap();
+    calls(&h);
     let event = stream_event(
         &h.store.tables().workflow_request(),
         &["workflow_request_id", "workflow_name"],
-        &[req],
+        &[req, missing],
         1,
     );
     for _ in 0..2 {

@@ -2,14 +2,16 @@
 //! schedule, once faults stopped and the clock ran on.
 //!
 //! Safety: a terminal state never changes and is reached by one accepted
-//! terminal transition; the workflow's counters equal its activities'
-//! states; each edge is released once, wide joins' groups included
+//! terminal transition; each end is counted once, in its count group, and
+//! the workflow's counters are the sums of its complete groups
+//! (`counts.rs`); each edge is released once, wide joins' groups included
 //! (`edges.rs`); attempts stay within the
 //! limit; one token per claimed attempt (checked by the launcher); hostile
 //! rows are rejected with a reason.
 //!
 //! Liveness: every workflow and activity ends, no obligation (due marker)
-//! is left, the workflow's outcome agrees with its counts, completed
+//! is left, the workflow's counters equal its activities' ends and its
+//! outcome agrees with them, completed
 //! outputs are what the activity computed from its prerequisites' final
 //! outputs, and a report written well before the monitor acted wins over
 //! TIMED_OUT.
@@ -313,22 +315,8 @@ impl Checker {
                 }
                 _ => {}
             }
-            let mine = by_wf.get(id.as_str()).cloned().unwrap_or_default();
-            let count = |f: &dyn Fn(ActivityState) -> bool| {
-                mine.iter().filter(|a| f(a.state)).count() as u64
-            };
-            let counts = (
-                count(&|s| s == ActivityState::Completed),
-                count(&|s| s.is_failure()),
-                count(&|s| s == ActivityState::Cancelled),
-            );
-            if counts != (w.completed_count, w.failed_count, w.cancelled_count) {
-                v.push(format!(
-                    "workflow {id}: counters {:?} but activities {counts:?}",
-                    (w.completed_count, w.failed_count, w.cancelled_count)
-                ));
-            }
         }
+        v.extend(crate::counts::violations(&acts, mem, t));
         v
     }
 
@@ -407,6 +395,7 @@ impl Checker {
                 }
             }
             if w.state.is_terminal() && w.planned_epoch.is_some() {
+                v.extend(crate::counts::final_violations(&acts, w));
                 let counts = contract::EndCounts {
                     completed: w.completed_count,
                     failed: w.failed_count,

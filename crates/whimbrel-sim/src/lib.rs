@@ -16,6 +16,7 @@
 
 pub mod actors;
 pub mod check;
+pub mod counts;
 pub mod edges;
 pub mod exec;
 pub mod shared;

@@ -90,7 +90,10 @@ fn the_checker_catches_a_terminal_state_that_changes_and_wrong_counters() {
     let mem = MemoryBackend::new(&tables, false);
     let put = |state: &str, completed: u64| {
         let activity = std::collections::HashMap::from([
-            ("activity_exec_id".to_string(), s("a::1")),
+            (
+                "activity_exec_id".to_string(),
+                s(whimbrel_core::ids::activity_exec_id("w::1", "a")),
+            ),
             ("workflow_exec_id".to_string(), s("w::1")),
             ("workflow_name".to_string(), s("w")),
             ("activity_name".to_string(), s("a")),
@@ -102,6 +105,13 @@ fn the_checker_catches_a_terminal_state_that_changes_and_wrong_counters() {
             ),
             ("heartbeat_time_epoch".to_string(), n(-1)),
             ("start_time_epoch".to_string(), n(-1)),
+            (
+                "count_slot".to_string(),
+                aws_sdk_dynamodb::types::AttributeValue::M(std::collections::HashMap::from([
+                    ("group".to_string(), n(0)),
+                    ("size".to_string(), n(1)),
+                ])),
+            ),
         ]);
         let workflow = std::collections::HashMap::from([
             ("workflow_exec_id".to_string(), s("w::1")),
@@ -114,7 +124,25 @@ fn the_checker_catches_a_terminal_state_that_changes_and_wrong_counters() {
             ("start_time_epoch".to_string(), n(0)),
             ("activity_count".to_string(), n(1)),
             ("completed_count".to_string(), n(completed)),
+            (
+                "counted_groups".to_string(),
+                aws_sdk_dynamodb::types::AttributeValue::Ss(vec!["#count-0".into()]),
+            ),
         ]);
+        // a's end, counted into its (complete) count group.
+        let group = std::collections::HashMap::from([
+            ("activity_exec_dependency".to_string(), s("w::1#count-0")),
+            ("activity_exec_id".to_string(), s("w::1")),
+            (
+                "ended".to_string(),
+                aws_sdk_dynamodb::types::AttributeValue::Ss(vec!["a".into()]),
+            ),
+            ("completed_count".to_string(), n(1)),
+        ]);
+        mem.put(tables.activity_exec_dependency(), group, None)
+            .now_or_never()
+            .unwrap()
+            .unwrap();
         mem.put(tables.activity_exec(), activity, None)
             .now_or_never()
             .unwrap()

@@ -268,7 +268,9 @@ impl<L: Launcher> Engine<L> {
             }
             let update =
                 decide::transition_update(tables, &self.config, &exec, change, &details, now);
-            let written = if next.is_terminal() {
+            // An item with a count slot is counted by its settle
+            // (engine::counting); an older one in this transaction.
+            let written = if next.is_terminal() && exec.count_slot.is_none() {
                 let count = decide::count_end(tables, &exec, next, details.error.as_deref());
                 self.store
                     .transact(vec![update.into_write(), count.into_write()])

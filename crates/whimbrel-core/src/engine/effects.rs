@@ -30,11 +30,13 @@ impl<L: Launcher> Engine<L> {
         match exec.state {
             ActivityState::Completed => {
                 self.release_dependents(exec).await?;
+                self.count_ended(exec).await?;
                 self.finish_workflow(&exec.workflow_exec_id, &exec.workflow_name)
                     .await?;
             }
             s if s.is_terminal() => {
                 self.cancel_dependents(exec).await?;
+                self.count_ended(exec).await?;
                 self.finish_workflow(&exec.workflow_exec_id, &exec.workflow_name)
                     .await?;
             }

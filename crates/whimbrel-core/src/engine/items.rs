@@ -43,8 +43,15 @@ pub fn activity_items(
     let group_size = group_size(config);
     let mut execs = Vec::with_capacity(plan.activities.len());
     let mut edges = Vec::new();
-    for a in &plan.activities {
+    let total = plan.activities.len();
+    for (index, a) in plan.activities.iter().enumerate() {
         let id = id_of[a.name.as_str()].clone();
+        // Its count group (design.md § 3.3): plan order, `group_size` each.
+        let count_group = index / group_size;
+        let count_slot = JoinSlot {
+            group: count_group as u32,
+            size: group_size.min(total - count_group * group_size) as u32,
+        };
         let waiting = dependents
             .get(a.name.as_str())
             .map_or(&[][..], Vec::as_slice);
@@ -135,6 +142,7 @@ pub fn activity_items(
                 prerequisites
             },
             join_groups,
+            count_slot: Some(count_slot),
             join_slots: if wide_fan_out {
                 BTreeMap::new()
             } else {

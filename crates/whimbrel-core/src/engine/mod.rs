@@ -27,6 +27,7 @@
 
 pub mod apply;
 pub mod attempts;
+pub mod counting;
 pub mod deadline;
 pub mod decide;
 pub mod effects;

@@ -428,6 +428,31 @@ impl Harness {
         assert!(written, "request row {} is new", req.workflow_request_id);
     }
 
+    /// The ends counted so far in `wf`'s count groups (complete or not:
+    /// the workflow exec sees a group only once it is complete), as
+    /// (completed, failed, cancelled).
+    pub async fn counted(&self, wf: &str) -> (u64, u64, u64) {
+        let n = self.workflow(wf).await.activity_count;
+        let groups = n.div_ceil(self.config().join_group_size.max(1) as u64);
+        let mut sum = (0, 0, 0);
+        for g in 0..groups {
+            let group: Option<whimbrel_core::model::CountGroup> = self
+                .store
+                .get(
+                    &self.store.tables().activity_exec_dependency(),
+                    whimbrel_core::engine::counting::count_group_key(wf, g as u32),
+                )
+                .await
+                .expect("read count group");
+            if let Some(c) = group {
+                sum.0 += c.completed_count;
+                sum.1 += c.failed_count;
+                sum.2 += c.cancelled_count;
+            }
+        }
+        sum
+    }
+
     /// Apply RUNNING then COMPLETED for activity `name`.
     pub async fn run_to_completion(&self, wf: &str, name: &str) {
         self.engine
@@ -529,11 +554,18 @@ pub async fn terminal_write_only(
         event_id,
     };
     let update = decide::transition_update(t, &cfg, &exec, change, &details, now);
-    let count = decide::count_end(t, &exec, end, details.error.as_deref());
-    h.store
-        .transact(vec![update.into_write(), count.into_write()])
-        .await
-        .expect("terminal transaction");
+    // As the engine writes it: a plain update for an item with a count
+    // slot (its end is counted by the settle), else the transaction with
+    // the workflow's counter.
+    if exec.count_slot.is_some() {
+        h.store.update(update, false).await.expect("terminal write");
+    } else {
+        let count = decide::count_end(t, &exec, end, details.error.as_deref());
+        h.store
+            .transact(vec![update.into_write(), count.into_write()])
+            .await
+            .expect("terminal transaction");
+    }
     let after = h.activity(wf, name).await;
     assert_eq!(after.state, end);
     // The side effects are owed (a due marker): the function has the

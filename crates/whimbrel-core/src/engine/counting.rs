@@ -1,0 +1,159 @@
+//! Counting activity ends (design.md § 3.3, issue 7): each terminal
+//! activity is counted once into its count group (a small item per group
+//! of at most `EngineConfig::join_group_size` activities, in plan order),
+//! and a complete group adds its counters to the workflow exec once. The
+//! workflow exec is written once per group, not once per activity, and the
+//! terminal write is a plain conditional update, not a transaction with
+//! the workflow's counter. A function that dies between the terminal write
+//! and the count leaves the count owed: the settle (a redelivery, or the
+//! monitor at the activity's due marker) does it, and the markers make it
+//! once. Items without a count slot (written before count groups) are
+//! counted in the terminal transaction, as before.
+
+use std::collections::HashMap;
+
+use aws_sdk_dynamodb::types::AttributeValue;
+
+use super::decide::{cap_error, workflow_key};
+use super::{Engine, EngineError};
+use crate::contract;
+use crate::ids;
+use crate::launcher::Launcher;
+use crate::model::{ActivityExec, CountGroup};
+use crate::store::{n, s, Action, Cond, Item, StoreError, Tables, UpdateRequest};
+
+/// The key of count group `group` of workflow exec `workflow_exec_id`.
+pub fn count_group_key(workflow_exec_id: &str, group: u32) -> Item {
+    HashMap::from([
+        (
+            "activity_exec_dependency".into(),
+            s(ids::count_group_id(workflow_exec_id, group)),
+        ),
+        ("activity_exec_id".into(), s(workflow_exec_id)),
+    ])
+}
+
+/// Count the terminal `exec` into its count group (design.md § 3.3): add
+/// its name to `ended` and one to its state's counter, creating the item
+/// on the first end; conditional on the name not being there, so each
+/// activity is counted once however often its settle runs.
+pub fn count_into_group(tables: &Tables, exec: &ActivityExec, group: u32) -> UpdateRequest {
+    let counter = contract::end_counter(exec.state).expect("terminal state");
+    UpdateRequest::new(
+        tables.activity_exec_dependency(),
+        count_group_key(&exec.workflow_exec_id, group),
+    )
+    .when(Cond::not_contains("ended", s(exec.activity_name.as_str())))
+    .act(Action::Add(
+        "ended".into(),
+        AttributeValue::Ss(vec![exec.activity_name.clone()]),
+    ))
+    .act(Action::Add(counter.into(), n(1)))
+}
+
+/// Add a complete count group's counters to its workflow exec, once (the
+/// group's marker in `counted_groups`).
+pub fn count_group_into_workflow(
+    tables: &Tables,
+    exec: &ActivityExec,
+    group_number: u32,
+    group: &CountGroup,
+) -> UpdateRequest {
+    let marker = ids::count_marker(group_number);
+    UpdateRequest::new(
+        tables.workflow_exec(),
+        workflow_key(&exec.workflow_exec_id, &exec.workflow_name),
+    )
+    .when(Cond::exists("workflow_exec_id"))
+    .when(Cond::not_contains("counted_groups", s(marker.as_str())))
+    .act(Action::Add(
+        "completed_count".into(),
+        n(group.completed_count),
+    ))
+    .act(Action::Add("failed_count".into(), n(group.failed_count)))
+    .act(Action::Add(
+        "cancelled_count".into(),
+        n(group.cancelled_count),
+    ))
+    .act(Action::Add(
+        "counted_groups".into(),
+        AttributeValue::Ss(vec![marker]),
+    ))
+}
+
+/// Record a failed activity's reason as its workflow's `error`, unless one
+/// is there (the first failure counted wins): what the terminal
+/// transaction's counter update does for an item without a count slot.
+pub fn first_failure(tables: &Tables, exec: &ActivityExec) -> UpdateRequest {
+    let why = exec.error.as_deref().unwrap_or("no reason given");
+    let reason = cap_error(&format!(
+        "activity {} {}: {why}",
+        exec.activity_name, exec.state
+    ));
+    UpdateRequest::new(
+        tables.workflow_exec(),
+        workflow_key(&exec.workflow_exec_id, &exec.workflow_name),
+    )
+    .when(Cond::exists("workflow_exec_id"))
+    .act(Action::SetIfNotExists("error".into(), s(reason)))
+}
+
+impl<L: Launcher> Engine<L> {
+    /// Count the terminal `exec` (see the module); nothing for an item
+    /// counted in its terminal transaction (no count slot). A failure also
+    /// records the workflow's first reason ([`first_failure`]).
+    ///
+    /// Errors: [`EngineError::Retry`] when DynamoDB is unavailable.
+    pub(crate) async fn count_ended(&self, exec: &ActivityExec) -> Result<(), EngineError> {
+        let Some(slot) = exec.count_slot else {
+            return Ok(());
+        };
+        let t = self.store.tables();
+        if exec.state.is_failure() {
+            match self.store.update(first_failure(t, exec), false).await {
+                Ok(_) | Err(StoreError::ConditionFailed) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        let req = count_into_group(t, exec, slot.group);
+        let group: CountGroup = match self.store.update(req, true).await {
+            Ok(Some(item)) => serde_dynamo::from_item(item).map_err(|e| {
+                EngineError::Retry(format!(
+                    "{} count group {}: {e}",
+                    exec.workflow_exec_id, slot.group
+                ))
+            })?,
+            Ok(None) => {
+                return Err(EngineError::Retry(format!(
+                    "{}: no count group returned",
+                    exec.activity_exec_id
+                )))
+            }
+            // Counted already (a redelivery, the monitor settling after a
+            // crash): read the group, and finish its part if it is complete.
+            Err(StoreError::ConditionFailed) => self
+                .store
+                .get(
+                    &t.activity_exec_dependency(),
+                    count_group_key(&exec.workflow_exec_id, slot.group),
+                )
+                .await?
+                .ok_or_else(|| {
+                    EngineError::Retry(format!(
+                        "{}: count group {} vanished",
+                        exec.workflow_exec_id, slot.group
+                    ))
+                })?,
+            Err(e) => return Err(e.into()),
+        };
+        if (group.ended.len() as u64) < u64::from(slot.size) {
+            return Ok(());
+        }
+        let req = count_group_into_workflow(t, exec, slot.group, &group);
+        match self.store.update(req, false).await {
+            // Added once: by this call, or by whoever completed it first.
+            Ok(_) | Err(StoreError::ConditionFailed) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+}

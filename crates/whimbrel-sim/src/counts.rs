@@ -1,0 +1,160 @@
+//! The counting invariant (design.md § 3.3), checked after every step:
+//! every name in a count group is a terminal activity of that workflow
+//! placed in that group (its `count_slot`), the group's counters tally
+//! those activities' end states, and it never holds more than its size;
+//! a workflow's counters are the sums of the groups its `counted_groups`
+//! names, each of them complete. So each end is counted once, and only
+//! once a group is whole does the workflow see it. At the end of a
+//! schedule `check.rs` adds that the counters equal the activities' ends.
+
+use std::collections::HashMap;
+
+use whimbrel_core::ids;
+use whimbrel_core::model::{ActivityExec, CountGroup, WorkflowExec};
+use whimbrel_core::store::memory::MemoryBackend;
+use whimbrel_core::store::Tables;
+
+type Tally = (u64, u64, u64);
+
+fn tally(states: impl Iterator<Item = whimbrel_core::contract::ActivityState>) -> Tally {
+    let mut t = (0, 0, 0);
+    for s in states {
+        match s {
+            whimbrel_core::contract::ActivityState::Completed => t.0 += 1,
+            s if s.is_failure() => t.1 += 1,
+            whimbrel_core::contract::ActivityState::Cancelled => t.2 += 1,
+            _ => {}
+        }
+    }
+    t
+}
+
+/// Violations of the counting invariant among `acts` and the tables.
+pub fn violations(acts: &[ActivityExec], mem: &MemoryBackend, t: &Tables) -> Vec<String> {
+    let mut v = vec![];
+    let by_id: HashMap<&str, &ActivityExec> = acts
+        .iter()
+        .map(|a| (a.activity_exec_id.as_str(), a))
+        .collect();
+    // (workflow exec id, group) -> (the group, its size).
+    let mut groups: HashMap<(String, u32), (CountGroup, Option<u32>)> = HashMap::new();
+    for item in mem.items(&t.activity_exec_dependency()) {
+        let Some(key) = item
+            .get("activity_exec_dependency")
+            .and_then(|k| k.as_s().ok())
+        else {
+            continue;
+        };
+        let Some((wf, g)) = key
+            .rsplit_once("#count-")
+            .and_then(|(wf, g)| g.parse::<u32>().ok().map(|g| (wf.to_string(), g)))
+        else {
+            continue;
+        };
+        let group: CountGroup = match serde_dynamo::from_item(item.clone()) {
+            Ok(g) => g,
+            Err(e) => {
+                v.push(format!("{key}: count group does not parse: {e}"));
+                continue;
+            }
+        };
+        let mut size = None;
+        let mut states = vec![];
+        for name in &group.ended {
+            match by_id.get(ids::activity_exec_id(&wf, name).as_str()) {
+                None => v.push(format!("{key}: counts unknown activity {name}")),
+                Some(a) if !a.state.is_terminal() => {
+                    v.push(format!("{key}: counts {name}, which is {}", a.state))
+                }
+                Some(a) => {
+                    match a.count_slot {
+                        Some(slot) if slot.group == g => size = Some(slot.size),
+                        other => v.push(format!("{key}: counts {name}, whose slot is {other:?}")),
+                    }
+                    states.push(a.state);
+                }
+            }
+        }
+        let counters = (
+            group.completed_count,
+            group.failed_count,
+            group.cancelled_count,
+        );
+        if tally(states.into_iter()) != counters {
+            v.push(format!(
+                "{key}: counters {counters:?} but its names {:?}",
+                group.ended
+            ));
+        }
+        if size.is_some_and(|s| group.ended.len() > s as usize) {
+            v.push(format!("{key}: {} names of {size:?}", group.ended.len()));
+        }
+        groups.insert((wf, g), (group, size));
+    }
+    for item in mem.items(&t.workflow_exec()) {
+        let Ok(w) = serde_dynamo::from_item::<_, WorkflowExec>(item.clone()) else {
+            continue;
+        };
+        let counted: Vec<String> = item
+            .get("counted_groups")
+            .and_then(|c| c.as_ss().ok())
+            .cloned()
+            .unwrap_or_default();
+        let mut sum = (0, 0, 0);
+        for marker in &counted {
+            let Some(g) = marker
+                .strip_prefix("#count-")
+                .and_then(|g| g.parse::<u32>().ok())
+            else {
+                v.push(format!(
+                    "{}: bad counted marker {marker}",
+                    w.workflow_exec_id
+                ));
+                continue;
+            };
+            match groups.get(&(w.workflow_exec_id.clone(), g)) {
+                None => v.push(format!(
+                    "{}: counted group {g} does not exist",
+                    w.workflow_exec_id
+                )),
+                Some((group, size)) => {
+                    if size.is_none_or(|s| group.ended.len() != s as usize) {
+                        v.push(format!(
+                            "{}: counted group {g} is not complete ({} of {size:?})",
+                            w.workflow_exec_id,
+                            group.ended.len()
+                        ));
+                    }
+                    sum.0 += group.completed_count;
+                    sum.1 += group.failed_count;
+                    sum.2 += group.cancelled_count;
+                }
+            }
+        }
+        let counters = (w.completed_count, w.failed_count, w.cancelled_count);
+        if sum != counters {
+            v.push(format!(
+                "workflow {}: counters {counters:?} but its counted groups sum to {sum:?}",
+                w.workflow_exec_id
+            ));
+        }
+    }
+    v
+}
+
+/// At the end of a schedule: a planned workflow's counters equal its
+/// activities' end states (every group complete and counted).
+pub fn final_violations(acts: &[ActivityExec], w: &WorkflowExec) -> Option<String> {
+    let ends = tally(
+        acts.iter()
+            .filter(|a| a.workflow_exec_id == w.workflow_exec_id)
+            .map(|a| a.state),
+    );
+    let counters = (w.completed_count, w.failed_count, w.cancelled_count);
+    (ends != counters).then(|| {
+        format!(
+            "workflow {}: counters {counters:?} but activities {ends:?}",
+            w.workflow_exec_id
+        )
+    })
+}
