@@ -3,7 +3,8 @@
 #  - a chain of 10 no-op activities and fan-out/fan-ins of 100 and 1,000 (start ->
 #    N parallel -> join; the cost per activity should not grow with N),
 #    after a warm-up run of 16 parallel no-ops (DynamoDB Local in memory,
-#    fresh for this run), then a 10,000-wide one (BENCH_FAN_WIDTH);
+#    fresh for this run), then 1,000 wide with 1 KB inputs and outputs,
+#    and 10,000 wide (BENCH_FAN_WIDTH);
 #  - DynamoDB requests per activity by operation, counted by the engine's
 #    store (WHIMBREL_METRICS_FILE), Lambda invocations per activity (counted
 #    by whimbrel local), wall time insert -> end, on-demand cost;
@@ -33,6 +34,10 @@ for wf in bench-chain bench-fan bench-fan-1000; do
   echo; echo "==================== $wf ===================="
   bench "$wf"
 done
+# Issue 7 target 2's second shape: 1,000 wide with 1 KB inputs and outputs
+# (the join's launch then passes 1 MB: outputs go by reference).
+echo; echo "==================== bench-fan-wide: 1000 wide, 1 KB inputs and outputs ===================="
+bench bench-fan-wide --input '{"width": 1000, "input_bytes": 1000, "output_bytes": 1000}'
 # Issue 7 target 4a: a 10,000-wide fan-out/fan-in (planned by
 # bench-fan-decider; BENCH_FAN_WIDTH=0 skips it).
 WIDE=${BENCH_FAN_WIDTH:-10000}

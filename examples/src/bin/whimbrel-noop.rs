@@ -1,7 +1,9 @@
 //! A no-op activity for benchmarks and tests: reports RUNNING then
 //! COMPLETED with `{"attempt": N}`. With `{"fail_attempts": K, "error":
 //! "Name"}` as its input, attempts 1..=K report FAILED with the error
-//! `Name: attempt N of K fails` instead (retries end to end).
+//! `Name: attempt N of K fails` instead (retries end to end). With
+//! `{"output_bytes": B}` its output carries `"pad"`, B bytes (benchmarks
+//! of 1 KB outputs; at most 90,000).
 
 use lambda_runtime::{service_fn, Error, LambdaEvent};
 use serde_json::json;
@@ -15,6 +17,7 @@ async fn handle(reporter: &Reporter, payload: LaunchPayload) -> Result<(), Error
         .unwrap_or("Failed")
         .to_string();
     let attempt = payload.attempt;
+    let output_bytes = payload.input["output_bytes"].as_u64().unwrap_or(0);
     let activity = reporter.activity(payload);
     activity.running().await?;
     if u64::from(attempt) <= fail_attempts {
@@ -24,9 +27,20 @@ async fn handle(reporter: &Reporter, payload: LaunchPayload) -> Result<(), Error
             ))
             .await?;
     } else {
-        activity.completed(json!({"attempt": attempt})).await?;
+        let pad = payload_pad(output_bytes);
+        let output = match pad {
+            Some(pad) => json!({"attempt": attempt, "pad": pad}),
+            None => json!({"attempt": attempt}),
+        };
+        activity.completed(output).await?;
     }
     Ok(())
+}
+
+/// The output padding asked for, at most 90,000 bytes (within the
+/// engine's 100,000-byte output limit).
+fn payload_pad(bytes: u64) -> Option<String> {
+    (bytes > 0).then(|| "x".repeat(bytes.min(90_000) as usize))
 }
 
 #[tokio::main]
