@@ -1993,7 +1993,7 @@ async fn a_requested_workflow_is_cancelled_as_a_whole() {
 /// reason at once: no write that can never succeed, no retry, no second
 /// decider call.
 #[tokio::test]
-async fn finding_6_a_plan_too_large_as_an_item_fails_the_workflow_at_once() {
+async fn finding_6_a_plan_larger_than_an_item_is_stored_in_parts_sized_as_dynamodb_counts() {
     let h = Harness::new().await;
     let reg = whimbrel_core::model::WorkflowLambda {
         workflow_name: "big".into(),
@@ -2018,27 +2018,24 @@ async fn finding_6_a_plan_too_large_as_an_item_fails_the_workflow_at_once() {
         .unwrap()
         .insert("big-decider".into(), Ok(plan));
     let req = h.request("big", None);
+    // Once a failure (one item could not hold it); now two parts, each
+    // sized as DynamoDB counts it (a JSON-sized slicing put both in one
+    // 420 KB part and failed the workflow).
     assert_eq!(
         h.engine.start_workflow(&req).await.unwrap(),
-        Applied::Workflow(WorkflowState::Failed)
+        Applied::Workflow(WorkflowState::Running)
     );
-    let w = h
-        .workflow(&ids::workflow_exec_id("big", &req.workflow_request_id))
-        .await;
-    assert!(
-        w.error
-            .as_deref()
-            .unwrap_or("")
-            .contains("DynamoDB stores at most"),
-        "{:?}",
-        w.error
-    );
-    assert!(w.due_epoch.is_none());
+    let id = ids::workflow_exec_id("big", &req.workflow_request_id);
+    let stored = h.engine.load_plan(&id, "big").await.unwrap().expect("plan");
+    assert_eq!(stored.parts.map(|p| p.count), Some(2));
+    assert_eq!(stored.plan.activities.len(), 2);
+    assert_eq!(h.launcher.launches_of("a").len(), 1);
     // Redelivered: nothing more happens.
     assert_eq!(
         h.engine.start_workflow(&req).await.unwrap(),
-        Applied::Workflow(WorkflowState::Failed)
+        Applied::Workflow(WorkflowState::Running)
     );
+    assert_eq!(h.launcher.launches_of("a").len(), 1);
 }
 
 /// `RowRetentionDays`: the activity helper's report rows carry

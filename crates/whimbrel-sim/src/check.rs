@@ -21,7 +21,8 @@ use std::collections::{HashMap, HashSet};
 use whimbrel_core::contract::{self, ActivityState, WorkflowState};
 use whimbrel_core::engine::EngineConfig;
 use whimbrel_core::handlers::Outcome;
-use whimbrel_core::model::{ActivityExec, JoinGroup, WorkflowExec};
+use whimbrel_core::ids;
+use whimbrel_core::model::{ActivityExec, JoinGroup, WorkflowExec, WorkflowPlan, WorkflowPlanPart};
 use whimbrel_core::store::memory::MemoryBackend;
 use whimbrel_core::store::Tables;
 
@@ -58,6 +59,42 @@ fn activities(mem: &MemoryBackend, t: &Tables) -> (Vec<ActivityExec>, Vec<String
     (out, bad)
 }
 
+/// Every stored plan, whole, by workflow exec id: a head's parts put
+/// together in order as `engine::plans::load` does; a head whose parts
+/// are not all there is left out (as unreadable).
+fn stored_plans(mem: &MemoryBackend, t: &Tables) -> HashMap<String, WorkflowPlan> {
+    let items = mem.items(&t.workflow_plan());
+    let parts: HashMap<String, WorkflowPlanPart> = items
+        .iter()
+        .filter(|i| i.contains_key("part"))
+        .filter_map(|i| serde_dynamo::from_item::<_, WorkflowPlanPart>(i.clone()).ok())
+        .map(|p| (p.workflow_exec_id.clone(), p))
+        .collect();
+    let mut out = HashMap::new();
+    for i in items.into_iter().filter(|i| !i.contains_key("part")) {
+        let Ok(mut head) = serde_dynamo::from_item::<_, WorkflowPlan>(i) else {
+            continue;
+        };
+        if let Some(named) = head.parts.clone() {
+            let whole: Option<Vec<_>> = (0..named.count)
+                .map(|k| {
+                    parts
+                        .get(&ids::plan_part_key(
+                            &head.workflow_exec_id,
+                            &named.digest,
+                            k,
+                        ))
+                        .map(|p| p.activities.clone())
+                })
+                .collect();
+            let Some(whole) = whole else { continue };
+            head.plan.activities = whole.into_iter().flatten().collect();
+        }
+        out.insert(head.workflow_exec_id.clone(), head);
+    }
+    out
+}
+
 /// Give each wide fan-out (`dependents_in_plan`) the dependents and join
 /// slots the engine derives from its stored plan, so the checks see every
 /// edge. A workflow whose plan item cannot be read keeps its lists empty
@@ -68,12 +105,7 @@ fn with_planned_dependents(
     t: &Tables,
     cfg: &EngineConfig,
 ) -> Vec<ActivityExec> {
-    let plans: HashMap<String, whimbrel_core::model::WorkflowPlan> = mem
-        .items(&t.workflow_plan())
-        .into_iter()
-        .filter_map(|i| serde_dynamo::from_item::<_, whimbrel_core::model::WorkflowPlan>(i).ok())
-        .map(|p| (p.workflow_exec_id.clone(), p))
-        .collect();
+    let plans = stored_plans(mem, t);
     for a in acts.iter_mut().filter(|a| a.dependents_in_plan.is_some()) {
         if let Some(p) = plans.get(&a.workflow_exec_id) {
             (a.dependents, a.join_slots) = whimbrel_core::engine::items::planned_dependents(
@@ -371,13 +403,7 @@ impl Checker {
             if w.planned_epoch.is_some() {
                 // The exec is marked planned only after its plan item is
                 // stored, and both agree on the activity count.
-                let plan = mem.items(&t.workflow_plan()).into_iter().find(|p| {
-                    p.get("workflow_exec_id").and_then(|v| v.as_s().ok())
-                        == Some(&w.workflow_exec_id)
-                });
-                let planned = plan.and_then(|p| {
-                    serde_dynamo::from_item::<_, whimbrel_core::model::WorkflowPlan>(p).ok()
-                });
+                let planned = stored_plans(mem, t).remove(&w.workflow_exec_id);
                 match planned {
                     None => v.push(format!(
                         "workflow {} is planned but has no readable plan item",
