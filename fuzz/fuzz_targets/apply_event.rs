@@ -524,6 +524,8 @@ fn exec_of(i: &Input, cfg: &EngineConfig, now: i64) -> Option<ActivityExec> {
         error: i.prior_error.clone().map(|e| decide::cap_error(&e)),
         prerequisites: vec![],
         dependents: vec![],
+        dependents_in_plan: None,
+        count_slot: None,
         pending_dependency_count: u64::from(i.pending % 3),
         released_prerequisites: vec![],
         join_groups: None,
