@@ -158,7 +158,11 @@ fuzz_target!(|data: &[u8]| {
                 &cfg,
             );
             assert_eq!(d.len(), count as usize, "{}: dependents_in_plan", a.name);
-            assert!(x.dependents.is_empty(), "{}: a wide fan-out lists none", a.name);
+            assert!(
+                x.dependents.is_empty(),
+                "{}: a wide fan-out lists none",
+                a.name
+            );
             d
         });
         let listed = derived.as_ref().unwrap_or(&x.dependents);
@@ -210,7 +214,10 @@ fuzz_target!(|data: &[u8]| {
         whimbrel_core::engine::plans::split(&item).expect("a valid plan is storable");
     let mut stored: WorkflowPlan = round_trip("workflow plan item", &head);
     if !parts.is_empty() {
-        assert_eq!(stored.parts.as_ref().map(|p| p.count as usize), Some(parts.len()));
+        assert_eq!(
+            stored.parts.as_ref().map(|p| p.count as usize),
+            Some(parts.len())
+        );
         stored.plan.activities = parts
             .iter()
             .flat_map(|p| round_trip("workflow plan part", p).activities)
@@ -231,4 +238,3 @@ fuzz_target!(|data: &[u8]| {
     );
     assert_eq!(edges.len(), edges_again.len());
 });
-
