@@ -190,9 +190,13 @@ async fn resolve(g: &Global, target: &str) -> Result<(Plan, Option<States>), Cli
     let store = store_for(g).await;
     if target.contains("::") {
         let snap = status::snapshot(&store, target).await?;
-        let stored: Option<WorkflowPlan> =
-            whimbrel_core::engine::plans::load(&store, target, &snap.workflow.workflow_name, 16)
-                .await?;
+        let stored: Option<WorkflowPlan> = whimbrel_core::engine::plans::load(
+            &store,
+            target,
+            &snap.workflow.workflow_name,
+            whimbrel_core::engine::EngineConfig::default().concurrency,
+        )
+        .await?;
         let plan = stored.map(|p| p.plan).ok_or_else(|| {
             CliError(format!(
                 "workflow {target} has no plan stored yet ({}{})",

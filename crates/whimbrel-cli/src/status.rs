@@ -101,7 +101,7 @@ pub fn result(snap: &Snapshot) -> Value {
     let sinks: serde_json::Map<String, Value> = snap
         .activities
         .iter()
-        .filter(|a| a.dependents.is_empty() && a.dependents_in_plan.is_none())
+        .filter(|a| !a.has_dependents())
         .map(|a| {
             (
                 a.activity_name.clone(),

@@ -541,6 +541,13 @@ pub struct ActivityExec {
 }
 
 impl ActivityExec {
+    /// Whether any activity waits for it (listed, or for a wide fan-out
+    /// kept in the plan): false for the sinks of a plan, whose outputs
+    /// make the workflow's result.
+    pub fn has_dependents(&self) -> bool {
+        !self.dependents.is_empty() || self.dependents_in_plan.is_some()
+    }
+
     /// Whether it waits for any prerequisite (inline or through join
     /// groups): false for the roots of a plan.
     pub fn has_prerequisites(&self) -> bool {

@@ -10,6 +10,7 @@ use common::Harness;
 use serde_json::{json, Value};
 use whimbrel_core::contract::{ActivityState, WorkflowState};
 use whimbrel_core::engine::decide;
+use whimbrel_core::engine::plans::split;
 use whimbrel_core::ids;
 use whimbrel_core::model::{WorkflowLambda, WorkflowPlan, WorkflowPlanPart};
 use whimbrel_core::plan::{Plan, FAN_OUT_LIST_MAX, MAX_ACTIVITY_INPUT_BYTES};
@@ -171,4 +172,68 @@ async fn a_plan_larger_than_an_item_is_stored_in_parts_and_read_back_whole() {
     let done = h.workflow(&wf).await;
     assert_eq!(done.state, WorkflowState::Completed);
     assert!(done.result.is_some());
+}
+
+#[tokio::test]
+async fn a_start_that_died_among_its_plan_parts_is_finished_by_the_next() {
+    let h = Harness::new().await;
+    // Four roots near the input limit: a plan in parts.
+    let pad = "x".repeat(MAX_ACTIVITY_INPUT_BYTES - 1_000);
+    let acts = |tag: &str| -> Vec<Value> {
+        (0..4)
+            .map(|i| json!({"name": format!("r{i}"), "lambda": "noop", "input": {"tag": tag, "pad": pad}}))
+            .collect()
+    };
+    let plan = json!({"version": 1, "activities": acts("won")});
+    let reg = WorkflowLambda {
+        workflow_name: "big".into(),
+        lambda: Some("big-decider".into()),
+        definition: None,
+    };
+    h.store
+        .put(&h.store.tables().workflow_lambda(), &reg)
+        .await
+        .unwrap();
+    h.launcher
+        .deciders
+        .lock()
+        .unwrap()
+        .insert("big-decider".into(), Ok(plan.clone()));
+    let req = h.request("big", None);
+    let wf = ids::workflow_exec_id("big", &req.workflow_request_id);
+    let table = h.store.tables().workflow_plan();
+    let as_stored = |plan: Value| WorkflowPlan {
+        workflow_exec_id: wf.clone(),
+        workflow_name: "big".into(),
+        plan: serde_json::from_value(plan).unwrap(),
+        input: None,
+        recorded_epoch: 1,
+        parts: None,
+    };
+    // What two dead starts left: every part of another plan (a decider
+    // that answered differently), and the first part of this one; no head.
+    let (_, other) = split(&as_stored(
+        json!({"version": 1, "activities": acts("lost")}),
+    ))
+    .unwrap();
+    let (_, mine) = split(&as_stored(plan.clone())).unwrap();
+    assert!(mine.len() >= 2);
+    for p in other.iter().chain(mine.iter().take(1)) {
+        assert!(h
+            .store
+            .put_new(&table, "workflow_exec_id", p)
+            .await
+            .unwrap());
+    }
+    // The next start writes the rest and the head, and reads its own plan.
+    h.engine.start_workflow(&req).await.expect("start");
+    let stored = h.engine.load_plan(&wf, "big").await.unwrap().expect("plan");
+    let want: Plan = serde_json::from_value(plan).unwrap();
+    assert_eq!(stored.plan, want);
+    assert_eq!(stored.parts.map(|p| p.count as usize), Some(mine.len()));
+    for i in 0..4 {
+        let name = format!("r{i}");
+        assert_eq!(h.launcher.launches_of(&name).len(), 1, "{name}");
+        assert_eq!(h.launcher.payload(&name, 0).input["tag"], "won");
+    }
 }

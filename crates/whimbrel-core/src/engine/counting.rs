@@ -10,11 +10,9 @@
 //! once. Items without a count slot (written before count groups) are
 //! counted in the terminal transaction, as before.
 
-use std::collections::HashMap;
-
 use aws_sdk_dynamodb::types::AttributeValue;
 
-use super::decide::{cap_error, workflow_key};
+use super::decide::{cap_error, group_item_key, workflow_key};
 use super::{Engine, EngineError};
 use crate::contract;
 use crate::ids;
@@ -24,13 +22,10 @@ use crate::store::{n, s, Action, Cond, Item, StoreError, Tables, UpdateRequest};
 
 /// The key of count group `group` of workflow exec `workflow_exec_id`.
 pub fn count_group_key(workflow_exec_id: &str, group: u32) -> Item {
-    HashMap::from([
-        (
-            "activity_exec_dependency".into(),
-            s(ids::count_group_id(workflow_exec_id, group)),
-        ),
-        ("activity_exec_id".into(), s(workflow_exec_id)),
-    ])
+    group_item_key(
+        ids::count_group_id(workflow_exec_id, group),
+        workflow_exec_id,
+    )
 }
 
 /// Count the terminal `exec` into its count group (design.md § 3.3): add

@@ -369,12 +369,15 @@ pub fn release_update(
 /// The key of join group `group` of the wide join `join_id` (an item of
 /// `activity_exec_dependency`, [`crate::model::JoinGroup`]).
 pub fn join_group_key(join_id: &str, group: u32) -> Item {
+    group_item_key(ids::join_group_id(join_id, group), join_id)
+}
+
+/// The key of a group item of `activity_exec_dependency` (a join group,
+/// or a count group, `engine::counting`): its id and its owner's id.
+pub fn group_item_key(group_id: String, owner_id: &str) -> Item {
     HashMap::from([
-        (
-            "activity_exec_dependency".into(),
-            s(ids::join_group_id(join_id, group)),
-        ),
-        ("activity_exec_id".into(), s(join_id)),
+        ("activity_exec_dependency".into(), s(group_id)),
+        ("activity_exec_id".into(), s(owner_id)),
     ])
 }
 

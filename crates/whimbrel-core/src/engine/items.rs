@@ -223,10 +223,11 @@ pub fn planned_dependents(
         })
         .collect();
     let dependents = plan
-        .activities
-        .iter()
-        .filter(|a| a.depends_on.iter().any(|p| p == name))
-        .map(|a| id_of[a.name.as_str()].clone())
+        .dependents()
+        .get(name)
+        .into_iter()
+        .flatten()
+        .map(|d| id_of[d].clone())
         .collect();
     let slots = join_slots(plan, &id_of, config)
         .remove(name)
