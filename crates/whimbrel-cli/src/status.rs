@@ -23,7 +23,8 @@ pub struct Snapshot {
     pub activities: Vec<ActivityExec>,
 }
 
-/// Read the workflow exec (consistent) and its activities (GSI query).
+/// Read the workflow exec (consistent) and its activities (GSI query),
+/// with the outputs kept on event rows read back into `output`.
 ///
 /// Errors: a malformed id, an unknown workflow, or DynamoDB errors.
 pub async fn snapshot(store: &Store, workflow_exec_id: &str) -> Result<Snapshot, CliError> {
@@ -51,6 +52,20 @@ pub async fn snapshot(store: &Store, workflow_exec_id: &str) -> Result<Snapshot,
             ["activity_exec_id", "workflow_exec_id"],
         )
         .await?;
+    // Outputs kept on event rows (engine::payloads), put back for display.
+    let kept: Vec<ActivityExec> = activities
+        .iter()
+        .filter(|a| a.output_event_id.is_some())
+        .cloned()
+        .collect();
+    if !kept.is_empty() {
+        let mut outputs = whimbrel_core::engine::payloads::outputs_of(store, kept).await?;
+        for a in &mut activities {
+            if a.output_event_id.is_some() {
+                a.output = outputs.remove(&a.activity_name);
+            }
+        }
+    }
     activities.sort_by_key(|a| natural_key(&a.activity_name));
     Ok(Snapshot {
         workflow,

@@ -61,11 +61,12 @@ pub const HEARTBEAT_WRITES: [&str; 6] = [
 /// The attributes [`Activity::prerequisite_outputs`] reads of a
 /// prerequisite (keys first): the IAM `dynamodb:Attributes` of its role's
 /// second GetItem statement (template.yaml `ReadPrerequisiteOutputs`).
-pub const PREREQUISITE_READS: [&str; 4] = [
+pub const PREREQUISITE_READS: [&str; 5] = [
     "activity_exec_id",
     "workflow_exec_id",
     "activity_name",
     "output",
+    "output_event_id",
 ];
 
 /// Why a report failed.
@@ -127,7 +128,9 @@ impl Activity {
     /// carries, and those it carried by reference
     /// (`prerequisites_by_reference`, when they would have passed Lambda's
     /// 1 MB), each read with a GetItem of [`PREREQUISITE_READS`], 16 at
-    /// once. `null` for a prerequisite that reported no output.
+    /// once, and one more of its event row for an output kept there
+    /// (`engine::payloads`). `null` for a prerequisite that reported no
+    /// output.
     ///
     /// Errors: a read that fails, or a referenced prerequisite that does not
     /// exist ([`EngineError::Rejected`]).
@@ -139,6 +142,8 @@ impl Activity {
         struct Seen {
             #[serde(default)]
             output: Option<Value>,
+            #[serde(default)]
+            output_event_id: Option<String>,
         }
         let p = &self.payload;
         let store = self.engine.store();
@@ -154,7 +159,14 @@ impl Activity {
                     let seen = seen.ok_or_else(|| {
                         EngineError::Rejected(format!("prerequisite {name} ({id}) not found"))
                     })?;
-                    Ok::<_, ActivityError>((name.clone(), seen.output.unwrap_or(Value::Null)))
+                    let output = match seen.output_event_id {
+                        // Kept on its event row (engine::payloads).
+                        Some(row) => {
+                            crate::engine::payloads::output_of_row(store, &id, &row).await?
+                        }
+                        None => seen.output.unwrap_or(Value::Null),
+                    };
+                    Ok::<_, ActivityError>((name.clone(), output))
                 }
             })
             .buffer_unordered(16);

@@ -57,6 +57,7 @@ pub const WORKFLOW_REQUEST: &[Grant] = &[
     g("dynamodb:GetItem", "activity_exec_dependency"),
     g("dynamodb:PutItem", "workflow_plan"),
     g("dynamodb:GetItem", "workflow_plan"),
+    g("dynamodb:BatchWriteItem", "workflow_plan"),
 ];
 
 /// `whimbrel-activity-event`: apply a report (`engine/apply.rs`): find the
@@ -103,15 +104,18 @@ pub const HEARTBEAT_MONITOR: &[Grant] = &[
     g("dynamodb:GetItem", "activity_exec_dependency"),
     g("dynamodb:PutItem", "workflow_plan"),
     g("dynamodb:GetItem", "workflow_plan"),
+    g("dynamodb:BatchWriteItem", "workflow_plan"),
 ];
 
 /// An activity Lambda using the helper (`activity.rs`): insert its event
-/// rows, and heartbeat with a GetItem and an UpdateItem limited to the
+/// rows, read a prerequisite's output kept on its event row
+/// (`engine::payloads::OUTPUT_ROW_READS`), and heartbeat with a GetItem and an UpdateItem limited to the
 /// attributes in [`crate::activity::HEARTBEAT_READS`] and
 /// [`crate::activity::HEARTBEAT_WRITES`] (template.yaml
 /// `ExampleActivityPolicy`).
 pub const ACTIVITY: &[Grant] = &[
     g("dynamodb:PutItem", "activity_event"),
+    g("dynamodb:GetItem", "activity_event"),
     g("dynamodb:GetItem", "activity_exec"),
     g("dynamodb:UpdateItem", "activity_exec"),
 ];

@@ -137,6 +137,13 @@ pub fn plan_part_key(workflow_exec_id: &str, digest: &str, part: u32) -> String 
     format!("{workflow_exec_id}#plan#{digest}#{part}")
 }
 
+/// The hash key of the input row holding `input_json` (an activity's input,
+/// serialized) for a workflow exec: `(workflow_exec_id)#input#(digest)`,
+/// the digest as in [`plan_digest`]. Same input, same key.
+pub fn input_row_key(workflow_exec_id: &str, input_json: &[u8]) -> String {
+    format!("{workflow_exec_id}#input#{}", plan_digest(input_json))
+}
+
 /// Namespace of [`token_hash`].
 const TOKEN_NAMESPACE: uuid::Uuid =
     uuid::Uuid::from_u128(0x5f1c_2a4e_9b0d_4e6b_8a35_7d21_c0f4_9e12);

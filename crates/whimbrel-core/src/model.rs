@@ -271,6 +271,20 @@ pub struct WorkflowPlanPart {
     pub activities: Vec<crate::plan::PlannedActivity>,
 }
 
+/// An item of `whimbrel_workflow_plan` holding one activity input too large
+/// to keep on the activity item (design.md § 3.10). Write-once and
+/// content-addressed: its key names the digest of the input, so every put
+/// of it writes the same content.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InputRow {
+    /// Hash key: `(workflow_exec_id)#input#(digest)` ([`crate::ids::input_row_key`]).
+    pub workflow_exec_id: String,
+    /// Range key: the workflow's name.
+    pub workflow_name: String,
+    /// The input, as the plan gave it.
+    pub input: Value,
+}
+
 /// One accepted transition in an activity's bounded audit trail.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct HistoryEntry {
@@ -404,9 +418,16 @@ pub struct ActivityExec {
     /// each relaunch of an invocation that never started.
     #[serde(default)]
     pub launch: u32,
-    /// Input from the plan.
+    /// Input from the plan, when its JSON is at most
+    /// [`crate::engine::payloads::INLINE_PAYLOAD_BYTES`]; a larger one is
+    /// on its input row ([`Self::input_ref`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub input: Option<Value>,
+    /// Hash key of the write-once [`InputRow`] (on `whimbrel_workflow_plan`)
+    /// that holds its input, when the input is too large to keep on this
+    /// item (design.md § 3.10: every update is billed by the item's size).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_ref: Option<String>,
     /// The attempt, 1-based: 1 once first QUEUED, +1 on each retry; 0 =
     /// never queued. Each attempt is claimed by a conditional write (the
     /// launcher before its invoke, or a worker) that sets its token hash.
@@ -476,9 +497,17 @@ pub struct ActivityExec {
     /// When it ended, epoch seconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub end_time_epoch: Option<i64>,
-    /// Output reported with COMPLETED.
+    /// Output reported with COMPLETED, when kept on the item: its JSON is
+    /// at most [`crate::engine::payloads::INLINE_PAYLOAD_BYTES`], or a Full
+    /// Logic API client reported it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output: Option<Value>,
+    /// Id of the COMPLETED event row (`whimbrel_activity_event`, write-once)
+    /// whose `output` is this activity's, when it was too large to keep on
+    /// this item (design.md § 3.10). Read it with
+    /// [`crate::engine::payloads::outputs_of`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_event_id: Option<String>,
     /// Reason reported with FAILED, or why the engine cancelled it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,

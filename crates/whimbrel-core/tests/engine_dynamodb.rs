@@ -1934,7 +1934,16 @@ async fn repeated_early_completed_rows_do_not_fail_an_activity_with_a_large_inpu
     h.deliver(&[h.event(&wf, "solo", "RUNNING")], 10).await;
     let solo = h.activity(&wf, "solo").await;
     assert_eq!(solo.state, ActivityState::Completed, "{:?}", solo.error);
-    assert_eq!(solo.output, Some(output));
+    // Neither payload is on the item (engine::payloads): the input is on
+    // its input row, the output on the COMPLETED row that applied.
+    assert_eq!((solo.input.as_ref(), solo.output.as_ref()), (None, None));
+    assert!(solo.input_ref.is_some() && solo.output_event_id.is_some());
+    assert_eq!(
+        h.engine.input_of(&solo).await.unwrap(),
+        json!("i".repeat(140_000))
+    );
+    let outputs = h.engine.outputs_of(vec![solo]).await.unwrap();
+    assert_eq!(outputs["solo"], output);
     assert_eq!(h.workflow(&wf).await.state, WorkflowState::Completed);
 }
 

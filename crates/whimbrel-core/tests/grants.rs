@@ -48,7 +48,8 @@ fn listed(list: &[Grant]) -> Calls {
 fn diamond() -> serde_json::Value {
     json!({"activities": [
         {"name": "a", "lambda": "f", "timeout_seconds": 100},
-        {"name": "b", "lambda": "f", "depends_on": ["a"]},
+        // An input too large for the activity item: put on an input row.
+        {"name": "b", "lambda": "f", "depends_on": ["a"], "input": {"pad": "x".repeat(300)}},
         {"name": "c", "lambda": "f", "depends_on": ["a"], "heartbeat_timeout_seconds": 30},
         {"name": "d", "lambda": "f", "depends_on": ["b", "c"]}
     ]})
@@ -304,11 +305,14 @@ async fn activity_calls() -> Calls {
         act.heartbeat().await.unwrap(),
         whimbrel_core::contract::ActivityState::Running
     );
-    act.completed(json!({"ok": true})).await.unwrap();
+    // An output too large for the activity item: kept on its event row.
+    let output = json!({"ok": "x".repeat(300)});
+    let row = act.completed(output.clone()).await.unwrap();
     let made = calls(&h);
     // The engine applies the report (its calls are not the activity's)...
-    let mut done = h.attempt_event(&wf, "a", "COMPLETED", 0);
-    done.output = Some(json!({"ok": true}));
+    let done = h
+        .event_row(&h.activity(&wf, "a").await.activity_exec_id, &row)
+        .await;
     h.engine.apply_event(&done).await.unwrap();
     calls(&h);
     // ...and a join launched with `a`'s output by reference reads it back.
@@ -316,7 +320,7 @@ async fn activity_calls() -> Calls {
     payload.prerequisites_by_reference = vec!["a".into()];
     let join = whimbrel_core::activity::Activity::new(payload, h.store.clone(), h.config());
     let outputs = join.prerequisite_outputs().await.unwrap();
-    assert_eq!(outputs["a"], json!({"ok": true}));
+    assert_eq!(outputs["a"], output);
     made.union(&calls(&h)).cloned().collect()
 }
 
@@ -470,6 +474,10 @@ async fn each_function_is_granted_exactly_the_calls_its_code_makes() {
     assert_eq!(
         attributes(policy, "ReadPrerequisiteOutputs"),
         own(&whimbrel_core::activity::PREREQUISITE_READS)
+    );
+    assert_eq!(
+        attributes(policy, "ReadOutputRows"),
+        own(&whimbrel_core::engine::payloads::OUTPUT_ROW_READS)
     );
     let platform: BTreeSet<String> = grants::PLATFORM
         .iter()

@@ -195,6 +195,8 @@ async fn outputs_that_would_pass_lambdas_1_mb_go_by_reference() {
             .unwrap();
         let mut done = h.event(&wf, &name, "COMPLETED");
         done.output = Some(json!({"i": i, "pad": "x".repeat(95_000)}));
+        // The row the stream record comes from: the output stays on it.
+        h.put_event(&done).await;
         h.engine.apply_event(&done).await.unwrap();
     }
     let payload = h.launcher.payload("join", 0);

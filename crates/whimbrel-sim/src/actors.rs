@@ -37,9 +37,12 @@ pub struct Report {
 /// Reports written by actors.
 pub type Reports = Arc<Mutex<Vec<Report>>>;
 
-/// The output an activity computes from its launch payload.
-pub fn output_of(payload_name: &str, prerequisites: &Value) -> Value {
-    json!({"by": payload_name, "from": prerequisites})
+/// The output an activity computes from its launch payload: its name,
+/// its input and its prerequisites' outputs, so the checker sees that each
+/// reached it (outputs of multi-level plans pass the activity item's
+/// inline size, and go by their event rows).
+pub fn output_of(payload_name: &str, input: &Value, prerequisites: &Value) -> Value {
+    json!({"by": payload_name, "input": input, "from": prerequisites})
 }
 
 /// How one activity instance behaves, drawn from the seed.
@@ -237,6 +240,7 @@ pub async fn activity(ctx: ActorCtx, payload: LaunchPayload, require_tokens: boo
     }
     let output = output_of(
         &payload.activity_name,
+        &payload.input,
         &serde_json::to_value(&payload.prerequisites).unwrap_or_default(),
     );
     for _ in 0..if b.twice { 2 } else { 1 } {

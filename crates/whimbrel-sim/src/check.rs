@@ -19,10 +19,12 @@
 use std::collections::{HashMap, HashSet};
 
 use whimbrel_core::contract::{self, ActivityState, WorkflowState};
-use whimbrel_core::engine::EngineConfig;
+use whimbrel_core::engine::{payloads, EngineConfig};
 use whimbrel_core::handlers::Outcome;
 use whimbrel_core::ids;
-use whimbrel_core::model::{ActivityExec, JoinGroup, WorkflowExec, WorkflowPlan, WorkflowPlanPart};
+use whimbrel_core::model::{
+    ActivityEvent, ActivityExec, JoinGroup, WorkflowExec, WorkflowPlan, WorkflowPlanPart,
+};
 use whimbrel_core::store::memory::MemoryBackend;
 use whimbrel_core::store::Tables;
 
@@ -57,6 +59,43 @@ fn activities(mem: &MemoryBackend, t: &Tables) -> (Vec<ActivityExec>, Vec<String
         }
     }
     (out, bad)
+}
+
+/// Put back the outputs kept on event rows (`output_event_id`, as
+/// `engine::payloads::outputs_of` reads them) into `output`; a referenced
+/// row that is missing, or an input too large for the item kept on it, is a
+/// violation.
+fn with_outputs(
+    mut acts: Vec<ActivityExec>,
+    mem: &MemoryBackend,
+    t: &Tables,
+) -> (Vec<ActivityExec>, Vec<String>) {
+    let mut v = vec![];
+    let rows: HashMap<String, Option<serde_json::Value>> = mem
+        .items(&t.activity_event())
+        .into_iter()
+        .filter_map(|i| serde_dynamo::from_item::<_, ActivityEvent>(i).ok())
+        .map(|e| (e.activity_event_id, e.output))
+        .collect();
+    for a in &mut acts {
+        if let Some(row) = &a.output_event_id {
+            match rows.get(row) {
+                Some(out) => a.output = out.clone(),
+                None => v.push(format!(
+                    "activity {}: its output is on event row {row}, which does not exist",
+                    a.activity_exec_id
+                )),
+            }
+        }
+        if a.input.as_ref().is_some_and(|i| !payloads::inline(i)) {
+            v.push(format!(
+                "activity {}: an input over {} bytes is kept on the item",
+                a.activity_exec_id,
+                payloads::INLINE_PAYLOAD_BYTES
+            ));
+        }
+    }
+    (acts, v)
 }
 
 /// Every stored plan, whole, by workflow exec id: a head's parts put
@@ -368,6 +407,9 @@ impl Checker {
         self.seen_writes = u64::MAX;
         let mut v = self.safety(mem, t, cfg);
         let acts = with_planned_dependents(activities(mem, t).0, mem, t, cfg);
+        let (acts, missing) = with_outputs(acts, mem, t);
+        v.extend(missing);
+        let plans = stored_plans(mem, t);
         let wfs = workflows(mem, t);
         // A request row whose stream record the mapping gave up on before
         // any exec existed has nothing in the tables to resume from: it
@@ -478,7 +520,16 @@ impl Checker {
                         )
                     })
                     .collect();
-                let expected = output_of(&a.activity_name, &serde_json::Value::Object(prereqs));
+                let input = plans
+                    .get(&a.workflow_exec_id)
+                    .and_then(|p| p.plan.activities.iter().find(|x| x.name == a.activity_name))
+                    .and_then(|x| x.input.clone())
+                    .unwrap_or_default();
+                let expected = output_of(
+                    &a.activity_name,
+                    &input,
+                    &serde_json::Value::Object(prereqs),
+                );
                 if a.output.as_ref() != Some(&expected) {
                     v.push(format!(
                         "activity {}: output {:?} is not {expected}",

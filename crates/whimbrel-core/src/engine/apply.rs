@@ -71,7 +71,9 @@ impl<L: Launcher> Engine<L> {
             .ok_or_else(|| {
                 EngineError::Rejected(format!("unknown activity exec {}", ev.activity_exec_id))
             })?;
-        let (transition, details) = report_details(transition, ev.output.clone(), ev.error.clone());
+        let (transition, mut details) =
+            report_details(transition, ev.output.clone(), ev.error.clone());
+        super::payloads::output_by_reference(&mut details, ev);
         let source = Source::Report {
             attempt: ev.attempt,
             token: ev.attempt_token.clone(),
@@ -161,7 +163,8 @@ impl<L: Launcher> Engine<L> {
                         activity_event_id: event_id.into(),
                         transition: transition.as_str().into(),
                         output: details.output.clone(),
-                        output_in_row: false,
+                        // A large output stays on its row (payloads).
+                        output_in_row: details.output_event_id.is_some(),
                         error: details.error.as_deref().map(decide::cap_error),
                         attempt: *attempt,
                         attempt_token: token.clone(),
@@ -404,7 +407,12 @@ impl<L: Launcher> Engine<L> {
             .batch_get_each::<ActivityEvent>(&t, vec![key])
             .await?;
         match row.into_iter().next() {
-            Some(Ok(ev)) => Ok(report_details(transition, ev.output, p.error.clone())),
+            Some(Ok(ev)) => {
+                let (transition, mut details) =
+                    report_details(transition, ev.output, p.error.clone());
+                super::payloads::output_by_row(&mut details, &p.activity_event_id);
+                Ok((transition, details))
+            }
             other => {
                 let why = match other {
                     Some(Err(e)) => e.to_string(),

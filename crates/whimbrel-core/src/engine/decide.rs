@@ -34,8 +34,11 @@ pub fn cap_error(text: &str) -> String {
 /// What an input carries besides its transition.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Details {
-    /// Output (COMPLETED).
+    /// Output (COMPLETED), kept on the item.
     pub output: Option<serde_json::Value>,
+    /// The event row that keeps the output (COMPLETED), instead of
+    /// `output` ([`super::payloads`]).
+    pub output_event_id: Option<String>,
     /// Error text (FAILED, CANCEL, TIMED_OUT), capped when written.
     pub error: Option<String>,
     /// The time of the change, epoch seconds; the engine's now when absent.
@@ -291,6 +294,9 @@ pub fn transition_update(
     }
     if let (Some(out), ActivityState::Completed) = (&details.output, next) {
         req = req.set("output", av(out));
+    }
+    if let (Some(row), ActivityState::Completed) = (&details.output_event_id, next) {
+        req = req.set("output_event_id", s(row));
     }
     if next == ActivityState::Completed && exec.error.is_some() {
         // An earlier attempt's error: the activity succeeded after all.

@@ -6,7 +6,6 @@
 use std::collections::HashMap;
 
 use futures::stream::{self, StreamExt};
-use serde_json::Value;
 use tracing::{info, warn};
 
 use super::apply::Source;
@@ -89,9 +88,11 @@ impl<L: Launcher> Engine<L> {
     }
 
     /// The payload of the claimed attempt `exec` holds (design.md § 3.9): the
-    /// four ids, `attempt`, its token, `input`, the timeouts and the
-    /// prerequisites' outputs (read consistently), the largest by reference
-    /// when they would pass Lambda's 1 MB ([`LaunchPayload::fit`]).
+    /// four ids, `attempt`, its token, `input` (read from its input row when
+    /// kept there, [`super::payloads`]), the timeouts and the prerequisites'
+    /// outputs (read consistently, from their event rows when kept there),
+    /// the largest by reference when they would pass Lambda's 1 MB
+    /// ([`LaunchPayload::fit`]).
     pub async fn launch_payload(
         &self,
         exec: &ActivityExec,
@@ -108,9 +109,7 @@ impl<L: Launcher> Engine<L> {
                 .store
                 .batch_get(&self.store.tables().activity_exec(), keys)
                 .await?;
-            for p in prereqs {
-                prerequisites.insert(p.activity_name, p.output.unwrap_or(Value::Null));
-            }
+            prerequisites = self.outputs_of(prereqs).await?;
         }
         let mut payload = LaunchPayload {
             version: SHAPE_VERSION,
@@ -120,7 +119,7 @@ impl<L: Launcher> Engine<L> {
             workflow_name: exec.workflow_name.clone(),
             attempt: exec.attempt,
             launch: exec.launch,
-            input: exec.input.clone().unwrap_or(Value::Null),
+            input: self.input_of(exec).await?,
             prerequisites,
             timeout_seconds: exec.timeout_seconds,
             heartbeat_timeout_seconds: decide::heartbeat_timeout(exec, &self.config),

@@ -101,7 +101,8 @@ pub fn activity_items(
             scheduled_epoch: None,
             next_attempt_epoch: None,
             launch: 0,
-            input: a.input.clone(),
+            input: a.input.clone().filter(super::payloads::inline),
+            input_ref: super::payloads::input_ref(&wf.workflow_exec_id, a.input.as_ref()),
             attempt: 0,
             attempt_token_hash: None,
             require_tokens: a
@@ -133,6 +134,7 @@ pub fn activity_items(
             end_time: None,
             end_time_epoch: None,
             output: None,
+            output_event_id: None,
             error: None,
             pending_dependency_count: join_groups.map_or(prerequisites.len() as u64, u64::from),
             released_prerequisites: vec![],

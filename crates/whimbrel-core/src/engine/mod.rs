@@ -34,6 +34,7 @@ pub mod effects;
 pub mod items;
 pub mod monitor;
 pub mod outcome;
+pub mod payloads;
 pub mod plans;
 pub mod release;
 pub mod start;

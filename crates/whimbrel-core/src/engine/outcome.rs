@@ -133,11 +133,9 @@ impl<L: Launcher> Engine<L> {
             .store
             .batch_get(&self.store.tables().activity_exec(), keys)
             .await?;
-        let mut out = Map::new();
-        for a in items {
-            out.insert(a.activity_name, a.output.unwrap_or(Value::Null));
-        }
-        Ok(Value::Object(out))
+        Ok(Value::Object(
+            self.outputs_of(items).await?.into_iter().collect(),
+        ))
     }
 
     /// A COMPLETED workflow's result: the outputs of its sink activities

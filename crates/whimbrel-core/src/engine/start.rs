@@ -157,6 +157,15 @@ impl<L: Launcher> Engine<L> {
             if let Some(reason) = unstorable_activity(&activities) {
                 return self.fail_start(&exec, &reason).await;
             }
+            // Inputs too large for the activity items first (write-once,
+            // content-addressed: a repeated put writes the same content),
+            // so an item never names a row that is not there.
+            self.store
+                .batch_put(
+                    &t.workflow_plan(),
+                    &super::payloads::input_rows(&exec, &plan),
+                )
+                .await?;
             // Conditional creates only: another start of the same request
             // (a redelivery, the monitor) may already have created, claimed
             // or even ended an item; an unconditional put would reset it.
