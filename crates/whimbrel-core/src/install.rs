@@ -25,13 +25,19 @@ use crate::store::{self, Store, StoreError, Tables};
 /// readers fetch the items by key); `install` rebuilds them. 5: the plan
 /// and input move off `workflow_exec` to the new write-once
 /// `workflow_plan` table, so the item every finishing activity updates
-/// stays small (`install` creates the table).
-pub const SCHEMA_VERSION: u32 = 5;
+/// stays small (`install` creates the table). 6: `activity_exec_dependency`
+/// loses its two GSIs, which no code read (the engine finds who waits for
+/// whom on the activity items and the plan): each cost a write unit per
+/// edge (issue 7).
+pub const SCHEMA_VERSION: u32 = 6;
 
 /// Indexes of earlier layouts that `install` deletes from existing tables.
-pub const OBSOLETE_INDEXES: [&str; 2] = [
+pub const OBSOLETE_INDEXES: [&str; 4] = [
     "heartbeat_shard-heartbeat_deadline_epoch-index",
     "launch_shard-queued_time_epoch-index",
+    // activity_exec_dependency, before 6.
+    "dependent_activity_exec_id-index",
+    "workflow_exec_id-index",
 ];
 
 /// One GSI: name, hash (name, type), optional range, projection.
@@ -159,20 +165,7 @@ pub fn definitions(t: &Tables) -> Vec<TableDef> {
             hash: ("activity_exec_dependency", S),
             range: Some(("activity_exec_id", S)),
             stream: false,
-            gsis: vec![
-                Gsi {
-                    name: store::INDEX_WAITERS,
-                    hash: ("dependent_activity_exec_id", S),
-                    range: None,
-                    keys_only: false,
-                },
-                Gsi {
-                    name: store::INDEX_EDGES_BY_WORKFLOW,
-                    hash: ("workflow_exec_id", S),
-                    range: None,
-                    keys_only: false,
-                },
-            ],
+            gsis: vec![],
             description: "dependency edges (write-once)",
         },
         TableDef {

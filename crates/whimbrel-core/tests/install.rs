@@ -95,9 +95,44 @@ async fn install_upgrades_the_indexes_of_an_earlier_layout() {
         .unwrap();
     let old = indexes(&client, &table).await;
     assert!(!old.contains(&INDEX_DUE.to_string()), "{old:?}");
+    // And schema 5's edge index, which nothing read (issue 7).
+    let edges = h.store.tables().activity_exec_dependency();
+    assert!(indexes(&client, &edges).await.is_empty());
+    let text = |n: &str| {
+        AttributeDefinition::builder()
+            .attribute_name(n)
+            .attribute_type(ScalarAttributeType::S)
+            .build()
+            .unwrap()
+    };
+    client
+        .update_table()
+        .table_name(&edges)
+        .attribute_definitions(text("workflow_exec_id"))
+        .global_secondary_index_updates(
+            GlobalSecondaryIndexUpdate::builder()
+                .create(
+                    CreateGlobalSecondaryIndexAction::builder()
+                        .index_name("workflow_exec_id-index")
+                        .key_schema(key("workflow_exec_id", KeyType::Hash))
+                        .projection(
+                            Projection::builder()
+                                .projection_type(ProjectionType::All)
+                                .build(),
+                        )
+                        .build()
+                        .unwrap(),
+                )
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(indexes(&client, &edges).await, ["workflow_exec_id-index"]);
     let created = whimbrel_core::install::install(&h.store).await.unwrap();
     assert!(created.is_empty(), "no table created: {created:?}");
     assert_eq!(indexes(&client, &table).await, want);
+    assert!(indexes(&client, &edges).await.is_empty());
 }
 
 /// Wait until `index` of `table` is deleted (at most 20 s).

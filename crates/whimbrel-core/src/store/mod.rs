@@ -56,11 +56,6 @@ pub const INDEX_EVENTS_BY_ACTIVITY: &str = "activity_exec_id-index";
 pub const INDEX_TASK_LIST: &str = "task_list_shard-task_queued_epoch-index";
 /// GSI of `workflow_exec`: workflows by state and start time.
 pub const INDEX_WORKFLOWS_BY_STATE: &str = "state-start_time_epoch-index";
-/// GSI of `activity_exec_dependency`: the edges whose prerequisite is a
-/// given activity (who waits for it).
-pub const INDEX_WAITERS: &str = "dependent_activity_exec_id-index";
-/// GSI of `activity_exec_dependency`: a workflow's edges.
-pub const INDEX_EDGES_BY_WORKFLOW: &str = "workflow_exec_id-index";
 
 /// Number of shards of the sparse due GSIs, so one hot
 /// partition key value cannot cap writes at 1,000/s (design.md § 2.2).
