@@ -54,85 +54,80 @@ async fn install_upgrades_the_indexes_of_an_earlier_layout() {
         .unwrap();
     // DynamoDB allows one index change at a time per table.
     wait_gone(&client, &table, INDEX_DUE).await;
-    let key = |n: &str, t| {
-        KeySchemaElement::builder()
-            .attribute_name(n)
-            .key_type(t)
-            .build()
-            .unwrap()
-    };
-    let attr = |n: &str| {
-        AttributeDefinition::builder()
-            .attribute_name(n)
-            .attribute_type(ScalarAttributeType::N)
-            .build()
-            .unwrap()
-    };
-    client
-        .update_table()
-        .table_name(&table)
-        .attribute_definitions(attr("launch_shard"))
-        .attribute_definitions(attr("queued_time_epoch"))
-        .global_secondary_index_updates(
-            GlobalSecondaryIndexUpdate::builder()
-                .create(
-                    CreateGlobalSecondaryIndexAction::builder()
-                        .index_name("launch_shard-queued_time_epoch-index")
-                        .key_schema(key("launch_shard", KeyType::Hash))
-                        .key_schema(key("queued_time_epoch", KeyType::Range))
-                        .projection(
-                            Projection::builder()
-                                .projection_type(ProjectionType::KeysOnly)
-                                .build(),
-                        )
-                        .build()
-                        .unwrap(),
-                )
-                .build(),
-        )
-        .send()
-        .await
-        .unwrap();
+    add_index(
+        &client,
+        &table,
+        "launch_shard-queued_time_epoch-index",
+        &[
+            ("launch_shard", ScalarAttributeType::N),
+            ("queued_time_epoch", ScalarAttributeType::N),
+        ],
+        ProjectionType::KeysOnly,
+    )
+    .await;
     let old = indexes(&client, &table).await;
     assert!(!old.contains(&INDEX_DUE.to_string()), "{old:?}");
     // And schema 5's edge index, which nothing read (issue 7).
     let edges = h.store.tables().activity_exec_dependency();
     assert!(indexes(&client, &edges).await.is_empty());
-    let text = |n: &str| {
-        AttributeDefinition::builder()
-            .attribute_name(n)
-            .attribute_type(ScalarAttributeType::S)
-            .build()
-            .unwrap()
-    };
-    client
-        .update_table()
-        .table_name(&edges)
-        .attribute_definitions(text("workflow_exec_id"))
-        .global_secondary_index_updates(
-            GlobalSecondaryIndexUpdate::builder()
-                .create(
-                    CreateGlobalSecondaryIndexAction::builder()
-                        .index_name("workflow_exec_id-index")
-                        .key_schema(key("workflow_exec_id", KeyType::Hash))
-                        .projection(
-                            Projection::builder()
-                                .projection_type(ProjectionType::All)
-                                .build(),
-                        )
-                        .build()
-                        .unwrap(),
-                )
-                .build(),
-        )
-        .send()
-        .await
-        .unwrap();
+    add_index(
+        &client,
+        &edges,
+        "workflow_exec_id-index",
+        &[("workflow_exec_id", ScalarAttributeType::S)],
+        ProjectionType::All,
+    )
+    .await;
     assert_eq!(indexes(&client, &edges).await, ["workflow_exec_id-index"]);
     let created = whimbrel_core::install::install(&h.store).await.unwrap();
     assert!(created.is_empty(), "no table created: {created:?}");
     assert_eq!(indexes(&client, &table).await, want);
     assert!(indexes(&client, &edges).await.is_empty());
+}
+
+/// Create GSI `name` on `table`, keyed by `keys` (hash, then range if
+/// given), as an earlier layout had it.
+async fn add_index(
+    client: &aws_sdk_dynamodb::Client,
+    table: &str,
+    name: &str,
+    keys: &[(&str, ScalarAttributeType)],
+    projection: ProjectionType,
+) {
+    let mut index = CreateGlobalSecondaryIndexAction::builder()
+        .index_name(name)
+        .projection(Projection::builder().projection_type(projection).build());
+    let mut update = client.update_table().table_name(table);
+    for (i, (attr, ty)) in keys.iter().enumerate() {
+        let kind = if i == 0 {
+            KeyType::Hash
+        } else {
+            KeyType::Range
+        };
+        index = index.key_schema(
+            KeySchemaElement::builder()
+                .attribute_name(*attr)
+                .key_type(kind)
+                .build()
+                .unwrap(),
+        );
+        update = update.attribute_definitions(
+            AttributeDefinition::builder()
+                .attribute_name(*attr)
+                .attribute_type(ty.clone())
+                .build()
+                .unwrap(),
+        );
+    }
+    update
+        .global_secondary_index_updates(
+            GlobalSecondaryIndexUpdate::builder()
+                .create(index.build().unwrap())
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap();
 }
 
 /// Wait until `index` of `table` is deleted (at most 20 s).
