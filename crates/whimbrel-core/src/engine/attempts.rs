@@ -5,6 +5,8 @@
 //! exactly one caller wins, and each sets the due marker of the state it
 //! leads to ([`next_deadline`]).
 
+use aws_sdk_dynamodb::types::AttributeValue;
+
 use super::deadline::next_deadline;
 use super::decide::{cap_error, history, live_keep, versioned, with_due, Change, Details};
 use super::EngineConfig;
@@ -55,6 +57,35 @@ pub fn queue_update(
     token_hash: Option<&str>,
     now: i64,
 ) -> UpdateRequest {
+    queue_after(tables, cfg, exec, token_hash, now, None)
+}
+
+/// The last release and the first attempt in one write (design.md § 3.2:
+/// the update that reaches 0 takes it REQUESTED → READY → QUEUED): releases
+/// `marker` (a prerequisite's id, or a join group's marker) on `exec`, read
+/// with one pending prerequisite and `marker` not released, and queues it as
+/// [`queue_update`] does. Conditioned on the version read, the pending count
+/// of 1 and the marker, so it is the release of that edge, once, or
+/// nothing: one write where a release and a claim took two.
+pub fn release_and_queue_update(
+    tables: &Tables,
+    cfg: &EngineConfig,
+    exec: &ActivityExec,
+    marker: &str,
+    token_hash: Option<&str>,
+    now: i64,
+) -> UpdateRequest {
+    queue_after(tables, cfg, exec, token_hash, now, Some(marker))
+}
+
+fn queue_after(
+    tables: &Tables,
+    cfg: &EngineConfig,
+    exec: &ActivityExec,
+    token_hash: Option<&str>,
+    now: i64,
+    release: Option<&str>,
+) -> UpdateRequest {
     let attempt = exec.attempt + 1;
     let event_id = format!("launcher:{}:{attempt}", exec.activity_exec_id);
     let mut entries = vec![];
@@ -77,8 +108,18 @@ pub fn queue_update(
     after.attempt = attempt;
     after.first_queued_epoch = Some(now);
     after.scheduled_epoch = Some(now);
-    let req = versioned(tables, exec)
-        .when(Cond::eq("pending_dependency_count", n(0)))
+    let req = match release {
+        None => versioned(tables, exec).when(Cond::eq("pending_dependency_count", n(0))),
+        Some(marker) => versioned(tables, exec)
+            .when(Cond::eq("pending_dependency_count", n(1)))
+            .when(Cond::not_contains("released_prerequisites", s(marker)))
+            .set("pending_dependency_count", n(0))
+            .act(Action::Add(
+                "released_prerequisites".into(),
+                AttributeValue::Ss(vec![marker.into()]),
+            )),
+    };
+    let req = req
         .when(Cond::In(
             "state".into(),
             vec![

@@ -67,23 +67,16 @@ impl<L: Launcher> Engine<L> {
 
     /// Release `marker` (a prerequisite's id, or a complete join group's
     /// marker) on the waiting activity `dep` once, and claim and launch it
-    /// if that was the last.
+    /// if that was the last. Read first: the last release and the claim are
+    /// one write ([`Engine::claim_first`]).
     async fn release_edge(
         &self,
         dep: &str,
         workflow_exec_id: &str,
         marker: &str,
     ) -> Result<(), EngineError> {
-        let req = decide::release_update(self.store.tables(), dep, workflow_exec_id, marker);
-        let waiting: ActivityExec = match self.store.update(req, true).await {
-            Ok(Some(item)) => decoded(dep, item)?,
-            Ok(None) => return Err(EngineError::Retry(format!("{dep}: no item returned"))),
-            // Released by this edge already (a redelivery, or a crash after
-            // the release): resume from the item.
-            Err(StoreError::ConditionFailed) => self.load_activity(dep, workflow_exec_id).await?,
-            Err(e) => return Err(e.into()),
-        };
-        self.queue_and_launch(waiting).await
+        let waiting = self.load_activity(dep, workflow_exec_id).await?;
+        self.claim_first(waiting, Some(marker)).await
     }
 
     /// Release `exec`'s edge into its group of the wide join `join_id`
@@ -121,27 +114,71 @@ impl<L: Launcher> Engine<L> {
     /// Claim the first attempt of an activity whose prerequisites all
     /// completed, and launch it if this call won the claim. An activity not
     /// ready, or claimed by someone else, is left alone.
-    pub(crate) async fn queue_and_launch(&self, mut exec: ActivityExec) -> Result<(), EngineError> {
+    pub(crate) async fn queue_and_launch(&self, exec: ActivityExec) -> Result<(), EngineError> {
+        self.claim_first(exec, None).await
+    }
+
+    /// Release `release` on `exec` (read) if it is not yet, then claim and
+    /// launch its first attempt if nothing is pending. The last release and
+    /// the claim are one conditional write
+    /// ([`decide::release_and_queue_update`]); a release that is not the
+    /// last (or of an activity that cannot be claimed, e.g. cancelled) is
+    /// the blind per-edge update ([`decide::release_update`]). Either way an
+    /// edge lowers the count once: both are conditioned on its marker.
+    async fn claim_first(
+        &self,
+        mut exec: ActivityExec,
+        mut release: Option<&str>,
+    ) -> Result<(), EngineError> {
         loop {
+            if let Some(marker) = release {
+                let done = exec.released_prerequisites.iter().any(|r| r == marker);
+                if done || exec.pending_dependency_count == 0 {
+                    // Released already (a redelivery, or a crash after the
+                    // release): resume from the item.
+                    release = None;
+                }
+            }
+            let claimable = matches!(exec.state, ActivityState::Requested | ActivityState::Ready);
+            let pending = exec.pending_dependency_count - u64::from(release.is_some());
+            if let Some(marker) = release.filter(|_| pending > 0 || !claimable) {
+                let req = decide::release_update(
+                    self.store.tables(),
+                    &exec.activity_exec_id,
+                    &exec.workflow_exec_id,
+                    marker,
+                );
+                exec = match self.store.update(req, true).await {
+                    Ok(Some(item)) => decoded(&exec.activity_exec_id, item)?,
+                    Ok(None) => return Err(no_item(&exec)),
+                    Err(StoreError::ConditionFailed) => self.reload(&exec).await?,
+                    Err(e) => return Err(e.into()),
+                };
+                release = None;
+                continue;
+            }
             // Only a first claim: REQUESTED or READY with nothing pending.
             // Anything further along (QUEUED, PREPARING...) is someone
             // else's attempt.
-            if !matches!(exec.state, ActivityState::Requested | ActivityState::Ready)
-                || exec.pending_dependency_count > 0
-            {
+            if !claimable || pending > 0 {
                 return Ok(());
             }
             // A task-list activity is queued unclaimed: a worker claims it.
             let token = exec.task_list.is_none().then(|| self.env.new_token());
             let hash = token.as_deref().map(ids::token_hash);
             let now = self.now().epoch;
-            let req = decide::queue_update(
-                self.store.tables(),
-                &self.config,
-                &exec,
-                hash.as_deref(),
-                now,
-            );
+            let t = self.store.tables();
+            let req = match release {
+                Some(marker) => decide::release_and_queue_update(
+                    t,
+                    &self.config,
+                    &exec,
+                    marker,
+                    hash.as_deref(),
+                    now,
+                ),
+                None => decide::queue_update(t, &self.config, &exec, hash.as_deref(), now),
+            };
             match self.store.update(req, true).await {
                 Ok(Some(item)) => {
                     let queued = decoded(&exec.activity_exec_id, item)?;
@@ -153,20 +190,21 @@ impl<L: Launcher> Engine<L> {
                         }
                     };
                 }
-                Ok(None) => {
-                    return Err(EngineError::Retry(format!(
-                        "{}: no item returned",
-                        exec.activity_exec_id
-                    )))
-                }
-                // Someone else changed it (claimed it, cancelled it): look again.
-                Err(StoreError::ConditionFailed) => {
-                    exec = self
-                        .load_activity(&exec.activity_exec_id, &exec.workflow_exec_id)
-                        .await?;
-                }
+                Ok(None) => return Err(no_item(&exec)),
+                // Someone else changed it (released it, claimed it,
+                // cancelled it): look again.
+                Err(StoreError::ConditionFailed) => exec = self.reload(&exec).await?,
                 Err(e) => return Err(e.into()),
             }
         }
     }
+
+    async fn reload(&self, exec: &ActivityExec) -> Result<ActivityExec, EngineError> {
+        self.load_activity(&exec.activity_exec_id, &exec.workflow_exec_id)
+            .await
+    }
+}
+
+fn no_item(exec: &ActivityExec) -> EngineError {
+    EngineError::Retry(format!("{}: no item returned", exec.activity_exec_id))
 }
