@@ -53,6 +53,7 @@ pub mod dates;
 pub mod engine;
 pub mod grants;
 pub mod handlers;
+pub mod history;
 pub mod ids;
 pub mod install;
 pub mod launcher;

@@ -285,53 +285,7 @@ pub struct InputRow {
     pub input: Value,
 }
 
-/// One accepted transition in an activity's bounded audit trail.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct HistoryEntry {
-    /// The transition applied.
-    pub transition: String,
-    /// The state it led to.
-    pub state: ActivityState,
-    /// When it was applied, epoch seconds.
-    pub at_epoch: i64,
-    /// The event (or engine step) that caused it.
-    pub event_id: String,
-    /// For a failed attempt that is retried (FAILED or TIMED_OUT → QUEUED):
-    /// the attempt that failed, 1-based.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub attempt: Option<u32>,
-    /// For a retried attempt: its error, cut to [`HISTORY_ERROR_BYTES`].
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-    /// For a retried attempt: when the next attempt is due, epoch seconds.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub next_attempt_epoch: Option<i64>,
-}
-
-impl HistoryEntry {
-    /// A plain entry: `transition` led to `state` at `at_epoch` because of
-    /// `event_id`.
-    pub fn new(
-        transition: crate::contract::Transition,
-        state: ActivityState,
-        at_epoch: i64,
-        event_id: &str,
-    ) -> Self {
-        HistoryEntry {
-            transition: transition.as_str().into(),
-            state,
-            at_epoch,
-            event_id: event_id.into(),
-            attempt: None,
-            error: None,
-            next_attempt_epoch: None,
-        }
-    }
-}
-
-/// Longest error kept in a history entry, bytes (the item's `error` keeps
-/// the last one whole, up to 2048 bytes).
-pub const HISTORY_ERROR_BYTES: usize = 256;
+pub use crate::history::{HistoryEntry, HISTORY_ERROR_BYTES};
 
 /// An event row kept on its activity until the activity's state allows it
 /// (docs/design.md § 3.8: early events are parked, not retried).

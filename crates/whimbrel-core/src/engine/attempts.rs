@@ -87,7 +87,7 @@ fn queue_after(
     release: Option<&str>,
 ) -> UpdateRequest {
     let attempt = exec.attempt + 1;
-    let event_id = format!("launcher:{}:{attempt}", exec.activity_exec_id);
+    let event_id = launcher_event_id(attempt);
     let mut entries = vec![];
     if exec.state == ActivityState::Requested && exec.has_prerequisites() {
         entries.push(history(
@@ -169,6 +169,13 @@ pub fn relaunch_update(
     claim(req, cfg, exec.clone(), token_hash, launch, now, &event_id)
 }
 
+/// The event id a launcher's claim records (`last_event_id`, history):
+/// `launcher:(attempt)`. It names no activity: it only ever stands on its
+/// own item, and the item's history is billed by its size.
+fn launcher_event_id(attempt: u32) -> String {
+    format!("launcher:{attempt}")
+}
+
 /// Claim the attempt a retry queued, once its delay ended (Lambda
 /// activities: the monitor, or the failing call itself when the delay is
 /// zero). Conditioned on the version read and no claim yet.
@@ -179,7 +186,7 @@ pub fn launch_update(
     token_hash: &str,
     now: i64,
 ) -> UpdateRequest {
-    let event_id = format!("launcher:{}:{}", exec.activity_exec_id, exec.attempt);
+    let event_id = launcher_event_id(exec.attempt);
     let req = versioned(tables, exec)
         .when(Cond::eq("state", s(ActivityState::Queued.as_str())))
         .when(Cond::not_exists("attempt_token_hash"))
@@ -379,7 +386,7 @@ pub fn retry_update(
         .remove("heartbeat_time")
         .remove("launched_time")
         .remove("launched_time_epoch")
-        .act(Action::Append("history".into(), vec![av(&entry)]));
+        .act(Action::Append("history".into(), vec![av(&entry.stored())]));
     if !exec.parked.is_empty() {
         // Reports of the failed attempt can never apply to the next one.
         req = req.remove("parked");

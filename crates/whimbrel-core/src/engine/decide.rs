@@ -185,7 +185,7 @@ pub(crate) fn history(
     at: i64,
     event_id: &str,
 ) -> AttributeValue {
-    av(&HistoryEntry::new(transition, state, at, event_id))
+    av(&HistoryEntry::new(transition, state, at, event_id).stored())
 }
 
 pub(crate) fn versioned(tables: &Tables, exec: &ActivityExec) -> UpdateRequest {

@@ -1,0 +1,167 @@
+//! An activity's bounded audit trail (`history` of `whimbrel_activity_exec`,
+//! docs/tables.md): one entry per accepted transition, claim and retry.
+//!
+//! The trail lives on the activity item, which every transition rewrites,
+//! and DynamoDB bills a write by the larger of the item's old and new size
+//! in 1 KB units (docs/design.md § 2.8). Entries are therefore stored in a
+//! compact form ([`StoredHistoryEntry`]: one-letter keys, the transition
+//! only when it differs from the state it led to), while [`HistoryEntry`]
+//! keeps its full names everywhere else (JSON output, the simulation).
+//! Entries written by earlier versions, with full keys, still read.
+
+use serde::{Deserialize, Serialize};
+
+use crate::contract::{ActivityState, Transition};
+
+/// Longest error kept in a history entry, bytes (the item's `error` keeps
+/// the last one whole, up to 2048 bytes).
+pub const HISTORY_ERROR_BYTES: usize = 256;
+
+/// One accepted transition in an activity's bounded audit trail.
+/// Read from either stored form; serialized with full names (use
+/// [`HistoryEntry::stored`] for what goes on the item).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(from = "StoredHistoryEntry")]
+pub struct HistoryEntry {
+    /// The transition applied.
+    pub transition: String,
+    /// The state it led to.
+    pub state: ActivityState,
+    /// When it was applied, epoch seconds.
+    pub at_epoch: i64,
+    /// The event (or engine step) that caused it.
+    pub event_id: String,
+    /// For a failed attempt that is retried (FAILED or TIMED_OUT → QUEUED):
+    /// the attempt that failed, 1-based.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempt: Option<u32>,
+    /// For a retried attempt: its error, cut to [`HISTORY_ERROR_BYTES`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// For a retried attempt: when the next attempt is due, epoch seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_attempt_epoch: Option<i64>,
+}
+
+impl HistoryEntry {
+    /// A plain entry: `transition` led to `state` at `at_epoch` because of
+    /// `event_id`.
+    pub fn new(
+        transition: Transition,
+        state: ActivityState,
+        at_epoch: i64,
+        event_id: &str,
+    ) -> Self {
+        HistoryEntry {
+            transition: transition.as_str().into(),
+            state,
+            at_epoch,
+            event_id: event_id.into(),
+            attempt: None,
+            error: None,
+            next_attempt_epoch: None,
+        }
+    }
+
+    /// The form written to the item: `{s, at, e}` plus `t` when the
+    /// transition is not the state's name (a retried failure: `t` FAILED,
+    /// `s` QUEUED), and the retry's `attempt`, `error`, `next_attempt_epoch`.
+    pub fn stored(&self) -> StoredHistoryEntry {
+        let named = self.transition == self.state.as_str();
+        StoredHistoryEntry {
+            transition: (!named).then(|| self.transition.clone()),
+            state: self.state,
+            at_epoch: self.at_epoch,
+            event_id: self.event_id.clone(),
+            attempt: self.attempt,
+            error: self.error.clone(),
+            next_attempt_epoch: self.next_attempt_epoch,
+        }
+    }
+}
+
+/// A history entry as stored on the item (see the module docs). Reads the
+/// full names of earlier versions too.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StoredHistoryEntry {
+    /// `t`: the transition, when it is not the name of `state`.
+    #[serde(
+        rename = "t",
+        alias = "transition",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub transition: Option<String>,
+    /// `s`: the state it led to.
+    #[serde(rename = "s", alias = "state")]
+    pub state: ActivityState,
+    /// `at`: when, epoch seconds.
+    #[serde(rename = "at", alias = "at_epoch")]
+    pub at_epoch: i64,
+    /// `e`: the event (or engine step) that caused it.
+    #[serde(rename = "e", alias = "event_id")]
+    pub event_id: String,
+    /// The attempt that failed (a retried failure).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempt: Option<u32>,
+    /// Its error, cut to [`HISTORY_ERROR_BYTES`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// When the next attempt is due, epoch seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_attempt_epoch: Option<i64>,
+}
+
+impl From<StoredHistoryEntry> for HistoryEntry {
+    fn from(s: StoredHistoryEntry) -> Self {
+        HistoryEntry {
+            transition: s.transition.unwrap_or_else(|| s.state.as_str().into()),
+            state: s.state,
+            at_epoch: s.at_epoch,
+            event_id: s.event_id,
+            attempt: s.attempt,
+            error: s.error,
+            next_attempt_epoch: s.next_attempt_epoch,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn retried() -> HistoryEntry {
+        HistoryEntry {
+            attempt: Some(1),
+            error: Some("boom".into()),
+            next_attempt_epoch: Some(130),
+            ..HistoryEntry::new(Transition::Failed, ActivityState::Queued, 100, "a::e")
+        }
+    }
+
+    #[test]
+    fn the_stored_form_is_compact_and_reads_back() {
+        let plain = HistoryEntry::new(Transition::Running, ActivityState::Running, 100, "a::e");
+        let stored = serde_json::to_value(plain.stored()).unwrap();
+        assert_eq!(stored, json!({"s": "RUNNING", "at": 100, "e": "a::e"}));
+        let back: HistoryEntry = serde_json::from_value(stored).unwrap();
+        assert_eq!(back, plain);
+
+        let stored = serde_json::to_value(retried().stored()).unwrap();
+        assert_eq!(stored["t"], "FAILED");
+        assert_eq!(stored["s"], "QUEUED");
+        let back: HistoryEntry = serde_json::from_value(stored).unwrap();
+        assert_eq!(back, retried());
+    }
+
+    #[test]
+    fn entries_of_earlier_versions_still_read() {
+        let old = json!({"transition": "FAILED", "state": "QUEUED", "at_epoch": 100,
+            "event_id": "a::e", "attempt": 1, "error": "boom", "next_attempt_epoch": 130});
+        let back: HistoryEntry = serde_json::from_value(old.clone()).unwrap();
+        assert_eq!(back, retried());
+        // Full names are what JSON output shows.
+        assert_eq!(serde_json::to_value(&back).unwrap(), old);
+    }
+}
