@@ -206,7 +206,8 @@ fn activity_rows(a: &ActivityExec) -> Vec<Row> {
                     (attempt > 0).then_some(attempt)
                 }
             };
-            let (actor, detail) = cause(&h.event_id, a, shown);
+            let event_id = h.full_event_id(&a.activity_exec_id);
+            let (actor, detail) = cause(&event_id, a, shown);
             let error = h.error.clone().or_else(|| {
                 (i == last && final_error)
                     .then(|| a.error.clone())
@@ -221,7 +222,7 @@ fn activity_rows(a: &ActivityExec) -> Vec<Row> {
                 to: h.state.as_str().into(),
                 actor,
                 detail,
-                event_id: Some(h.event_id.clone()),
+                event_id: Some(event_id),
                 attempt: shown,
                 error,
                 next_attempt_epoch: h.next_attempt_epoch,

@@ -5,9 +5,11 @@
 //! and DynamoDB bills a write by the larger of the item's old and new size
 //! in 1 KB units (docs/design.md § 2.8). Entries are therefore stored in a
 //! compact form ([`StoredHistoryEntry`]: one-letter keys, the transition
-//! only when it differs from the state it led to), while [`HistoryEntry`]
-//! keeps its full names everywhere else (JSON output, the simulation).
-//! Entries written by earlier versions, with full keys, still read.
+//! only when it differs from the state it led to, and an event id in the
+//! contract's form `(activity_exec_id)::(rest)` for this very activity
+//! without its activity prefix), while [`HistoryEntry`] keeps its full
+//! names everywhere else (JSON output, the simulation). Entries written by
+//! earlier versions, with full keys, still read.
 
 use serde::{Deserialize, Serialize};
 
@@ -29,8 +31,13 @@ pub struct HistoryEntry {
     pub state: ActivityState,
     /// When it was applied, epoch seconds.
     pub at_epoch: i64,
-    /// The event (or engine step) that caused it.
+    /// The event (or engine step) that caused it; when `own`, only the part
+    /// after `(activity_exec_id)::`. Compare with [`HistoryEntry::names`],
+    /// show with [`HistoryEntry::full_event_id`].
     pub event_id: String,
+    /// Whether `event_id` is stored without its `(activity_exec_id)::`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub own: bool,
     /// For a failed attempt that is retried (FAILED or TIMED_OUT → QUEUED):
     /// the attempt that failed, 1-based.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -57,27 +64,59 @@ impl HistoryEntry {
             state,
             at_epoch,
             event_id: event_id.into(),
+            own: false,
             attempt: None,
             error: None,
             next_attempt_epoch: None,
         }
     }
 
-    /// The form written to the item: `{s, at, e}` plus `t` when the
+    /// The form written to the item of activity `activity_exec_id`:
+    /// `{s, at}`, the event id as `r` (the part after
+    /// `(activity_exec_id)::`) or else `e` (whole), plus `t` when the
     /// transition is not the state's name (a retried failure: `t` FAILED,
-    /// `s` QUEUED), and the retry's `attempt`, `error`, `next_attempt_epoch`.
-    pub fn stored(&self) -> StoredHistoryEntry {
+    /// `s` QUEUED), and the retry's `attempt`, `error`,
+    /// `next_attempt_epoch`.
+    pub fn stored(&self, activity_exec_id: &str) -> StoredHistoryEntry {
         let named = self.transition == self.state.as_str();
+        let own = match self.own {
+            true => Some(self.event_id.as_str()),
+            false => own_part(activity_exec_id, &self.event_id),
+        };
         StoredHistoryEntry {
             transition: (!named).then(|| self.transition.clone()),
             state: self.state,
             at_epoch: self.at_epoch,
-            event_id: self.event_id.clone(),
+            event_id: own.is_none().then(|| self.event_id.clone()),
+            own_event_id: own.map(str::to_string),
             attempt: self.attempt,
             error: self.error.clone(),
             next_attempt_epoch: self.next_attempt_epoch,
         }
     }
+
+    /// Whether `event_id` (whole, as on its row) caused this entry of
+    /// activity `activity_exec_id`'s history.
+    pub fn names(&self, activity_exec_id: &str, event_id: &str) -> bool {
+        match self.own {
+            true => own_part(activity_exec_id, event_id) == Some(self.event_id.as_str()),
+            false => self.event_id == event_id,
+        }
+    }
+
+    /// The whole event id of this entry of activity `activity_exec_id`.
+    pub fn full_event_id(&self, activity_exec_id: &str) -> String {
+        match self.own {
+            true => format!("{activity_exec_id}::{}", self.event_id),
+            false => self.event_id.clone(),
+        }
+    }
+}
+
+/// The part of `event_id` after `(activity_exec_id)::`, when it has that
+/// form (contract: an event id is `(activity_exec_id)::(uuid)`).
+fn own_part<'a>(activity_exec_id: &str, event_id: &'a str) -> Option<&'a str> {
+    event_id.strip_prefix(activity_exec_id)?.strip_prefix("::")
 }
 
 /// A history entry as stored on the item (see the module docs). Reads the
@@ -98,9 +137,19 @@ pub struct StoredHistoryEntry {
     /// `at`: when, epoch seconds.
     #[serde(rename = "at", alias = "at_epoch")]
     pub at_epoch: i64,
-    /// `e`: the event (or engine step) that caused it.
-    #[serde(rename = "e", alias = "event_id")]
-    pub event_id: String,
+    /// `e`: the event (or engine step) that caused it, whole; absent when
+    /// `r` is there.
+    #[serde(
+        rename = "e",
+        alias = "event_id",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub event_id: Option<String>,
+    /// `r`: an event id of this activity's own form, without its
+    /// `(activity_exec_id)::`.
+    #[serde(rename = "r", default, skip_serializing_if = "Option::is_none")]
+    pub own_event_id: Option<String>,
     /// The attempt that failed (a retried failure).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attempt: Option<u32>,
@@ -118,7 +167,8 @@ impl From<StoredHistoryEntry> for HistoryEntry {
             transition: s.transition.unwrap_or_else(|| s.state.as_str().into()),
             state: s.state,
             at_epoch: s.at_epoch,
-            event_id: s.event_id,
+            own: s.own_event_id.is_some(),
+            event_id: s.own_event_id.or(s.event_id).unwrap_or_default(),
             attempt: s.attempt,
             error: s.error,
             next_attempt_epoch: s.next_attempt_epoch,
@@ -143,12 +193,23 @@ mod tests {
     #[test]
     fn the_stored_form_is_compact_and_reads_back() {
         let plain = HistoryEntry::new(Transition::Running, ActivityState::Running, 100, "a::e");
-        let stored = serde_json::to_value(plain.stored()).unwrap();
+        let stored = serde_json::to_value(plain.stored("a")).unwrap();
+        assert_eq!(stored, json!({"s": "RUNNING", "at": 100, "r": "e"}));
+        let back: HistoryEntry = serde_json::from_value(stored).unwrap();
+        assert!(back.own && back.names("a", "a::e"));
+        assert!(!back.names("a", "e") && !back.names("a", "b::e"));
+        assert_eq!(back.full_event_id("a"), "a::e");
+        // Stored again (a put of the whole item), it stays the same.
+        assert_eq!(back.stored("a"), plain.stored("a"));
+
+        // Another activity's id, or an engine step's, is kept whole.
+        let stored = serde_json::to_value(plain.stored("a:")).unwrap();
         assert_eq!(stored, json!({"s": "RUNNING", "at": 100, "e": "a::e"}));
         let back: HistoryEntry = serde_json::from_value(stored).unwrap();
         assert_eq!(back, plain);
+        assert!(back.names("a:", "a::e"));
 
-        let stored = serde_json::to_value(retried().stored()).unwrap();
+        let stored = serde_json::to_value(retried().stored("b")).unwrap();
         assert_eq!(stored["t"], "FAILED");
         assert_eq!(stored["s"], "QUEUED");
         let back: HistoryEntry = serde_json::from_value(stored).unwrap();

@@ -1492,7 +1492,10 @@ async fn finding_5_at_the_attempt_limit_the_monitor_applies_running_instead_of_f
     assert_eq!((solo.attempt, solo.launch), (1, cfg.max_launch_attempts));
     assert_eq!(solo.last_event_id.as_deref(), Some(live.as_str()));
     assert!(solo.error.is_none());
-    assert!(!solo.history.iter().any(|e| e.event_id == stale));
+    assert!(!solo
+        .history
+        .iter()
+        .any(|e| e.names(&solo.activity_exec_id, &stale)));
     assert_eq!(
         solo.due_epoch,
         Some(solo.start_time_epoch + cfg.default_start_to_close_seconds)
@@ -1835,7 +1838,10 @@ async fn a_parked_completed_whose_running_row_is_never_delivered_is_applied_by_t
     let solo = h.activity(&wf, "solo").await;
     assert_eq!(solo.state, ActivityState::Completed);
     assert_eq!(solo.output, Some(json!({"n": 7})));
-    assert!(solo.history.iter().any(|e| e.event_id == running));
+    assert!(solo
+        .history
+        .iter()
+        .any(|e| e.names(&solo.activity_exec_id, &running)));
     assert_eq!(h.launcher.launches_of("solo").len(), 1);
     assert_eq!(h.workflow(&wf).await.state, WorkflowState::Completed);
 }

@@ -336,7 +336,9 @@ impl Checker {
                 if !allowed {
                     v.push(format!(
                         "{id}: {from} -> {} by {} is not in the contract ({})",
-                        h.state, h.transition, h.event_id
+                        h.state,
+                        h.transition,
+                        h.full_event_id(id)
                     ));
                 }
                 from = h.state;
@@ -553,7 +555,7 @@ impl Checker {
                     v.push(format!(
                         "activity {} TIMED_OUT at {at} though its {} report {} was written at {} (outcomes {:?}; history {:?})",
                         a.activity_exec_id, r.transition, r.event_id, r.at, outcomes.get(&r.event_id),
-                        a.history.iter().map(|h| format!("{}@{} by {}", h.state, h.at_epoch, h.event_id)).collect::<Vec<_>>()
+                        a.history.iter().map(|h| format!("{}@{} by {}", h.state, h.at_epoch, h.full_event_id(&a.activity_exec_id))).collect::<Vec<_>>()
                     ));
                 }
             }

@@ -107,7 +107,11 @@ impl<L: Launcher> Engine<L> {
                 self.settle(&exec).await?;
                 return Ok(Applied::State(exec.state));
             }
-            if exec.history.iter().any(|h| h.event_id == event_id) {
+            if exec
+                .history
+                .iter()
+                .any(|h| h.names(&exec.activity_exec_id, event_id))
+            {
                 // Applied earlier and superseded since: nothing to redo.
                 return Ok(Applied::State(exec.state));
             }

@@ -91,6 +91,7 @@ fn queue_after(
     let mut entries = vec![];
     if exec.state == ActivityState::Requested && exec.has_prerequisites() {
         entries.push(history(
+            &exec.activity_exec_id,
             Transition::Ready,
             ActivityState::Ready,
             now,
@@ -98,6 +99,7 @@ fn queue_after(
         ));
     }
     entries.push(history(
+        &exec.activity_exec_id,
         Transition::Queued,
         ActivityState::Queued,
         now,
@@ -160,6 +162,7 @@ pub fn relaunch_update(
     let req = versioned(tables, exec).act(Action::Append(
         "history".into(),
         vec![history(
+            &exec.activity_exec_id,
             Transition::Queued,
             ActivityState::Queued,
             now,
@@ -264,6 +267,7 @@ pub fn claim_task_update(
         .act(Action::Append(
             "history".into(),
             vec![history(
+                &exec.activity_exec_id,
                 Transition::Running,
                 ActivityState::Running,
                 now,
@@ -386,7 +390,10 @@ pub fn retry_update(
         .remove("heartbeat_time")
         .remove("launched_time")
         .remove("launched_time_epoch")
-        .act(Action::Append("history".into(), vec![av(&entry.stored())]));
+        .act(Action::Append(
+            "history".into(),
+            vec![av(&entry.stored(&exec.activity_exec_id))],
+        ));
     if !exec.parked.is_empty() {
         // Reports of the failed attempt can never apply to the next one.
         req = req.remove("parked");

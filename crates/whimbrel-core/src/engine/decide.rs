@@ -180,12 +180,13 @@ pub(crate) fn settle_keep(at: i64, cfg: &EngineConfig) -> std::ops::RangeInclusi
 }
 
 pub(crate) fn history(
+    activity_exec_id: &str,
     transition: Transition,
     state: ActivityState,
     at: i64,
     event_id: &str,
 ) -> AttributeValue {
-    av(&HistoryEntry::new(transition, state, at, event_id).stored())
+    av(&HistoryEntry::new(transition, state, at, event_id).stored(activity_exec_id))
 }
 
 pub(crate) fn versioned(tables: &Tables, exec: &ActivityExec) -> UpdateRequest {
@@ -233,7 +234,13 @@ pub fn transition_update(
         .set("last_event_id", s(event_id))
         .act(Action::Append(
             "history".into(),
-            vec![history(transition, next, now, event_id)],
+            vec![history(
+                &exec.activity_exec_id,
+                transition,
+                next,
+                now,
+                event_id,
+            )],
         ));
     let rest: Vec<&ParkedEvent> = exec
         .parked

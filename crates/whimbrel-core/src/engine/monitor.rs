@@ -333,7 +333,10 @@ impl<L: Launcher> Engine<L> {
             .await?;
         let seen = |id: &str| {
             exec.last_event_id.as_deref() == Some(id)
-                || exec.history.iter().any(|h| h.event_id == id)
+                || exec
+                    .history
+                    .iter()
+                    .any(|h| h.names(&exec.activity_exec_id, id))
                 || exec.parked.iter().any(|p| p.activity_event_id == id)
         };
         let wanted: Vec<_> = keys
