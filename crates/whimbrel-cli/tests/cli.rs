@@ -392,6 +392,7 @@ fn show_lists_every_transition_in_order_with_its_cause() {
             "- REQUESTED→RUNNING engine null",
             "fetch REQUESTED→QUEUED engine 1",
             "fetch QUEUED→QUEUED client 1",
+            "fetch QUEUED→QUEUED engine 2",
             "fetch QUEUED→RUNNING client 2",
             "fetch RUNNING→COMPLETED client 2",
             "work REQUESTED→READY engine null",
@@ -405,7 +406,7 @@ fn show_lists_every_transition_in_order_with_its_cause() {
     assert_eq!(rows[3]["transition"], "FAILED");
     assert_eq!(rows[3]["error"], "Busy: try later");
     assert!(rows[3]["next_attempt_epoch"].is_i64());
-    assert_eq!(rows[8]["detail"], "cli-worker");
+    assert_eq!(rows[9]["detail"], "cli-worker");
     let epochs: Vec<i64> = rows.iter().map(|r| r["epoch"].as_i64().unwrap()).collect();
     assert!(epochs.windows(2).all(|w| w[0] <= w[1]), "{epochs:?}");
 
@@ -421,6 +422,7 @@ fn show_lists_every_transition_in_order_with_its_cause() {
         "engine (plan stored)",
         "engine (launch)",
         "client event ",
+        "engine (launch)",
         "client event ",
         "client event ",
         "engine (launch)",

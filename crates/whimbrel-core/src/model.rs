@@ -510,7 +510,10 @@ pub struct ActivityExec {
         with = "serde_dynamo::string_set"
     )]
     pub released_prerequisites: Vec<String>,
-    /// Id of the event (or engine step) behind the last state change.
+    /// Id of the event (or engine step) behind the last state change, on
+    /// items last changed by an earlier version only: it is the last
+    /// history entry's, so a state change now removes it (the item is
+    /// billed by its size). Read it through [`ActivityExec::last_event`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_event_id: Option<String>,
     /// Optimistic-lock version, +1 on every state change.
@@ -524,6 +527,31 @@ pub struct ActivityExec {
 }
 
 impl ActivityExec {
+    /// Id of the event (or engine step) behind the last state change, claim
+    /// or retry: the last history entry's (or `last_event_id`, on an item an
+    /// earlier version changed last). `None` before the first.
+    pub fn last_event(&self) -> Option<String> {
+        match &self.last_event_id {
+            Some(id) => Some(id.clone()),
+            None => self
+                .history
+                .last()
+                .map(|h| h.full_event_id(&self.activity_exec_id)),
+        }
+    }
+
+    /// Whether `event_id` is behind the last state change, claim or retry
+    /// (see [`ActivityExec::last_event`]): a redelivery of it.
+    pub fn is_last_event(&self, event_id: &str) -> bool {
+        match &self.last_event_id {
+            Some(id) => id == event_id,
+            None => self
+                .history
+                .last()
+                .is_some_and(|h| h.names(&self.activity_exec_id, event_id)),
+        }
+    }
+
     /// Whether any activity waits for it (listed, or for a wide fan-out
     /// kept in the plan): false for the sinks of a plan, whose outputs
     /// make the workflow's result.

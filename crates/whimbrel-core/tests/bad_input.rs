@@ -268,7 +268,7 @@ async fn world(idle: bool) -> World {
             "LAST_EVENT_ID",
             h.activity(&wf, "work")
                 .await
-                .last_event_id
+                .last_event()
                 .expect("work has a last event"),
         ),
         (

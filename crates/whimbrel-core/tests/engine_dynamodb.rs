@@ -108,7 +108,7 @@ async fn every_client_transition_of_the_contract_through_real_tables() {
         let x = h.activity(&wf, "x").await;
         assert_eq!(x.state, *to, "{from} x {transition}");
         assert_eq!(
-            x.last_event_id.as_deref(),
+            x.last_event().as_deref(),
             Some(ev.activity_event_id.as_str())
         );
         assert_eq!(x.history.last().map(|e| e.state), Some(*to));
@@ -978,7 +978,7 @@ async fn the_monitor_applies_a_running_row_still_in_flight_instead_of_relaunchin
     let solo = h.activity(&wf, "solo").await;
     assert_eq!(solo.state, ActivityState::Running);
     assert_eq!(solo.attempt, 1);
-    assert_eq!(solo.last_event_id.as_deref(), Some(event_id.as_str()));
+    assert_eq!(solo.last_event().as_deref(), Some(event_id.as_str()));
     // Then the stream delivers the row: already applied, nothing changes.
     let ev = h.event_row(&solo.activity_exec_id, &event_id).await;
     assert_eq!(
@@ -1249,7 +1249,7 @@ async fn finding_2_early_completed_is_parked_and_running_for_a_requested_activit
     assert!(a.parked.is_empty());
     assert_eq!(a.output, Some(json!({"from": "a"})));
     assert_eq!(
-        a.last_event_id.as_deref(),
+        a.last_event().as_deref(),
         Some(completed.activity_event_id.as_str())
     );
     assert_eq!(h.activity(&wf, "b").await.state, ActivityState::Queued);
@@ -1490,7 +1490,7 @@ async fn finding_5_at_the_attempt_limit_the_monitor_applies_running_instead_of_f
     let solo = h.activity(&wf, "solo").await;
     assert_eq!(solo.state, ActivityState::Running);
     assert_eq!((solo.attempt, solo.launch), (1, cfg.max_launch_attempts));
-    assert_eq!(solo.last_event_id.as_deref(), Some(live.as_str()));
+    assert_eq!(solo.last_event().as_deref(), Some(live.as_str()));
     assert!(solo.error.is_none());
     assert!(!solo
         .history

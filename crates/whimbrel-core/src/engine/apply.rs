@@ -98,7 +98,7 @@ impl<L: Launcher> Engine<L> {
         let mut transition = transition;
         let mut details = details;
         for _ in 0..MAX_ROUNDS {
-            if exec.last_event_id.as_deref() == Some(event_id) {
+            if exec.is_last_event(event_id) {
                 // A redelivery: resume what the write that applied it owes,
                 // parked events included (the first try may have died).
                 if !exec.state.is_terminal() && !exec.parked.is_empty() {

@@ -135,9 +135,9 @@ fn queue_after(
         .set("scheduled_epoch", n(now))
         .act(Action::Append("history".into(), entries));
     match token_hash {
-        Some(h) => claim(req, cfg, after, h, 1, now, &event_id),
+        Some(h) => claim(req, cfg, after, h, 1, now),
         None => {
-            let req = offer(req, exec, now).set("last_event_id", s(&event_id));
+            let req = offer(req, exec, now).remove("last_event_id");
             let due = next_deadline(&after, cfg).map(|d| d.0);
             with_due(req, exec, due, live_keep(now, due))
         }
@@ -159,20 +159,24 @@ pub fn relaunch_update(
         "relaunch:{}:{}:{launch}",
         exec.activity_exec_id, exec.attempt
     );
-    let req = versioned(tables, exec).act(Action::Append(
-        "history".into(),
-        vec![history(
-            &exec.activity_exec_id,
-            Transition::Queued,
-            ActivityState::Queued,
-            now,
-            &event_id,
-        )],
-    ));
-    claim(req, cfg, exec.clone(), token_hash, launch, now, &event_id)
+    let req = versioned(tables, exec).act(queued_again(exec, now, &event_id));
+    claim(req, cfg, exec.clone(), token_hash, launch, now)
 }
 
-/// The event id a launcher's claim records (`last_event_id`, history):
+/// The history entry of a new launch of a QUEUED attempt (a relaunch, or
+/// the launch of a retried attempt): QUEUED again, by `event_id`.
+fn queued_again(exec: &ActivityExec, now: i64, event_id: &str) -> Action {
+    let entry = history(
+        &exec.activity_exec_id,
+        Transition::Queued,
+        ActivityState::Queued,
+        now,
+        event_id,
+    );
+    Action::Append("history".into(), vec![entry])
+}
+
+/// The event id a launcher's claim records in the history:
 /// `launcher:(attempt)`. It names no activity: it only ever stands on its
 /// own item, and the item's history is billed by its size.
 fn launcher_event_id(attempt: u32) -> String {
@@ -189,14 +193,14 @@ pub fn launch_update(
     token_hash: &str,
     now: i64,
 ) -> UpdateRequest {
-    let event_id = launcher_event_id(exec.attempt);
     let req = versioned(tables, exec)
         .when(Cond::eq("state", s(ActivityState::Queued.as_str())))
         .when(Cond::not_exists("attempt_token_hash"))
-        .remove("next_attempt_epoch");
+        .remove("next_attempt_epoch")
+        .act(queued_again(exec, now, &launcher_event_id(exec.attempt)));
     let mut after = exec.clone();
     after.next_attempt_epoch = None;
-    claim(req, cfg, after, token_hash, 1, now, &event_id)
+    claim(req, cfg, after, token_hash, 1, now)
 }
 
 /// The claim of a launch by the launcher: token, launch number, queue time,
@@ -209,7 +213,6 @@ fn claim(
     token_hash: &str,
     launch: u32,
     now: i64,
-    event_id: &str,
 ) -> UpdateRequest {
     let t = Timestamp::from_epoch(now);
     let before = after.clone();
@@ -219,7 +222,7 @@ fn claim(
     let req = req
         .set("attempt_token_hash", s(token_hash))
         .set("launch", n(launch))
-        .set("last_event_id", s(event_id))
+        .remove("last_event_id")
         .set("queued_time", av(&t.date_list()))
         .set("queued_time_epoch", n(now))
         .remove("launched_time")
@@ -256,7 +259,7 @@ pub fn claim_task_update(
         .set("attempt_token_hash", s(token_hash))
         .set("worker", s(worker))
         .set("launch", n(1))
-        .set("last_event_id", s(&event_id))
+        .remove("last_event_id")
         .set("launched_time", av(&t.date_list()))
         .set("launched_time_epoch", n(now))
         .set("start_time", av(&t.date_list()))
@@ -378,7 +381,7 @@ pub fn retry_update(
         .set("state", s(ActivityState::Queued.as_str()))
         .set("attempt", n(exec.attempt + 1))
         .set("launch", n(0))
-        .set("last_event_id", s(change.event_id))
+        .remove("last_event_id")
         .set("error", s(cap_error(error)))
         .set("next_attempt_epoch", n(at))
         .set("scheduled_epoch", n(at))

@@ -231,7 +231,7 @@ pub fn transition_update(
     let t = Timestamp::from_epoch(now);
     let mut req = versioned(tables, exec)
         .set("state", s(next.as_str()))
-        .set("last_event_id", s(event_id))
+        .remove("last_event_id")
         .act(Action::Append(
             "history".into(),
             vec![history(
@@ -257,6 +257,7 @@ pub fn transition_update(
     // The state's own deadline, judged on the item as it will be.
     let mut after = exec.clone();
     after.state = next;
+    after.last_event_id = None;
     after
         .history
         .push(HistoryEntry::new(transition, next, now, event_id));

@@ -223,8 +223,7 @@ impl<L: Launcher> Engine<L> {
                 let reason = reason.clone();
                 async move {
                     let d = self.load_activity(dep, &exec.workflow_exec_id).await?;
-                    if !(d.state.is_not_started() || d.last_event_id.as_deref() == Some(&event_id))
-                    {
+                    if !(d.state.is_not_started() || d.is_last_event(&event_id)) {
                         return Ok(());
                     }
                     let details = Details {

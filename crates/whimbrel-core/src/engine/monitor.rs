@@ -332,7 +332,7 @@ impl<L: Launcher> Engine<L> {
             )
             .await?;
         let seen = |id: &str| {
-            exec.last_event_id.as_deref() == Some(id)
+            exec.is_last_event(id)
                 || exec
                     .history
                     .iter()
