@@ -272,7 +272,7 @@ pub struct WorkflowPlanPart {
 }
 
 /// An item of `whimbrel_workflow_plan` holding one activity input too large
-/// to keep on the activity item (design.md § 3.10). Write-once and
+/// to keep on the activity item (design.md § 2.8). Write-once and
 /// content-addressed: its key names the digest of the input, so every put
 /// of it writes the same content.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -379,7 +379,7 @@ pub struct ActivityExec {
     pub input: Option<Value>,
     /// Hash key of the write-once [`InputRow`] (on `whimbrel_workflow_plan`)
     /// that holds its input, when the input is too large to keep on this
-    /// item (design.md § 3.10: every update is billed by the item's size).
+    /// item (design.md § 2.8: every update is billed by the item's size).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub input_ref: Option<String>,
     /// The attempt, 1-based: 1 once first QUEUED, +1 on each retry; 0 =
@@ -458,7 +458,7 @@ pub struct ActivityExec {
     pub output: Option<Value>,
     /// Id of the COMPLETED event row (`whimbrel_activity_event`, write-once)
     /// whose `output` is this activity's, when it was too large to keep on
-    /// this item (design.md § 3.10). Read it with
+    /// this item (design.md § 2.8). Read it with
     /// [`crate::engine::payloads::outputs_of`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_event_id: Option<String>,
@@ -543,13 +543,7 @@ impl ActivityExec {
     /// Whether `event_id` is behind the last state change, claim or retry
     /// (see [`ActivityExec::last_event`]): a redelivery of it.
     pub fn is_last_event(&self, event_id: &str) -> bool {
-        match &self.last_event_id {
-            Some(id) => id == event_id,
-            None => self
-                .history
-                .last()
-                .is_some_and(|h| h.names(&self.activity_exec_id, event_id)),
-        }
+        self.last_event().as_deref() == Some(event_id)
     }
 
     /// Whether any activity waits for it (listed, or for a wide fan-out
