@@ -394,8 +394,9 @@ pub struct ActivityExec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attempt_token_hash: Option<String>,
     /// Reports without the live attempt's token are refused (plan
-    /// `require_tokens`, or the `WHIMBREL_REQUIRE_TOKENS` setting).
-    #[serde(default)]
+    /// `require_tokens`, or the `WHIMBREL_REQUIRE_TOKENS` setting). Stored
+    /// only when true: absent reads as false (design.md § 2.8).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub require_tokens: bool,
     /// Events that arrived before the activity's state allowed them (e.g.
     /// COMPLETED before RUNNING was applied), applied when it catches up.
@@ -502,7 +503,8 @@ pub struct ActivityExec {
     #[serde(default)]
     pub pending_dependency_count: u64,
     /// Per-edge release markers: the prerequisites whose COMPLETED already
-    /// lowered `pending_dependency_count` (a string set, added to in the
+    /// lowered `pending_dependency_count`, while it is above 0 (the first
+    /// claim removes them: at 0 every edge is released; a string set, added to in the
     /// same conditional update as the decrement; never written by a put).
     #[serde(
         default,

@@ -84,7 +84,9 @@ async fn a_wide_join_is_released_through_its_groups_once_per_edge() {
         let j = h.activity(&wf, "join").await;
         let groups_done = u64::from(i + 1 >= JOIN_GROUP_SIZE) + u64::from(i + 1 == width);
         assert_eq!(j.pending_dependency_count, 2 - groups_done, "after {name}");
-        assert_eq!(j.released_prerequisites.len() as u64, groups_done);
+        // The claim that releases the last group drops the markers.
+        let kept = if groups_done == 2 { 0 } else { groups_done };
+        assert_eq!(j.released_prerequisites.len() as u64, kept);
         let expect_launch = usize::from(i + 1 == width);
         assert_eq!(
             h.launcher.launches_of("join").len(),
@@ -99,9 +101,8 @@ async fn a_wide_join_is_released_through_its_groups_once_per_edge() {
     assert!(second.released.contains(&format!("p{}", width - 1)));
     let j = h.activity(&wf, "join").await;
     assert_eq!(j.state, ActivityState::Queued);
-    let mut markers = j.released_prerequisites.clone();
-    markers.sort();
-    assert_eq!(markers, vec![ids::join_marker(0), ids::join_marker(1)]);
+    assert_eq!(j.pending_dependency_count, 0);
+    assert!(j.released_prerequisites.is_empty());
     // The launch carries every prerequisite's output, read through the plan.
     let payload = h.launcher.payload("join", 0);
     assert_eq!(payload.prerequisites.len(), width);

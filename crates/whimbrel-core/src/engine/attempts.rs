@@ -5,8 +5,6 @@
 //! exactly one caller wins, and each sets the due marker of the state it
 //! leads to ([`next_deadline`]).
 
-use aws_sdk_dynamodb::types::AttributeValue;
-
 use super::deadline::next_deadline;
 use super::decide::{cap_error, history, live_keep, versioned, with_due, Change, Details};
 use super::EngineConfig;
@@ -66,7 +64,10 @@ pub fn queue_update(
 /// with one pending prerequisite and `marker` not released, and queues it as
 /// [`queue_update`] does. Conditioned on the version read, the pending count
 /// of 1 and the marker, so it is the release of that edge, once, or
-/// nothing: one write where a release and a claim took two.
+/// nothing: one write where a release and a claim took two. Like every
+/// first claim it removes `released_prerequisites`: with nothing pending
+/// the markers guard nothing, and the item's later writes are billed by
+/// its size.
 pub fn release_and_queue_update(
     tables: &Tables,
     cfg: &EngineConfig,
@@ -115,13 +116,13 @@ fn queue_after(
         Some(marker) => versioned(tables, exec)
             .when(Cond::eq("pending_dependency_count", n(1)))
             .when(Cond::not_contains("released_prerequisites", s(marker)))
-            .set("pending_dependency_count", n(0))
-            .act(Action::Add(
-                "released_prerequisites".into(),
-                AttributeValue::Ss(vec![marker.into()]),
-            )),
+            .set("pending_dependency_count", n(0)),
     };
+    // The release markers only guard a count above 0 (a release is
+    // conditioned on `pending_dependency_count > 0`): at 0 they are
+    // derivable, and every later write of the item would pay for them.
     let req = req
+        .remove("released_prerequisites")
         .when(Cond::In(
             "state".into(),
             vec![
