@@ -190,6 +190,14 @@ pub struct PlannedActivity {
     /// Input handed to the activity when it is launched.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub input: Option<Value>,
+    /// Set by the engine only, on a stored plan (`whimbrel_workflow_plan`):
+    /// the key of the input row that holds this activity's input, which is
+    /// then absent here. An input too large for the activity item is kept
+    /// once, on its row, not also in the plan (design.md § 2.8). A plan
+    /// from a decider or a definition that sets it is refused
+    /// ([`PlanError::InputRef`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_ref: Option<String>,
     /// Refuse this activity's reports that do not carry the live attempt's
     /// token (default: the plan's `require_tokens`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -298,6 +306,9 @@ pub enum PlanError {
     /// Two activities share a name.
     #[error("activity name {0:?} appears more than once")]
     DuplicateName(String),
+    /// `input_ref` given: only the engine sets it, on the plan it stores.
+    #[error("activity {0:?} sets input_ref, which only the engine sets; give its input")]
+    InputRef(String),
     /// Neither or both of `lambda` and `task_list`, or a bad task list name.
     #[error("activity {0:?} needs exactly one of lambda or task_list (a task list name is 1-{MAX_NAME_LEN} characters of A-Z a-z 0-9 _ . -)")]
     NoLambda(String),
@@ -405,6 +416,9 @@ impl Plan {
             }
             if !names.insert(a.name.as_str()) {
                 return Err(PlanError::DuplicateName(a.name.clone()));
+            }
+            if a.input_ref.is_some() {
+                return Err(PlanError::InputRef(a.name.clone()));
             }
             let by_lambda = !a.lambda.trim().is_empty();
             let by_list = a.task_list.as_deref().is_some_and(valid_name);
@@ -604,6 +618,7 @@ mod tests {
             heartbeat_enabled: None,
             timeout_seconds: None,
             input: None,
+            input_ref: None,
             require_tokens: None,
             task_list: None,
             schedule_to_start_seconds: None,
@@ -638,6 +653,14 @@ mod tests {
     fn duplicate_names() {
         let p = plan(vec![act("a", &[]), act("a", &[])]);
         assert_eq!(p.validate(), Err(PlanError::DuplicateName("a".into())));
+    }
+
+    #[test]
+    fn a_decider_cannot_point_an_activity_at_an_input_row() {
+        let mut a = act("a", &[]);
+        a.input_ref = Some("other-workflow::1#input#00".into());
+        let p = plan(vec![a]);
+        assert_eq!(p.validate(), Err(PlanError::InputRef("a".into())));
     }
 
     #[test]

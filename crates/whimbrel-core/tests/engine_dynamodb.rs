@@ -1945,6 +1945,13 @@ async fn repeated_early_completed_rows_do_not_fail_an_activity_with_a_large_inpu
     // its input row, the output on the COMPLETED row that applied.
     assert_eq!((solo.input.as_ref(), solo.output.as_ref()), (None, None));
     assert!(solo.input_ref.is_some() && solo.output_event_id.is_some());
+    // The stored plan keeps the input once too: on the row, by its key.
+    let stored = h.engine.load_plan(&wf, "large").await.unwrap().unwrap();
+    let planned = &stored.plan.activities[0];
+    assert_eq!(
+        (planned.input.as_ref(), planned.input_ref.as_ref()),
+        (None, solo.input_ref.as_ref())
+    );
     assert_eq!(
         h.engine.input_of(&solo).await.unwrap(),
         json!("i".repeat(140_000))
@@ -2009,7 +2016,7 @@ async fn a_requested_workflow_is_cancelled_as_a_whole() {
 /// reason at once: no write that can never succeed, no retry, no second
 /// decider call.
 #[tokio::test]
-async fn finding_6_a_plan_larger_than_an_item_is_stored_in_parts_sized_as_dynamodb_counts() {
+async fn finding_6_a_plan_whose_inputs_pass_an_item_is_stored_with_them_on_their_rows() {
     let h = Harness::new().await;
     let reg = whimbrel_core::model::WorkflowLambda {
         workflow_name: "big".into(),
@@ -2034,17 +2041,25 @@ async fn finding_6_a_plan_larger_than_an_item_is_stored_in_parts_sized_as_dynamo
         .unwrap()
         .insert("big-decider".into(), Ok(plan));
     let req = h.request("big", None);
-    // Once a failure (one item could not hold it); now two parts, each
+    // Once a failure (one item could not hold it); then two parts, each
     // sized as DynamoDB counts it (a JSON-sized slicing put both in one
-    // 420 KB part and failed the workflow).
+    // 420 KB part and failed the workflow; `engine::plans` unit tests keep
+    // that rule). Now each input is kept once, on its input row (about
+    // 210 KB as an item), and the plan is one small item naming them.
     assert_eq!(
         h.engine.start_workflow(&req).await.unwrap(),
         Applied::Workflow(WorkflowState::Running)
     );
     let id = ids::workflow_exec_id("big", &req.workflow_request_id);
     let stored = h.engine.load_plan(&id, "big").await.unwrap().expect("plan");
-    assert_eq!(stored.parts.map(|p| p.count), Some(2));
+    assert_eq!(stored.parts, None);
     assert_eq!(stored.plan.activities.len(), 2);
+    assert!(stored
+        .plan
+        .activities
+        .iter()
+        .all(|a| a.input.is_none() && a.input_ref.is_some()));
+    assert_eq!(h.launcher.payload("a", 0).input, json!(numbers));
     assert_eq!(h.launcher.launches_of("a").len(), 1);
     // Redelivered: nothing more happens.
     assert_eq!(

@@ -13,8 +13,22 @@ use whimbrel_core::engine::decide;
 use whimbrel_core::engine::plans::split;
 use whimbrel_core::ids;
 use whimbrel_core::model::{WorkflowLambda, WorkflowPlan, WorkflowPlanPart};
-use whimbrel_core::plan::{Plan, FAN_OUT_LIST_MAX, MAX_ACTIVITY_INPUT_BYTES};
+use whimbrel_core::plan::{Plan, FAN_OUT_LIST_MAX};
 use whimbrel_core::store::{s, Item};
+
+/// Roots of the plans in parts below: enough that their plan passes
+/// DynamoDB's 400 KB item.
+const ROOTS: usize = 2_200;
+
+/// `n` roots `{prefix}{i}` whose inputs (about 250 bytes, tagged `tag`)
+/// stay in the plan: a plan larger than an item by its width, not by its
+/// inputs (a large input is kept on its input row only).
+fn roots(prefix: &str, tag: &str, n: usize) -> Vec<Value> {
+    let pad = "x".repeat(200);
+    (0..n)
+        .map(|i| json!({"name": format!("{prefix}{i}"), "lambda": "noop", "input": {"tag": tag, "i": i, "pad": pad}}))
+        .collect()
+}
 
 /// `start` → `width` parallel `work-i` → `join` (waits for all of them).
 fn fan(width: usize) -> Value {
@@ -96,13 +110,11 @@ async fn a_failed_wide_fan_out_cancels_the_dependents_its_plan_names() {
 #[tokio::test]
 async fn a_plan_larger_than_an_item_is_stored_in_parts_and_read_back_whole() {
     let h = Harness::new().await;
-    // Eight roots with inputs near the per-activity limit: about 1 MB of
-    // plan, more than twice DynamoDB's 400 KB item, and one sink.
-    let pad = "x".repeat(MAX_ACTIVITY_INPUT_BYTES - 1_000);
-    let mut acts: Vec<Value> = (0..8)
-        .map(|i| json!({"name": format!("big-{i}"), "lambda": "noop", "input": {"i": i, "pad": pad}}))
-        .collect();
-    let roots: Vec<String> = (0..8).map(|i| format!("big-{i}")).collect();
+    // Many roots with inputs small enough to stay in the plan (a larger
+    // one is kept on its input row, not in the plan): about 700 KB of
+    // plan, more than DynamoDB's 400 KB item, and one sink.
+    let mut acts = roots("big-", "", ROOTS);
+    let roots: Vec<String> = (0..ROOTS).map(|i| format!("big-{i}")).collect();
     acts.push(json!({"name": "sink", "lambda": "noop", "depends_on": roots}));
     let plan = json!({"version": 1, "activities": acts});
     // A plan this large comes from a decider (a static definition lives
@@ -151,7 +163,7 @@ async fn a_plan_larger_than_an_item_is_stored_in_parts_and_read_back_whole() {
     let loaded = h.engine.load_plan(&wf, "big").await.unwrap().expect("plan");
     let want: Plan = serde_json::from_value(plan).unwrap();
     assert_eq!(loaded.plan, want);
-    assert_eq!(h.workflow(&wf).await.activity_count, 9);
+    assert_eq!(h.workflow(&wf).await.activity_count, ROOTS as u64 + 1);
 
     // A redelivered start replays the stored plan; nothing is launched
     // twice, and the workflow runs to the end (its result comes from the
@@ -164,10 +176,19 @@ async fn a_plan_larger_than_an_item_is_stored_in_parts_and_read_back_whole() {
         h.engine.load_plan(&wf, "big").await.unwrap().unwrap().plan,
         want
     );
-    for i in 0..8 {
-        assert_eq!(h.launcher.launches_of(&format!("big-{i}")).len(), 1);
-        h.run_to_completion(&wf, &format!("big-{i}")).await;
+    assert_eq!(h.launcher.launch_count(), ROOTS);
+    for (k, chunk) in (0..ROOTS).collect::<Vec<_>>().chunks(100).enumerate() {
+        for t in ["RUNNING", "COMPLETED"] {
+            let evs: Vec<_> = chunk
+                .iter()
+                .map(|i| h.event(&wf, &format!("big-{i}"), t))
+                .collect();
+            let seq = (k * 1_000 + usize::from(t == "COMPLETED") * 500) as u64;
+            let (retry, _) = h.deliver(&evs, seq).await;
+            assert!(retry.is_empty(), "{retry:?}");
+        }
     }
+    assert_eq!(h.launcher.launches_of("sink").len(), 1);
     h.run_to_completion(&wf, "sink").await;
     let done = h.workflow(&wf).await;
     assert_eq!(done.state, WorkflowState::Completed);
@@ -177,13 +198,8 @@ async fn a_plan_larger_than_an_item_is_stored_in_parts_and_read_back_whole() {
 #[tokio::test]
 async fn a_start_that_died_among_its_plan_parts_is_finished_by_the_next() {
     let h = Harness::new().await;
-    // Four roots near the input limit: a plan in parts.
-    let pad = "x".repeat(MAX_ACTIVITY_INPUT_BYTES - 1_000);
-    let acts = |tag: &str| -> Vec<Value> {
-        (0..4)
-            .map(|i| json!({"name": format!("r{i}"), "lambda": "noop", "input": {"tag": tag, "pad": pad}}))
-            .collect()
-    };
+    // Many roots with inputs kept in the plan: a plan in parts.
+    let acts = |tag: &str| roots("r", tag, ROOTS);
     let plan = json!({"version": 1, "activities": acts("won")});
     let reg = WorkflowLambda {
         workflow_name: "big".into(),

@@ -23,7 +23,7 @@ use whimbrel_core::engine::{payloads, EngineConfig};
 use whimbrel_core::handlers::Outcome;
 use whimbrel_core::ids;
 use whimbrel_core::model::{
-    ActivityEvent, ActivityExec, JoinGroup, WorkflowExec, WorkflowPlan, WorkflowPlanPart,
+    ActivityEvent, ActivityExec, InputRow, JoinGroup, WorkflowExec, WorkflowPlan, WorkflowPlanPart,
 };
 use whimbrel_core::store::memory::MemoryBackend;
 use whimbrel_core::store::Tables;
@@ -109,6 +109,12 @@ fn stored_plans(mem: &MemoryBackend, t: &Tables) -> HashMap<String, WorkflowPlan
         .filter_map(|i| serde_dynamo::from_item::<_, WorkflowPlanPart>(i.clone()).ok())
         .map(|p| (p.workflow_exec_id.clone(), p))
         .collect();
+    let inputs: HashMap<String, serde_json::Value> = items
+        .iter()
+        .filter(|i| i.contains_key("input") && !i.contains_key("plan"))
+        .filter_map(|i| serde_dynamo::from_item::<_, InputRow>(i.clone()).ok())
+        .map(|r| (r.workflow_exec_id, r.input))
+        .collect();
     let mut out = HashMap::new();
     for i in items.into_iter().filter(|i| !i.contains_key("part")) {
         let Ok(mut head) = serde_dynamo::from_item::<_, WorkflowPlan>(i) else {
@@ -129,9 +135,48 @@ fn stored_plans(mem: &MemoryBackend, t: &Tables) -> HashMap<String, WorkflowPlan
             let Some(whole) = whole else { continue };
             head.plan.activities = whole.into_iter().flatten().collect();
         }
+        // Inputs kept by reference (`payloads::by_reference`) put back
+        // from their rows; a missing row leaves the input absent, and the
+        // output check then reports the activity.
+        for a in &mut head.plan.activities {
+            if let Some(key) = &a.input_ref {
+                a.input = inputs.get(key).cloned();
+            }
+        }
         out.insert(head.workflow_exec_id.clone(), head);
     }
     out
+}
+
+/// Stored plans (heads and parts) that keep an input too large for the
+/// activity item inline: it belongs on its input row only
+/// (`payloads::by_reference`).
+fn inputs_kept_twice(mem: &MemoryBackend, t: &Tables) -> Vec<String> {
+    let mut v = vec![];
+    for i in mem.items(&t.workflow_plan()) {
+        let acts = if i.contains_key("part") {
+            serde_dynamo::from_item::<_, WorkflowPlanPart>(i)
+                .map(|p| (p.workflow_exec_id, p.activities))
+                .ok()
+        } else {
+            serde_dynamo::from_item::<_, WorkflowPlan>(i)
+                .map(|p| (p.workflow_exec_id, p.plan.activities))
+                .ok()
+        };
+        for (key, a) in acts
+            .into_iter()
+            .flat_map(|(k, a)| a.into_iter().map(move |a| (k.clone(), a)))
+        {
+            if a.input.as_ref().is_some_and(|x| !payloads::inline(x)) {
+                v.push(format!(
+                    "plan {key}: activity {} keeps an input over {} bytes inline",
+                    a.name,
+                    payloads::INLINE_PAYLOAD_BYTES
+                ));
+            }
+        }
+    }
+    v
 }
 
 /// Give each wide fan-out (`dependents_in_plan`) the dependents and join
@@ -376,6 +421,7 @@ impl Checker {
             }
         }
         v.extend(crate::edges::violations(&acts, &join_groups(mem, t)));
+        v.extend(inputs_kept_twice(mem, t));
         for w in workflows(mem, t) {
             let id = &w.workflow_exec_id;
             match (self.workflow_terminal.get(id), w.state.is_terminal()) {

@@ -102,7 +102,12 @@ pub fn activity_items(
             next_attempt_epoch: None,
             launch: 0,
             input: a.input.clone().filter(super::payloads::inline),
-            input_ref: super::payloads::input_ref(&wf.workflow_exec_id, a.input.as_ref()),
+            // A stored plan names the row; a plan stored before
+            // `by_reference` (or not stored) still has the input.
+            input_ref: a
+                .input_ref
+                .clone()
+                .or_else(|| super::payloads::input_ref(&wf.workflow_exec_id, a.input.as_ref())),
             attempt: 0,
             attempt_token_hash: None,
             require_tokens: a

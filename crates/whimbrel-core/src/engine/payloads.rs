@@ -7,8 +7,9 @@
 //! over [`INLINE_PAYLOAD_BYTES`] lives on a write-once row, and the item
 //! keeps only the row's key:
 //! * an **input** on an [`InputRow`] of `whimbrel_workflow_plan`, put by
-//!   the start before the activity items (content-addressed, so every put
-//!   of it writes the same content), named by `input_ref`;
+//!   the start before the plan (content-addressed, so every put of it
+//!   writes the same content), named by `input_ref` on the stored plan
+//!   ([`by_reference`]: the input is stored once) and on the item;
 //! * an **output** on the COMPLETED event row that reported it (already
 //!   written, write-once), named by `output_event_id`. A Full Logic API
 //!   report (`manual`), which may have no row, keeps its output inline.
@@ -66,6 +67,20 @@ pub fn input_rows(wf: &WorkflowExec, plan: &Plan) -> Vec<InputRow> {
     let mut rows: Vec<InputRow> = rows.into_values().collect();
     rows.sort_by(|a, b| a.workflow_exec_id.cmp(&b.workflow_exec_id));
     rows
+}
+
+/// The plan as stored (`engine::plans`): each input too large for the
+/// activity item replaced by its row's key (`PlannedActivity::input_ref`),
+/// so it is stored once, on the row [`input_rows`] gives, not also in the
+/// plan. The rows must be put before the plan. Pure.
+pub fn by_reference(workflow_exec_id: &str, mut plan: Plan) -> Plan {
+    for a in &mut plan.activities {
+        if let Some(key) = input_ref(workflow_exec_id, a.input.as_ref()) {
+            a.input = None;
+            a.input_ref = Some(key);
+        }
+    }
+    plan
 }
 
 /// Keep a large COMPLETED output of the event row `ev` by reference: the

@@ -13,7 +13,11 @@
 //! are never named by a head, so never read. Readers get the plan through
 //! [`load`] ([`Engine::load_plan`]), which puts the parts together again.
 //! A release older than the parts reads a parted head as a plan without
-//! activities; only plans too large for it before are parted.
+//! activities; only plans too large for it before are parted. An input
+//! too large for the activity item is kept once, on its input row, and
+//! the stored plan names it (`PlannedActivity::input_ref`); a release
+//! older than that cannot read such a plan (it retries), which is why
+//! template.yaml updates the workflow-request function last.
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use futures::stream::{self, StreamExt, TryStreamExt};
@@ -175,11 +179,12 @@ impl<L: Launcher> Engine<L> {
             .ok_or_else(|| EngineError::Retry(format!("{}: no stored plan", exec.workflow_exec_id)))
     }
 
-    /// Store the plan (once): its parts if it needs them, then the head,
-    /// conditionally, with the request's input (see the module). The first
-    /// head put wins: returns the plan as stored, whole, and whether this
-    /// call stored it; `Err(reason)` when DynamoDB cannot store it (the
-    /// workflow fails).
+    /// Store the plan (once): the input rows of its large inputs first
+    /// (the plan keeps only their keys, [`super::payloads::by_reference`]),
+    /// then its parts if it needs them, then the head, conditionally, with
+    /// the request's input (see the module). The first head put wins:
+    /// returns the plan as stored, whole, and whether this call stored it;
+    /// `Err(reason)` when DynamoDB cannot store it (the workflow fails).
     ///
     /// Errors: [`EngineError::Retry`] when DynamoDB is unavailable.
     pub(crate) async fn store_plan(
@@ -188,10 +193,24 @@ impl<L: Launcher> Engine<L> {
         plan: Plan,
         input: Option<serde_json::Value>,
     ) -> Result<Result<(WorkflowPlan, bool), String>, EngineError> {
+        let table = self.store.tables().workflow_plan();
+        // Rows before the plan that names them (write-once and
+        // content-addressed: a repeated put writes the same content).
+        match self
+            .store
+            .batch_put(&table, &super::payloads::input_rows(exec, &plan))
+            .await
+        {
+            Ok(()) => {}
+            Err(e) if e.is_permanent() => {
+                return Ok(Err(format!("an input row cannot be stored: {e}")))
+            }
+            Err(e) => return Err(e.into()),
+        }
         let item = WorkflowPlan {
             workflow_exec_id: exec.workflow_exec_id.clone(),
             workflow_name: exec.workflow_name.clone(),
-            plan,
+            plan: super::payloads::by_reference(&exec.workflow_exec_id, plan),
             input,
             recorded_epoch: self.now().epoch,
             parts: None,
@@ -200,7 +219,6 @@ impl<L: Launcher> Engine<L> {
             Ok(split) => split,
             Err(reason) => return Ok(Err(reason)),
         };
-        let table = self.store.tables().workflow_plan();
         let puts: Vec<Result<bool, crate::store::StoreError>> = stream::iter(&parts)
             .map(|p| self.store.put_new(&table, "workflow_exec_id", p))
             .buffer_unordered(self.config.concurrency.max(1))

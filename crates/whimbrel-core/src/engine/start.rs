@@ -159,7 +159,9 @@ impl<L: Launcher> Engine<L> {
             }
             // Inputs too large for the activity items first (write-once,
             // content-addressed: a repeated put writes the same content),
-            // so an item never names a row that is not there.
+            // so an item never names a row that is not there. Nothing for
+            // a plan stored since inputs are kept by reference: its rows
+            // were put before it (`store_plan`), and it holds only keys.
             self.store
                 .batch_put(
                     &t.workflow_plan(),
