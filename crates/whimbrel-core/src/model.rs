@@ -503,9 +503,9 @@ pub struct ActivityExec {
     #[serde(default)]
     pub pending_dependency_count: u64,
     /// Per-edge release markers: the prerequisites whose COMPLETED already
-    /// lowered `pending_dependency_count`, while it is above 0 (the first
-    /// claim removes them: at 0 every edge is released; a string set, added to in the
+    /// lowered `pending_dependency_count` (a string set, added to in the
     /// same conditional update as the decrement; never written by a put).
+    /// Kept only while the count is above 0: the first claim removes them.
     #[serde(
         default,
         skip_serializing_if = "Vec::is_empty",
