@@ -48,19 +48,15 @@
 #![warn(missing_docs)]
 
 pub mod activity;
-pub mod contract;
-pub mod dates;
+pub use whimbrel_rules::{
+    contract, dates, history, ids, keys, model, payloads, plan, retry, write,
+};
 pub mod engine;
 pub mod grants;
 pub mod handlers;
-pub mod history;
-pub mod ids;
 pub mod install;
 pub mod launcher;
 pub mod metrics;
-pub mod model;
-pub mod plan;
-pub mod retry;
 pub mod store;
 pub mod telemetry;
 pub mod worker;

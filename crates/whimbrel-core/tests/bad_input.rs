@@ -330,7 +330,7 @@ fn canonical(v: &AttributeValue) -> Value {
     }
 }
 
-fn item_text(item: &Item) -> String {
+fn item_text(item: &std::collections::HashMap<String, AttributeValue>) -> String {
     let m: BTreeMap<&String, Value> = item.iter().map(|(k, v)| (k, canonical(v))).collect();
     serde_json::to_string(&m).unwrap()
 }
@@ -351,7 +351,7 @@ async fn snapshot(h: &Harness) -> BTreeMap<String, Vec<String>> {
         t.workflow_lambda(),
     ] {
         let mut items = Vec::new();
-        let mut start: Option<Item> = None;
+        let mut start: Option<std::collections::HashMap<String, AttributeValue>> = None;
         loop {
             let page = client
                 .scan()
@@ -754,7 +754,7 @@ impl Throttled {
     fn hit(&self, table: &str, key: &KeyCond) -> bool {
         self.active.load(Ordering::SeqCst)
             && table == self.table
-            && matches!(&key.hash.1, AttributeValue::S(s) if *s == self.key)
+            && matches!(&key.hash.1, whimbrel_core::store::Value::S(s) if *s == self.key)
     }
     fn throttled() -> StoreError {
         StoreError::Transient {

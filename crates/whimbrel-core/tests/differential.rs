@@ -9,10 +9,10 @@ mod common;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use aws_sdk_dynamodb::types::AttributeValue;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use whimbrel_core::store::memory::MemoryBackend;
+use whimbrel_core::store::Value as AttributeValue;
 use whimbrel_core::store::{n, s, Action, Backend, Cmp, Cond, Item, Store, Write};
 
 const SEQUENCES: u64 = 200;

@@ -8,7 +8,6 @@
 
 mod common;
 
-use aws_sdk_dynamodb::types::AttributeValue;
 use common::{counts, failures, stream_event, terminal_write_only, Harness};
 use serde_json::{json, Value};
 use whimbrel_core::contract::{ActivityState, Actor, Transition, WorkflowState, TRANSITIONS};
@@ -18,6 +17,7 @@ use whimbrel_core::handlers;
 use whimbrel_core::ids;
 use whimbrel_core::launcher::InvokeError;
 use whimbrel_core::model::ActivityExec;
+use whimbrel_core::store::Value as AttributeValue;
 use whimbrel_core::store::{n, s, shard_of, Action, Cond, StoreError, UpdateRequest};
 
 fn chain_plan(names: &[&str]) -> Value {

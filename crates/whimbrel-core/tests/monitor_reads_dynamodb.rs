@@ -7,12 +7,12 @@
 
 mod common;
 
-use aws_sdk_dynamodb::types::AttributeValue;
 use common::Harness;
 use serde_json::json;
 use whimbrel_core::contract::ActivityState;
 use whimbrel_core::engine::decide::{self, HEARTBEAT_MARKER_SKEW_SECONDS as SKEW};
 use whimbrel_core::ids;
+use whimbrel_core::store::Value as AttributeValue;
 use whimbrel_core::store::{n, Cond, UpdateRequest};
 
 const HEARTBEAT: i64 = 100;

@@ -280,7 +280,7 @@ async fn raw_heartbeat(store: &Store, engine: &Engine<()>, p: &LaunchPayload) {
     let req = UpdateRequest::new(store.tables().activity_exec(), key)
         .when(Cond::eq(
             "heartbeat_enabled",
-            aws_sdk_dynamodb::types::AttributeValue::Bool(true),
+            whimbrel_core::store::Value::Bool(true),
         ))
         .set("heartbeat_time_epoch", n(engine.now().epoch));
     let _ = store.update(req, false).await;

@@ -303,7 +303,7 @@ impl Checker {
             .iter()
             .filter(|r| {
                 r.get("workflow_request_id")
-                    .and_then(|v| v.as_s().ok())
+                    .and_then(whimbrel_core::store::as_s)
                     .is_none_or(|id| !lost.contains(id))
             })
             .count();
@@ -467,7 +467,7 @@ impl Checker {
             .iter()
             .filter(|r| {
                 r.get("workflow_request_id")
-                    .and_then(|v| v.as_s().ok())
+                    .and_then(whimbrel_core::store::as_s)
                     .is_none_or(|id| !lost.contains(id))
             })
             .count();

@@ -41,7 +41,7 @@ pub fn violations(acts: &[ActivityExec], mem: &MemoryBackend, t: &Tables) -> Vec
     for item in mem.items(&t.activity_exec_dependency()) {
         let Some(key) = item
             .get("activity_exec_dependency")
-            .and_then(|k| k.as_s().ok())
+            .and_then(whimbrel_core::store::as_s)
         else {
             continue;
         };
@@ -97,7 +97,7 @@ pub fn violations(acts: &[ActivityExec], mem: &MemoryBackend, t: &Tables) -> Vec
         };
         let counted: Vec<String> = item
             .get("counted_groups")
-            .and_then(|c| c.as_ss().ok())
+            .and_then(whimbrel_core::store::as_ss)
             .cloned()
             .unwrap_or_default();
         let mut sum = (0, 0, 0);

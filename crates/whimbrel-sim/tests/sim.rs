@@ -101,13 +101,13 @@ fn the_checker_catches_a_terminal_state_that_changes_and_wrong_counters() {
             ("lambda".to_string(), s("f")),
             (
                 "heartbeat_enabled".to_string(),
-                aws_sdk_dynamodb::types::AttributeValue::Bool(false),
+                whimbrel_core::store::Value::Bool(false),
             ),
             ("heartbeat_time_epoch".to_string(), n(-1)),
             ("start_time_epoch".to_string(), n(-1)),
             (
                 "count_slot".to_string(),
-                aws_sdk_dynamodb::types::AttributeValue::M(std::collections::HashMap::from([
+                whimbrel_core::store::Value::M(std::collections::HashMap::from([
                     ("group".to_string(), n(0)),
                     ("size".to_string(), n(1)),
                 ])),
@@ -119,14 +119,14 @@ fn the_checker_catches_a_terminal_state_that_changes_and_wrong_counters() {
             ("state".to_string(), s("RUNNING")),
             (
                 "start_time".to_string(),
-                aws_sdk_dynamodb::types::AttributeValue::L(vec![]),
+                whimbrel_core::store::Value::L(vec![]),
             ),
             ("start_time_epoch".to_string(), n(0)),
             ("activity_count".to_string(), n(1)),
             ("completed_count".to_string(), n(completed)),
             (
                 "counted_groups".to_string(),
-                aws_sdk_dynamodb::types::AttributeValue::Ss(vec!["#count-0".into()]),
+                whimbrel_core::store::Value::Ss(vec!["#count-0".into()]),
             ),
         ]);
         // a's end, counted into its (complete) count group.
@@ -135,7 +135,7 @@ fn the_checker_catches_a_terminal_state_that_changes_and_wrong_counters() {
             ("activity_exec_id".to_string(), s("w::1")),
             (
                 "ended".to_string(),
-                aws_sdk_dynamodb::types::AttributeValue::Ss(vec!["a".into()]),
+                whimbrel_core::store::Value::Ss(vec!["a".into()]),
             ),
             ("completed_count".to_string(), n(1)),
         ]);

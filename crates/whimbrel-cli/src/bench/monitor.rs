@@ -5,7 +5,6 @@
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-use aws_sdk_dynamodb::types::AttributeValue;
 use clap::Args;
 use futures::stream::{self, StreamExt, TryStreamExt};
 use serde_json::json;
@@ -13,6 +12,7 @@ use whimbrel_core::activity::Activity;
 use whimbrel_core::contract::Transition;
 use whimbrel_core::dates::Timestamp;
 use whimbrel_core::engine::decide;
+use whimbrel_core::store::Value as AttributeValue;
 use whimbrel_core::store::{n, Cond, Metrics, UpdateRequest};
 
 use super::inproc::{bench_engine, register_roots, report, start_many};

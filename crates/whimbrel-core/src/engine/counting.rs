@@ -10,7 +10,7 @@
 //! once. Items without a count slot (written before count groups) are
 //! counted in the terminal transaction, as before.
 
-use aws_sdk_dynamodb::types::AttributeValue;
+use crate::store::Value as AttributeValue;
 
 use super::decide::{cap_error, group_item_key, workflow_key};
 use super::{Engine, EngineError};

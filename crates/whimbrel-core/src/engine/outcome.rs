@@ -91,10 +91,7 @@ impl<L: Launcher> Engine<L> {
             req = if !many && result.to_string().len() <= MAX_RESULT_BYTES {
                 req.set("result", av(&result))
             } else {
-                req.set(
-                    "result_in_activities",
-                    aws_sdk_dynamodb::types::AttributeValue::Bool(true),
-                )
+                req.set("result_in_activities", crate::store::Value::Bool(true))
             };
         }
         let moved = match self.store.update(req, false).await {
@@ -105,10 +102,7 @@ impl<L: Launcher> Engine<L> {
             // activities, and the workflow still finishes.
             Err(e) if e.is_permanent() && outcome == WorkflowState::Completed => {
                 warn!(workflow_exec_id = id, error = %e, "result not storable on the workflow; it stays on the activities");
-                let req = plain.set(
-                    "result_in_activities",
-                    aws_sdk_dynamodb::types::AttributeValue::Bool(true),
-                );
+                let req = plain.set("result_in_activities", crate::store::Value::Bool(true));
                 self.write_move(req).await?
             }
             Err(e) => return Err(e.into()),

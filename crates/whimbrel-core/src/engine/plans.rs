@@ -19,7 +19,7 @@
 //! older than that cannot read such a plan (it retries), which is why
 //! template.yaml updates the workflow-request function last.
 
-use aws_sdk_dynamodb::types::AttributeValue;
+use crate::store::Value as AttributeValue;
 use futures::stream::{self, StreamExt, TryStreamExt};
 
 use super::decide;

@@ -1,19 +1,32 @@
 //! The DynamoDB backend: the only place DynamoDB expression strings are
-//! built, from the typed conditions and actions of [`super::expr`].
+//! built, from the typed conditions and actions of [`whimbrel_rules::write`].
 
 use std::collections::HashMap;
 
 use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_dynamodb::types::{
-    AttributeValue, ConsumedCapacity, KeysAndAttributes, Put, PutRequest, ReturnConsumedCapacity,
-    ReturnValue, TransactWriteItem, Update, WriteRequest,
+    AttributeValue as SdkValue, ConsumedCapacity, KeysAndAttributes, Put, PutRequest,
+    ReturnConsumedCapacity, ReturnValue, TransactWriteItem, Update, WriteRequest,
 };
 use aws_sdk_dynamodb::Client;
 use futures::future::BoxFuture;
 use futures::FutureExt;
 
-use super::expr::{Action, Cond, KeyCond, Write};
-use super::{Backend, Found, Item, Metrics, Page, StoreError};
+use super::{Action, Cond, KeyCond, Write};
+use super::{Backend, Found, Item, Metrics, Page, StoreError, Value as AttributeValue};
+
+/// An item as the SDK types it.
+type SdkItem = HashMap<String, SdkValue>;
+
+/// The rules' item as the SDK's (the store boundary).
+fn to_sdk(item: Item) -> SdkItem {
+    item.into_iter().map(|(k, v)| (k, v.into())).collect()
+}
+
+/// The SDK's item as the rules' (the store boundary).
+fn from_sdk(item: SdkItem) -> Item {
+    item.into_iter().map(|(k, v)| (k, v.into())).collect()
+}
 
 /// DynamoDB through the AWS SDK. Cheap to clone. Every request asks for
 /// `ReturnConsumedCapacity: INDEXES`, and what DynamoDB reports is added to
@@ -160,8 +173,8 @@ impl Expressions {
         (!self.names.is_empty()).then(|| self.names.clone())
     }
 
-    fn values(&self) -> Option<HashMap<String, AttributeValue>> {
-        (!self.values.is_empty()).then(|| self.values.clone())
+    fn values(&self) -> Option<SdkItem> {
+        (!self.values.is_empty()).then(|| to_sdk(self.values.clone()))
     }
 }
 
@@ -234,7 +247,7 @@ impl DynamoBackend {
             .client
             .update_item()
             .table_name(table)
-            .set_key(Some(key))
+            .set_key(Some(to_sdk(key)))
             .update_expression(update)
             .set_condition_expression(condition)
             .set_expression_attribute_names(x.names())
@@ -249,7 +262,7 @@ impl DynamoBackend {
             .await
             .map_err(|e| classify("UpdateItem", e))?;
         self.consumed("UpdateItem", out.consumed_capacity());
-        Ok(out.attributes)
+        Ok(out.attributes.map(from_sdk))
     }
 
     async fn do_transact(&self, writes: Vec<Write>) -> Result<(), StoreError> {
@@ -262,7 +275,7 @@ impl DynamoBackend {
                     let condition = cond.map(|c| x.condition(&c));
                     let p = Put::builder()
                         .table_name(table)
-                        .set_item(Some(item))
+                        .set_item(Some(to_sdk(item)))
                         .set_condition_expression(condition)
                         .set_expression_attribute_names(x.names())
                         .set_expression_attribute_values(x.values())
@@ -280,7 +293,7 @@ impl DynamoBackend {
                     let condition = cond.map(|c| x.condition(&c));
                     let u = Update::builder()
                         .table_name(table)
-                        .set_key(Some(key))
+                        .set_key(Some(to_sdk(key)))
                         .update_expression(update)
                         .set_condition_expression(condition)
                         .set_expression_attribute_names(x.names())
@@ -355,7 +368,7 @@ impl Backend for DynamoBackend {
                 .client
                 .get_item()
                 .table_name(table)
-                .set_key(Some(key))
+                .set_key(Some(to_sdk(key)))
                 .consistent_read(true)
                 .set_projection_expression((!proj.is_empty()).then(|| proj.join(", ")))
                 .set_expression_attribute_names(x.names())
@@ -364,7 +377,7 @@ impl Backend for DynamoBackend {
                 .await
                 .map_err(|e| classify("GetItem", e))?;
             self.consumed("GetItem", out.consumed_capacity());
-            Ok(out.item)
+            Ok(out.item.map(from_sdk))
         }
         .boxed()
     }
@@ -382,7 +395,7 @@ impl Backend for DynamoBackend {
                 .client
                 .put_item()
                 .table_name(table)
-                .set_item(Some(item))
+                .set_item(Some(to_sdk(item)))
                 .set_condition_expression(condition)
                 .set_expression_attribute_names(x.names())
                 .set_expression_attribute_values(x.values())
@@ -421,7 +434,7 @@ impl Backend for DynamoBackend {
             let mut reqs = Vec::with_capacity(items.len());
             for item in items {
                 let put = PutRequest::builder()
-                    .set_item(Some(item))
+                    .set_item(Some(to_sdk(item)))
                     .build()
                     .map_err(|e| build_error("BatchWriteItem", e))?;
                 reqs.push(WriteRequest::builder().put_request(put).build());
@@ -440,7 +453,7 @@ impl Backend for DynamoBackend {
                 .and_then(|mut m| m.remove(&table))
                 .unwrap_or_default()
                 .into_iter()
-                .filter_map(|w| w.put_request.map(|p| p.item))
+                .filter_map(|w| w.put_request.map(|p| from_sdk(p.item)))
                 .collect())
         }
         .boxed()
@@ -453,7 +466,7 @@ impl Backend for DynamoBackend {
     ) -> BoxFuture<'_, Result<Found, StoreError>> {
         async move {
             let ka = KeysAndAttributes::builder()
-                .set_keys(Some(keys))
+                .set_keys(Some(keys.into_iter().map(to_sdk).collect()))
                 .consistent_read(true)
                 .build()
                 .map_err(|e| build_error("BatchGetItem", e))?;
@@ -469,11 +482,14 @@ impl Backend for DynamoBackend {
             let found = r
                 .responses
                 .and_then(|mut m| m.remove(&table))
-                .unwrap_or_default();
+                .unwrap_or_default()
+                .into_iter()
+                .map(from_sdk)
+                .collect();
             let left = r
                 .unprocessed_keys
                 .and_then(|mut m| m.remove(&table))
-                .map(|k| k.keys)
+                .map(|k| k.keys.into_iter().map(from_sdk).collect())
                 .unwrap_or_default();
             Ok((found, left))
         }
@@ -499,13 +515,20 @@ impl Backend for DynamoBackend {
                 .key_condition_expression(text)
                 .set_expression_attribute_names(x.names())
                 .set_expression_attribute_values(x.values())
-                .set_exclusive_start_key(start)
+                .set_exclusive_start_key(start.map(to_sdk))
                 .return_consumed_capacity(CAPACITY)
                 .send()
                 .await
                 .map_err(|e| classify("Query", e))?;
             self.consumed("Query", r.consumed_capacity());
-            Ok((r.items.unwrap_or_default(), r.last_evaluated_key))
+            Ok((
+                r.items
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(from_sdk)
+                    .collect(),
+                r.last_evaluated_key.map(from_sdk),
+            ))
         }
         .boxed()
     }
@@ -535,7 +558,11 @@ impl Backend for DynamoBackend {
                 .await
                 .map_err(|e| classify("Query", e))?;
             self.consumed("Query", r.consumed_capacity());
-            Ok(r.items.unwrap_or_default())
+            Ok(r.items
+                .unwrap_or_default()
+                .into_iter()
+                .map(from_sdk)
+                .collect())
         }
         .boxed()
     }

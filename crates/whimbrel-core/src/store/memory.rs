@@ -13,15 +13,21 @@
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
-use aws_sdk_dynamodb::types::{AttributeValue, ScalarAttributeType};
+use aws_sdk_dynamodb::types::ScalarAttributeType;
 use futures::future::BoxFuture;
 use futures::FutureExt;
 
 pub use super::eval::{apply, av_eq, eval};
-use super::eval::{av_cmp, compare, invalid, num, validate};
-use super::expr::{Action, Cond, KeyCond, Write};
+use super::eval::{av_cmp, compare, num, validate};
 use super::size::{item_size, MAX_ITEM_BYTES};
-use super::{Backend, Found, Item, Page, StoreError, Tables};
+use super::{Action, Cond, KeyCond, Write};
+
+/// A request DynamoDB refuses as invalid.
+fn invalid(op: &'static str, message: impl Into<String>) -> StoreError {
+    whimbrel_rules::write::invalid(op, message).into()
+}
+use super::{Backend, Found, Item, Page, StoreError, Tables, Value as AttributeValue};
+
 use crate::install::{self, TableDef};
 
 /// Decides, before an operation runs, whether it fails instead:

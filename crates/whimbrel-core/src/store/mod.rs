@@ -15,114 +15,20 @@
 
 pub mod counters;
 pub mod dynamo;
-pub mod eval;
-pub mod expr;
 pub mod memory;
-pub mod size;
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
-use aws_sdk_dynamodb::types::AttributeValue;
 use futures::future::BoxFuture;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 pub use counters::{Call, Capacity, Metrics, OpCount};
-pub use expr::{Action, Cmp, Cond, KeyCond, Write};
-
-/// A DynamoDB item as the SDK sees it.
-pub type Item = HashMap<String, AttributeValue>;
-
-/// Default table name prefix (whimbrel-architecture.md).
-pub const DEFAULT_TABLE_PREFIX: &str = "whimbrel_";
-
-/// GSI of `activity_exec`: a workflow's activities (`workflow_exec_id` HASH,
-/// `activity_name` RANGE). Used by `whimbrel status`.
-pub const INDEX_ACTIVITIES_BY_WORKFLOW: &str = "workflow_exec_id-activity_name-index";
-/// Sparse, sharded GSI of `activity_exec` and of `workflow_exec`: items the
-/// heartbeat monitor must look at, by when (`due_shard` HASH, `due_epoch`
-/// RANGE, KEYS_ONLY). An item is in it while it has a deadline (every
-/// non-terminal state after launch) or an unfinished obligation (a terminal
-/// activity whose side effects are not done, a REQUESTED workflow).
-pub const INDEX_DUE: &str = "due_shard-due_epoch-index";
-/// GSI of `activity_event`: an activity's event rows (`activity_exec_id`
-/// HASH, KEYS_ONLY). The monitor reads the reports still in flight before
-/// it times out or relaunches an activity.
-pub const INDEX_EVENTS_BY_ACTIVITY: &str = "activity_exec_id-index";
-/// Sparse KEYS_ONLY GSI of `activity_exec` on `task_list_shard` and
-/// `task_queued_epoch`: the task-list activities waiting for a worker,
-/// oldest first (present only while claimable).
-pub const INDEX_TASK_LIST: &str = "task_list_shard-task_queued_epoch-index";
-/// GSI of `workflow_exec`: workflows by state and start time.
-pub const INDEX_WORKFLOWS_BY_STATE: &str = "state-start_time_epoch-index";
-
-/// Number of shards of the sparse due GSIs, so one hot
-/// partition key value cannot cap writes at 1,000/s (design.md § 2.2).
-pub const INDEX_SHARDS: u32 = 8;
-
-/// The shard (0..[`INDEX_SHARDS`]) of an item id in the sparse due GSIs.
-pub fn shard_of(activity_exec_id: &str) -> u32 {
-    // FNV-1a: stable across processes and releases, unlike `DefaultHasher`.
-    let mut h: u32 = 0x811c_9dc5;
-    for b in activity_exec_id.bytes() {
-        h ^= u32::from(b);
-        h = h.wrapping_mul(0x0100_0193);
-    }
-    h % INDEX_SHARDS
-}
-
-/// The seven table names for one prefix.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Tables {
-    /// The prefix, default `whimbrel_`.
-    pub prefix: String,
-}
-
-impl Tables {
-    /// Tables named `{prefix}{suffix}`.
-    pub fn new(prefix: impl Into<String>) -> Self {
-        Tables {
-            prefix: prefix.into(),
-        }
-    }
-    fn name(&self, suffix: &str) -> String {
-        format!("{}{}", self.prefix, suffix)
-    }
-    /// `whimbrel_install_status`.
-    pub fn install_status(&self) -> String {
-        self.name("install_status")
-    }
-    /// `whimbrel_workflow_request` (stream).
-    pub fn workflow_request(&self) -> String {
-        self.name("workflow_request")
-    }
-    /// `whimbrel_activity_event` (stream).
-    pub fn activity_event(&self) -> String {
-        self.name("activity_event")
-    }
-    /// `whimbrel_workflow_exec`.
-    pub fn workflow_exec(&self) -> String {
-        self.name("workflow_exec")
-    }
-    /// `whimbrel_activity_exec`.
-    pub fn activity_exec(&self) -> String {
-        self.name("activity_exec")
-    }
-    /// `whimbrel_activity_exec_dependency`.
-    pub fn activity_exec_dependency(&self) -> String {
-        self.name("activity_exec_dependency")
-    }
-    /// `whimbrel_workflow_lambda`.
-    pub fn workflow_lambda(&self) -> String {
-        self.name("workflow_lambda")
-    }
-    /// `whimbrel_workflow_plan`: the write-once plan and input of each
-    /// workflow exec ([`crate::model::WorkflowPlan`]).
-    pub fn workflow_plan(&self) -> String {
-        self.name("workflow_plan")
-    }
-}
+pub use whimbrel_rules::keys::*;
+pub use whimbrel_rules::write::{
+    as_s, as_ss, av, eval, n, s, size, Action, Cmp, Cond, Item, KeyCond, UpdateRequest, Value,
+    Write,
+};
 
 /// A store request that failed. Retryable and permanent failures are
 /// different variants ([`StoreError::is_transient`]).
@@ -172,6 +78,15 @@ pub enum StoreError {
     },
 }
 
+impl From<whimbrel_rules::write::InvalidWrite> for StoreError {
+    fn from(e: whimbrel_rules::write::InvalidWrite) -> Self {
+        StoreError::Invalid {
+            op: e.op,
+            message: e.message,
+        }
+    }
+}
+
 impl StoreError {
     /// True when the same request may succeed later (throttling, network).
     pub fn is_transient(&self) -> bool {
@@ -181,22 +96,6 @@ impl StoreError {
     pub fn is_permanent(&self) -> bool {
         matches!(self, StoreError::Invalid { .. })
     }
-}
-
-/// Convert a value to an attribute value; panics only on types serde_dynamo
-/// cannot represent, which the engine never passes.
-pub fn av<T: Serialize>(v: &T) -> AttributeValue {
-    serde_dynamo::to_attribute_value(v).expect("value representable as a DynamoDB attribute")
-}
-
-/// A string attribute value.
-pub fn s(v: impl Into<String>) -> AttributeValue {
-    AttributeValue::S(v.into())
-}
-
-/// A number attribute value.
-pub fn n(v: impl ToString) -> AttributeValue {
-    AttributeValue::N(v.to_string())
 }
 
 /// A page of Query results: the items and the LastEvaluatedKey.
@@ -272,62 +171,6 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     /// Wait `millis` before a retry (backoff). The simulation's backends
     /// do not really wait.
     fn pause(&self, millis: u64) -> BoxFuture<'_, ()>;
-}
-
-/// An UpdateItem the engine decided: table, key, typed actions and
-/// condition. Run alone ([`Store::update`]) or in a transaction.
-#[derive(Debug, Clone, PartialEq)]
-pub struct UpdateRequest {
-    /// Table name.
-    pub table: String,
-    /// Full primary key.
-    pub key: Item,
-    /// The changes.
-    pub actions: Vec<Action>,
-    /// Condition on the item before the change.
-    pub cond: Option<Cond>,
-}
-
-impl UpdateRequest {
-    /// A new request on `table` for `key`, with no action yet.
-    pub fn new(table: String, key: Item) -> Self {
-        UpdateRequest {
-            table,
-            key,
-            actions: vec![],
-            cond: None,
-        }
-    }
-    /// Add an action.
-    pub fn act(mut self, a: Action) -> Self {
-        self.actions.push(a);
-        self
-    }
-    /// `SET attr = v`.
-    pub fn set(self, attr: &str, v: AttributeValue) -> Self {
-        self.act(Action::Set(attr.into(), v))
-    }
-    /// `REMOVE attr`.
-    pub fn remove(self, attr: &str) -> Self {
-        self.act(Action::Remove(attr.into()))
-    }
-    /// AND a condition to the existing one.
-    pub fn when(mut self, c: Cond) -> Self {
-        self.cond = Some(match self.cond.take() {
-            Some(old) => old.and(c),
-            None => c,
-        });
-        self
-    }
-    /// As one element of a transaction.
-    pub fn into_write(self) -> Write {
-        Write::Update {
-            table: self.table,
-            key: self.key,
-            actions: self.actions,
-            cond: self.cond,
-        }
-    }
 }
 
 /// The store. Cheap to clone; clones share the backend and the counters.

@@ -542,7 +542,7 @@ pub fn counts(sum: &BatchSummary) -> (u64, u64, u64, u64, u64) {
 }
 
 /// A string attribute value, re-exported for tests.
-pub fn sv(v: &str) -> aws_sdk_dynamodb::types::AttributeValue {
+pub fn sv(v: &str) -> whimbrel_core::store::Value {
     s(v)
 }
 

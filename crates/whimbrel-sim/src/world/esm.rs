@@ -4,7 +4,6 @@
 //! bisection and backoff on function errors, bounded retries and record
 //! age, then the on-failure destination.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use serde_json::{json, Value};
@@ -22,7 +21,7 @@ impl Sim {
             let key = rec
                 .keys
                 .values()
-                .filter_map(|v| v.as_s().ok())
+                .filter_map(whimbrel_core::store::as_s)
                 .cloned()
                 .collect::<Vec<_>>()
                 .join("|");
@@ -191,7 +190,12 @@ impl Sim {
 pub(super) fn row_id(r: &StreamRecord) -> Option<String> {
     ["activity_event_id", "workflow_request_id"]
         .iter()
-        .find_map(|k| r.new_image.get(*k).and_then(|v| v.as_s().ok()).cloned())
+        .find_map(|k| {
+            r.new_image
+                .get(*k)
+                .and_then(whimbrel_core::store::as_s)
+                .cloned()
+        })
 }
 
 pub(super) fn lock_now(world: &World) -> i64 {
@@ -201,13 +205,8 @@ pub(super) fn lock_now(world: &World) -> i64 {
 
 /// A DynamoDB stream record as Lambda delivers it (aws_lambda_events shape).
 fn stream_record(r: &StreamRecord, at: i64) -> Value {
-    let json = |item: &Item| {
-        let m: HashMap<String, serde_dynamo::AttributeValue> = item
-            .iter()
-            .map(|(k, v)| (k.clone(), serde_dynamo::AttributeValue::from(v.clone())))
-            .collect();
-        serde_json::to_value(serde_dynamo::Item::from(m)).expect("json")
-    };
+    let json =
+        |item: &Item| serde_json::to_value(serde_dynamo::Item::from(item.clone())).expect("json");
     json!({
         "eventID": format!("e{}", r.sequence),
         "eventName": "INSERT",

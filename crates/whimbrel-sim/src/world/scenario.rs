@@ -4,12 +4,12 @@
 
 use std::collections::HashMap;
 
-use aws_sdk_dynamodb::types::AttributeValue;
 use rand::Rng;
 use serde_json::{json, Value};
 use whimbrel_core::ids;
 use whimbrel_core::model::{WorkflowLambda, WorkflowRequest};
 use whimbrel_core::store::Item;
+use whimbrel_core::store::Value as AttributeValue;
 
 use super::Sim;
 use crate::shared::lock;

@@ -3,17 +3,7 @@
 //! the engine's rules use), kept honest against DynamoDB Local by the
 //! differential test.
 
-use aws_sdk_dynamodb::types::AttributeValue;
-
-use super::expr::{Action, Cmp, Cond};
-use super::{Item, StoreError};
-
-pub(crate) fn invalid(op: &'static str, message: impl Into<String>) -> StoreError {
-    StoreError::Invalid {
-        op,
-        message: message.into(),
-    }
-}
+use super::{invalid, Action, Cmp, Cond, InvalidWrite, Item, Value as AttributeValue};
 
 /// Equality as DynamoDB compares values (numbers by value, sets unordered).
 pub fn av_eq(a: &AttributeValue, b: &AttributeValue) -> bool {
@@ -42,25 +32,26 @@ fn sorted(x: &[String]) -> Vec<&String> {
     v
 }
 
-pub(crate) fn num(text: &str) -> f64 {
+/// A number attribute's decimal text as a float (NaN when it is not one).
+pub fn num(text: &str) -> f64 {
     text.trim().parse().unwrap_or(f64::NAN)
 }
 
 /// Ordering of two scalar values of the same type (numbers by value,
 /// strings and binaries by bytes); `None` for other pairs.
-pub(crate) fn av_cmp(a: &AttributeValue, b: &AttributeValue) -> Option<std::cmp::Ordering> {
+pub fn av_cmp(a: &AttributeValue, b: &AttributeValue) -> Option<std::cmp::Ordering> {
     use AttributeValue as A;
     match (a, b) {
         (A::N(x), A::N(y)) => num(x).partial_cmp(&num(y)),
         (A::S(x), A::S(y)) => Some(x.as_bytes().cmp(y.as_bytes())),
-        (A::B(x), A::B(y)) => Some(x.as_ref().cmp(y.as_ref())),
+        (A::B(x), A::B(y)) => Some(x.cmp(y)),
         _ => None,
     }
 }
 
 /// DynamoDB refuses an ordering comparison (`<`, `<=`, `>`, `>=`) whose
 /// operand is not a number, string or binary, whatever the item holds.
-pub(crate) fn validate(c: &Cond) -> Result<(), StoreError> {
+pub fn validate(c: &Cond) -> Result<(), InvalidWrite> {
     use AttributeValue as A;
     match c {
         Cond::Compare(_, op, v) if !matches!(op, Cmp::Eq | Cmp::Ne) && !matches!(v, A::N(_) | A::S(_) | A::B(_)) => Err(invalid(
@@ -73,7 +64,9 @@ pub(crate) fn validate(c: &Cond) -> Result<(), StoreError> {
     }
 }
 
-pub(crate) fn compare(a: &AttributeValue, op: Cmp, b: &AttributeValue) -> bool {
+/// `a <op> b` as DynamoDB evaluates it: equality by [`av_eq`], ordering
+/// only between scalars of one type (false otherwise).
+pub fn compare(a: &AttributeValue, op: Cmp, b: &AttributeValue) -> bool {
     use std::cmp::Ordering::*;
     match op {
         Cmp::Eq => av_eq(a, b),
@@ -121,7 +114,7 @@ fn add_numbers(a: &str, b: &str) -> String {
 }
 
 /// Apply update actions to an item (created from `key` when absent).
-pub fn apply(key: &Item, old: Option<&Item>, actions: &[Action]) -> Result<Item, StoreError> {
+pub fn apply(key: &Item, old: Option<&Item>, actions: &[Action]) -> Result<Item, InvalidWrite> {
     const OP: &str = "UpdateItem";
     use AttributeValue as A;
     let mut item = old.cloned().unwrap_or_else(|| key.clone());

@@ -3,7 +3,8 @@
 use super::*;
 use crate::model::{HistoryEntry, WorkflowExec};
 use crate::plan::Plan;
-use crate::store::memory::{apply, eval};
+use crate::write::eval::{apply, eval};
+use crate::write::Item;
 
 fn cfg() -> EngineConfig {
     EngineConfig::default()

@@ -13,7 +13,7 @@
 //! | RUNNING | heartbeat, start-to-close, schedule-to-close |
 //! | CANCELLED_RUNNING | the cancel grace |
 
-use super::EngineConfig;
+use crate::config::EngineConfig;
 use crate::contract::ActivityState;
 use crate::model::ActivityExec;
 

@@ -7,9 +7,58 @@
 //! evaluates them directly with DynamoDB's semantics. Only top-level
 //! attributes are addressed (every Whimbrel attribute is top-level).
 
-use aws_sdk_dynamodb::types::AttributeValue;
+pub mod eval;
+pub mod size;
 
-use super::Item;
+use std::collections::HashMap;
+
+use serde::Serialize;
+
+/// One attribute value, as DynamoDB types it (`S`, `N`, `M`, `L`, `SS`...).
+/// The rules build writes in this library type (serde_dynamo's, which has
+/// no AWS SDK behind it); the DynamoDB store converts it to the SDK's
+/// `AttributeValue` at its boundary.
+pub use serde_dynamo::AttributeValue as Value;
+use Value as AttributeValue;
+
+/// An item: attribute name to value, every Whimbrel attribute top-level.
+pub type Item = HashMap<String, Value>;
+
+/// A write the rules built that DynamoDB would refuse as invalid (a
+/// `ValidationException`): an operand of the wrong type, an item over
+/// 400 KB. Retrying it is pointless.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{op}: invalid request: {message}")]
+pub struct InvalidWrite {
+    /// The operation, e.g. `UpdateItem`.
+    pub op: &'static str,
+    /// Why DynamoDB would refuse it.
+    pub message: String,
+}
+
+/// The text of a string value (`S`), `None` for any other type.
+pub fn as_s(v: &Value) -> Option<&String> {
+    match v {
+        Value::S(s) => Some(s),
+        _ => None,
+    }
+}
+
+/// The elements of a string set value (`SS`), `None` for any other type.
+pub fn as_ss(v: &Value) -> Option<&Vec<String>> {
+    match v {
+        Value::Ss(xs) => Some(xs),
+        _ => None,
+    }
+}
+
+/// An [`InvalidWrite`] of `op`.
+pub fn invalid(op: &'static str, message: impl Into<String>) -> InvalidWrite {
+    InvalidWrite {
+        op,
+        message: message.into(),
+    }
+}
 
 /// A comparison operator of a condition or a key condition.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -177,6 +226,78 @@ impl Write {
     pub fn table(&self) -> &str {
         match self {
             Write::Put { table, .. } | Write::Update { table, .. } => table,
+        }
+    }
+}
+
+/// Convert a value to an attribute value; panics only on types serde_dynamo
+/// cannot represent, which the engine never passes.
+pub fn av<T: Serialize>(v: &T) -> AttributeValue {
+    serde_dynamo::to_attribute_value(v).expect("value representable as a DynamoDB attribute")
+}
+
+/// A string attribute value.
+pub fn s(v: impl Into<String>) -> AttributeValue {
+    AttributeValue::S(v.into())
+}
+
+/// A number attribute value.
+pub fn n(v: impl ToString) -> AttributeValue {
+    AttributeValue::N(v.to_string())
+}
+
+/// An UpdateItem the engine decided: table, key, typed actions and
+/// condition. Run alone ([`Store::update`]) or in a transaction.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UpdateRequest {
+    /// Table name.
+    pub table: String,
+    /// Full primary key.
+    pub key: Item,
+    /// The changes.
+    pub actions: Vec<Action>,
+    /// Condition on the item before the change.
+    pub cond: Option<Cond>,
+}
+
+impl UpdateRequest {
+    /// A new request on `table` for `key`, with no action yet.
+    pub fn new(table: String, key: Item) -> Self {
+        UpdateRequest {
+            table,
+            key,
+            actions: vec![],
+            cond: None,
+        }
+    }
+    /// Add an action.
+    pub fn act(mut self, a: Action) -> Self {
+        self.actions.push(a);
+        self
+    }
+    /// `SET attr = v`.
+    pub fn set(self, attr: &str, v: AttributeValue) -> Self {
+        self.act(Action::Set(attr.into(), v))
+    }
+    /// `REMOVE attr`.
+    pub fn remove(self, attr: &str) -> Self {
+        self.act(Action::Remove(attr.into()))
+    }
+    /// AND a condition to the existing one.
+    pub fn when(mut self, c: Cond) -> Self {
+        self.cond = Some(match self.cond.take() {
+            Some(old) => old.and(c),
+            None => c,
+        });
+        self
+    }
+    /// As one element of a transaction.
+    pub fn into_write(self) -> Write {
+        Write::Update {
+            table: self.table,
+            key: self.key,
+            actions: self.actions,
+            cond: self.cond,
         }
     }
 }

@@ -15,7 +15,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use super::EngineConfig;
+use crate::config::EngineConfig;
 use crate::contract::ActivityState;
 use crate::ids;
 use crate::model::{ActivityExec, ActivityExecDependency, JoinSlot, WorkflowExec};
@@ -101,13 +101,13 @@ pub fn activity_items(
             scheduled_epoch: None,
             next_attempt_epoch: None,
             launch: 0,
-            input: a.input.clone().filter(super::payloads::inline),
+            input: a.input.clone().filter(crate::payloads::inline),
             // A stored plan names the row; a plan stored before
             // `by_reference` (or not stored) still has the input.
             input_ref: a
                 .input_ref
                 .clone()
-                .or_else(|| super::payloads::input_ref(&wf.workflow_exec_id, a.input.as_ref())),
+                .or_else(|| crate::payloads::input_ref(&wf.workflow_exec_id, a.input.as_ref())),
             attempt: 0,
             attempt_token_hash: None,
             require_tokens: a

@@ -3,16 +3,16 @@
 //! verdicts. No I/O, no clock, no randomness: everything comes in as
 //! arguments, so each rule is unit-tested without a server.
 
-use std::collections::HashMap;
+use crate::write::Value as AttributeValue;
 
-use aws_sdk_dynamodb::types::AttributeValue;
-
-use super::EngineConfig;
+use crate::config::EngineConfig;
 use crate::contract::{self, ActivityState, Actor, Transition};
 use crate::dates::Timestamp;
 use crate::ids;
+use crate::keys::{self, Tables};
+pub use crate::keys::{activity_key, group_item_key, join_group_key, workflow_key};
 use crate::model::{ActivityExec, HistoryEntry, ParkedEvent};
-use crate::store::{self, av, n, s, Action, Cond, Item, Tables, UpdateRequest};
+use crate::write::{av, n, s, Action, Cond, UpdateRequest};
 
 /// Longest `error` text stored, bytes; longer texts are cut (on a character
 /// boundary) and marked, so a report can never fail for its error's size.
@@ -37,7 +37,7 @@ pub struct Details {
     /// Output (COMPLETED), kept on the item.
     pub output: Option<serde_json::Value>,
     /// The event row that keeps the output (COMPLETED), instead of
-    /// `output` ([`super::payloads`]).
+    /// `output` ([`crate::payloads`]).
     pub output_event_id: Option<String>,
     /// Error text (FAILED, CANCEL, TIMED_OUT), capped when written.
     pub error: Option<String>,
@@ -53,22 +53,6 @@ pub struct Details {
     /// Already the bare FAILED that stands for a report DynamoDB refused:
     /// if this is refused too, nothing ever will be stored.
     pub unstorable: bool,
-}
-
-/// The key of an activity exec item.
-pub fn activity_key(id: &str, workflow_exec_id: &str) -> Item {
-    HashMap::from([
-        ("activity_exec_id".into(), s(id)),
-        ("workflow_exec_id".into(), s(workflow_exec_id)),
-    ])
-}
-
-/// The key of a workflow exec item.
-pub fn workflow_key(id: &str, name: &str) -> Item {
-    HashMap::from([
-        ("workflow_exec_id".into(), s(id)),
-        ("workflow_name".into(), s(name)),
-    ])
 }
 
 /// Who a report is from, by its attempt and token (docs/design.md § 3.9: attempts are
@@ -104,14 +88,14 @@ pub fn report_actor(
 fn due(id: &str, epoch: i64) -> [Action; 2] {
     [
         Action::Set("due_epoch".into(), n(epoch)),
-        Action::Set("due_shard".into(), n(store::shard_of(id))),
+        Action::Set("due_shard".into(), n(keys::shard_of(id))),
     ]
 }
 
 /// A heartbeat's update `plain` (the caller's conditions, and
 /// `heartbeat_time` / `heartbeat_time_epoch` at `now`, epoch seconds) that
 /// also moves the due marker of `exec` (the item as read), when
-/// [`super::deadline::heartbeat_marker`] says so. The move is conditioned
+/// [`deadline::heartbeat_marker`] says so. The move is conditioned
 /// on the `version` and the marker read (not on `state`, which an
 /// activity's role may not name): if the engine changed the item or the
 /// monitor moved the marker meanwhile, the write fails and the caller
@@ -122,7 +106,7 @@ pub fn heartbeat_moving_marker(
     cfg: &EngineConfig,
     now: i64,
 ) -> Option<UpdateRequest> {
-    let at = super::deadline::heartbeat_marker(exec, cfg, now)?;
+    let at = deadline::heartbeat_marker(exec, cfg, now)?;
     Some(
         plain
             .clone()
@@ -366,7 +350,7 @@ pub fn release_update(
     )
     .when(Cond::Compare(
         "pending_dependency_count".into(),
-        store::Cmp::Gt,
+        crate::write::Cmp::Gt,
         n(0),
     ))
     .when(Cond::not_contains(
@@ -378,21 +362,6 @@ pub fn release_update(
         "released_prerequisites".into(),
         AttributeValue::Ss(vec![prerequisite_id.into()]),
     ))
-}
-
-/// The key of join group `group` of the wide join `join_id` (an item of
-/// `activity_exec_dependency`, [`crate::model::JoinGroup`]).
-pub fn join_group_key(join_id: &str, group: u32) -> Item {
-    group_item_key(ids::join_group_id(join_id, group), join_id)
-}
-
-/// The key of a group item of `activity_exec_dependency` (a join group,
-/// or a count group, `engine::counting`): its id and its owner's id.
-pub fn group_item_key(group_id: String, owner_id: &str) -> Item {
-    HashMap::from([
-        ("activity_exec_dependency".into(), s(group_id)),
-        ("activity_exec_id".into(), s(owner_id)),
-    ])
 }
 
 /// Release one edge into a wide join's group: add the prerequisite's
@@ -444,10 +413,13 @@ pub fn extend_due(tables: &Tables, exec: &ActivityExec, at: i64) -> UpdateReques
     req
 }
 
-pub use super::attempts::*;
-pub use super::deadline::*;
-pub use super::items::activity_items;
+pub use attempts::*;
+pub use deadline::*;
+pub use items::activity_items;
+
+pub mod attempts;
+pub mod deadline;
+pub mod items;
 
 #[cfg(test)]
-#[path = "decide_tests.rs"]
 mod tests;

@@ -6,24 +6,25 @@
 //! leads to ([`next_deadline`]).
 
 use super::deadline::next_deadline;
-use super::decide::{cap_error, history, live_keep, versioned, with_due, Change, Details};
-use super::EngineConfig;
+use super::{cap_error, history, live_keep, versioned, with_due, Change, Details};
+use crate::config::EngineConfig;
 use crate::contract::{self, ActivityState, Transition};
 use crate::dates::Timestamp;
+use crate::keys::{self, Tables};
 use crate::model::{ActivityExec, HistoryEntry, HISTORY_ERROR_BYTES};
 use crate::retry;
-use crate::store::{self, av, n, s, Action, Cond, Tables, UpdateRequest};
+use crate::write::{av, n, s, Action, Cond, UpdateRequest};
 
 /// Shards of the task-list GSI per task list: workers query every shard
 /// and take the oldest task; writes of one busy list spread over them.
 pub const TASK_LIST_SHARDS: u32 = 4;
 
 /// The task-list GSI hash key of an activity: `(task_list)#(shard)`, the
-/// shard from [`store::shard_of`] of its id modulo [`TASK_LIST_SHARDS`].
+/// shard from [`keys::shard_of`] of its id modulo [`TASK_LIST_SHARDS`].
 pub fn task_list_shard(task_list: &str, activity_exec_id: &str) -> String {
     format!(
         "{task_list}#{}",
-        store::shard_of(activity_exec_id) % TASK_LIST_SHARDS
+        keys::shard_of(activity_exec_id) % TASK_LIST_SHARDS
     )
 }
 
@@ -294,7 +295,7 @@ pub fn launched_update(tables: &Tables, exec: &ActivityExec, now: i64) -> Update
     let t = Timestamp::from_epoch(now);
     let mut req = UpdateRequest::new(
         tables.activity_exec(),
-        super::decide::activity_key(&exec.activity_exec_id, &exec.workflow_exec_id),
+        super::activity_key(&exec.activity_exec_id, &exec.workflow_exec_id),
     )
     .when(Cond::eq("attempt", n(exec.attempt)))
     .set("launched_time", av(&t.date_list()))

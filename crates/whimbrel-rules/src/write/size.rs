@@ -9,9 +9,7 @@
 //! plus 1 byte per element, plus the elements (a map's keys count as
 //! names). Sets: the sum of their elements.
 
-use aws_sdk_dynamodb::types::AttributeValue;
-
-use super::Item;
+use super::{Item, Value as AttributeValue};
 
 /// DynamoDB's item size limit, bytes (400 KB).
 pub const MAX_ITEM_BYTES: usize = 400 * 1024;
@@ -39,11 +37,11 @@ pub fn value_size(v: &AttributeValue) -> usize {
     match v {
         AttributeValue::S(s) => s.len(),
         AttributeValue::N(n) => number_size(n),
-        AttributeValue::B(b) => b.as_ref().len(),
+        AttributeValue::B(b) => b.len(),
         AttributeValue::Bool(_) | AttributeValue::Null(_) => 1,
         AttributeValue::Ss(xs) => xs.iter().map(String::len).sum(),
         AttributeValue::Ns(xs) => xs.iter().map(|x| number_size(x)).sum(),
-        AttributeValue::Bs(xs) => xs.iter().map(|x| x.as_ref().len()).sum(),
+        AttributeValue::Bs(xs) => xs.iter().map(Vec::len).sum(),
         AttributeValue::L(xs) => 3 + xs.iter().map(|x| 1 + value_size(x)).sum::<usize>(),
         AttributeValue::M(m) => {
             3 + m
@@ -51,7 +49,6 @@ pub fn value_size(v: &AttributeValue) -> usize {
                 .map(|(k, x)| 1 + k.len() + value_size(x))
                 .sum::<usize>()
         }
-        _ => 0,
     }
 }
 
@@ -63,7 +60,7 @@ pub fn item_size(item: &Item) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::{n, s};
+    use crate::write::{n, s};
 
     #[test]
     fn sizes_follow_dynamodb_rules() {

@@ -38,7 +38,7 @@ pub struct WorkflowRequest {
     pub input: Option<Value>,
     /// When DynamoDB TTL may delete the row, epoch seconds (set by our
     /// writers when `RowRetentionDays` is on, see
-    /// [`crate::engine::EngineConfig::row_expiry`]; absent = kept).
+    /// [`crate::config::EngineConfig::row_expiry`]; absent = kept).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires_at_epoch: Option<i64>,
 }
@@ -94,7 +94,7 @@ pub struct ActivityEvent {
     pub attempt_token: Option<String>,
     /// When DynamoDB TTL may delete the row, epoch seconds (set by our
     /// writers when `RowRetentionDays` is on, see
-    /// [`crate::engine::EngineConfig::row_expiry`]; absent = kept).
+    /// [`crate::config::EngineConfig::row_expiry`]; absent = kept).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires_at_epoch: Option<i64>,
 }
@@ -373,7 +373,7 @@ pub struct ActivityExec {
     #[serde(default)]
     pub launch: u32,
     /// Input from the plan, when its JSON is at most
-    /// [`crate::engine::payloads::INLINE_PAYLOAD_BYTES`]; a larger one is
+    /// [`crate::payloads::INLINE_PAYLOAD_BYTES`]; a larger one is
     /// on its input row ([`Self::input_ref`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub input: Option<Value>,
@@ -453,14 +453,14 @@ pub struct ActivityExec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub end_time_epoch: Option<i64>,
     /// Output reported with COMPLETED, when kept on the item: its JSON is
-    /// at most [`crate::engine::payloads::INLINE_PAYLOAD_BYTES`], or a Full
+    /// at most [`crate::payloads::INLINE_PAYLOAD_BYTES`], or a Full
     /// Logic API client reported it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output: Option<Value>,
     /// Id of the COMPLETED event row (`whimbrel_activity_event`, write-once)
     /// whose `output` is this activity's, when it was too large to keep on
     /// this item (design.md § 2.8). Read it with
-    /// [`crate::engine::payloads::outputs_of`].
+    /// the engine's `payloads::outputs_of`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_event_id: Option<String>,
     /// Reason reported with FAILED, or why the engine cancelled it.

@@ -1,0 +1,199 @@
+//! The engine's settings: durations (seconds), limits and switches, read
+//! from `WHIMBREL_*` variables.
+
+/// Engine settings, read from the environment by [`EngineConfig::from_env`].
+/// Every duration is in seconds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EngineConfig {
+    /// Table name prefix (`WHIMBREL_TABLE_PREFIX`, default `whimbrel_`).
+    pub table_prefix: String,
+    /// Heartbeat timeout for activities that enable heartbeats without
+    /// giving one (`WHIMBREL_HEARTBEAT_TIMEOUT_SECONDS`, default 300).
+    pub default_heartbeat_timeout_seconds: i64,
+    /// Relaunch window: a launched attempt still QUEUED this long after
+    /// its launch is launched again (same attempt, new launch and token)
+    /// (`WHIMBREL_QUEUED_REDRIVE_SECONDS`, default 120).
+    pub queued_redrive_seconds: i64,
+    /// Launches of one attempt that never starts before the attempt fails
+    /// with `NOT_STARTED` (then retried per the policy)
+    /// (`WHIMBREL_MAX_LAUNCH_ATTEMPTS`, default 3).
+    pub max_launch_attempts: u32,
+    /// Start-to-close for activities whose plan gives none, and the
+    /// PREPARING deadline (`WHIMBREL_START_TO_CLOSE_SECONDS`, default 3600:
+    /// longer than Lambda's 15-minute limit, so a killed function is
+    /// caught).
+    pub default_start_to_close_seconds: i64,
+    /// How long CANCELLED_RUNNING waits for the activity's acknowledgement
+    /// before the monitor times it out (`WHIMBREL_CANCEL_GRACE_SECONDS`,
+    /// default 300).
+    pub cancel_grace_seconds: i64,
+    /// How long past a deadline the monitor waits before it judges, so a
+    /// report written before the deadline is visible in the event index
+    /// (`WHIMBREL_REPORT_GRACE_SECONDS`, default 10; GSIs lag by well under
+    /// a second).
+    pub report_grace_seconds: i64,
+    /// How long after a terminal write its side effects may take before the
+    /// monitor resumes them (default 60).
+    pub settle_grace_seconds: i64,
+    /// How long a workflow may stay REQUESTED (or RUNNING with roots not
+    /// launched) before the monitor starts it again
+    /// (`WHIMBREL_START_RETRY_SECONDS`, default 60).
+    pub start_retry_seconds: i64,
+    /// Starts of a workflow by the monitor before it is FAILED
+    /// (`WHIMBREL_MAX_START_ATTEMPTS`, default 5).
+    pub max_start_attempts: u32,
+    /// Schedule-to-start for activities whose plan gives none
+    /// (`WHIMBREL_SCHEDULE_TO_START_SECONDS`, default none; 0 = none).
+    pub default_schedule_to_start_seconds: Option<i64>,
+    /// Schedule-to-close for activities whose plan gives none
+    /// (`WHIMBREL_SCHEDULE_TO_CLOSE_SECONDS`, default none; 0 = none).
+    pub default_schedule_to_close_seconds: Option<i64>,
+    /// Refuse reports without the live attempt's token for every workflow
+    /// (`WHIMBREL_REQUIRE_TOKENS`, default false).
+    pub require_tokens: bool,
+    /// How many activities to release, launch or cancel at once, and how
+    /// many items of one stream batch the handlers process at once (each
+    /// item's records in stream order; default 16; `whimbrel bench-batch`
+    /// measures the speed-up).
+    pub concurrency: usize,
+    /// Days the write-once rows our writers insert (request rows of
+    /// `whimbrel start`, event rows of the activity helper, the worker and
+    /// the CLI) are kept before DynamoDB TTL may delete them
+    /// (`WHIMBREL_ROW_RETENTION_DAYS`, the stack's `RowRetentionDays`;
+    /// default none = kept forever; 0 = none). See [`Self::row_expiry`].
+    pub row_retention_days: Option<i64>,
+    /// Write `launched_time` on the activity exec once Lambda accepted a
+    /// launch's async Invoke (`WHIMBREL_RECORD_LAUNCHES`, default false).
+    /// For operators only (no rule reads it), and it costs one more write
+    /// of the activity item per launch (issue 7), so it is off by default;
+    /// `queued_time` (the claim, just before the Invoke) is always written.
+    pub record_launches: bool,
+    /// Prerequisites per join group (issue 7). An activity with more
+    /// prerequisites than this is a wide join: each prerequisite's
+    /// COMPLETED updates a small join group item (at most this many names)
+    /// and only a complete group updates the join, so no write grows with
+    /// the number of prerequisites and no item is written by all of them
+    /// (`model::JoinGroup`). Read when a plan is stored; a stored
+    /// workflow keeps its groups. Default and largest:
+    /// [`crate::plan::JOIN_GROUP_SIZE`] (larger values count as it).
+    pub join_group_size: usize,
+    /// Most dependents listed on an activity item (issue 7). An activity
+    /// with more is a wide fan-out: its item keeps their number
+    /// (`dependents_in_plan`), and they are derived from the stored plan
+    /// when it ends, so no item grows with the fan-out. Read when a plan
+    /// is stored. Default and largest: [`crate::plan::FAN_OUT_LIST_MAX`]
+    /// (larger values count as it).
+    pub fan_out_list_max: usize,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            table_prefix: crate::keys::DEFAULT_TABLE_PREFIX.into(),
+            default_heartbeat_timeout_seconds: 300,
+            queued_redrive_seconds: 120,
+            max_launch_attempts: 3,
+            default_start_to_close_seconds: 3600,
+            cancel_grace_seconds: 300,
+            report_grace_seconds: 10,
+            settle_grace_seconds: 60,
+            start_retry_seconds: 60,
+            max_start_attempts: 5,
+            default_schedule_to_start_seconds: None,
+            default_schedule_to_close_seconds: None,
+            require_tokens: false,
+            concurrency: 16,
+            row_retention_days: None,
+            record_launches: false,
+            join_group_size: crate::plan::JOIN_GROUP_SIZE,
+            fan_out_list_max: crate::plan::FAN_OUT_LIST_MAX,
+        }
+    }
+}
+
+impl EngineConfig {
+    /// Settings from `WHIMBREL_*` environment variables, defaults otherwise.
+    ///
+    /// Errors: a variable that is set but not a positive integer (or, for
+    /// `WHIMBREL_REQUIRE_TOKENS`, not `true` / `false`).
+    pub fn from_env() -> Result<Self, String> {
+        Self::from_vars(|k| std::env::var(k).ok())
+    }
+
+    /// Settings from `WHIMBREL_*` variables as `var` answers them (`None`:
+    /// unset), defaults otherwise: [`Self::from_env`] without the
+    /// environment.
+    ///
+    /// Errors: as [`Self::from_env`].
+    pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<Self, String> {
+        let d = EngineConfig::default();
+        let num = |k: &str, dflt: i64| -> Result<i64, String> {
+            match var(k) {
+                Some(v) => v
+                    .trim()
+                    .parse::<i64>()
+                    .ok()
+                    .filter(|x| *x > 0)
+                    .ok_or_else(|| format!("{k}={v:?} is not a positive integer")),
+                None => Ok(dflt),
+            }
+        };
+        // Unset, empty or 0: none.
+        let optional = |k: &str| -> Result<Option<i64>, String> {
+            match var(k) {
+                Some(v) if matches!(v.trim(), "" | "0") => Ok(None),
+                Some(_) => num(k, 0).map(Some),
+                None => Ok(None),
+            }
+        };
+        let count =
+            |k: &str, dflt: u32| num(k, i64::from(dflt)).map(|v| v.try_into().unwrap_or(u32::MAX));
+        let flag = |k: &str, dflt: bool| match var(k) {
+            Some(v) => match v.trim() {
+                "true" | "1" => Ok(true),
+                "false" | "0" | "" => Ok(false),
+                _ => Err(format!("{k}={v:?} is not true or false")),
+            },
+            None => Ok(dflt),
+        };
+        let require_tokens = flag("WHIMBREL_REQUIRE_TOKENS", d.require_tokens)?;
+        Ok(EngineConfig {
+            table_prefix: var("WHIMBREL_TABLE_PREFIX").unwrap_or(d.table_prefix),
+            default_heartbeat_timeout_seconds: num(
+                "WHIMBREL_HEARTBEAT_TIMEOUT_SECONDS",
+                d.default_heartbeat_timeout_seconds,
+            )?,
+            queued_redrive_seconds: num(
+                "WHIMBREL_QUEUED_REDRIVE_SECONDS",
+                d.queued_redrive_seconds,
+            )?,
+            max_launch_attempts: count("WHIMBREL_MAX_LAUNCH_ATTEMPTS", d.max_launch_attempts)?,
+            default_start_to_close_seconds: num(
+                "WHIMBREL_START_TO_CLOSE_SECONDS",
+                d.default_start_to_close_seconds,
+            )?,
+            cancel_grace_seconds: num("WHIMBREL_CANCEL_GRACE_SECONDS", d.cancel_grace_seconds)?,
+            report_grace_seconds: num("WHIMBREL_REPORT_GRACE_SECONDS", d.report_grace_seconds)?,
+            settle_grace_seconds: d.settle_grace_seconds,
+            start_retry_seconds: num("WHIMBREL_START_RETRY_SECONDS", d.start_retry_seconds)?,
+            max_start_attempts: count("WHIMBREL_MAX_START_ATTEMPTS", d.max_start_attempts)?,
+            default_schedule_to_start_seconds: optional("WHIMBREL_SCHEDULE_TO_START_SECONDS")?,
+            default_schedule_to_close_seconds: optional("WHIMBREL_SCHEDULE_TO_CLOSE_SECONDS")?,
+            require_tokens,
+            concurrency: d.concurrency,
+            row_retention_days: optional("WHIMBREL_ROW_RETENTION_DAYS")?,
+            record_launches: flag("WHIMBREL_RECORD_LAUNCHES", d.record_launches)?,
+            join_group_size: d.join_group_size,
+            fan_out_list_max: d.fan_out_list_max,
+        })
+    }
+
+    /// The `expires_at_epoch` (epoch seconds) of a write-once row written
+    /// at `now_epoch`: `now + row_retention_days × 86400`, or `None` (no
+    /// attribute: the row is kept) when retention is off. DynamoDB TTL on
+    /// that attribute deletes the row some time after (docs/tables.md).
+    pub fn row_expiry(&self, now_epoch: i64) -> Option<i64> {
+        self.row_retention_days
+            .map(|d| now_epoch.saturating_add(d.saturating_mul(86_400)))
+    }
+}
