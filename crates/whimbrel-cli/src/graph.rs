@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use whimbrel_core::attr;
 
 use clap::Args;
 use whimbrel_core::contract::{ActivityState, ALL_STATES};
@@ -214,7 +215,7 @@ async fn resolve(g: &Global, target: &str) -> Result<(Plan, Option<States>), Cli
             .collect();
         return Ok((plan, Some(states)));
     }
-    let key = HashMap::from([("workflow_name".to_string(), s(target))]);
+    let key = HashMap::from([(attr::WORKFLOW_NAME.to_string(), s(target))]);
     let item: WorkflowLambda = store
         .get(&store.tables().workflow_lambda(), key)
         .await?

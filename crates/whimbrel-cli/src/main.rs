@@ -14,6 +14,7 @@ mod worker;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use whimbrel_core::attr;
 
 use clap::{Args, Parser, Subcommand};
 use serde_json::Value;
@@ -244,7 +245,7 @@ pub async fn insert_request(
     store
         .put_new(
             &store.tables().workflow_request(),
-            "workflow_request_id",
+            attr::WORKFLOW_REQUEST_ID,
             &row,
         )
         .await?;
@@ -277,7 +278,11 @@ async fn insert_event(
         )
     };
     store
-        .put_new(&store.tables().activity_event(), "activity_event_id", &ev)
+        .put_new(
+            &store.tables().activity_event(),
+            attr::ACTIVITY_EVENT_ID,
+            &ev,
+        )
         .await?;
     Ok(ev.activity_event_id)
 }

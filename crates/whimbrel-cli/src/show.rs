@@ -3,6 +3,7 @@
 //! time order, with who caused each (Temporal's `workflow show`).
 
 use std::collections::HashMap;
+use whimbrel_core::attr;
 
 use serde::Serialize;
 use serde_json::{json, Value};
@@ -97,7 +98,7 @@ fn last_number(event_id: &str) -> Option<u32> {
 pub fn cause(event_id: &str, a: &ActivityExec, attempt: Option<u32>) -> (Actor, Option<String>) {
     let (prefix, _) = event_id.split_once(':').unwrap_or(("", ""));
     match prefix {
-        "launcher" => (Actor::Engine, Some("launch".into())),
+        "launcher" => (Actor::Engine, Some(attr::LAUNCH.into())),
         "relaunch" => (
             Actor::Engine,
             Some(match last_number(event_id) {
@@ -312,7 +313,7 @@ pub fn timeline(snap: &Snapshot) -> Vec<Row> {
             3,
             0,
             Row {
-                detail: Some("ended".into()),
+                detail: Some(attr::ENDED.into()),
                 error: w.error.clone(),
                 ..workflow_row(at, Some(from), w.state)
             },

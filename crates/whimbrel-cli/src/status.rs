@@ -3,6 +3,7 @@
 use std::collections::HashMap;
 use std::io::IsTerminal;
 use std::time::Duration;
+use whimbrel_core::attr;
 
 use serde_json::{json, Value};
 use whimbrel_core::contract::WorkflowState;
@@ -34,8 +35,8 @@ pub async fn snapshot(store: &Store, workflow_exec_id: &str) -> Result<Snapshot,
         ))
     })?;
     let key = HashMap::from([
-        ("workflow_exec_id".to_string(), s(workflow_exec_id)),
-        ("workflow_name".to_string(), s(name)),
+        (attr::WORKFLOW_EXEC_ID.to_string(), s(workflow_exec_id)),
+        (attr::WORKFLOW_NAME.to_string(), s(name)),
     ]);
     let workflow: WorkflowExec = store
         .get(&store.tables().workflow_exec(), key)
@@ -46,10 +47,10 @@ pub async fn snapshot(store: &Store, workflow_exec_id: &str) -> Result<Snapshot,
             &store.tables().activity_exec(),
             INDEX_ACTIVITIES_BY_WORKFLOW,
             KeyCond {
-                hash: ("workflow_exec_id".into(), s(workflow_exec_id)),
+                hash: (attr::WORKFLOW_EXEC_ID.into(), s(workflow_exec_id)),
                 range: None,
             },
-            ["activity_exec_id", "workflow_exec_id"],
+            [attr::ACTIVITY_EXEC_ID, attr::WORKFLOW_EXEC_ID],
         )
         .await?;
     // Outputs kept on event rows (engine::payloads), put back for display.
@@ -244,7 +245,7 @@ fn as_json(snap: &Snapshot) -> Value {
     json!({
         "workflow": snap.workflow,
         "activities": snap.activities,
-        "result": result(snap),
+        attr::RESULT: result(snap),
     })
 }
 
@@ -315,10 +316,10 @@ pub async fn list(
             &store.tables().workflow_exec(),
             INDEX_WORKFLOWS_BY_STATE,
             KeyCond {
-                hash: ("state".into(), s(state.as_str())),
-                range: Some(("start_time_epoch".into(), Cmp::Ge, n(since))),
+                hash: (attr::STATE.into(), s(state.as_str())),
+                range: Some((attr::START_TIME_EPOCH.into(), Cmp::Ge, n(since))),
             },
-            ["workflow_exec_id", "workflow_name"],
+            [attr::WORKFLOW_EXEC_ID, attr::WORKFLOW_NAME],
         )
         .await?;
     // The index lags the table: an exec that moved on is not listed.

@@ -11,6 +11,7 @@
 //! # Ok(()) }
 //! ```
 
+use crate::attr;
 use serde_json::Value;
 
 use crate::contract::{ActivityState, Transition};
@@ -24,22 +25,22 @@ use crate::store::{Store, StoreError, Tables};
 /// and the fencing attributes, those of its deadlines
 /// ([`crate::engine::deadline::heartbeat_marker`]).
 pub const HEARTBEAT_READS: [&str; 16] = [
-    "activity_exec_id",
-    "workflow_exec_id",
-    "workflow_name",
-    "activity_name",
-    "state",
-    "attempt_token_hash",
-    "heartbeat_enabled",
-    "require_tokens",
-    "heartbeat_timeout_seconds",
-    "heartbeat_time_epoch",
-    "start_time_epoch",
-    "timeout_seconds",
-    "schedule_to_close_seconds",
-    "first_queued_epoch",
-    "due_epoch",
-    "version",
+    attr::ACTIVITY_EXEC_ID,
+    attr::WORKFLOW_EXEC_ID,
+    attr::WORKFLOW_NAME,
+    attr::ACTIVITY_NAME,
+    attr::STATE,
+    attr::ATTEMPT_TOKEN_HASH,
+    attr::HEARTBEAT_ENABLED,
+    attr::REQUIRE_TOKENS,
+    attr::HEARTBEAT_TIMEOUT_SECONDS,
+    attr::HEARTBEAT_TIME_EPOCH,
+    attr::START_TIME_EPOCH,
+    attr::TIMEOUT_SECONDS,
+    attr::SCHEDULE_TO_CLOSE_SECONDS,
+    attr::FIRST_QUEUED_EPOCH,
+    attr::DUE_EPOCH,
+    attr::VERSION,
 ];
 
 /// The attributes an activity's heartbeat writes (keys first): the IAM
@@ -50,23 +51,23 @@ pub const HEARTBEAT_READS: [&str; 16] = [
 /// read (named in the condition only; a role that wrote it would only make
 /// the engine's next write re-read the item).
 pub const HEARTBEAT_WRITES: [&str; 6] = [
-    "activity_exec_id",
-    "workflow_exec_id",
-    "heartbeat_time",
-    "heartbeat_time_epoch",
-    "due_epoch",
-    "version",
+    attr::ACTIVITY_EXEC_ID,
+    attr::WORKFLOW_EXEC_ID,
+    attr::HEARTBEAT_TIME,
+    attr::HEARTBEAT_TIME_EPOCH,
+    attr::DUE_EPOCH,
+    attr::VERSION,
 ];
 
 /// The attributes [`Activity::prerequisite_outputs`] reads of a
 /// prerequisite (keys first): the IAM `dynamodb:Attributes` of its role's
 /// second GetItem statement (template.yaml `ReadPrerequisiteOutputs`).
 pub const PREREQUISITE_READS: [&str; 5] = [
-    "activity_exec_id",
-    "workflow_exec_id",
-    "activity_name",
-    "output",
-    "output_event_id",
+    attr::ACTIVITY_EXEC_ID,
+    attr::WORKFLOW_EXEC_ID,
+    attr::ACTIVITY_NAME,
+    attr::OUTPUT,
+    attr::OUTPUT_EVENT_ID,
 ];
 
 /// Why a report failed.
@@ -187,7 +188,11 @@ impl Activity {
         let ev = self.event_row(transition, output, error);
         let store = self.engine.store();
         store
-            .put_new(&store.tables().activity_event(), "activity_event_id", &ev)
+            .put_new(
+                &store.tables().activity_event(),
+                attr::ACTIVITY_EVENT_ID,
+                &ev,
+            )
             .await?;
         Ok(ev.activity_event_id)
     }
@@ -298,9 +303,9 @@ impl Activity {
         if seen.state == ActivityState::Running && seen.heartbeat_enabled {
             let now = self.engine.now();
             let plain = crate::store::UpdateRequest::new(table, key)
-                .when(crate::store::Cond::exists("activity_exec_id"))
-                .set("heartbeat_time", crate::store::av(&now.date_list()))
-                .set("heartbeat_time_epoch", crate::store::n(now.epoch));
+                .when(crate::store::Cond::exists(attr::ACTIVITY_EXEC_ID))
+                .set(attr::HEARTBEAT_TIME, crate::store::av(&now.date_list()))
+                .set(attr::HEARTBEAT_TIME_EPOCH, crate::store::n(now.epoch));
             match self
                 .engine
                 .write_heartbeat(plain, &seen, now.epoch, false)

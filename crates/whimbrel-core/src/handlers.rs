@@ -9,6 +9,7 @@
 //! its sequence number. Records of different items run concurrently; the
 //! records of one item run in stream order.
 
+use crate::attr;
 use std::collections::HashMap;
 
 use aws_lambda_events::event::dynamodb::EventRecord;
@@ -264,8 +265,8 @@ pub async fn workflow_requests<L: Launcher>(
         engine.config().concurrency,
         payload,
         &table,
-        "workflow_request_id",
-        "workflow_request_id",
+        attr::WORKFLOW_REQUEST_ID,
+        attr::WORKFLOW_REQUEST_ID,
         |row: WorkflowRequest| async move {
             // contract: a Full Logic API client sets `manual` and starts the
             // workflow itself.
@@ -294,8 +295,8 @@ pub async fn activity_events<L: Launcher>(
         engine.config().concurrency,
         payload,
         &table,
-        "activity_exec_id",
-        "activity_event_id",
+        attr::ACTIVITY_EXEC_ID,
+        attr::ACTIVITY_EVENT_ID,
         |row: ActivityEvent| async move {
             // contract: a Full Logic API client applies its own events.
             if row.manual == Some(true) {

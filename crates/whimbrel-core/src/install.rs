@@ -3,6 +3,7 @@
 //! `whimbrel_install_status`. The same definitions are in `template.yaml`
 //! and `docs/tables.md`.
 
+use crate::attr;
 use std::time::Duration;
 
 use aws_sdk_dynamodb::types::{
@@ -77,28 +78,28 @@ pub fn definitions(t: &Tables) -> Vec<TableDef> {
     vec![
         TableDef {
             name: t.install_status(),
-            hash: ("object_id", S),
-            range: Some(("object_type", S)),
+            hash: (attr::OBJECT_ID, S),
+            range: Some((attr::OBJECT_TYPE, S)),
             stream: false,
             gsis: vec![],
             description: "install status of Whimbrel objects",
         },
         TableDef {
             name: t.workflow_request(),
-            hash: ("workflow_request_id", S),
-            range: Some(("workflow_name", S)),
+            hash: (attr::WORKFLOW_REQUEST_ID, S),
+            range: Some((attr::WORKFLOW_NAME, S)),
             stream: true,
             gsis: vec![],
             description: "workflow requests (write-once; stream feeds workflow-request)",
         },
         TableDef {
             name: t.activity_event(),
-            hash: ("activity_event_id", S),
-            range: Some(("activity_exec_id", S)),
+            hash: (attr::ACTIVITY_EVENT_ID, S),
+            range: Some((attr::ACTIVITY_EXEC_ID, S)),
             stream: true,
             gsis: vec![Gsi {
                 name: store::INDEX_EVENTS_BY_ACTIVITY,
-                hash: ("activity_exec_id", S),
+                hash: (attr::ACTIVITY_EXEC_ID, S),
                 range: None,
                 keys_only: true,
             }],
@@ -106,20 +107,20 @@ pub fn definitions(t: &Tables) -> Vec<TableDef> {
         },
         TableDef {
             name: t.workflow_exec(),
-            hash: ("workflow_exec_id", S),
-            range: Some(("workflow_name", S)),
+            hash: (attr::WORKFLOW_EXEC_ID, S),
+            range: Some((attr::WORKFLOW_NAME, S)),
             stream: false,
             gsis: vec![
                 Gsi {
                     name: store::INDEX_WORKFLOWS_BY_STATE,
-                    hash: ("state", S),
-                    range: Some(("start_time_epoch", N)),
+                    hash: (attr::STATE, S),
+                    range: Some((attr::START_TIME_EPOCH, N)),
                     keys_only: true,
                 },
                 Gsi {
                     name: store::INDEX_DUE,
-                    hash: ("due_shard", N),
-                    range: Some(("due_epoch", N)),
+                    hash: (attr::DUE_SHARD, N),
+                    range: Some((attr::DUE_EPOCH, N)),
                     keys_only: true,
                 },
             ],
@@ -127,34 +128,34 @@ pub fn definitions(t: &Tables) -> Vec<TableDef> {
         },
         TableDef {
             name: t.workflow_plan(),
-            hash: ("workflow_exec_id", S),
-            range: Some(("workflow_name", S)),
+            hash: (attr::WORKFLOW_EXEC_ID, S),
+            range: Some((attr::WORKFLOW_NAME, S)),
             stream: false,
             gsis: vec![],
             description: "each workflow exec's plan and input (write-once)",
         },
         TableDef {
             name: t.activity_exec(),
-            hash: ("activity_exec_id", S),
-            range: Some(("workflow_exec_id", S)),
+            hash: (attr::ACTIVITY_EXEC_ID, S),
+            range: Some((attr::WORKFLOW_EXEC_ID, S)),
             stream: false,
             gsis: vec![
                 Gsi {
                     name: store::INDEX_ACTIVITIES_BY_WORKFLOW,
-                    hash: ("workflow_exec_id", S),
-                    range: Some(("activity_name", S)),
+                    hash: (attr::WORKFLOW_EXEC_ID, S),
+                    range: Some((attr::ACTIVITY_NAME, S)),
                     keys_only: true,
                 },
                 Gsi {
                     name: store::INDEX_DUE,
-                    hash: ("due_shard", N),
-                    range: Some(("due_epoch", N)),
+                    hash: (attr::DUE_SHARD, N),
+                    range: Some((attr::DUE_EPOCH, N)),
                     keys_only: true,
                 },
                 Gsi {
                     name: store::INDEX_TASK_LIST,
-                    hash: ("task_list_shard", S),
-                    range: Some(("task_queued_epoch", N)),
+                    hash: (attr::TASK_LIST_SHARD, S),
+                    range: Some((attr::TASK_QUEUED_EPOCH, N)),
                     keys_only: true,
                 },
             ],
@@ -162,15 +163,15 @@ pub fn definitions(t: &Tables) -> Vec<TableDef> {
         },
         TableDef {
             name: t.activity_exec_dependency(),
-            hash: ("activity_exec_dependency", S),
-            range: Some(("activity_exec_id", S)),
+            hash: (attr::ACTIVITY_EXEC_DEPENDENCY, S),
+            range: Some((attr::ACTIVITY_EXEC_ID, S)),
             stream: false,
             gsis: vec![],
             description: "dependency edges (write-once)",
         },
         TableDef {
             name: t.workflow_lambda(),
-            hash: ("workflow_name", S),
+            hash: (attr::WORKFLOW_NAME, S),
             range: None,
             stream: false,
             gsis: vec![],

@@ -49,7 +49,7 @@
 
 pub mod activity;
 pub use whimbrel_rules::{
-    contract, dates, history, ids, keys, model, payloads, plan, retry, write,
+    attr, contract, dates, history, ids, keys, model, payloads, plan, retry, write,
 };
 pub mod engine;
 pub mod grants;

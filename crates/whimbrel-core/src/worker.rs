@@ -21,6 +21,7 @@
 //! # Ok(()) }
 //! ```
 
+use crate::attr;
 use std::future::Future;
 use std::time::Duration;
 
@@ -133,10 +134,10 @@ impl Worker {
         for shard in 0..decide::TASK_LIST_SHARDS {
             let key = KeyCond {
                 hash: (
-                    "task_list_shard".into(),
+                    attr::TASK_LIST_SHARD.into(),
                     s(format!("{}#{shard}", self.task_list)),
                 ),
-                range: Some(("task_queued_epoch".into(), Cmp::Le, n(now))),
+                range: Some((attr::TASK_QUEUED_EPOCH.into(), Cmp::Le, n(now))),
             };
             found.extend(
                 store

@@ -8,6 +8,7 @@
 //! Sources: contract = the public Whimbrel contract, "Update Activity States
 //! and Transitions"; design.md § n.m = `docs/design.md`, section n.m.
 
+use crate::attr;
 use std::fmt;
 use std::str::FromStr;
 
@@ -624,9 +625,9 @@ impl ActivityState {
 /// Which end counter a terminal activity state increments.
 pub fn end_counter(state: ActivityState) -> Option<&'static str> {
     match state {
-        S::Completed => Some("completed_count"),
-        s if s.is_failure() => Some("failed_count"),
-        S::Cancelled => Some("cancelled_count"),
+        S::Completed => Some(attr::COMPLETED_COUNT),
+        s if s.is_failure() => Some(attr::FAILED_COUNT),
+        S::Cancelled => Some(attr::CANCELLED_COUNT),
         _ => None,
     }
 }

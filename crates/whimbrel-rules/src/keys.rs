@@ -1,6 +1,7 @@
 //! Table names, index names, shards and item keys: every key Whimbrel
 //! builds is built here (docs/tables.md).
 
+use crate::attr;
 use std::collections::HashMap;
 
 use crate::write::{s, Item};
@@ -98,16 +99,16 @@ impl Tables {
 /// The key of an activity exec item.
 pub fn activity_key(id: &str, workflow_exec_id: &str) -> Item {
     HashMap::from([
-        ("activity_exec_id".into(), s(id)),
-        ("workflow_exec_id".into(), s(workflow_exec_id)),
+        (attr::ACTIVITY_EXEC_ID.into(), s(id)),
+        (attr::WORKFLOW_EXEC_ID.into(), s(workflow_exec_id)),
     ])
 }
 
 /// The key of a workflow exec item.
 pub fn workflow_key(id: &str, name: &str) -> Item {
     HashMap::from([
-        ("workflow_exec_id".into(), s(id)),
-        ("workflow_name".into(), s(name)),
+        (attr::WORKFLOW_EXEC_ID.into(), s(id)),
+        (attr::WORKFLOW_NAME.into(), s(name)),
     ])
 }
 
@@ -121,7 +122,7 @@ pub fn join_group_key(join_id: &str, group: u32) -> Item {
 /// or a count group, `engine::counting`): its id and its owner's id.
 pub fn group_item_key(group_id: String, owner_id: &str) -> Item {
     HashMap::from([
-        ("activity_exec_dependency".into(), s(group_id)),
-        ("activity_exec_id".into(), s(owner_id)),
+        (attr::ACTIVITY_EXEC_DEPENDENCY.into(), s(group_id)),
+        (attr::ACTIVITY_EXEC_ID.into(), s(owner_id)),
     ])
 }

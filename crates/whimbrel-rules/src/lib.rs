@@ -6,6 +6,7 @@
 //! and verdicts. Nothing here talks to AWS, spawns a task or reads a clock
 //! on a decision's path, so every rule is tested as a plain function.
 //!
+//! * [`attr`]: the stored attribute names, defined once
 //! * [`contract`]: the states × transitions table (contract: Transitions)
 //! * [`ids`], [`keys`], [`dates`]: id, key, table and date formats
 //! * [`plan`], [`model`], [`history`]: JSON shapes and stored items
@@ -19,6 +20,7 @@
 
 #![warn(missing_docs)]
 
+pub mod attr;
 pub mod config;
 pub mod contract;
 pub mod dates;

@@ -7,6 +7,7 @@
 //! prerequisites' outputs reached it intact.
 
 use std::sync::{Arc, Mutex};
+use whimbrel_core::attr;
 
 use rand::Rng;
 use serde_json::{json, Value};
@@ -160,7 +161,11 @@ pub async fn activity(ctx: ActorCtx, payload: LaunchPayload, require_tokens: boo
                     )
                 };
                 let written = store
-                    .put_new(&store.tables().activity_event(), "activity_event_id", &ev)
+                    .put_new(
+                        &store.tables().activity_event(),
+                        attr::ACTIVITY_EVENT_ID,
+                        &ev,
+                    )
                     .await
                     .ok()
                     .map(|_| ev.activity_event_id.clone());
@@ -274,14 +279,14 @@ pub async fn activity(ctx: ActorCtx, payload: LaunchPayload, require_tokens: boo
 /// `heartbeat_time_epoch`, conditional on `heartbeat_enabled = true`.
 async fn raw_heartbeat(store: &Store, engine: &Engine<()>, p: &LaunchPayload) {
     let key = std::collections::HashMap::from([
-        ("activity_exec_id".to_string(), s(&p.activity_exec_id)),
-        ("workflow_exec_id".to_string(), s(&p.workflow_exec_id)),
+        (attr::ACTIVITY_EXEC_ID.to_string(), s(&p.activity_exec_id)),
+        (attr::WORKFLOW_EXEC_ID.to_string(), s(&p.workflow_exec_id)),
     ]);
     let req = UpdateRequest::new(store.tables().activity_exec(), key)
         .when(Cond::eq(
-            "heartbeat_enabled",
+            attr::HEARTBEAT_ENABLED,
             whimbrel_core::store::Value::Bool(true),
         ))
-        .set("heartbeat_time_epoch", n(engine.now().epoch));
+        .set(attr::HEARTBEAT_TIME_EPOCH, n(engine.now().epoch));
     let _ = store.update(req, false).await;
 }

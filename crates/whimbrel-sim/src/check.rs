@@ -17,6 +17,7 @@
 //! TIMED_OUT.
 
 use std::collections::{HashMap, HashSet};
+use whimbrel_core::attr;
 
 use whimbrel_core::contract::{self, ActivityState, WorkflowState};
 use whimbrel_core::engine::{payloads, EngineConfig};
@@ -105,18 +106,18 @@ fn stored_plans(mem: &MemoryBackend, t: &Tables) -> HashMap<String, WorkflowPlan
     let items = mem.items(&t.workflow_plan());
     let parts: HashMap<String, WorkflowPlanPart> = items
         .iter()
-        .filter(|i| i.contains_key("part"))
+        .filter(|i| i.contains_key(attr::PART))
         .filter_map(|i| serde_dynamo::from_item::<_, WorkflowPlanPart>(i.clone()).ok())
         .map(|p| (p.workflow_exec_id.clone(), p))
         .collect();
     let inputs: HashMap<String, serde_json::Value> = items
         .iter()
-        .filter(|i| i.contains_key("input") && !i.contains_key("plan"))
+        .filter(|i| i.contains_key(attr::INPUT) && !i.contains_key(attr::PLAN))
         .filter_map(|i| serde_dynamo::from_item::<_, InputRow>(i.clone()).ok())
         .map(|r| (r.workflow_exec_id, r.input))
         .collect();
     let mut out = HashMap::new();
-    for i in items.into_iter().filter(|i| !i.contains_key("part")) {
+    for i in items.into_iter().filter(|i| !i.contains_key(attr::PART)) {
         let Ok(mut head) = serde_dynamo::from_item::<_, WorkflowPlan>(i) else {
             continue;
         };
@@ -154,7 +155,7 @@ fn stored_plans(mem: &MemoryBackend, t: &Tables) -> HashMap<String, WorkflowPlan
 fn inputs_kept_twice(mem: &MemoryBackend, t: &Tables) -> Vec<String> {
     let mut v = vec![];
     for i in mem.items(&t.workflow_plan()) {
-        let acts = if i.contains_key("part") {
+        let acts = if i.contains_key(attr::PART) {
             serde_dynamo::from_item::<_, WorkflowPlanPart>(i)
                 .map(|p| (p.workflow_exec_id, p.activities))
                 .ok()
@@ -208,7 +209,7 @@ fn with_planned_dependents(
 fn join_groups(mem: &MemoryBackend, t: &Tables) -> Vec<JoinGroup> {
     mem.items(&t.activity_exec_dependency())
         .into_iter()
-        .filter(|i| !i.contains_key("dependent_activity_exec_id"))
+        .filter(|i| !i.contains_key(attr::DEPENDENT_ACTIVITY_EXEC_ID))
         .filter_map(|i| serde_dynamo::from_item(i).ok())
         .collect()
 }
@@ -302,7 +303,7 @@ impl Checker {
             .items(&t.workflow_request())
             .iter()
             .filter(|r| {
-                r.get("workflow_request_id")
+                r.get(attr::WORKFLOW_REQUEST_ID)
                     .and_then(whimbrel_core::store::as_s)
                     .is_none_or(|id| !lost.contains(id))
             })
@@ -466,7 +467,7 @@ impl Checker {
             .items(&t.workflow_request())
             .iter()
             .filter(|r| {
-                r.get("workflow_request_id")
+                r.get(attr::WORKFLOW_REQUEST_ID)
                     .and_then(whimbrel_core::store::as_s)
                     .is_none_or(|id| !lost.contains(id))
             })

@@ -8,6 +8,7 @@
 //! schedule `check.rs` adds that the counters equal the activities' ends.
 
 use std::collections::HashMap;
+use whimbrel_core::attr;
 
 use whimbrel_core::ids;
 use whimbrel_core::model::{ActivityExec, CountGroup, WorkflowExec};
@@ -40,7 +41,7 @@ pub fn violations(acts: &[ActivityExec], mem: &MemoryBackend, t: &Tables) -> Vec
     let mut groups: HashMap<(String, u32), (CountGroup, Option<u32>)> = HashMap::new();
     for item in mem.items(&t.activity_exec_dependency()) {
         let Some(key) = item
-            .get("activity_exec_dependency")
+            .get(attr::ACTIVITY_EXEC_DEPENDENCY)
             .and_then(whimbrel_core::store::as_s)
         else {
             continue;
@@ -96,7 +97,7 @@ pub fn violations(acts: &[ActivityExec], mem: &MemoryBackend, t: &Tables) -> Vec
             continue;
         };
         let counted: Vec<String> = item
-            .get("counted_groups")
+            .get(attr::COUNTED_GROUPS)
             .and_then(whimbrel_core::store::as_ss)
             .cloned()
             .unwrap_or_default();

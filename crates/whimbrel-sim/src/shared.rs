@@ -9,6 +9,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
+use whimbrel_core::attr;
 
 use futures::future::BoxFuture;
 use futures::FutureExt;
@@ -355,7 +356,7 @@ impl Launcher for SimLauncher {
                 message: "TooManyRequestsException (simulated)".into(),
             });
         }
-        let name = payload["workflow_name"].as_str().unwrap_or("");
+        let name = payload[attr::WORKFLOW_NAME].as_str().unwrap_or("");
         w.deciders
             .get(name)
             .cloned()
@@ -371,10 +372,10 @@ impl Launcher for SimLauncher {
         let f = if self.faulty { w.faults } else { Faults::NONE };
         // Two different tokens for one claimed attempt = a double claim.
         if let (Some(id), Some(attempt), Some(launch), Some(token)) = (
-            payload["activity_exec_id"].as_str(),
-            payload["attempt"].as_u64(),
-            payload["launch"].as_u64(),
-            payload["attempt_token"].as_str(),
+            payload[attr::ACTIVITY_EXEC_ID].as_str(),
+            payload[attr::ATTEMPT].as_u64(),
+            payload[attr::LAUNCH].as_u64(),
+            payload[attr::ATTEMPT_TOKEN].as_str(),
         ) {
             w.record_claim(id, attempt as u32, launch as u32, token);
         }
@@ -396,7 +397,8 @@ impl Launcher for SimLauncher {
         }
         let line = format!(
             "invoke {function} {} attempt {} x{copies}",
-            payload["activity_exec_id"], payload["attempt"]
+            payload[attr::ACTIVITY_EXEC_ID],
+            payload[attr::ATTEMPT]
         );
         w.log(line);
         if w.chance(f.invoke_error) {

@@ -1,6 +1,7 @@
 //! Users: `whimbrel cancel` as a user runs it (CANCEL rows, without a token,
 //! for every activity the contract lets a client cancel), sometimes twice.
 
+use whimbrel_core::attr;
 use whimbrel_core::contract::{self, Actor, Transition, WorkflowState};
 use whimbrel_core::engine::Engine;
 use whimbrel_core::ids;
@@ -28,7 +29,7 @@ pub async fn cancel(
         }
     }
     let key = KeyCond {
-        hash: ("workflow_exec_id".into(), s(workflow_exec_id)),
+        hash: (attr::WORKFLOW_EXEC_ID.into(), s(workflow_exec_id)),
         range: None,
     };
     let acts: Vec<ActivityExec> = store
@@ -36,7 +37,7 @@ pub async fn cancel(
             &store.tables().activity_exec(),
             INDEX_ACTIVITIES_BY_WORKFLOW,
             key,
-            ["activity_exec_id", "workflow_exec_id"],
+            [attr::ACTIVITY_EXEC_ID, attr::WORKFLOW_EXEC_ID],
         )
         .await
         .map_err(|e| e.to_string())?;
@@ -57,7 +58,11 @@ pub async fn cancel(
                 )
             };
             store
-                .put_new(&store.tables().activity_event(), "activity_event_id", &ev)
+                .put_new(
+                    &store.tables().activity_event(),
+                    attr::ACTIVITY_EVENT_ID,
+                    &ev,
+                )
                 .await
                 .map_err(|e| e.to_string())?;
         }

@@ -5,6 +5,7 @@
 //! (issue 7, target 5).
 
 use std::time::Instant;
+use whimbrel_core::attr;
 
 use aws_lambda_events::event::dynamodb::{EventRecord, StreamRecord, StreamViewType};
 use clap::Args;
@@ -50,7 +51,7 @@ fn stream_batch(table: &str, rows: &[ActivityEvent]) -> Result<Value, CliError> 
             ));
             let mut c = StreamRecord::default();
             let keys: std::collections::HashMap<String, serde_dynamo::AttributeValue> =
-                ["activity_event_id", "activity_exec_id"]
+                [attr::ACTIVITY_EVENT_ID, attr::ACTIVITY_EXEC_ID]
                     .iter()
                     .filter_map(|k| image.get(*k).map(|v| (k.to_string(), v.clone())))
                     .collect();

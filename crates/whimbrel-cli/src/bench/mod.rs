@@ -19,6 +19,7 @@ pub mod monitor;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
+use whimbrel_core::attr;
 
 use clap::Args;
 use serde_json::Value;
@@ -257,11 +258,11 @@ pub async fn run(g: Global, a: BenchArgs) -> Result<(), CliError> {
     // load to the local DynamoDB the run is measured on.
     let key = std::collections::HashMap::from([
         (
-            "workflow_exec_id".to_string(),
+            attr::WORKFLOW_EXEC_ID.to_string(),
             whimbrel_core::store::s(&wf_id),
         ),
         (
-            "workflow_name".to_string(),
+            attr::WORKFLOW_NAME.to_string(),
             whimbrel_core::store::s(&a.workflow),
         ),
     ]);

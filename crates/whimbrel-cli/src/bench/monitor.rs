@@ -4,6 +4,7 @@
 
 use std::sync::atomic::Ordering;
 use std::time::Instant;
+use whimbrel_core::attr;
 
 use clap::Args;
 use futures::stream::{self, StreamExt, TryStreamExt};
@@ -128,8 +129,11 @@ pub async fn run(g: Global, a: MonitorArgs) -> Result<(), CliError> {
                 let store = helper.store();
                 let key = decide::activity_key(&p.activity_exec_id, &p.workflow_exec_id);
                 let raw = UpdateRequest::new(store.tables().activity_exec(), key)
-                    .when(Cond::eq("heartbeat_enabled", AttributeValue::Bool(true)))
-                    .set("heartbeat_time_epoch", n(beat_at));
+                    .when(Cond::eq(
+                        attr::HEARTBEAT_ENABLED,
+                        AttributeValue::Bool(true),
+                    ))
+                    .set(attr::HEARTBEAT_TIME_EPOCH, n(beat_at));
                 store
                     .update(raw, false)
                     .await

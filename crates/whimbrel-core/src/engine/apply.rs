@@ -4,6 +4,7 @@
 //! condition on the version read, and on success run what the new state
 //! owes.
 
+use crate::attr;
 use tracing::{info, warn};
 
 use super::decide::{self, Details};
@@ -56,8 +57,8 @@ impl<L: Launcher> Engine<L> {
             .parse()
             .map_err(|e: contract::UnknownName| EngineError::Rejected(e.to_string()))?;
         let recommended = ids::check_id(
-            "activity_event_id",
-            "activity_exec_id",
+            attr::ACTIVITY_EVENT_ID,
+            attr::ACTIVITY_EXEC_ID,
             &ev.activity_event_id,
             &ev.activity_exec_id,
         )
@@ -402,8 +403,11 @@ impl<L: Launcher> Engine<L> {
         transition: Transition,
     ) -> Result<(Transition, Details), EngineError> {
         let key = std::collections::HashMap::from([
-            ("activity_event_id".to_string(), s(&p.activity_event_id)),
-            ("activity_exec_id".to_string(), s(&exec.activity_exec_id)),
+            (attr::ACTIVITY_EVENT_ID.to_string(), s(&p.activity_event_id)),
+            (
+                attr::ACTIVITY_EXEC_ID.to_string(),
+                s(&exec.activity_exec_id),
+            ),
         ]);
         let t = self.store.tables().activity_event();
         let row = self

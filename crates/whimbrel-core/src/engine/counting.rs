@@ -10,6 +10,7 @@
 //! once. Items without a count slot (written before count groups) are
 //! counted in the terminal transaction, as before.
 
+use crate::attr;
 use crate::store::Value as AttributeValue;
 
 use super::decide::{cap_error, group_item_key, workflow_key};
@@ -38,9 +39,12 @@ pub fn count_into_group(tables: &Tables, exec: &ActivityExec, group: u32) -> Upd
         tables.activity_exec_dependency(),
         count_group_key(&exec.workflow_exec_id, group),
     )
-    .when(Cond::not_contains("ended", s(exec.activity_name.as_str())))
+    .when(Cond::not_contains(
+        attr::ENDED,
+        s(exec.activity_name.as_str()),
+    ))
     .act(Action::Add(
-        "ended".into(),
+        attr::ENDED.into(),
         AttributeValue::Ss(vec![exec.activity_name.clone()]),
     ))
     .act(Action::Add(counter.into(), n(1)))
@@ -59,19 +63,22 @@ pub fn count_group_into_workflow(
         tables.workflow_exec(),
         workflow_key(&exec.workflow_exec_id, &exec.workflow_name),
     )
-    .when(Cond::exists("workflow_exec_id"))
-    .when(Cond::not_contains("counted_groups", s(marker.as_str())))
+    .when(Cond::exists(attr::WORKFLOW_EXEC_ID))
+    .when(Cond::not_contains(attr::COUNTED_GROUPS, s(marker.as_str())))
     .act(Action::Add(
-        "completed_count".into(),
+        attr::COMPLETED_COUNT.into(),
         n(group.completed_count),
     ))
-    .act(Action::Add("failed_count".into(), n(group.failed_count)))
     .act(Action::Add(
-        "cancelled_count".into(),
+        attr::FAILED_COUNT.into(),
+        n(group.failed_count),
+    ))
+    .act(Action::Add(
+        attr::CANCELLED_COUNT.into(),
         n(group.cancelled_count),
     ))
     .act(Action::Add(
-        "counted_groups".into(),
+        attr::COUNTED_GROUPS.into(),
         AttributeValue::Ss(vec![marker]),
     ))
 }
@@ -89,8 +96,8 @@ pub fn first_failure(tables: &Tables, exec: &ActivityExec) -> UpdateRequest {
         tables.workflow_exec(),
         workflow_key(&exec.workflow_exec_id, &exec.workflow_name),
     )
-    .when(Cond::exists("workflow_exec_id"))
-    .act(Action::SetIfNotExists("error".into(), s(reason)))
+    .when(Cond::exists(attr::WORKFLOW_EXEC_ID))
+    .act(Action::SetIfNotExists(attr::ERROR.into(), s(reason)))
 }
 
 impl<L: Launcher> Engine<L> {

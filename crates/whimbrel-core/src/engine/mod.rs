@@ -35,6 +35,7 @@ pub mod plans;
 pub mod release;
 pub mod start;
 
+use crate::attr;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -169,15 +170,15 @@ impl<L> Engine<L> {
 
     fn workflow_key(&self, id: &str, name: &str) -> Item {
         HashMap::from([
-            ("workflow_exec_id".into(), s(id)),
-            ("workflow_name".into(), s(name)),
+            (attr::WORKFLOW_EXEC_ID.into(), s(id)),
+            (attr::WORKFLOW_NAME.into(), s(name)),
         ])
     }
 
     fn activity_key(&self, id: &str, workflow_exec_id: &str) -> Item {
         HashMap::from([
-            ("activity_exec_id".into(), s(id)),
-            ("workflow_exec_id".into(), s(workflow_exec_id)),
+            (attr::ACTIVITY_EXEC_ID.into(), s(id)),
+            (attr::WORKFLOW_EXEC_ID.into(), s(workflow_exec_id)),
         ])
     }
 
@@ -219,7 +220,7 @@ impl<L> Engine<L> {
         activity_exec_id: &str,
     ) -> Result<Option<ActivityExec>, EngineError> {
         let key = store::KeyCond {
-            hash: ("activity_exec_id".into(), s(activity_exec_id)),
+            hash: (attr::ACTIVITY_EXEC_ID.into(), s(activity_exec_id)),
             range: None,
         };
         let found: Vec<ActivityExec> = self
@@ -253,12 +254,12 @@ struct WorkflowCounts {
 
 impl WorkflowCounts {
     const ATTRIBUTES: [&'static str; 6] = [
-        "start_time_epoch",
-        "state",
-        "activity_count",
-        "completed_count",
-        "failed_count",
-        "cancelled_count",
+        attr::START_TIME_EPOCH,
+        attr::STATE,
+        attr::ACTIVITY_COUNT,
+        attr::COMPLETED_COUNT,
+        attr::FAILED_COUNT,
+        attr::CANCELLED_COUNT,
     ];
 }
 

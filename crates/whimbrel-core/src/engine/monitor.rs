@@ -9,6 +9,7 @@
 //! GSI): a report written before the deadline wins, however late the
 //! stream delivers it.
 
+use crate::attr;
 use futures::stream::{self, StreamExt};
 use serde::Deserialize;
 use tracing::{info, warn};
@@ -95,8 +96,8 @@ impl<L: Launcher> Engine<L> {
         let t = self.store.tables().clone();
         for shard in 0..store::INDEX_SHARDS {
             let due = KeyCond {
-                hash: ("due_shard".into(), n(shard)),
-                range: Some(("due_epoch".into(), Cmp::Le, n(now))),
+                hash: (attr::DUE_SHARD.into(), n(shard)),
+                range: Some((attr::DUE_EPOCH.into(), Cmp::Le, n(now))),
             };
             let workflows: Vec<WorkflowKey> = self
                 .store
@@ -320,7 +321,7 @@ impl<L: Launcher> Engine<L> {
     async fn apply_in_flight(&self, exec: &ActivityExec) -> Result<u64, EngineError> {
         let t = self.store.tables();
         let key = KeyCond {
-            hash: ("activity_exec_id".into(), s(&exec.activity_exec_id)),
+            hash: (attr::ACTIVITY_EXEC_ID.into(), s(&exec.activity_exec_id)),
             range: None,
         };
         let keys: Vec<EventKey> = self
@@ -344,8 +345,8 @@ impl<L: Launcher> Engine<L> {
             .filter(|k| !seen(&k.activity_event_id))
             .map(|k| {
                 std::collections::HashMap::from([
-                    ("activity_event_id".to_string(), s(&k.activity_event_id)),
-                    ("activity_exec_id".to_string(), s(&k.activity_exec_id)),
+                    (attr::ACTIVITY_EVENT_ID.to_string(), s(&k.activity_event_id)),
+                    (attr::ACTIVITY_EXEC_ID.to_string(), s(&k.activity_exec_id)),
                 ])
             })
             .collect();
@@ -427,17 +428,17 @@ impl<L: Launcher> Engine<L> {
             self.activity_key(&exec.activity_exec_id, &exec.workflow_exec_id),
         )
         .when(Cond::In(
-            "state".into(),
+            attr::STATE.into(),
             vec![
                 s(ActivityState::Running.as_str()),
                 s(ActivityState::CancelledRunning.as_str()),
             ],
         ))
-        .set("heartbeat_time", av(&now.date_list()))
-        .set("heartbeat_time_epoch", n(now.epoch));
+        .set(attr::HEARTBEAT_TIME, av(&now.date_list()))
+        .set(attr::HEARTBEAT_TIME_EPOCH, n(now.epoch));
         if let Some(h) = &exec.attempt_token_hash {
             if token.is_some() {
-                req = req.when(Cond::eq("attempt_token_hash", s(h)));
+                req = req.when(Cond::eq(attr::ATTEMPT_TOKEN_HASH, s(h)));
             }
         }
         match self.write_heartbeat(req, &exec, now.epoch, true).await {

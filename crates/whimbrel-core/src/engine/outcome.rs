@@ -2,6 +2,7 @@
 //! not scanned), with its result; or FAILED when its execution timeout
 //! passes, with every activity not ended cancelled.
 
+use crate::attr;
 use futures::stream::{self, StreamExt};
 use serde_json::{Map, Value};
 use tracing::{info, warn};
@@ -89,9 +90,9 @@ impl<L: Launcher> Engine<L> {
                 self.sink_outputs(id, plan.as_ref()).await?
             };
             req = if !many && result.to_string().len() <= MAX_RESULT_BYTES {
-                req.set("result", av(&result))
+                req.set(attr::RESULT, av(&result))
             } else {
-                req.set("result_in_activities", crate::store::Value::Bool(true))
+                req.set(attr::RESULT_IN_ACTIVITIES, crate::store::Value::Bool(true))
             };
         }
         let moved = match self.store.update(req, false).await {
@@ -102,7 +103,7 @@ impl<L: Launcher> Engine<L> {
             // activities, and the workflow still finishes.
             Err(e) if e.is_permanent() && outcome == WorkflowState::Completed => {
                 warn!(workflow_exec_id = id, error = %e, "result not storable on the workflow; it stays on the activities");
-                let req = plain.set("result_in_activities", crate::store::Value::Bool(true));
+                let req = plain.set(attr::RESULT_IN_ACTIVITIES, crate::store::Value::Bool(true));
                 self.write_move(req).await?
             }
             Err(e) => return Err(e.into()),
@@ -183,12 +184,12 @@ impl<L: Launcher> Engine<L> {
                 self.store.tables().workflow_exec(),
                 self.workflow_key(&wf.workflow_exec_id, &wf.workflow_name),
             )
-            .when(Cond::eq("state", s(WorkflowState::Running.as_str())))
-            .set("state", s(WorkflowState::Failed.as_str()))
-            .set("error", s(decide::cap_error(&reason)))
-            .set("end_time", av(&t.date_list()))
-            .set("end_time_epoch", n(now))
-            .set("due_epoch", n(now + self.config.settle_grace_seconds));
+            .when(Cond::eq(attr::STATE, s(WorkflowState::Running.as_str())))
+            .set(attr::STATE, s(WorkflowState::Failed.as_str()))
+            .set(attr::ERROR, s(decide::cap_error(&reason)))
+            .set(attr::END_TIME, av(&t.date_list()))
+            .set(attr::END_TIME_EPOCH, n(now))
+            .set(attr::DUE_EPOCH, n(now + self.config.settle_grace_seconds));
             if !self.write_move(req).await? {
                 return Ok(false);
             }
@@ -200,9 +201,9 @@ impl<L: Launcher> Engine<L> {
             self.store.tables().workflow_exec(),
             self.workflow_key(&wf.workflow_exec_id, &wf.workflow_name),
         )
-        .when(Cond::eq("state", s(WorkflowState::Failed.as_str())))
-        .remove("due_epoch")
-        .remove("due_shard");
+        .when(Cond::eq(attr::STATE, s(WorkflowState::Failed.as_str())))
+        .remove(attr::DUE_EPOCH)
+        .remove(attr::DUE_SHARD);
         self.write_move(done).await?;
         Ok(true)
     }
@@ -279,18 +280,18 @@ impl<L: Launcher> Engine<L> {
             self.store.tables().workflow_exec(),
             self.workflow_key(id, name),
         )
-        .when(Cond::eq("state", s(from.as_str())))
-        .set("state", s(to.as_str()));
+        .when(Cond::eq(attr::STATE, s(from.as_str())))
+        .set(attr::STATE, s(to.as_str()));
         if let Some(e) = error {
-            req = req.set("error", s(decide::cap_error(e)));
+            req = req.set(attr::ERROR, s(decide::cap_error(e)));
         }
         if to.is_terminal() {
             let now = self.now();
             req = req
-                .set("end_time", av(&now.date_list()))
-                .set("end_time_epoch", n(now.epoch))
-                .remove("due_epoch")
-                .remove("due_shard");
+                .set(attr::END_TIME, av(&now.date_list()))
+                .set(attr::END_TIME_EPOCH, n(now.epoch))
+                .remove(attr::DUE_EPOCH)
+                .remove(attr::DUE_SHARD);
         }
         req
     }

@@ -16,6 +16,7 @@
 //!
 //! Readers get payloads through [`Engine::input_of`] and [`outputs_of`].
 
+use crate::attr;
 use std::collections::HashMap;
 
 use serde_json::Value;
@@ -78,7 +79,11 @@ pub async fn outputs_of(
 /// The attributes [`output_of_row`] reads of an event row (keys first):
 /// the IAM `dynamodb:Attributes` of an activity role's GetItem on the
 /// event table (template.yaml `ReadPrerequisiteOutputs`).
-pub const OUTPUT_ROW_READS: [&str; 3] = ["activity_event_id", "activity_exec_id", "output"];
+pub const OUTPUT_ROW_READS: [&str; 3] = [
+    attr::ACTIVITY_EVENT_ID,
+    attr::ACTIVITY_EXEC_ID,
+    attr::OUTPUT,
+];
 
 /// The output kept on event row `event_id` of activity `activity_exec_id`
 /// (one GetItem of [`OUTPUT_ROW_READS`]): for a reader that is not the
@@ -114,8 +119,8 @@ pub async fn output_of_row(
 
 fn event_key(event_id: &str, activity_exec_id: &str) -> Item {
     HashMap::from([
-        ("activity_event_id".to_string(), s(event_id)),
-        ("activity_exec_id".to_string(), s(activity_exec_id)),
+        (attr::ACTIVITY_EVENT_ID.to_string(), s(event_id)),
+        (attr::ACTIVITY_EXEC_ID.to_string(), s(activity_exec_id)),
     ])
 }
 
@@ -130,8 +135,8 @@ impl<L: Launcher> Engine<L> {
             return Ok(exec.input.clone().unwrap_or(Value::Null));
         };
         let item = HashMap::from([
-            ("workflow_exec_id".to_string(), s(key)),
-            ("workflow_name".to_string(), s(&exec.workflow_name)),
+            (attr::WORKFLOW_EXEC_ID.to_string(), s(key)),
+            (attr::WORKFLOW_NAME.to_string(), s(&exec.workflow_name)),
         ]);
         let row: Option<InputRow> = self
             .store

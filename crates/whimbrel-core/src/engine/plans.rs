@@ -19,6 +19,7 @@
 //! older than that cannot read such a plan (it retries), which is why
 //! template.yaml updates the workflow-request function last.
 
+use crate::attr;
 use crate::store::Value as AttributeValue;
 use futures::stream::{self, StreamExt, TryStreamExt};
 
@@ -135,8 +136,8 @@ pub async fn load(
             let key = ids::plan_part_key(id, &parts.digest, k);
             async move {
                 let mut item = Item::new();
-                item.insert("workflow_exec_id".into(), s(key.as_str()));
-                item.insert("workflow_name".into(), s(name));
+                item.insert(attr::WORKFLOW_EXEC_ID.into(), s(key.as_str()));
+                item.insert(attr::WORKFLOW_NAME.into(), s(name));
                 let part: Option<WorkflowPlanPart> = store.get(table, item).await?;
                 part.filter(|p| p.part == k)
                     .ok_or_else(|| StoreError::Transient {
@@ -220,7 +221,7 @@ impl<L: Launcher> Engine<L> {
             Err(reason) => return Ok(Err(reason)),
         };
         let puts: Vec<Result<bool, crate::store::StoreError>> = stream::iter(&parts)
-            .map(|p| self.store.put_new(&table, "workflow_exec_id", p))
+            .map(|p| self.store.put_new(&table, attr::WORKFLOW_EXEC_ID, p))
             .buffer_unordered(self.config.concurrency.max(1))
             .collect()
             .await;
@@ -233,7 +234,11 @@ impl<L: Launcher> Engine<L> {
                 Err(e) => return Err(e.into()),
             }
         }
-        match self.store.put_new(&table, "workflow_exec_id", &head).await {
+        match self
+            .store
+            .put_new(&table, attr::WORKFLOW_EXEC_ID, &head)
+            .await
+        {
             Ok(true) => Ok(Ok((
                 WorkflowPlan {
                     parts: head.parts,

@@ -4,6 +4,7 @@
 //! step is resumable: by a redelivered request record, or by the monitor
 //! when the due marker comes up ([`Engine::restart_workflow`]).
 
+use crate::attr;
 use std::collections::HashMap;
 
 use futures::stream::{self, StreamExt};
@@ -47,8 +48,8 @@ impl<L: Launcher> Engine<L> {
             return Err(EngineError::Rejected("workflow_name is empty".into()));
         }
         let recommended = ids::check_id(
-            "workflow_request_id",
-            "workflow_name",
+            attr::WORKFLOW_REQUEST_ID,
+            attr::WORKFLOW_NAME,
             &req.workflow_request_id,
             &req.workflow_name,
         )
@@ -93,7 +94,7 @@ impl<L: Launcher> Engine<L> {
         };
         let created_exec = self
             .store
-            .put_new(&t.workflow_exec(), "workflow_exec_id", &fresh)
+            .put_new(&t.workflow_exec(), attr::WORKFLOW_EXEC_ID, &fresh)
             .await?;
         let mut exec = if created_exec {
             fresh
@@ -176,7 +177,7 @@ impl<L: Launcher> Engine<L> {
                 .map(|a| {
                     let table = &table;
                     async move {
-                        let new = self.store.put_new(table, "activity_exec_id", a).await?;
+                        let new = self.store.put_new(table, attr::ACTIVITY_EXEC_ID, a).await?;
                         Ok((a.activity_exec_id.clone(), new))
                     }
                 })
@@ -237,11 +238,11 @@ impl<L: Launcher> Engine<L> {
         // The roots are claimed: every later step has its own marker. What
         // is left is the execution timeout's, if the plan sets one.
         let done = UpdateRequest::new(t.workflow_exec(), decide::workflow_key(&id, name))
-            .when(Cond::exists("due_epoch"))
-            .when(Cond::eq("state", s(WorkflowState::Running.as_str())));
+            .when(Cond::exists(attr::DUE_EPOCH))
+            .when(Cond::eq(attr::STATE, s(WorkflowState::Running.as_str())));
         let done = match super::outcome::execution_deadline(&exec) {
-            Some(at) => done.set("due_epoch", n(at)),
-            None => done.remove("due_epoch").remove("due_shard"),
+            Some(at) => done.set(attr::DUE_EPOCH, n(at)),
+            None => done.remove(attr::DUE_EPOCH).remove(attr::DUE_SHARD),
         };
         match self.store.update(done, false).await {
             Ok(_) | Err(StoreError::ConditionFailed) => {}
@@ -282,9 +283,12 @@ impl<L: Launcher> Engine<L> {
             t.workflow_exec(),
             decide::workflow_key(&exec.workflow_exec_id, &exec.workflow_name),
         )
-        .when(Cond::eq("start_attempts", n(exec.start_attempts)).and(Cond::exists("due_epoch")))
-        .set("start_attempts", n(exec.start_attempts + 1))
-        .set("due_epoch", n(now + self.config.start_retry_seconds));
+        .when(
+            Cond::eq(attr::START_ATTEMPTS, n(exec.start_attempts))
+                .and(Cond::exists(attr::DUE_EPOCH)),
+        )
+        .set(attr::START_ATTEMPTS, n(exec.start_attempts + 1))
+        .set(attr::DUE_EPOCH, n(now + self.config.start_retry_seconds));
         match self.store.update(bump, false).await {
             Ok(_) => {}
             Err(StoreError::ConditionFailed) => return Ok(false),
@@ -292,8 +296,8 @@ impl<L: Launcher> Engine<L> {
         }
         let request_id = exec.workflow_request_id.clone().unwrap_or_default();
         let key = HashMap::from([
-            ("workflow_request_id".to_string(), s(&request_id)),
-            ("workflow_name".to_string(), s(&exec.workflow_name)),
+            (attr::WORKFLOW_REQUEST_ID.to_string(), s(&request_id)),
+            (attr::WORKFLOW_NAME.to_string(), s(&exec.workflow_name)),
         ]);
         let request: Option<WorkflowRequest> = self.store.get(&t.workflow_request(), key).await?;
         // Without its row (a Full Logic API caller may not insert one), the
@@ -332,14 +336,14 @@ impl<L: Launcher> Engine<L> {
             self.store.tables().workflow_exec(),
             decide::workflow_key(id, name),
         )
-        .when(Cond::eq("state", s(WorkflowState::Requested.as_str())))
-        .when(Cond::not_exists("planned_epoch"))
-        .set("state", s(WorkflowState::Cancelled.as_str()))
-        .set("error", s(decide::cap_error(reason)))
-        .set("end_time", av(&now.date_list()))
-        .set("end_time_epoch", n(now.epoch))
-        .remove("due_epoch")
-        .remove("due_shard");
+        .when(Cond::eq(attr::STATE, s(WorkflowState::Requested.as_str())))
+        .when(Cond::not_exists(attr::PLANNED_EPOCH))
+        .set(attr::STATE, s(WorkflowState::Cancelled.as_str()))
+        .set(attr::ERROR, s(decide::cap_error(reason)))
+        .set(attr::END_TIME, av(&now.date_list()))
+        .set(attr::END_TIME_EPOCH, n(now.epoch))
+        .remove(attr::DUE_EPOCH)
+        .remove(attr::DUE_SHARD);
         match self.store.update(req, false).await {
             Ok(_) => Ok(WorkflowState::Cancelled),
             Err(StoreError::ConditionFailed) => {
@@ -371,7 +375,7 @@ impl<L: Launcher> Engine<L> {
         req: &WorkflowRequest,
     ) -> Result<Result<Plan, String>, EngineError> {
         let t = self.store.tables();
-        let key = HashMap::from([("workflow_name".to_string(), s(&exec.workflow_name))]);
+        let key = HashMap::from([(attr::WORKFLOW_NAME.to_string(), s(&exec.workflow_name))]);
         let Some(reg) = self
             .store
             .get::<WorkflowLambda>(&t.workflow_lambda(), key)
@@ -437,13 +441,13 @@ impl<L: Launcher> Engine<L> {
             self.store.tables().workflow_exec(),
             decide::workflow_key(&exec.workflow_exec_id, &exec.workflow_name),
         )
-        .when(Cond::eq("state", s(WorkflowState::Requested.as_str())))
-        .when(Cond::not_exists("planned_epoch"))
-        .set("planned_epoch", n(item.recorded_epoch))
-        .set("activity_count", n(count))
-        .remove("input");
+        .when(Cond::eq(attr::STATE, s(WorkflowState::Requested.as_str())))
+        .when(Cond::not_exists(attr::PLANNED_EPOCH))
+        .set(attr::PLANNED_EPOCH, n(item.recorded_epoch))
+        .set(attr::ACTIVITY_COUNT, n(count))
+        .remove(attr::INPUT);
         if let Some(secs) = timeout {
-            mark = mark.set("execution_timeout_seconds", n(secs));
+            mark = mark.set(attr::EXECUTION_TIMEOUT_SECONDS, n(secs));
         }
         match self.store.update(mark, false).await {
             Ok(_) => Ok(WorkflowExec {
@@ -477,14 +481,14 @@ impl<L: Launcher> Engine<L> {
             self.store.tables().workflow_exec(),
             decide::workflow_key(&exec.workflow_exec_id, &exec.workflow_name),
         )
-        .when(Cond::eq("state", s(WorkflowState::Requested.as_str())))
-        .when(Cond::not_exists("planned_epoch"))
-        .set("state", s(WorkflowState::Failed.as_str()))
-        .set("error", s(decide::cap_error(reason)))
-        .set("end_time", av(&now.date_list()))
-        .set("end_time_epoch", n(now.epoch))
-        .remove("due_epoch")
-        .remove("due_shard");
+        .when(Cond::eq(attr::STATE, s(WorkflowState::Requested.as_str())))
+        .when(Cond::not_exists(attr::PLANNED_EPOCH))
+        .set(attr::STATE, s(WorkflowState::Failed.as_str()))
+        .set(attr::ERROR, s(decide::cap_error(reason)))
+        .set(attr::END_TIME, av(&now.date_list()))
+        .set(attr::END_TIME_EPOCH, n(now.epoch))
+        .remove(attr::DUE_EPOCH)
+        .remove(attr::DUE_SHARD);
         match self.store.update(req, false).await {
             Ok(_) => {
                 warn!(workflow_exec_id = %exec.workflow_exec_id, %reason, "workflow failed before it started");

@@ -7,6 +7,7 @@
 
 use super::deadline::next_deadline;
 use super::{cap_error, history, live_keep, versioned, with_due, Change, Details};
+use crate::attr;
 use crate::config::EngineConfig;
 use crate::contract::{self, ActivityState, Transition};
 use crate::dates::Timestamp;
@@ -34,10 +35,10 @@ fn offer(req: UpdateRequest, exec: &ActivityExec, at: i64) -> UpdateRequest {
     match &exec.task_list {
         Some(list) => req
             .set(
-                "task_list_shard",
+                attr::TASK_LIST_SHARD,
                 s(task_list_shard(list, &exec.activity_exec_id)),
             )
-            .set("task_queued_epoch", n(at)),
+            .set(attr::TASK_QUEUED_EPOCH, n(at)),
         None => req,
     }
 }
@@ -113,33 +114,33 @@ fn queue_after(
     after.first_queued_epoch = Some(now);
     after.scheduled_epoch = Some(now);
     let req = match release {
-        None => versioned(tables, exec).when(Cond::eq("pending_dependency_count", n(0))),
+        None => versioned(tables, exec).when(Cond::eq(attr::PENDING_DEPENDENCY_COUNT, n(0))),
         Some(marker) => versioned(tables, exec)
-            .when(Cond::eq("pending_dependency_count", n(1)))
-            .when(Cond::not_contains("released_prerequisites", s(marker)))
-            .set("pending_dependency_count", n(0)),
+            .when(Cond::eq(attr::PENDING_DEPENDENCY_COUNT, n(1)))
+            .when(Cond::not_contains(attr::RELEASED_PREREQUISITES, s(marker)))
+            .set(attr::PENDING_DEPENDENCY_COUNT, n(0)),
     };
     // The release markers only guard a count above 0 (a release is
     // conditioned on `pending_dependency_count > 0`): at 0 they are
     // derivable, and every later write of the item would pay for them.
     let req = req
-        .remove("released_prerequisites")
+        .remove(attr::RELEASED_PREREQUISITES)
         .when(Cond::In(
-            "state".into(),
+            attr::STATE.into(),
             vec![
                 s(ActivityState::Requested.as_str()),
                 s(ActivityState::Ready.as_str()),
             ],
         ))
-        .set("state", s(ActivityState::Queued.as_str()))
-        .set("attempt", n(attempt))
-        .set("first_queued_epoch", n(now))
-        .set("scheduled_epoch", n(now))
-        .act(Action::Append("history".into(), entries));
+        .set(attr::STATE, s(ActivityState::Queued.as_str()))
+        .set(attr::ATTEMPT, n(attempt))
+        .set(attr::FIRST_QUEUED_EPOCH, n(now))
+        .set(attr::SCHEDULED_EPOCH, n(now))
+        .act(Action::Append(attr::HISTORY.into(), entries));
     match token_hash {
         Some(h) => claim(req, cfg, after, h, 1, now),
         None => {
-            let req = offer(req, exec, now).remove("last_event_id");
+            let req = offer(req, exec, now).remove(attr::LAST_EVENT_ID);
             let due = next_deadline(&after, cfg).map(|d| d.0);
             with_due(req, exec, due, live_keep(now, due))
         }
@@ -175,7 +176,7 @@ fn queued_again(exec: &ActivityExec, now: i64, event_id: &str) -> Action {
         now,
         event_id,
     );
-    Action::Append("history".into(), vec![entry])
+    Action::Append(attr::HISTORY.into(), vec![entry])
 }
 
 /// The event id a launcher's claim records in the history:
@@ -196,9 +197,9 @@ pub fn launch_update(
     now: i64,
 ) -> UpdateRequest {
     let req = versioned(tables, exec)
-        .when(Cond::eq("state", s(ActivityState::Queued.as_str())))
-        .when(Cond::not_exists("attempt_token_hash"))
-        .remove("next_attempt_epoch")
+        .when(Cond::eq(attr::STATE, s(ActivityState::Queued.as_str())))
+        .when(Cond::not_exists(attr::ATTEMPT_TOKEN_HASH))
+        .remove(attr::NEXT_ATTEMPT_EPOCH)
         .act(queued_again(exec, now, &launcher_event_id(exec.attempt)));
     let mut after = exec.clone();
     after.next_attempt_epoch = None;
@@ -222,13 +223,13 @@ fn claim(
     after.queued_time_epoch = Some(now);
     after.launch = launch;
     let req = req
-        .set("attempt_token_hash", s(token_hash))
-        .set("launch", n(launch))
-        .remove("last_event_id")
-        .set("queued_time", av(&t.date_list()))
-        .set("queued_time_epoch", n(now))
-        .remove("launched_time")
-        .remove("launched_time_epoch");
+        .set(attr::ATTEMPT_TOKEN_HASH, s(token_hash))
+        .set(attr::LAUNCH, n(launch))
+        .remove(attr::LAST_EVENT_ID)
+        .set(attr::QUEUED_TIME, av(&t.date_list()))
+        .set(attr::QUEUED_TIME_EPOCH, n(now))
+        .remove(attr::LAUNCHED_TIME)
+        .remove(attr::LAUNCHED_TIME_EPOCH);
     let due = next_deadline(&after, cfg).map(|d| d.0);
     with_due(req, &before, due, live_keep(now, due))
 }
@@ -254,23 +255,23 @@ pub fn claim_task_update(
     after.state = ActivityState::Running;
     after.start_time_epoch = now;
     let mut req = versioned(tables, exec)
-        .when(Cond::eq("state", s(ActivityState::Queued.as_str())))
-        .when(Cond::exists("task_list_shard"))
-        .when(Cond::not_exists("attempt_token_hash"))
-        .set("state", s(ActivityState::Running.as_str()))
-        .set("attempt_token_hash", s(token_hash))
-        .set("worker", s(worker))
-        .set("launch", n(1))
-        .remove("last_event_id")
-        .set("launched_time", av(&t.date_list()))
-        .set("launched_time_epoch", n(now))
-        .set("start_time", av(&t.date_list()))
-        .set("start_time_epoch", n(now))
-        .remove("task_list_shard")
-        .remove("task_queued_epoch")
-        .remove("next_attempt_epoch")
+        .when(Cond::eq(attr::STATE, s(ActivityState::Queued.as_str())))
+        .when(Cond::exists(attr::TASK_LIST_SHARD))
+        .when(Cond::not_exists(attr::ATTEMPT_TOKEN_HASH))
+        .set(attr::STATE, s(ActivityState::Running.as_str()))
+        .set(attr::ATTEMPT_TOKEN_HASH, s(token_hash))
+        .set(attr::WORKER, s(worker))
+        .set(attr::LAUNCH, n(1))
+        .remove(attr::LAST_EVENT_ID)
+        .set(attr::LAUNCHED_TIME, av(&t.date_list()))
+        .set(attr::LAUNCHED_TIME_EPOCH, n(now))
+        .set(attr::START_TIME, av(&t.date_list()))
+        .set(attr::START_TIME_EPOCH, n(now))
+        .remove(attr::TASK_LIST_SHARD)
+        .remove(attr::TASK_QUEUED_EPOCH)
+        .remove(attr::NEXT_ATTEMPT_EPOCH)
         .act(Action::Append(
-            "history".into(),
+            attr::HISTORY.into(),
             vec![history(
                 &exec.activity_exec_id,
                 Transition::Running,
@@ -281,8 +282,8 @@ pub fn claim_task_update(
         ));
     if exec.heartbeat_enabled {
         req = req
-            .set("heartbeat_time", av(&t.date_list()))
-            .set("heartbeat_time_epoch", n(now));
+            .set(attr::HEARTBEAT_TIME, av(&t.date_list()))
+            .set(attr::HEARTBEAT_TIME_EPOCH, n(now));
         after.heartbeat_time_epoch = now;
     }
     let due = next_deadline(&after, cfg).map(|d| d.0);
@@ -297,11 +298,11 @@ pub fn launched_update(tables: &Tables, exec: &ActivityExec, now: i64) -> Update
         tables.activity_exec(),
         super::activity_key(&exec.activity_exec_id, &exec.workflow_exec_id),
     )
-    .when(Cond::eq("attempt", n(exec.attempt)))
-    .set("launched_time", av(&t.date_list()))
-    .set("launched_time_epoch", n(now));
+    .when(Cond::eq(attr::ATTEMPT, n(exec.attempt)))
+    .set(attr::LAUNCHED_TIME, av(&t.date_list()))
+    .set(attr::LAUNCHED_TIME_EPOCH, n(now));
     if let Some(h) = &exec.attempt_token_hash {
-        req = req.when(Cond::eq("attempt_token_hash", s(h)));
+        req = req.when(Cond::eq(attr::ATTEMPT_TOKEN_HASH, s(h)));
     }
     req
 }
@@ -380,31 +381,31 @@ pub fn retry_update(
         )
     };
     let mut req = versioned(tables, exec)
-        .set("state", s(ActivityState::Queued.as_str()))
-        .set("attempt", n(exec.attempt + 1))
-        .set("launch", n(0))
-        .remove("last_event_id")
-        .set("error", s(cap_error(error)))
-        .set("next_attempt_epoch", n(at))
-        .set("scheduled_epoch", n(at))
-        .set("start_time_epoch", n(-1))
-        .set("heartbeat_time_epoch", n(-1))
-        .remove("attempt_token_hash")
-        .remove("worker")
-        .remove("start_time")
-        .remove("heartbeat_time")
-        .remove("launched_time")
-        .remove("launched_time_epoch")
+        .set(attr::STATE, s(ActivityState::Queued.as_str()))
+        .set(attr::ATTEMPT, n(exec.attempt + 1))
+        .set(attr::LAUNCH, n(0))
+        .remove(attr::LAST_EVENT_ID)
+        .set(attr::ERROR, s(cap_error(error)))
+        .set(attr::NEXT_ATTEMPT_EPOCH, n(at))
+        .set(attr::SCHEDULED_EPOCH, n(at))
+        .set(attr::START_TIME_EPOCH, n(-1))
+        .set(attr::HEARTBEAT_TIME_EPOCH, n(-1))
+        .remove(attr::ATTEMPT_TOKEN_HASH)
+        .remove(attr::WORKER)
+        .remove(attr::START_TIME)
+        .remove(attr::HEARTBEAT_TIME)
+        .remove(attr::LAUNCHED_TIME)
+        .remove(attr::LAUNCHED_TIME_EPOCH)
         .act(Action::Append(
-            "history".into(),
+            attr::HISTORY.into(),
             vec![av(&entry.stored(&exec.activity_exec_id))],
         ));
     if !exec.parked.is_empty() {
         // Reports of the failed attempt can never apply to the next one.
-        req = req.remove("parked");
+        req = req.remove(attr::PARKED);
     }
     if let Some(cut) = details.stale_before {
-        req = req.when(Cond::lt("heartbeat_time_epoch", n(cut)));
+        req = req.when(Cond::lt(attr::HEARTBEAT_TIME_EPOCH, n(cut)));
     }
     let mut after = exec.clone();
     after.state = ActivityState::Queued;

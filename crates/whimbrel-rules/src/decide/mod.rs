@@ -3,6 +3,7 @@
 //! verdicts. No I/O, no clock, no randomness: everything comes in as
 //! arguments, so each rule is unit-tested without a server.
 
+use crate::attr;
 use crate::write::Value as AttributeValue;
 
 use crate::config::EngineConfig;
@@ -87,8 +88,8 @@ pub fn report_actor(
 
 fn due(id: &str, epoch: i64) -> [Action; 2] {
     [
-        Action::Set("due_epoch".into(), n(epoch)),
-        Action::Set("due_shard".into(), n(keys::shard_of(id))),
+        Action::Set(attr::DUE_EPOCH.into(), n(epoch)),
+        Action::Set(attr::DUE_SHARD.into(), n(keys::shard_of(id))),
     ]
 }
 
@@ -110,9 +111,9 @@ pub fn heartbeat_moving_marker(
     Some(
         plain
             .clone()
-            .when(Cond::eq("version", n(exec.version)))
-            .when(Cond::eq("due_epoch", n(exec.due_epoch?)))
-            .set("due_epoch", n(at)),
+            .when(Cond::eq(attr::VERSION, n(exec.version)))
+            .when(Cond::eq(attr::DUE_EPOCH, n(exec.due_epoch?)))
+            .set(attr::DUE_EPOCH, n(at)),
     )
 }
 
@@ -136,7 +137,7 @@ pub(crate) fn with_due(
 ) -> UpdateRequest {
     match at {
         Some(_) if exec.due_epoch.is_some_and(|cur| keep.contains(&cur)) => req.when(Cond::eq(
-            "due_epoch",
+            attr::DUE_EPOCH,
             n(exec.due_epoch.expect("checked above")),
         )),
         Some(at) => {
@@ -145,7 +146,7 @@ pub(crate) fn with_due(
             }
             req
         }
-        None if exec.due_epoch.is_some() => req.remove("due_epoch").remove("due_shard"),
+        None if exec.due_epoch.is_some() => req.remove(attr::DUE_EPOCH).remove(attr::DUE_SHARD),
         None => req,
     }
 }
@@ -178,8 +179,8 @@ pub(crate) fn versioned(tables: &Tables, exec: &ActivityExec) -> UpdateRequest {
         tables.activity_exec(),
         activity_key(&exec.activity_exec_id, &exec.workflow_exec_id),
     )
-    .when(Cond::eq("version", n(exec.version)))
-    .set("version", n(exec.version + 1))
+    .when(Cond::eq(attr::VERSION, n(exec.version)))
+    .set(attr::VERSION, n(exec.version + 1))
 }
 
 /// One accepted transition: what was asked, the state it leads to, and the
@@ -214,10 +215,10 @@ pub fn transition_update(
     } = change;
     let t = Timestamp::from_epoch(now);
     let mut req = versioned(tables, exec)
-        .set("state", s(next.as_str()))
-        .remove("last_event_id")
+        .set(attr::STATE, s(next.as_str()))
+        .remove(attr::LAST_EVENT_ID)
         .act(Action::Append(
-            "history".into(),
+            attr::HISTORY.into(),
             vec![history(
                 &exec.activity_exec_id,
                 transition,
@@ -233,10 +234,10 @@ pub fn transition_update(
         .collect();
     if next.is_terminal() || rest.is_empty() {
         if !exec.parked.is_empty() {
-            req = req.remove("parked");
+            req = req.remove(attr::PARKED);
         }
     } else if rest.len() != exec.parked.len() {
-        req = req.set("parked", av(&rest));
+        req = req.set(attr::PARKED, av(&rest));
     }
     // The state's own deadline, judged on the item as it will be.
     let mut after = exec.clone();
@@ -247,22 +248,22 @@ pub fn transition_update(
         .push(HistoryEntry::new(transition, next, now, event_id));
     if next == ActivityState::Running {
         req = req
-            .set("start_time", av(&t.date_list()))
-            .set("start_time_epoch", n(now));
+            .set(attr::START_TIME, av(&t.date_list()))
+            .set(attr::START_TIME_EPOCH, n(now));
         after.start_time_epoch = now;
         if exec.heartbeat_enabled {
             req = req
-                .set("heartbeat_time", av(&t.date_list()))
-                .set("heartbeat_time_epoch", n(now));
+                .set(attr::HEARTBEAT_TIME, av(&t.date_list()))
+                .set(attr::HEARTBEAT_TIME_EPOCH, n(now));
             after.heartbeat_time_epoch = now;
         }
     }
     let deadline = if next.is_terminal() {
         req = req
-            .set("end_time", av(&t.date_list()))
-            .set("end_time_epoch", n(now));
+            .set(attr::END_TIME, av(&t.date_list()))
+            .set(attr::END_TIME_EPOCH, n(now));
         if exec.next_attempt_epoch.is_some() {
-            req = req.remove("next_attempt_epoch");
+            req = req.remove(attr::NEXT_ATTEMPT_EPOCH);
         }
         Some(now + cfg.settle_grace_seconds)
     } else {
@@ -270,7 +271,9 @@ pub fn transition_update(
     };
     if next != ActivityState::Queued && exec.task_list_shard.is_some() {
         // Out of the task-list index: no worker may claim it any more.
-        req = req.remove("task_list_shard").remove("task_queued_epoch");
+        req = req
+            .remove(attr::TASK_LIST_SHARD)
+            .remove(attr::TASK_QUEUED_EPOCH);
     }
     // Events still parked are owed too: if the function dies before it
     // applies them, the monitor does soon, not at the state's deadline.
@@ -282,24 +285,24 @@ pub fn transition_update(
     };
     req = with_due(req, exec, due, keep);
     if let Some(cut) = details.stale_before {
-        req = req.when(Cond::lt("heartbeat_time_epoch", n(cut)));
+        req = req.when(Cond::lt(attr::HEARTBEAT_TIME_EPOCH, n(cut)));
     }
     if let (Some(out), ActivityState::Completed) = (&details.output, next) {
-        req = req.set("output", av(out));
+        req = req.set(attr::OUTPUT, av(out));
     }
     if let (Some(row), ActivityState::Completed) = (&details.output_event_id, next) {
-        req = req.set("output_event_id", s(row));
+        req = req.set(attr::OUTPUT_EVENT_ID, s(row));
     }
     if next == ActivityState::Completed && exec.error.is_some() {
         // An earlier attempt's error: the activity succeeded after all.
-        req = req.remove("error");
+        req = req.remove(attr::ERROR);
     }
     if let Some(err) = details
         .error
         .as_deref()
         .filter(|_| next != ActivityState::Completed)
     {
-        req = req.set("error", s(cap_error(err)));
+        req = req.set(attr::ERROR, s(cap_error(err)));
     }
     req
 }
@@ -318,12 +321,12 @@ pub fn count_end(
         tables.workflow_exec(),
         workflow_key(&exec.workflow_exec_id, &exec.workflow_name),
     )
-    .when(Cond::exists("workflow_exec_id"))
+    .when(Cond::exists(attr::WORKFLOW_EXEC_ID))
     .act(Action::Add(counter.into(), n(1)));
     if end.is_failure() {
         let why = error.unwrap_or("no reason given");
         let reason = cap_error(&format!("activity {} {end}: {why}", exec.activity_name));
-        req = req.act(Action::SetIfNotExists("error".into(), s(reason)));
+        req = req.act(Action::SetIfNotExists(attr::ERROR.into(), s(reason)));
     }
     req
 }
@@ -331,7 +334,7 @@ pub fn count_end(
 /// Keep an event that arrived too early on its activity (conditioned on the
 /// version read, so a concurrent transition makes the caller decide again).
 pub fn park_update(tables: &Tables, exec: &ActivityExec, event: &ParkedEvent) -> UpdateRequest {
-    versioned(tables, exec).act(Action::Append("parked".into(), vec![av(event)]))
+    versioned(tables, exec).act(Action::Append(attr::PARKED.into(), vec![av(event)]))
 }
 
 /// Release one edge: lower the waiting activity's pending count and add the
@@ -349,17 +352,17 @@ pub fn release_update(
         activity_key(waiting_id, workflow_exec_id),
     )
     .when(Cond::Compare(
-        "pending_dependency_count".into(),
+        attr::PENDING_DEPENDENCY_COUNT.into(),
         crate::write::Cmp::Gt,
         n(0),
     ))
     .when(Cond::not_contains(
-        "released_prerequisites",
+        attr::RELEASED_PREREQUISITES,
         s(prerequisite_id),
     ))
-    .act(Action::Add("pending_dependency_count".into(), n(-1)))
+    .act(Action::Add(attr::PENDING_DEPENDENCY_COUNT.into(), n(-1)))
     .act(Action::Add(
-        "released_prerequisites".into(),
+        attr::RELEASED_PREREQUISITES.into(),
         AttributeValue::Ss(vec![prerequisite_id.into()]),
     ))
 }
@@ -379,9 +382,9 @@ pub fn join_release_update(
         tables.activity_exec_dependency(),
         join_group_key(join_id, group),
     )
-    .when(Cond::not_contains("released", s(prerequisite_name)))
+    .when(Cond::not_contains(attr::RELEASED, s(prerequisite_name)))
     .act(Action::Add(
-        "released".into(),
+        attr::RELEASED.into(),
         AttributeValue::Ss(vec![prerequisite_name.into()]),
     ))
 }
@@ -393,10 +396,10 @@ pub fn clear_due(tables: &Tables, exec: &ActivityExec) -> UpdateRequest {
         tables.activity_exec(),
         activity_key(&exec.activity_exec_id, &exec.workflow_exec_id),
     )
-    .when(Cond::eq("state", s(exec.state.as_str())))
-    .when(Cond::exists("due_epoch"))
-    .remove("due_epoch")
-    .remove("due_shard")
+    .when(Cond::eq(attr::STATE, s(exec.state.as_str())))
+    .when(Cond::exists(attr::DUE_EPOCH))
+    .remove(attr::DUE_EPOCH)
+    .remove(attr::DUE_SHARD)
 }
 
 /// Move the due marker of a live activity to `at` (a heartbeat pushed its
@@ -406,7 +409,7 @@ pub fn extend_due(tables: &Tables, exec: &ActivityExec, at: i64) -> UpdateReques
         tables.activity_exec(),
         activity_key(&exec.activity_exec_id, &exec.workflow_exec_id),
     )
-    .when(Cond::eq("version", n(exec.version)));
+    .when(Cond::eq(attr::VERSION, n(exec.version)));
     for a in due(&exec.activity_exec_id, at) {
         req = req.act(a);
     }

@@ -5,6 +5,7 @@
 //! age, then the on-failure destination.
 
 use std::sync::{Arc, Mutex};
+use whimbrel_core::attr;
 
 use serde_json::{json, Value};
 use whimbrel_core::handlers::{self, Outcome};
@@ -188,7 +189,7 @@ impl Sim {
 
 /// The row id a stream record carries.
 pub(super) fn row_id(r: &StreamRecord) -> Option<String> {
-    ["activity_event_id", "workflow_request_id"]
+    [attr::ACTIVITY_EVENT_ID, attr::WORKFLOW_REQUEST_ID]
         .iter()
         .find_map(|k| {
             r.new_image

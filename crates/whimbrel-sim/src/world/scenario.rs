@@ -3,6 +3,7 @@
 //! decider; requests; users who cancel; hostile rows.
 
 use std::collections::HashMap;
+use whimbrel_core::attr;
 
 use rand::Rng;
 use serde_json::{json, Value};
@@ -55,7 +56,7 @@ impl Sim {
                 .map(|_| {
                     let mut x = json!({});
                     if r.gen_bool(0.4) {
-                        x["retry"] = retry(r);
+                        x[attr::RETRY] = retry(r);
                     }
                     if r.gen_bool(0.3) {
                         x["task_list"] = json!(TASK_LIST);
@@ -93,8 +94,8 @@ impl Sim {
                 for (k, v) in extra[i].as_object().into_iter().flatten() {
                     a[k] = v.clone();
                 }
-                if a.get("task_list").is_some() {
-                    a.as_object_mut().expect("object").remove("lambda");
+                if a.get(attr::TASK_LIST).is_some() {
+                    a.as_object_mut().expect("object").remove(attr::LAMBDA);
                 }
                 a
             })
@@ -108,7 +109,7 @@ impl Sim {
         });
         let mut plan = json!({"version": 1, "activities": acts, "require_tokens": tokens});
         if let Some(p) = default_retry {
-            plan["retry"] = p;
+            plan[attr::RETRY] = p;
         }
         if let Some(t) = deadline {
             plan["execution_timeout_seconds"] = json!(t);
@@ -122,7 +123,7 @@ impl Sim {
             let plan = self.plan(&name);
             self.require_tokens.insert(
                 name.clone(),
-                plan["require_tokens"].as_bool().unwrap_or(false),
+                plan[attr::REQUIRE_TOKENS].as_bool().unwrap_or(false),
             );
             let by_decider = self.rng(|r| r.gen_bool(0.3));
             let reg = if by_decider {
@@ -178,29 +179,32 @@ impl Sim {
         let id = ids::derived_id(&target, &format!("hostile{seed}"));
         let mut item: Item = HashMap::from([
             (
-                "activity_event_id".to_string(),
+                attr::ACTIVITY_EVENT_ID.to_string(),
                 AttributeValue::S(id.clone()),
             ),
             (
-                "activity_exec_id".to_string(),
+                attr::ACTIVITY_EXEC_ID.to_string(),
                 AttributeValue::S(target.clone()),
             ),
             (
-                "transition".to_string(),
+                attr::TRANSITION.to_string(),
                 AttributeValue::S("COMPLETED".into()),
             ),
         ]);
         match kind {
-            0 => drop(item.insert("transition".into(), AttributeValue::S("DONE".into()))),
-            1 => drop(item.insert("transition".into(), AttributeValue::S("completed".into()))),
-            2 => drop(item.insert("transition".into(), AttributeValue::N("3".into()))),
-            3 => drop(item.remove("transition")),
+            0 => drop(item.insert(attr::TRANSITION.into(), AttributeValue::S("DONE".into()))),
+            1 => drop(item.insert(
+                attr::TRANSITION.into(),
+                AttributeValue::S("completed".into()),
+            )),
+            2 => drop(item.insert(attr::TRANSITION.into(), AttributeValue::N("3".into()))),
+            3 => drop(item.remove(attr::TRANSITION)),
             4 => {
                 let ghost = ids::derived_id("ghost", &seed.to_string());
-                item.insert("activity_exec_id".into(), AttributeValue::S(ghost));
+                item.insert(attr::ACTIVITY_EXEC_ID.into(), AttributeValue::S(ghost));
             }
             _ => drop(item.insert(
-                "attempt_token".into(),
+                attr::ATTEMPT_TOKEN.into(),
                 AttributeValue::S(format!("forged{seed}")),
             )),
         }
