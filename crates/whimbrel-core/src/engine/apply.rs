@@ -7,28 +7,16 @@
 use crate::attr;
 use tracing::{info, warn};
 
-use super::decide::{self, Details};
+pub(crate) use super::decide::report_details;
+use super::decide::{self, Details, TransitionStep};
 use super::{Applied, Engine, EngineError};
 use crate::contract::{self, ActivityState, Actor, Transition};
 use crate::ids;
 use crate::launcher::Launcher;
 use crate::model::{ActivityEvent, ActivityExec, ParkedEvent};
-use crate::plan::MAX_OUTPUT_BYTES;
-use crate::store::{s, StoreError};
+use crate::store::{s, StoreError, UpdateRequest};
 
-/// Who asks for a transition.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) enum Source {
-    /// An activity's report: its attempt and token, when it gave them.
-    Report {
-        attempt: Option<u32>,
-        token: Option<String>,
-    },
-    /// The engine itself (cancel propagation, launch refused, not started).
-    Engine,
-    /// The heartbeat monitor (TIMED_OUT).
-    Monitor,
-}
+pub use whimbrel_rules::decide::step::Source;
 
 /// Rounds of read-decide-write before contention is reported as "retry".
 const MAX_ROUNDS: usize = 12;
@@ -86,243 +74,51 @@ impl<L: Launcher> Engine<L> {
     /// Apply `transition` for `source` to `exec` (read earlier; re-read on
     /// contention), then run the side effects of the state reached. If
     /// `event_id` already caused the last change, only the side effects run
-    /// again (redelivery).
+    /// again (redelivery). The decision is [`decide::transition_step`]'s;
+    /// this loop performs it.
     #[tracing::instrument(skip_all, fields(activity_exec_id = %exec.activity_exec_id, workflow_exec_id = %exec.workflow_exec_id, %transition, event_id))]
     pub(crate) async fn transition(
         &self,
         mut exec: ActivityExec,
-        transition: Transition,
+        mut transition: Transition,
         source: Source,
         event_id: &str,
-        details: Details,
+        mut details: Details,
     ) -> Result<Applied, EngineError> {
-        let mut transition = transition;
-        let mut details = details;
         for _ in 0..MAX_ROUNDS {
-            if exec.is_last_event(event_id) {
-                // A redelivery: resume what the write that applied it owes,
-                // parked events included (the first try may have died).
-                if !exec.state.is_terminal() && !exec.parked.is_empty() {
-                    Box::pin(self.apply_parked(exec.clone())).await?;
-                }
-                self.settle(&exec).await?;
-                return Ok(Applied::State(exec.state));
-            }
-            if exec
-                .history
-                .iter()
-                .any(|h| h.names(&exec.activity_exec_id, event_id))
-            {
-                // Applied earlier and superseded since: nothing to redo.
-                return Ok(Applied::State(exec.state));
-            }
-            if exec.parked.iter().any(|p| p.activity_event_id == event_id)
-                && !self.applicable(&exec, transition, &source)
-            {
-                return Ok(Applied::Parked(exec.state));
-            }
-            let (actor, next) = match &source {
-                Source::Report { attempt, token } => {
-                    let actor =
-                        decide::report_actor(&exec, *attempt, token.as_deref()).map_err(|r| {
-                            EngineError::Rejected(format!("{}: {r}", exec.activity_exec_id))
-                        })?;
-                    (
-                        actor,
-                        contract::next_state_of_report(
-                            exec.state,
-                            exec.attempt_token_hash.is_some(),
-                            transition,
-                            actor,
-                        ),
-                    )
-                }
-                Source::Engine => (
-                    Actor::Engine,
-                    contract::next_state(exec.state, transition, Actor::Engine),
-                ),
-                Source::Monitor => (
-                    Actor::Monitor,
-                    contract::next_state(exec.state, transition, Actor::Monitor),
-                ),
-            };
-            let next = match next {
-                Ok(next) => next,
-                Err(e) if e.is_retryable() && matches!(source, Source::Report { .. }) => {
-                    let Source::Report { attempt, token } = &source else {
-                        unreachable!()
-                    };
-                    // One parked copy per report: a client repeating the
-                    // same report (same transition, attempt and token) adds
-                    // nothing, and its outputs could overflow the item.
-                    let same = |p: &ParkedEvent| {
-                        p.activity_event_id == event_id
-                            || (p.transition == transition.as_str()
-                                && p.attempt == *attempt
-                                && p.attempt_token == *token)
-                    };
-                    if exec.parked.iter().any(same) {
-                        return Ok(Applied::Parked(exec.state));
-                    }
-                    let parked = ParkedEvent {
-                        activity_event_id: event_id.into(),
-                        transition: transition.as_str().into(),
-                        output: details.output.clone(),
-                        // A large output stays on its row (payloads).
-                        output_in_row: details.output_event_id.is_some(),
-                        error: details.error.as_deref().map(decide::cap_error),
-                        attempt: *attempt,
-                        attempt_token: token.clone(),
-                    };
-                    let req = decide::park_update(self.store.tables(), &exec, &parked);
-                    match self.store.update(req, false).await {
-                        Ok(_) => {
-                            info!(activity_exec_id = %exec.activity_exec_id, %transition, state = %exec.state, event_id, "event parked until its state catches up");
-                            crate::metrics::transition_parked();
-                            return Ok(Applied::Parked(exec.state));
-                        }
-                        Err(StoreError::ConditionFailed) => {
-                            exec = self
-                                .load_activity(&exec.activity_exec_id, &exec.workflow_exec_id)
-                                .await?;
-                            continue;
-                        }
-                        Err(e) if e.is_permanent() && parked.output.is_some() => {
-                            // Too large or too deep to park with its output
-                            // (parking nests it two levels deeper): park the
-                            // reference, and read the output back from the
-                            // event row when it applies.
-                            let by_ref = ParkedEvent {
-                                output: None,
-                                output_in_row: true,
-                                ..parked
-                            };
-                            let req = decide::park_update(self.store.tables(), &exec, &by_ref);
-                            match self.store.update(req, false).await {
-                                Ok(_) => {
-                                    info!(activity_exec_id = %exec.activity_exec_id, %transition, state = %exec.state, event_id, error = %e, "event parked by reference until its state catches up");
-                                    crate::metrics::transition_parked();
-                                    return Ok(Applied::Parked(exec.state));
-                                }
-                                Err(StoreError::ConditionFailed) => {
-                                    exec = self
-                                        .load_activity(
-                                            &exec.activity_exec_id,
-                                            &exec.workflow_exec_id,
-                                        )
-                                        .await?;
-                                    continue;
-                                }
-                                Err(e) if e.is_permanent() => {
-                                    return Err(EngineError::Rejected(format!(
-                                        "{}: {transition} cannot be parked: {e}",
-                                        exec.activity_exec_id
-                                    )));
-                                }
-                                Err(e) => return Err(e.into()),
-                            }
-                        }
-                        Err(e) if e.is_permanent() => {
-                            return Err(EngineError::Rejected(format!(
-                                "{}: {transition} cannot be parked: {e}",
-                                exec.activity_exec_id
-                            )));
-                        }
-                        Err(e) => return Err(e.into()),
-                    }
-                }
-                Err(e) => {
-                    return Err(EngineError::Rejected(format!(
-                        "{}: {e}",
-                        exec.activity_exec_id
-                    )));
-                }
-            };
             let now = details.at.unwrap_or_else(|| self.now().epoch);
+            let ask = (transition, &source, event_id);
             let tables = self.store.tables();
-            let change = decide::Change {
-                transition,
-                next,
-                event_id,
-            };
-            if let Some(at) = decide::retry_after(&exec, &change, &details, !details.no_retry, now)
-            {
-                let req =
-                    decide::retry_update(tables, &self.config, &exec, &change, &details, at, now);
-                match self.store.update(req, true).await {
-                    Ok(item) => {
-                        info!(activity_exec_id = %exec.activity_exec_id, %transition, attempt = exec.attempt, next_attempt_epoch = at, event_id, "attempt failed; the next attempt is queued");
-                        crate::metrics::transition_retried();
-                        let after = match item.map(serde_dynamo::from_item::<_, ActivityExec>) {
-                            Some(Ok(e)) => e,
-                            _ => {
-                                self.load_activity(&exec.activity_exec_id, &exec.workflow_exec_id)
-                                    .await?
-                            }
-                        };
-                        if at <= now {
-                            Box::pin(self.launch_attempt(after)).await?;
-                        }
-                        return Ok(Applied::State(ActivityState::Queued));
-                    }
-                    Err(StoreError::ConditionFailed) => {}
-                    Err(StoreError::Conflict) => self.store.pause(10).await,
-                    Err(e) => return Err(e.into()),
+            let step = decide::transition_step(tables, &self.config, &exec, ask, &details, now);
+            let round = match step {
+                TransitionStep::Redelivered => return self.resume(exec).await,
+                TransitionStep::Superseded => return Ok(Applied::State(exec.state)),
+                TransitionStep::AlreadyParked => return Ok(Applied::Parked(exec.state)),
+                TransitionStep::Reject(why) => return Err(EngineError::Rejected(why)),
+                TransitionStep::Park(parked) => self.park(&exec, parked, transition).await?,
+                TransitionStep::Retry { at, update } => {
+                    self.write_retry(&exec, update, at, now).await?
                 }
-                exec = self
-                    .load_activity(&exec.activity_exec_id, &exec.workflow_exec_id)
-                    .await?;
-                continue;
-            }
-            let update =
-                decide::transition_update(tables, &self.config, &exec, change, &details, now);
-            // An item with a count slot is counted by its settle
-            // (engine::counting); an older one in this transaction.
-            let written = if next.is_terminal() && exec.count_slot.is_none() {
-                let count = decide::count_end(tables, &exec, next, details.error.as_deref());
-                self.store
-                    .transact(vec![update.into_write(), count.into_write()])
-                    .await
-                    .map(|()| None)
-            } else {
-                self.store.update(update, true).await
-            };
-            match written {
-                Ok(item) => {
-                    info!(activity_exec_id = %exec.activity_exec_id, from = %exec.state, %transition, to = %next, ?actor, event_id, "transition applied");
-                    crate::metrics::transition_applied();
-                    let after = match item.map(serde_dynamo::from_item::<_, ActivityExec>) {
-                        Some(Ok(e)) => e,
-                        _ => applied_locally(exec, next, event_id, now, &self.config),
+                TransitionStep::Apply {
+                    actor,
+                    next,
+                    update,
+                    count,
+                } => {
+                    let applied = Accepted {
+                        change: (transition, next, actor),
+                        event_id,
+                        now,
                     };
-                    if !after.state.is_terminal() && !after.parked.is_empty() {
-                        Box::pin(self.apply_parked(after.clone())).await?;
-                    }
-                    self.settle(&after).await?;
-                    return Ok(Applied::State(next));
+                    self.write_transition(&exec, applied, (update, count), &details)
+                        .await?
                 }
-                Err(StoreError::ConditionFailed) => {}
-                Err(StoreError::Conflict) => {
-                    // Another transaction on the workflow item: decide again.
-                    self.store.pause(10 + (exec.version % 7) * 7).await;
-                }
-                Err(e) if e.is_permanent() && details.unstorable => {
-                    // Even the bare failure cannot be stored (what the
-                    // event itself brings, such as its id, is too much):
-                    // no retry can ever succeed.
-                    return Err(EngineError::Rejected(format!(
-                        "{}: {transition} cannot be stored: {e}",
-                        exec.activity_exec_id
-                    )));
-                }
-                Err(e)
-                    if e.is_permanent()
-                        && (details.output.is_some() || details.error.is_some()) =>
-                {
-                    warn!(activity_exec_id = %exec.activity_exec_id, error = %e, "report cannot be stored as it is; recording a failure instead");
-                    (transition, details) = unstorable(transition, &e);
-                }
-                Err(e) => return Err(e.into()),
+            };
+            match round {
+                Round::Done(applied) => return Ok(applied),
+                Round::Again => {}
+                Round::Contended => self.store.pause(10 + (exec.version % 7) * 7).await,
+                Round::Restate(t, d) => (transition, details) = (t, d),
             }
             exec = self
                 .load_activity(&exec.activity_exec_id, &exec.workflow_exec_id)
@@ -334,23 +130,127 @@ impl<L: Launcher> Engine<L> {
         )))
     }
 
-    /// True when a report of `transition` from `source` would be accepted
-    /// now (for events that were parked).
-    fn applicable(&self, exec: &ActivityExec, transition: Transition, source: &Source) -> bool {
-        let Source::Report { attempt, token } = source else {
-            return true;
+    /// A redelivery: resume what the write that applied it owes, parked
+    /// events included (the first try may have died).
+    async fn resume(&self, exec: ActivityExec) -> Result<Applied, EngineError> {
+        if !exec.state.is_terminal() && !exec.parked.is_empty() {
+            Box::pin(self.apply_parked(exec.clone())).await?;
+        }
+        self.settle(&exec).await?;
+        Ok(Applied::State(exec.state))
+    }
+
+    /// Park `parked` on `exec`. One too large to park with its output
+    /// (parking nests it two levels deeper) is parked by reference, and its
+    /// output read back from its event row when it applies.
+    async fn park(
+        &self,
+        exec: &ActivityExec,
+        parked: ParkedEvent,
+        transition: Transition,
+    ) -> Result<Round, EngineError> {
+        let with_output = parked.output.is_some();
+        let req = decide::park_update(self.store.tables(), exec, &parked);
+        let written = match self.store.update(req, false).await {
+            Err(e) if e.is_permanent() && with_output => {
+                info!(activity_exec_id = %exec.activity_exec_id, error = %e, "parking the report by reference");
+                let by_ref = ParkedEvent {
+                    output: None,
+                    output_in_row: true,
+                    ..parked.clone()
+                };
+                let req = decide::park_update(self.store.tables(), exec, &by_ref);
+                self.store.update(req, false).await
+            }
+            other => other,
         };
-        decide::report_actor(exec, *attempt, token.as_deref())
-            .ok()
-            .is_some_and(|actor| {
-                contract::next_state_of_report(
-                    exec.state,
-                    exec.attempt_token_hash.is_some(),
-                    transition,
-                    actor,
-                )
-                .is_ok()
-            })
+        match written {
+            Ok(_) => {
+                info!(activity_exec_id = %exec.activity_exec_id, %transition, state = %exec.state, event_id = %parked.activity_event_id, "event parked until its state catches up");
+                crate::metrics::transition_parked();
+                Ok(Round::Done(Applied::Parked(exec.state)))
+            }
+            Err(StoreError::ConditionFailed) => Ok(Round::Again),
+            Err(e) if e.is_permanent() => Err(EngineError::Rejected(format!(
+                "{}: {transition} cannot be parked: {e}",
+                exec.activity_exec_id
+            ))),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Queue the next attempt of a failed one (`update`), and launch it at
+    /// once when its backoff (`at`, epoch seconds) has already passed.
+    async fn write_retry(
+        &self,
+        exec: &ActivityExec,
+        update: UpdateRequest,
+        at: i64,
+        now: i64,
+    ) -> Result<Round, EngineError> {
+        let item = match self.store.update(update, true).await {
+            Ok(item) => item,
+            Err(StoreError::ConditionFailed) => return Ok(Round::Again),
+            Err(StoreError::Conflict) => {
+                self.store.pause(10).await;
+                return Ok(Round::Again);
+            }
+            Err(e) => return Err(e.into()),
+        };
+        info!(activity_exec_id = %exec.activity_exec_id, attempt = exec.attempt, next_attempt_epoch = at, "attempt failed; the next attempt is queued");
+        crate::metrics::transition_retried();
+        let after = match item.map(serde_dynamo::from_item::<_, ActivityExec>) {
+            Some(Ok(e)) => e,
+            _ => {
+                self.load_activity(&exec.activity_exec_id, &exec.workflow_exec_id)
+                    .await?
+            }
+        };
+        if at <= now {
+            Box::pin(self.launch_attempt(after)).await?;
+        }
+        Ok(Round::Done(Applied::State(ActivityState::Queued)))
+    }
+
+    /// Write an accepted transition (with the workflow's end count in one
+    /// transaction when given), then run what the state reached owes. A
+    /// report DynamoDB refuses for good is restated as a bare failure.
+    async fn write_transition(
+        &self,
+        exec: &ActivityExec,
+        applied: Accepted<'_>,
+        write: (UpdateRequest, Option<UpdateRequest>),
+        details: &Details,
+    ) -> Result<Round, EngineError> {
+        let (transition, next, actor) = applied.change;
+        let written = match write {
+            (update, Some(count)) => self
+                .store
+                .transact(vec![update.into_write(), count.into_write()])
+                .await
+                .map(|()| None),
+            (update, None) => self.store.update(update, true).await,
+        };
+        let item = match written {
+            Ok(item) => item,
+            Err(StoreError::ConditionFailed) => return Ok(Round::Again),
+            // Another transaction on the workflow item: decide again.
+            Err(StoreError::Conflict) => return Ok(Round::Contended),
+            Err(e) if e.is_permanent() => return refused_for_good(exec, transition, details, e),
+            Err(e) => return Err(e.into()),
+        };
+        let event_id = applied.event_id;
+        info!(activity_exec_id = %exec.activity_exec_id, from = %exec.state, %transition, to = %next, ?actor, event_id, "transition applied");
+        crate::metrics::transition_applied();
+        let after = match item.map(serde_dynamo::from_item::<_, ActivityExec>) {
+            Some(Ok(e)) => e,
+            _ => decide::applied_locally(exec.clone(), next, event_id, applied.now, &self.config),
+        };
+        if !after.state.is_terminal() && !after.parked.is_empty() {
+            Box::pin(self.apply_parked(after.clone())).await?;
+        }
+        self.settle(&after).await?;
+        Ok(Round::Done(Applied::State(next)))
     }
 
     /// Apply the first parked event the state now allows (which applies the
@@ -364,7 +264,7 @@ impl<L: Launcher> Engine<L> {
                 attempt: p.attempt,
                 token: p.attempt_token.clone(),
             };
-            if !self.applicable(&exec, transition, &source) {
+            if !decide::applicable(&exec, transition, &source) {
                 continue;
             }
             let (transition, details) = if p.output_in_row {
@@ -459,77 +359,47 @@ impl<L: Launcher> Engine<L> {
     }
 }
 
-/// The transition and details of a report, with the size rule applied: a
-/// COMPLETED output over [`MAX_OUTPUT_BYTES`] cannot be stored, so the
-/// report becomes FAILED with the reason instead of a retry loop.
-pub(crate) fn report_details(
-    transition: Transition,
-    output: Option<serde_json::Value>,
-    error: Option<String>,
-) -> (Transition, Details) {
-    let size = output.as_ref().map_or(0, |v| v.to_string().len());
-    if transition == Transition::Completed && size > MAX_OUTPUT_BYTES {
-        let reason = format!(
-            "OUTPUT_TOO_LARGE: COMPLETED output is {size} bytes; at most {MAX_OUTPUT_BYTES} bytes are allowed"
-        );
-        return (
-            Transition::Failed,
-            Details {
-                error: Some(reason),
-                ..Details::default()
-            },
-        );
-    }
-    (
-        transition,
-        Details {
-            output,
-            error: error.map(|e| decide::cap_error(&e)),
-            ..Details::default()
-        },
-    )
-}
-
-/// A report DynamoDB refused for good (e.g. the item would pass 400 KB):
-/// recorded as FAILED with a short reason, without its payload.
-fn unstorable(transition: Transition, e: &StoreError) -> (Transition, Details) {
-    let mut msg = e.to_string();
-    msg.truncate(300);
-    let t = if transition == Transition::Completed {
-        Transition::Failed
-    } else {
-        transition
-    };
-    (
-        t,
-        Details {
-            error: Some(format!(
-                "UNSTORABLE: {transition} could not be stored: {msg}"
-            )),
-            unstorable: true,
-            ..Details::default()
-        },
-    )
-}
-
-/// The item after a transaction that applied `next` (transactions return no
-/// item): what the side effects need.
-fn applied_locally(
-    mut exec: ActivityExec,
-    next: ActivityState,
-    event_id: &str,
+/// An accepted transition on its way to the store: (transition, state
+/// reached, actor), the event that caused it and the time (epoch seconds).
+struct Accepted<'a> {
+    change: (Transition, ActivityState, Actor),
+    event_id: &'a str,
     now: i64,
-    cfg: &super::EngineConfig,
-) -> ActivityExec {
-    exec.state = next;
-    exec.version += 1;
-    exec.task_list_shard = None;
-    exec.last_event_id = Some(event_id.to_string());
-    if next.is_terminal() {
-        exec.parked.clear();
-        exec.end_time_epoch = Some(now);
-        exec.due_epoch = Some(now + cfg.settle_grace_seconds);
-        exec.due_shard = Some(crate::store::shard_of(&exec.activity_exec_id));
+}
+
+/// What one round of [`Engine::transition`] came to.
+enum Round {
+    /// Done, with what was applied.
+    Done(Applied),
+    /// A condition failed: read the item again and decide again.
+    Again,
+    /// A transaction conflict: pause, read again and decide again.
+    Contended,
+    /// The report cannot be stored as it is: decide again on this
+    /// transition and these details instead.
+    Restate(Transition, Details),
+}
+
+/// A write DynamoDB refused for good (`e`): a report with a payload is
+/// restated as the bare failure that stands for it. If that bare failure
+/// is refused too (what the event itself brings, such as its id, is too
+/// much), no retry can ever succeed: rejected.
+fn refused_for_good(
+    exec: &ActivityExec,
+    transition: Transition,
+    details: &Details,
+    e: StoreError,
+) -> Result<Round, EngineError> {
+    if details.unstorable {
+        return Err(EngineError::Rejected(format!(
+            "{}: {transition} cannot be stored: {e}",
+            exec.activity_exec_id
+        )));
     }
-    exec
+    if details.output.is_none() && details.error.is_none() {
+        return Err(e.into());
+    }
+    warn!(activity_exec_id = %exec.activity_exec_id, error = %e, "report cannot be stored as it is; recording a failure instead");
+    let (t, d) = decide::unstorable(transition, &e.to_string());
+    Ok(Round::Restate(t, d))
 }

@@ -419,10 +419,15 @@ pub fn extend_due(tables: &Tables, exec: &ActivityExec, at: i64) -> UpdateReques
 pub use attempts::*;
 pub use deadline::*;
 pub use items::activity_items;
+pub use step::{
+    applicable, applied_locally, report_details, transition_step, unstorable, Source,
+    TransitionStep,
+};
 
 pub mod attempts;
 pub mod deadline;
 pub mod items;
+pub mod step;
 
 #[cfg(test)]
 mod tests;
