@@ -21,13 +21,7 @@ use crate::store::{av, n, s, Cond, StoreError, UpdateRequest};
 /// as its result; with more, the result stays on the activities.
 pub const MAX_RESULT_SINKS: usize = 100;
 
-/// When a workflow's execution timeout passes, epoch seconds (from the
-/// time it was requested, plus the plan's `execution_timeout_seconds` as
-/// copied onto the exec when the plan was recorded); `None` without one.
-pub fn execution_deadline(wf: &WorkflowExec) -> Option<i64> {
-    let t = wf.execution_timeout_seconds?;
-    Some(wf.start_time_epoch.saturating_add(t))
-}
+pub use super::decide::execution_deadline;
 
 /// The names and exec ids of a plan's sink activities (those nothing
 /// depends on): their outputs are the workflow's result.

@@ -5,7 +5,7 @@
 //! when the due marker comes up ([`Engine::restart_workflow`]).
 
 use crate::attr;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use futures::stream::{self, StreamExt};
 use serde_json::Value;
@@ -14,14 +14,14 @@ use tracing::{info, warn};
 use super::decide;
 use super::{Applied, Engine, EngineError};
 use crate::contract::WorkflowState;
-use crate::ids;
 use crate::launcher::Launcher;
-use crate::model::{ActivityExec, WorkflowExec, WorkflowLambda, WorkflowPlan, WorkflowRequest};
-use crate::plan::{
-    DeciderRequest, Plan, MAX_OUTPUT_BYTES, MAX_WORKFLOW_INPUT_BYTES, SHAPE_VERSION,
+use crate::model::{
+    ActivityExec, ActivityExecDependency, WorkflowExec, WorkflowLambda, WorkflowPlan,
+    WorkflowRequest,
 };
+use crate::plan::{DeciderRequest, Plan, MAX_OUTPUT_BYTES, SHAPE_VERSION};
 use crate::store::size::{item_size, MAX_ITEM_BYTES};
-use crate::store::{self, av, n, s, Cond, Item, StoreError, UpdateRequest};
+use crate::store::{av, n, s, Cond, Item, StoreError, UpdateRequest};
 
 /// Room kept free on an activity item for what it gathers while it runs
 /// (history, parked events, error, times), bytes.
@@ -44,62 +44,21 @@ impl<L: Launcher> Engine<L> {
     /// (the monitor also starts the workflow again from its due marker).
     #[tracing::instrument(skip_all, fields(workflow_request_id = %req.workflow_request_id, workflow_name = %req.workflow_name))]
     pub async fn start_workflow(&self, req: &WorkflowRequest) -> Result<Applied, EngineError> {
-        if req.workflow_name.trim().is_empty() {
-            return Err(EngineError::Rejected("workflow_name is empty".into()));
-        }
-        let recommended = ids::check_id(
-            attr::WORKFLOW_REQUEST_ID,
-            attr::WORKFLOW_NAME,
-            &req.workflow_request_id,
-            &req.workflow_name,
-        )
-        .map_err(|e| EngineError::Rejected(e.to_string()))?;
+        let recommended = decide::check_request(req).map_err(EngineError::Rejected)?;
         if !recommended {
             info!(workflow_request_id = %req.workflow_request_id, "request id is not (workflow_name)::(uuid); accepted");
         }
-        let t = self.store.tables().clone();
-        let name = &req.workflow_name;
-        let id = ids::workflow_exec_id(name, &req.workflow_request_id);
-        let now = self.now();
-        let input_size = req.input.as_ref().map_or(0, |v| v.to_string().len());
-        let oversized = (input_size > MAX_WORKFLOW_INPUT_BYTES)
-            .then(|| format!("workflow input is {input_size} bytes; at most {MAX_WORKFLOW_INPUT_BYTES} bytes are allowed"));
-        let fresh = WorkflowExec {
-            workflow_exec_id: id.clone(),
-            workflow_name: name.clone(),
-            state: WorkflowState::Requested,
-            workflow_request_id: Some(req.workflow_request_id.clone()),
-            start_time: now.date_list(),
-            start_time_epoch: now.epoch,
-            end_time: None,
-            end_time_epoch: None,
-            input: if oversized.is_some() {
-                None
-            } else {
-                req.input.clone()
-            },
-            planned_epoch: None,
-            execution_timeout_seconds: None,
-            activity_count: 0,
-            completed_count: 0,
-            failed_count: 0,
-            cancelled_count: 0,
-            error: None,
-            source: req.source.clone(),
-            due_epoch: Some(now.epoch + self.config.start_retry_seconds),
-            due_shard: Some(store::shard_of(&id)),
-            start_attempts: 0,
-            result: None,
-            result_in_activities: None,
-        };
+        let (fresh, oversized) = decide::requested_exec(req, self.now(), &self.config);
+        let t = self.store.tables();
         let created_exec = self
             .store
             .put_new(&t.workflow_exec(), attr::WORKFLOW_EXEC_ID, &fresh)
             .await?;
-        let mut exec = if created_exec {
+        let exec = if created_exec {
             fresh
         } else {
-            self.load_workflow(&id, name).await?
+            self.load_workflow(&fresh.workflow_exec_id, &fresh.workflow_name)
+                .await?
         };
         if exec.state.is_terminal() {
             return Ok(Applied::Workflow(exec.state));
@@ -107,45 +66,9 @@ impl<L: Launcher> Engine<L> {
         if let (Some(reason), None) = (&oversized, exec.planned_epoch) {
             return self.fail_start(&exec, reason).await;
         }
-        // A plan recorded by an earlier start (on the plan table even when
-        // that start died before marking the exec): replayed, never asked
-        // for again. A freshly created exec has none.
-        let stored = if created_exec {
-            None
-        } else {
-            self.load_plan(&id, name).await?
-        };
-        if exec.planned_epoch.is_some() && stored.is_none() {
-            return Err(EngineError::Rejected(format!(
-                "workflow exec {id} is planned but its item in {} is missing",
-                t.workflow_plan()
-            )));
-        }
-        // True when this call stored the plan: then no activity item exists.
-        let mut planned_now = false;
-        let plan = match stored {
-            Some(p) if exec.planned_epoch.is_some() => p.plan,
-            // Stored by a start that died before marking the exec.
-            Some(p) => {
-                exec = self.mark_planned(&exec, &p).await?;
-                p.plan
-            }
-            None => {
-                let plan = match self.obtain_plan(&exec, req).await? {
-                    Ok(plan) => plan,
-                    Err(reason) => return self.fail_start(&exec, &reason).await,
-                };
-                let input = exec.input.clone().or_else(|| req.input.clone());
-                let item = match self.store_plan(&exec, plan, input).await? {
-                    Ok((item, stored_now)) => {
-                        planned_now = stored_now;
-                        item
-                    }
-                    Err(reason) => return self.fail_start(&exec, &reason).await,
-                };
-                exec = self.mark_planned(&exec, &item).await?;
-                item.plan
-            }
+        let (exec, plan, planned_now) = match self.plan_for_start(exec, req, created_exec).await? {
+            Planned::Plan(exec, plan, planned_now) => (*exec, plan, planned_now),
+            Planned::Ended(applied) => return Ok(applied),
         };
         if exec.state.is_terminal() {
             return Ok(Applied::Workflow(exec.state));
@@ -153,73 +76,165 @@ impl<L: Launcher> Engine<L> {
         let (activities, edges) = decide::activity_items(&exec, &plan, &self.config);
         // Which activity items this call created: those it may claim from
         // its own copy; any other is read again.
-        let mut created = std::collections::HashSet::new();
+        let mut created = HashSet::new();
         if exec.state == WorkflowState::Requested {
-            if let Some(reason) = unstorable_activity(&activities) {
-                return self.fail_start(&exec, &reason).await;
-            }
-            // Inputs too large for the activity items first (write-once,
-            // content-addressed: a repeated put writes the same content),
-            // so an item never names a row that is not there. Nothing for
-            // a plan stored since inputs are kept by reference: its rows
-            // were put before it (`store_plan`), and it holds only keys.
-            self.store
-                .batch_put(
-                    &t.workflow_plan(),
-                    &super::payloads::input_rows(&exec, &plan),
-                )
-                .await?;
-            // Conditional creates only: another start of the same request
-            // (a redelivery, the monitor) may already have created, claimed
-            // or even ended an item; an unconditional put would reset it.
-            let table = t.activity_exec();
-            let results: Vec<Result<(String, bool), StoreError>> = stream::iter(&activities)
-                .map(|a| {
-                    let table = &table;
-                    async move {
-                        let new = self.store.put_new(table, attr::ACTIVITY_EXEC_ID, a).await?;
-                        Ok((a.activity_exec_id.clone(), new))
-                    }
-                })
-                .buffer_unordered(self.config.concurrency)
-                .collect()
-                .await;
-            for r in results {
-                let (id, new) = r?;
-                if new {
-                    created.insert(id);
-                }
-            }
-            // Edges are write-once with deterministic content.
-            self.store
-                .batch_put(&t.activity_exec_dependency(), &edges)
-                .await?;
-            let moved = self
-                .move_workflow(
-                    &id,
-                    name,
-                    WorkflowState::Requested,
-                    WorkflowState::Running,
-                    None,
-                )
-                .await?;
-            if !moved {
-                // Someone else moved it: on to RUNNING (go on), or ended it
-                // (a user's cancel, the monitor's give-up): launch nothing.
-                let now_state = self.load_workflow(&id, name).await?.state;
-                if now_state != WorkflowState::Running {
-                    return Ok(Applied::Workflow(now_state));
-                }
+            match self.create_items(&exec, &plan, &activities, &edges).await? {
+                Ok(ids) => created = ids,
+                Err(applied) => return Ok(applied),
             }
         }
-        let roots: Vec<&ActivityExec> = activities
-            .iter()
-            .filter(|a| !a.has_prerequisites())
-            .collect();
-        let created = &created;
+        let created = if planned_now { created } else { HashSet::new() };
+        self.launch_roots(&activities, &created).await?;
+        // Every activity may have ended while the workflow was still
+        // REQUESTED (client CANCELs): their finish checks saw REQUESTED. Done
+        // on every (re)start, before the marker goes.
+        let (id, name) = (&exec.workflow_exec_id, &exec.workflow_name);
+        self.finish_workflow(id, name).await?;
+        // The roots are claimed: every later step has its own marker. What
+        // is left is the execution timeout's, if the plan sets one.
+        match self
+            .store
+            .update(decide::started_update(t, &exec), false)
+            .await
+        {
+            Ok(_) | Err(StoreError::ConditionFailed) => {}
+            Err(e) => return Err(e.into()),
+        }
+        info!(workflow_exec_id = %id, activities = activities.len(), "workflow running");
+        Ok(Applied::Workflow(WorkflowState::Running))
+    }
+
+    /// The plan of `exec`: one recorded by an earlier start (on the plan
+    /// table even when that start died before marking the exec) is
+    /// replayed, never asked for again; otherwise it is obtained, stored
+    /// and the exec marked planned. With whether this call stored it (then
+    /// no activity item exists yet). A plan that cannot be had fails the
+    /// workflow.
+    async fn plan_for_start(
+        &self,
+        mut exec: WorkflowExec,
+        req: &WorkflowRequest,
+        created_exec: bool,
+    ) -> Result<Planned, EngineError> {
+        let (id, name) = (&exec.workflow_exec_id, &exec.workflow_name);
+        // A freshly created exec has none.
+        let stored = if created_exec {
+            None
+        } else {
+            self.load_plan(id, name).await?
+        };
+        match stored {
+            Some(p) if exec.planned_epoch.is_some() => {
+                return Ok(Planned::Plan(Box::new(exec), p.plan, false))
+            }
+            // Stored by a start that died before marking the exec.
+            Some(p) => {
+                let exec = self.mark_planned(&exec, &p).await?;
+                return Ok(Planned::Plan(Box::new(exec), p.plan, false));
+            }
+            None if exec.planned_epoch.is_some() => {
+                return Err(EngineError::Rejected(format!(
+                    "workflow exec {id} is planned but its item in {} is missing",
+                    self.store.tables().workflow_plan()
+                )));
+            }
+            None => {}
+        }
+        let plan = match self.obtain_plan(&exec, req).await? {
+            Ok(plan) => plan,
+            Err(reason) => return self.fail_start(&exec, &reason).await.map(Planned::Ended),
+        };
+        let input = exec.input.clone().or_else(|| req.input.clone());
+        let (item, stored_now) = match self.store_plan(&exec, plan, input).await? {
+            Ok(stored) => stored,
+            Err(reason) => return self.fail_start(&exec, &reason).await.map(Planned::Ended),
+        };
+        exec = self.mark_planned(&exec, &item).await?;
+        Ok(Planned::Plan(Box::new(exec), item.plan, stored_now))
+    }
+
+    /// Create the activity items and edges of a REQUESTED workflow, then
+    /// move it to RUNNING. Returns the ids of the items this call created,
+    /// or what the workflow came to when it cannot go on (an item DynamoDB
+    /// cannot store, a cancel or give-up that ended it meanwhile).
+    async fn create_items(
+        &self,
+        exec: &WorkflowExec,
+        plan: &Plan,
+        activities: &[ActivityExec],
+        edges: &[ActivityExecDependency],
+    ) -> Result<Result<HashSet<String>, Applied>, EngineError> {
+        if let Some(reason) = unstorable_activity(activities) {
+            return self.fail_start(exec, &reason).await.map(Err);
+        }
+        let t = self.store.tables();
+        // Inputs too large for the activity items first (write-once,
+        // content-addressed: a repeated put writes the same content), so an
+        // item never names a row that is not there. Nothing for a plan
+        // stored since inputs are kept by reference: its rows were put
+        // before it (`store_plan`), and it holds only keys.
+        let rows = super::payloads::input_rows(exec, plan);
+        self.store.batch_put(&t.workflow_plan(), &rows).await?;
+        let created = self.put_new_activities(activities).await?;
+        // Edges are write-once with deterministic content.
+        self.store
+            .batch_put(&t.activity_exec_dependency(), edges)
+            .await?;
+        let (id, name) = (&exec.workflow_exec_id, &exec.workflow_name);
+        let (from, to) = (WorkflowState::Requested, WorkflowState::Running);
+        if !self.move_workflow(id, name, from, to, None).await? {
+            // Someone else moved it: on to RUNNING (go on), or ended it (a
+            // user's cancel, the monitor's give-up): launch nothing.
+            let now_state = self.load_workflow(id, name).await?.state;
+            if now_state != WorkflowState::Running {
+                return Ok(Err(Applied::Workflow(now_state)));
+            }
+        }
+        Ok(Ok(created))
+    }
+
+    /// Conditional creates only: another start of the same request (a
+    /// redelivery, the monitor) may already have created, claimed or even
+    /// ended an item; an unconditional put would reset it. Returns the ids
+    /// of the items created by this call.
+    async fn put_new_activities(
+        &self,
+        activities: &[ActivityExec],
+    ) -> Result<HashSet<String>, EngineError> {
+        let table = self.store.tables().activity_exec();
+        let results: Vec<Result<(String, bool), StoreError>> = stream::iter(activities)
+            .map(|a| {
+                let table = &table;
+                async move {
+                    let new = self.store.put_new(table, attr::ACTIVITY_EXEC_ID, a).await?;
+                    Ok((a.activity_exec_id.clone(), new))
+                }
+            })
+            .buffer_unordered(self.config.concurrency)
+            .collect()
+            .await;
+        let mut created = HashSet::new();
+        for r in results {
+            let (id, new) = r?;
+            if new {
+                created.insert(id);
+            }
+        }
+        Ok(created)
+    }
+
+    /// Queue and launch the activities without prerequisites: from this
+    /// call's own copy for those in `created` (items it created from a plan
+    /// it stored), read again otherwise.
+    async fn launch_roots(
+        &self,
+        activities: &[ActivityExec],
+        created: &HashSet<String>,
+    ) -> Result<(), EngineError> {
+        let roots = activities.iter().filter(|a| !a.has_prerequisites());
         let results: Vec<Result<(), EngineError>> = stream::iter(roots)
             .map(|a| async move {
-                let current = if planned_now && created.contains(&a.activity_exec_id) {
+                let current = if created.contains(&a.activity_exec_id) {
                     a.clone()
                 } else {
                     self.load_activity(&a.activity_exec_id, &a.workflow_exec_id)
@@ -231,25 +246,7 @@ impl<L: Launcher> Engine<L> {
             .collect()
             .await;
         results.into_iter().collect::<Result<Vec<_>, _>>()?;
-        // Every activity may have ended while the workflow was still
-        // REQUESTED (client CANCELs): their finish checks saw REQUESTED. Done
-        // on every (re)start, before the marker goes.
-        self.finish_workflow(&id, name).await?;
-        // The roots are claimed: every later step has its own marker. What
-        // is left is the execution timeout's, if the plan sets one.
-        let done = UpdateRequest::new(t.workflow_exec(), decide::workflow_key(&id, name))
-            .when(Cond::exists(attr::DUE_EPOCH))
-            .when(Cond::eq(attr::STATE, s(WorkflowState::Running.as_str())));
-        let done = match super::outcome::execution_deadline(&exec) {
-            Some(at) => done.set(attr::DUE_EPOCH, n(at)),
-            None => done.remove(attr::DUE_EPOCH).remove(attr::DUE_SHARD),
-        };
-        match self.store.update(done, false).await {
-            Ok(_) | Err(StoreError::ConditionFailed) => {}
-            Err(e) => return Err(e.into()),
-        }
-        info!(workflow_exec_id = %id, activities = activities.len(), "workflow running");
-        Ok(Applied::Workflow(WorkflowState::Running))
+        Ok(())
     }
 
     /// The monitor's resumption of a workflow whose due marker came up: it
@@ -527,4 +524,12 @@ fn unstorable_activity(activities: &[ActivityExec]) -> Option<String> {
             )
         })
     })
+}
+
+/// What obtaining a workflow's plan came to.
+enum Planned {
+    /// The exec (marked planned), its plan, and whether this call stored it.
+    Plan(Box<WorkflowExec>, Plan, bool),
+    /// The workflow could not be planned and ended so.
+    Ended(Applied),
 }

@@ -423,11 +423,13 @@ pub use step::{
     applicable, applied_locally, report_details, transition_step, unstorable, Source,
     TransitionStep,
 };
+pub use workflow::{check_request, execution_deadline, requested_exec, started_update};
 
 pub mod attempts;
 pub mod deadline;
 pub mod items;
 pub mod step;
+pub mod workflow;
 
 #[cfg(test)]
 mod tests;

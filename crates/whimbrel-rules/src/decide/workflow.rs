@@ -1,0 +1,95 @@
+//! The pure rules of a workflow exec's start: what a request row must
+//! hold, the exec it creates, and the write that ends the start.
+
+use crate::attr;
+use crate::config::EngineConfig;
+use crate::contract::WorkflowState;
+use crate::dates::Timestamp;
+use crate::ids;
+use crate::keys::{self, Tables};
+use crate::model::{WorkflowExec, WorkflowRequest};
+use crate::plan::MAX_WORKFLOW_INPUT_BYTES;
+use crate::write::{n, s, Cond, UpdateRequest};
+
+/// Whether a request row can start a workflow at all: a workflow name, and
+/// a request id of the contract's form (contract: Full Logic API,
+/// "Initiate a New Workflow"). `Ok(false)`: accepted, but the id is not
+/// the recommended `(workflow_name)::(uuid)`.
+///
+/// Errors: the reason the row is rejected.
+pub fn check_request(req: &WorkflowRequest) -> Result<bool, String> {
+    if req.workflow_name.trim().is_empty() {
+        return Err("workflow_name is empty".into());
+    }
+    ids::check_id(
+        attr::WORKFLOW_REQUEST_ID,
+        attr::WORKFLOW_NAME,
+        &req.workflow_request_id,
+        &req.workflow_name,
+    )
+    .map_err(|e| e.to_string())
+}
+
+/// The workflow exec a request creates at `now` (REQUESTED, with a due
+/// marker `start_retry_seconds` ahead so the monitor resumes a start that
+/// dies), and the reason it must fail when its input is over
+/// [`MAX_WORKFLOW_INPUT_BYTES`] (then the exec keeps no input).
+pub fn requested_exec(
+    req: &WorkflowRequest,
+    now: Timestamp,
+    cfg: &EngineConfig,
+) -> (WorkflowExec, Option<String>) {
+    let id = ids::workflow_exec_id(&req.workflow_name, &req.workflow_request_id);
+    let input_size = req.input.as_ref().map_or(0, |v| v.to_string().len());
+    let oversized = (input_size > MAX_WORKFLOW_INPUT_BYTES).then(|| {
+        format!("workflow input is {input_size} bytes; at most {MAX_WORKFLOW_INPUT_BYTES} bytes are allowed")
+    });
+    let exec = WorkflowExec {
+        due_shard: Some(keys::shard_of(&id)),
+        workflow_exec_id: id,
+        workflow_name: req.workflow_name.clone(),
+        state: WorkflowState::Requested,
+        workflow_request_id: Some(req.workflow_request_id.clone()),
+        start_time: now.date_list(),
+        start_time_epoch: now.epoch,
+        end_time: None,
+        end_time_epoch: None,
+        input: req.input.clone().filter(|_| oversized.is_none()),
+        planned_epoch: None,
+        execution_timeout_seconds: None,
+        activity_count: 0,
+        completed_count: 0,
+        failed_count: 0,
+        cancelled_count: 0,
+        error: None,
+        source: req.source.clone(),
+        due_epoch: Some(now.epoch + cfg.start_retry_seconds),
+        start_attempts: 0,
+        result: None,
+        result_in_activities: None,
+    };
+    (exec, oversized)
+}
+
+/// When a workflow's execution timeout passes, epoch seconds (from the
+/// time it was requested, plus the plan's `execution_timeout_seconds` as
+/// copied onto the exec when the plan was recorded); `None` without one.
+pub fn execution_deadline(wf: &WorkflowExec) -> Option<i64> {
+    let t = wf.execution_timeout_seconds?;
+    Some(wf.start_time_epoch.saturating_add(t))
+}
+
+/// The write that ends a start once the roots are claimed (every later
+/// step has its own marker): the due marker becomes the execution
+/// timeout's, or goes. Conditioned on RUNNING and the marker being there,
+/// so it never touches an ended workflow.
+pub fn started_update(tables: &Tables, wf: &WorkflowExec) -> UpdateRequest {
+    let key = keys::workflow_key(&wf.workflow_exec_id, &wf.workflow_name);
+    let done = UpdateRequest::new(tables.workflow_exec(), key)
+        .when(Cond::exists(attr::DUE_EPOCH))
+        .when(Cond::eq(attr::STATE, s(WorkflowState::Running.as_str())));
+    match execution_deadline(wf) {
+        Some(at) => done.set(attr::DUE_EPOCH, n(at)),
+        None => done.remove(attr::DUE_EPOCH).remove(attr::DUE_SHARD),
+    }
+}
