@@ -115,6 +115,45 @@ pub fn derived_id(name: &str, seed: &str) -> String {
     format!("{name}{SEPARATOR}{u}")
 }
 
+/// The id of a step the engine itself takes on an item, recorded as its
+/// `last_event_id` and in its history so a repeated step is recognised:
+/// `(step):(item id)` or `(step):(item id):(attempt)`. Every engine step's
+/// id is built here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EngineStep<'a> {
+    /// A launch refused for good: `launch-failed:(activity):(attempt)`.
+    LaunchFailed(&'a str, u32),
+    /// Cancelled because a prerequisite ended unsuccessfully:
+    /// `upstream-ended:(activity)`.
+    UpstreamEnded(&'a str),
+    /// A deadline passed: `timed-out:(activity):(attempt)`.
+    TimedOut(&'a str, u32),
+    /// An attempt never started: `not-started:(activity):(attempt)`.
+    NotStarted(&'a str, u32),
+    /// The workflow's execution timeout passed: `execution-timeout:(workflow)`.
+    ExecutionTimeout(&'a str),
+    /// A worker's claim: `claim:(activity):(attempt)`.
+    Claim(&'a str, u32),
+    /// A launcher's claim, `launcher:(attempt)`. It names no activity: it
+    /// only ever stands on its own item, whose history is billed by size.
+    Launcher(u32),
+}
+
+impl EngineStep<'_> {
+    /// The step's event id.
+    pub fn event_id(self) -> String {
+        match self {
+            EngineStep::LaunchFailed(id, a) => format!("launch-failed:{id}:{a}"),
+            EngineStep::UpstreamEnded(id) => format!("upstream-ended:{id}"),
+            EngineStep::TimedOut(id, a) => format!("timed-out:{id}:{a}"),
+            EngineStep::NotStarted(id, a) => format!("not-started:{id}:{a}"),
+            EngineStep::ExecutionTimeout(id) => format!("execution-timeout:{id}"),
+            EngineStep::Claim(id, a) => format!("claim:{id}:{a}"),
+            EngineStep::Launcher(a) => format!("launcher:{a}"),
+        }
+    }
+}
+
 /// The hash of an attempt token, as stored on the activity exec
 /// (`attempt_token_hash`): a UUID v5 of the token, text.
 pub fn token_hash(token: &str) -> String {

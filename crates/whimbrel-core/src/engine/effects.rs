@@ -192,7 +192,8 @@ impl<L: Launcher> Engine<L> {
                     warn!(activity_exec_id = %exec.activity_exec_id, error = %e, "launch refused; failing the activity");
                     crate::metrics::launch_failure();
                     let event_id =
-                        format!("launch-failed:{}:{}", exec.activity_exec_id, exec.attempt);
+                        ids::EngineStep::LaunchFailed(&exec.activity_exec_id, exec.attempt)
+                            .event_id();
                     let details = Details {
                         error: Some(format!("LAUNCH_FAILED: {e}")),
                         ..Details::default()
@@ -214,7 +215,7 @@ impl<L: Launcher> Engine<L> {
     /// Cancel every dependent of `exec` that has not started (design.md § 3.4);
     /// each cancelled one propagates further through its own settle.
     async fn cancel_dependents(&self, exec: &ActivityExec) -> Result<(), EngineError> {
-        let event_id = format!("upstream-ended:{}", exec.activity_exec_id);
+        let event_id = ids::EngineStep::UpstreamEnded(&exec.activity_exec_id).event_id();
         let reason = format!("prerequisite {} ended {}", exec.activity_name, exec.state);
         let (dependents, _) = self.dependents_of(exec).await?;
         let results: Vec<Result<(), EngineError>> = stream::iter(dependents.iter())

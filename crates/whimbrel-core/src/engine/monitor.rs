@@ -187,7 +187,6 @@ impl<L: Launcher> Engine<L> {
         else {
             return Ok(());
         };
-        let mut looked = false;
         if !exec.state.is_terminal()
             && !exec.parked.is_empty()
             && self.apply_parked(exec.clone()).await?
@@ -197,121 +196,127 @@ impl<L: Launcher> Engine<L> {
                 .load_activity(&exec.activity_exec_id, &exec.workflow_exec_id)
                 .await?;
         }
-        loop {
-            let verdict = decide::monitor_verdict(&exec, &self.config, now);
-            let acts = matches!(
-                verdict,
-                Verdict::TimeOut { .. } | Verdict::Relaunch | Verdict::FailNotStarted(_)
-            );
-            if acts && !looked {
-                looked = true;
-                // Reports already parked on the item, then those still in
-                // the event table, decide before any deadline does.
-                let applied =
-                    u64::from(!exec.parked.is_empty() && self.apply_parked(exec.clone()).await?)
-                        + self.apply_in_flight(&exec).await?;
-                if applied > 0 {
-                    report.reports_applied += applied;
-                    exec = self
-                        .load_activity(&exec.activity_exec_id, &exec.workflow_exec_id)
-                        .await?;
-                    continue;
+        let mut verdict = decide::monitor_verdict(&exec, &self.config, now);
+        if verdict.acts() {
+            // Reports already parked on the item, then those still in the
+            // event table, decide before any deadline does.
+            let applied =
+                u64::from(!exec.parked.is_empty() && self.apply_parked(exec.clone()).await?)
+                    + self.apply_in_flight(&exec).await?;
+            if applied > 0 {
+                report.reports_applied += applied;
+                exec = self
+                    .load_activity(&exec.activity_exec_id, &exec.workflow_exec_id)
+                    .await?;
+                verdict = decide::monitor_verdict(&exec, &self.config, now);
+            }
+        }
+        self.perform_verdict(exec, verdict, now, report).await
+    }
+
+    /// Do what the monitor's verdict on `exec` says.
+    async fn perform_verdict(
+        &self,
+        exec: ActivityExec,
+        verdict: Verdict,
+        now: i64,
+        report: &mut MonitorReport,
+    ) -> Result<(), EngineError> {
+        let tables = self.store.tables();
+        match verdict {
+            Verdict::Settle => {
+                self.settle(&exec).await?;
+                report.settled += 1;
+            }
+            Verdict::Wait => {}
+            Verdict::Clear => ignore_condition(
+                self.store
+                    .update(decide::clear_due(tables, &exec), false)
+                    .await,
+            )?,
+            Verdict::Extend(at) => ignore_condition(
+                self.store
+                    .update(decide::extend_due(tables, &exec, at), false)
+                    .await,
+            )?,
+            Verdict::Launch => {
+                if self.launch_attempt(exec).await? {
+                    report.retries_launched += 1;
                 }
             }
-            let tables = self.store.tables();
-            match verdict {
-                Verdict::Settle => {
-                    self.settle(&exec).await?;
-                    report.settled += 1;
-                }
-                Verdict::Wait => {}
-                Verdict::Clear => ignore_condition(
-                    self.store
-                        .update(decide::clear_due(tables, &exec), false)
-                        .await,
-                )?,
-                Verdict::Extend(at) => ignore_condition(
-                    self.store
-                        .update(decide::extend_due(tables, &exec, at), false)
-                        .await,
-                )?,
-                Verdict::Launch => {
-                    if self.launch_attempt(exec).await? {
-                        report.retries_launched += 1;
-                    }
-                }
-                Verdict::TimeOut {
-                    reason,
+            Verdict::TimeOut {
+                reason,
+                stale_before,
+                retryable,
+                kind,
+            } => {
+                crate::metrics::timeout(kind.name());
+                warn!(activity_exec_id = %exec.activity_exec_id, state = %exec.state, %reason, "timing out the activity");
+                let details = Details {
+                    error: Some(reason),
+                    at: Some(now),
                     stale_before,
-                    retryable,
-                    kind,
-                } => {
-                    crate::metrics::timeout(kind.name());
-                    let event_id = format!("timed-out:{}:{}", exec.activity_exec_id, exec.attempt);
-                    warn!(activity_exec_id = %exec.activity_exec_id, state = %exec.state, %reason, "timing out the activity");
-                    let details = Details {
-                        error: Some(reason),
-                        at: Some(now),
-                        stale_before,
-                        no_retry: !retryable,
-                        ..Details::default()
-                    };
-                    match self
-                        .decree(
-                            exec,
-                            Transition::TimedOut,
-                            Source::Monitor,
-                            &event_id,
-                            details,
-                        )
-                        .await?
-                    {
-                        Some(ActivityState::TimedOut) => report.timed_out += 1,
-                        Some(ActivityState::Queued) => report.retried += 1,
-                        _ => {}
-                    }
-                }
-                Verdict::FailNotStarted(reason) => {
-                    let event_id =
-                        format!("not-started:{}:{}", exec.activity_exec_id, exec.attempt);
-                    warn!(activity_exec_id = %exec.activity_exec_id, %reason, "failing the activity");
-                    let details = Details {
-                        error: Some(reason),
-                        at: Some(now),
-                        ..Details::default()
-                    };
-                    match self
-                        .decree(exec, Transition::Failed, Source::Engine, &event_id, details)
-                        .await?
-                    {
-                        Some(ActivityState::Failed) => report.not_started += 1,
-                        Some(ActivityState::Queued) => report.retried += 1,
-                        _ => {}
-                    }
-                }
-                Verdict::Relaunch => {
-                    let token = self.env.new_token();
-                    let req = decide::relaunch_update(
-                        tables,
-                        &self.config,
-                        &exec,
-                        &ids::token_hash(&token),
-                        now,
-                    );
-                    match self.store.update(req, true).await {
-                        Ok(Some(item)) => {
-                            let next = decoded(&exec.activity_exec_id, item)?;
-                            warn!(activity_exec_id = %next.activity_exec_id, attempt = next.attempt, launch = next.launch, "attempt did not start; launching it again");
-                            self.launch(&next, &token).await?;
-                            crate::metrics::relaunch();
-                            report.relaunched += 1;
-                        }
-                        Ok(None) | Err(StoreError::ConditionFailed) => {}
-                        Err(e) => return Err(e.into()),
-                    }
+                    no_retry: !retryable,
+                    ..Details::default()
+                };
+                let step = ids::EngineStep::TimedOut(&exec.activity_exec_id, exec.attempt);
+                let event_id = step.event_id();
+                let ended = Transition::TimedOut;
+                match self
+                    .decree(exec, ended, Source::Monitor, &event_id, details)
+                    .await?
+                {
+                    Some(ActivityState::TimedOut) => report.timed_out += 1,
+                    Some(ActivityState::Queued) => report.retried += 1,
+                    _ => {}
                 }
             }
-            return Ok(());
+            Verdict::FailNotStarted(reason) => {
+                warn!(activity_exec_id = %exec.activity_exec_id, %reason, "failing the activity");
+                let details = Details {
+                    error: Some(reason),
+                    at: Some(now),
+                    ..Details::default()
+                };
+                let step = ids::EngineStep::NotStarted(&exec.activity_exec_id, exec.attempt);
+                let event_id = step.event_id();
+                let failed = Transition::Failed;
+                match self
+                    .decree(exec, failed, Source::Engine, &event_id, details)
+                    .await?
+                {
+                    Some(ActivityState::Failed) => report.not_started += 1,
+                    Some(ActivityState::Queued) => report.retried += 1,
+                    _ => {}
+                }
+            }
+            Verdict::Relaunch => self.relaunch(&exec, now, report).await?,
+        }
+        Ok(())
+    }
+
+    /// Launch the same attempt again, with a new launch and token: its last
+    /// launch never started (design.md: relaunch).
+    async fn relaunch(
+        &self,
+        exec: &ActivityExec,
+        now: i64,
+        report: &mut MonitorReport,
+    ) -> Result<(), EngineError> {
+        let token = self.env.new_token();
+        let hash = ids::token_hash(&token);
+        let req = decide::relaunch_update(self.store.tables(), &self.config, exec, &hash, now);
+        match self.store.update(req, true).await {
+            Ok(Some(item)) => {
+                let next = decoded(&exec.activity_exec_id, item)?;
+                warn!(activity_exec_id = %next.activity_exec_id, attempt = next.attempt, launch = next.launch, "attempt did not start; launching it again");
+                self.launch(&next, &token).await?;
+                crate::metrics::relaunch();
+                report.relaunched += 1;
+                Ok(())
+            }
+            Ok(None) | Err(StoreError::ConditionFailed) => Ok(()),
+            Err(e) => Err(e.into()),
         }
     }
 

@@ -211,7 +211,7 @@ impl<L: Launcher> Engine<L> {
         else {
             return Ok(());
         };
-        let event_id = format!("execution-timeout:{}", wf.workflow_exec_id);
+        let event_id = ids::EngineStep::ExecutionTimeout(&wf.workflow_exec_id).event_id();
         let results: Vec<Result<(), EngineError>> = stream::iter(plan.activities.iter())
             .map(|a| {
                 let event_id = event_id.clone();

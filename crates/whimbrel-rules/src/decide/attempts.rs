@@ -179,11 +179,9 @@ fn queued_again(exec: &ActivityExec, now: i64, event_id: &str) -> Action {
     Action::Append(attr::HISTORY.into(), vec![entry])
 }
 
-/// The event id a launcher's claim records in the history:
-/// `launcher:(attempt)`. It names no activity: it only ever stands on its
-/// own item, and the item's history is billed by its size.
+/// The event id a launcher's claim records in the history.
 fn launcher_event_id(attempt: u32) -> String {
-    format!("launcher:{attempt}")
+    crate::ids::EngineStep::Launcher(attempt).event_id()
 }
 
 /// Claim the attempt a retry queued, once its delay ended (Lambda
@@ -250,7 +248,7 @@ pub fn claim_task_update(
     now: i64,
 ) -> UpdateRequest {
     let t = Timestamp::from_epoch(now);
-    let event_id = format!("claim:{}:{}", exec.activity_exec_id, exec.attempt);
+    let event_id = crate::ids::EngineStep::Claim(&exec.activity_exec_id, exec.attempt).event_id();
     let mut after = exec.clone();
     after.state = ActivityState::Running;
     after.start_time_epoch = now;

@@ -199,6 +199,18 @@ pub enum Verdict {
     FailNotStarted(String),
 }
 
+impl Verdict {
+    /// Whether the verdict acts on the activity (times it out, fails it,
+    /// launches it again): then reports written before the deadline are
+    /// applied first, and the verdict asked again.
+    pub fn acts(&self) -> bool {
+        matches!(
+            self,
+            Verdict::TimeOut { .. } | Verdict::Relaunch | Verdict::FailNotStarted(_)
+        )
+    }
+}
+
 /// The monitor's verdict on `exec` at `now` (the item read consistently).
 /// A deadline that a report may beat is acted on only
 /// `report_grace_seconds` after it passed, so reports written before it
