@@ -148,40 +148,7 @@ where
         .get("Records")
         .and_then(Value::as_array)
         .ok_or_else(|| PayloadError("no Records array".into()))?;
-    let mut summary = BatchSummary::default();
-    let mut reports = Vec::new();
-    let mut groups: Vec<Vec<Parsed<T>>> = Vec::new();
-    let mut group_of: HashMap<String, usize> = HashMap::new();
-    for raw in records {
-        let sequence = raw["dynamodb"]["SequenceNumber"]
-            .as_str()
-            .map(str::to_string);
-        let id = raw["dynamodb"]["NewImage"][id_attr]["S"]
-            .as_str()
-            .map(str::to_string);
-        match parse_record::<T>(raw, table, key_attr, id_attr) {
-            Ok(p) => {
-                let g = *group_of.entry(p.key.clone()).or_insert_with(|| {
-                    groups.push(Vec::new());
-                    groups.len() - 1
-                });
-                groups[g].push(p);
-            }
-            Err(None) => reports.push(RecordReport {
-                sequence,
-                key: id,
-                outcome: Outcome::Skipped,
-            }),
-            Err(Some(reason)) => {
-                warn!(table, reason = %reason, "stream record rejected");
-                reports.push(RecordReport {
-                    sequence,
-                    key: id,
-                    outcome: Outcome::Rejected(reason),
-                });
-            }
-        }
-    }
+    let (groups, mut reports) = group_records::<T>(records, table, key_attr, id_attr);
     let apply = &apply;
     let outcomes: Vec<Vec<RecordReport>> = stream::iter(groups)
         .map(|group| async move {
@@ -191,19 +158,7 @@ where
             // (RUNNING after an early COMPLETED). Redelivery is harmless.
             let mut out = Vec::with_capacity(group.len());
             for p in group {
-                let outcome = match apply(p.row).await {
-                    Ok(Applied::Skipped) => Outcome::Skipped,
-                    Ok(Applied::Parked(_)) => Outcome::Parked,
-                    Ok(_) => Outcome::Applied,
-                    Err(EngineError::Rejected(reason)) => {
-                        warn!(table, key = %p.key, reason = %reason, "stream record rejected");
-                        Outcome::Rejected(reason)
-                    }
-                    Err(EngineError::Retry(reason)) => {
-                        info!(table, key = %p.key, reason = %reason, "stream record will be retried");
-                        Outcome::Retry(reason)
-                    }
-                };
+                let outcome = outcome_of(table, &p.key, apply(p.row).await);
                 out.push(RecordReport {
                     sequence: p.seq,
                     key: p.id,
@@ -216,6 +171,73 @@ where
         .collect()
         .await;
     reports.extend(outcomes.into_iter().flatten());
+    Ok(summarize(table, reports))
+}
+
+/// The records of a batch parsed and grouped by item key, in stream order
+/// within each group; and the reports of the records that were skipped
+/// (not INSERTs) or rejected (malformed), which are never applied.
+fn group_records<T: DeserializeOwned>(
+    records: &[Value],
+    table: &str,
+    key_attr: &str,
+    id_attr: &str,
+) -> (Vec<Vec<Parsed<T>>>, Vec<RecordReport>) {
+    let mut reports = Vec::new();
+    let mut groups: Vec<Vec<Parsed<T>>> = Vec::new();
+    let mut group_of: HashMap<String, usize> = HashMap::new();
+    for raw in records {
+        let sequence = raw["dynamodb"]["SequenceNumber"]
+            .as_str()
+            .map(str::to_string);
+        let key = raw["dynamodb"]["NewImage"][id_attr]["S"]
+            .as_str()
+            .map(str::to_string);
+        let outcome = match parse_record::<T>(raw, table, key_attr, id_attr) {
+            Ok(p) => {
+                let g = *group_of.entry(p.key.clone()).or_insert_with(|| {
+                    groups.push(Vec::new());
+                    groups.len() - 1
+                });
+                groups[g].push(p);
+                continue;
+            }
+            Err(None) => Outcome::Skipped,
+            Err(Some(reason)) => {
+                warn!(table, reason = %reason, "stream record rejected");
+                Outcome::Rejected(reason)
+            }
+        };
+        reports.push(RecordReport {
+            sequence,
+            key,
+            outcome,
+        });
+    }
+    (groups, reports)
+}
+
+/// What applying one record came to, logged.
+fn outcome_of(table: &str, key: &str, applied: Result<Applied, EngineError>) -> Outcome {
+    match applied {
+        Ok(Applied::Skipped) => Outcome::Skipped,
+        Ok(Applied::Parked(_)) => Outcome::Parked,
+        Ok(_) => Outcome::Applied,
+        Err(EngineError::Rejected(reason)) => {
+            warn!(table, key, reason = %reason, "stream record rejected");
+            Outcome::Rejected(reason)
+        }
+        Err(EngineError::Retry(reason)) => {
+            info!(table, key, reason = %reason, "stream record will be retried");
+            Outcome::Retry(reason)
+        }
+    }
+}
+
+/// The partial batch response (a batch item failure for each record to
+/// retry) and the summary of a batch's reports, counted in the metrics.
+fn summarize(table: &str, reports: Vec<RecordReport>) -> (DynamoDbEventResponse, BatchSummary) {
+    let mut summary = BatchSummary::default();
     let mut failures = Vec::new();
     for r in &reports {
         match &r.outcome {
@@ -249,7 +271,7 @@ where
         retried = summary.retried,
         "batch done"
     );
-    Ok((response, summary))
+    (response, summary)
 }
 
 /// Handle a DynamoDB stream batch of `whimbrel_workflow_request`: start each
