@@ -19,7 +19,8 @@ use crate::config::EngineConfig;
 use crate::contract::ActivityState;
 use crate::ids;
 use crate::model::{ActivityExec, ActivityExecDependency, JoinSlot, WorkflowExec};
-use crate::plan::Plan;
+use crate::plan::{Plan, PlannedActivity};
+use crate::retry::RetryPolicy;
 
 /// The activity exec items (REQUESTED) and dependency edges for a plan.
 /// Pure: the same plan always yields the same items.
@@ -41,115 +42,23 @@ pub fn activity_items(
     let dependents = plan.dependents();
     let mut slots = join_slots(plan, &id_of, config);
     let group_size = group_size(config);
-    let mut execs = Vec::with_capacity(plan.activities.len());
-    let mut edges = Vec::new();
     let total = plan.activities.len();
+    let mut execs = Vec::with_capacity(total);
+    let mut edges = Vec::new();
     for (index, a) in plan.activities.iter().enumerate() {
         let id = id_of[a.name.as_str()].clone();
-        // Its count group (design.md § 3.3): plan order, `group_size` each.
-        let count_group = index / group_size;
-        let count_slot = JoinSlot {
-            group: count_group as u32,
-            size: group_size.min(total - count_group * group_size) as u32,
-        };
-        let waiting = dependents
-            .get(a.name.as_str())
-            .map_or(&[][..], Vec::as_slice);
-        let wide_fan_out = waiting.len() > fan_out_list_max(config);
-        // An explicit `heartbeat_enabled` wins; otherwise a timeout enables.
-        let heartbeat_enabled = a
-            .heartbeat_enabled
-            .unwrap_or(a.heartbeat_timeout_seconds.is_some());
         let prerequisites: Vec<String> = a
             .depends_on
             .iter()
             .map(|p| id_of[p.as_str()].clone())
             .collect();
-        for (i, p) in prerequisites.iter().enumerate() {
-            edges.push(ActivityExecDependency {
-                activity_exec_dependency: ids::dependency_id(&id, i),
-                activity_exec_id: id.clone(),
-                dependent_activity_exec_id: p.clone(),
-                workflow_exec_id: wf.workflow_exec_id.clone(),
-            });
-        }
-        let join_groups = (prerequisites.len() > group_size)
-            .then(|| prerequisites.len().div_ceil(group_size) as u32);
-        execs.push(ActivityExec {
-            activity_exec_id: id,
-            workflow_exec_id: wf.workflow_exec_id.clone(),
-            workflow_name: wf.workflow_name.clone(),
-            activity_name: a.name.clone(),
-            state: ActivityState::Requested,
-            lambda: a.lambda.clone(),
-            task_list: a.task_list.clone(),
-            task_list_shard: None,
-            task_queued_epoch: None,
-            worker: None,
-            retry: match (&a.retry, &plan.retry) {
-                (Some(own), Some(dflt)) => Some(own.over(dflt)),
-                (own, dflt) => own.clone().or_else(|| dflt.clone()),
-            }
-            .filter(|r| r.attempts() > 1),
-            schedule_to_start_seconds: a
-                .schedule_to_start_seconds
-                .or(config.default_schedule_to_start_seconds),
-            schedule_to_close_seconds: a
-                .schedule_to_close_seconds
-                .or(config.default_schedule_to_close_seconds),
-            first_queued_epoch: None,
-            scheduled_epoch: None,
-            next_attempt_epoch: None,
-            launch: 0,
-            input: a.input.clone().filter(crate::payloads::inline),
-            // A stored plan names the row; a plan stored before
-            // `by_reference` (or not stored) still has the input.
-            input_ref: a
-                .input_ref
-                .clone()
-                .or_else(|| crate::payloads::input_ref(&wf.workflow_exec_id, a.input.as_ref())),
-            attempt: 0,
-            attempt_token_hash: None,
-            require_tokens: a
-                .require_tokens
-                .or(plan.require_tokens)
-                .unwrap_or(config.require_tokens),
-            parked: vec![],
-            heartbeat_enabled,
-            heartbeat_timeout_seconds: heartbeat_enabled.then(|| {
-                a.heartbeat_timeout_seconds
-                    .unwrap_or(config.default_heartbeat_timeout_seconds)
-            }),
-            // Stored even when defaulted: a worker computes its claim's
-            // deadline from the item alone (docs/workers.md).
-            timeout_seconds: Some(
-                a.timeout_seconds
-                    .unwrap_or(config.default_start_to_close_seconds),
-            ),
-            heartbeat_time: None,
-            heartbeat_time_epoch: -1,
-            due_epoch: None,
-            due_shard: None,
-            queued_time: None,
-            queued_time_epoch: None,
-            launched_time: None,
-            launched_time_epoch: None,
-            start_time: None,
-            start_time_epoch: -1,
-            end_time: None,
-            end_time_epoch: None,
-            output: None,
-            output_event_id: None,
-            error: None,
-            pending_dependency_count: join_groups.map_or(prerequisites.len() as u64, u64::from),
-            released_prerequisites: vec![],
-            prerequisites: if join_groups.is_some() {
-                vec![]
-            } else {
-                prerequisites
-            },
-            join_groups,
-            count_slot: Some(count_slot),
+        edges.extend(edges_of(wf, &id, &prerequisites));
+        let waiting = dependents
+            .get(a.name.as_str())
+            .map_or(&[][..], Vec::as_slice);
+        let wide_fan_out = waiting.len() > fan_out_list_max(config);
+        let links = Links {
+            count_slot: count_slot(index, group_size, total),
             join_slots: if wide_fan_out {
                 BTreeMap::new()
             } else {
@@ -161,12 +70,185 @@ pub fn activity_items(
                 waiting.iter().map(|d| id_of[d].clone()).collect()
             },
             dependents_in_plan: wide_fan_out.then_some(waiting.len() as u32),
-            last_event_id: None,
-            version: 0,
-            history: vec![],
-        });
+            prerequisites,
+            group_size,
+        };
+        execs.push(requested_item(wf, plan, a, config, id, links));
     }
     (execs, edges)
+}
+
+/// How one activity of a plan is linked to the others.
+struct Links {
+    /// Its count group (design.md § 3.3): plan order, `group_size` each.
+    count_slot: JoinSlot,
+    /// The join groups its end releases, by dependent.
+    join_slots: BTreeMap<String, JoinSlot>,
+    /// The exec ids of its dependents, when listed on the item.
+    dependents: Vec<String>,
+    /// How many dependents it has, when they are too many to list.
+    dependents_in_plan: Option<u32>,
+    /// The exec ids of its prerequisites, in plan order.
+    prerequisites: Vec<String>,
+    /// Prerequisites per join group.
+    group_size: usize,
+}
+
+/// The count slot of the activity at `index` of a plan of `total`.
+fn count_slot(index: usize, group_size: usize, total: usize) -> JoinSlot {
+    let group = index / group_size;
+    JoinSlot {
+        group: group as u32,
+        size: group_size.min(total - group * group_size) as u32,
+    }
+}
+
+/// The dependency edges of activity `id` on its `prerequisites`.
+fn edges_of(wf: &WorkflowExec, id: &str, prerequisites: &[String]) -> Vec<ActivityExecDependency> {
+    let edge = |(i, p): (usize, &String)| ActivityExecDependency {
+        activity_exec_dependency: ids::dependency_id(id, i),
+        activity_exec_id: id.to_string(),
+        dependent_activity_exec_id: p.clone(),
+        workflow_exec_id: wf.workflow_exec_id.clone(),
+    };
+    prerequisites.iter().enumerate().map(edge).collect()
+}
+
+/// The activity's retry policy: its own over the plan's default; none when
+/// it allows a single attempt.
+fn retry_of(a: &PlannedActivity, plan: &Plan) -> Option<RetryPolicy> {
+    match (&a.retry, &plan.retry) {
+        (Some(own), Some(dflt)) => Some(own.over(dflt)),
+        (own, dflt) => own.clone().or_else(|| dflt.clone()),
+    }
+    .filter(|r| r.attempts() > 1)
+}
+
+/// The REQUESTED item of planned activity `a`, exec id `id`.
+fn requested_item(
+    wf: &WorkflowExec,
+    plan: &Plan,
+    a: &PlannedActivity,
+    config: &EngineConfig,
+    id: String,
+    links: Links,
+) -> ActivityExec {
+    // An explicit `heartbeat_enabled` wins; otherwise a timeout enables.
+    let heartbeat_enabled = a
+        .heartbeat_enabled
+        .unwrap_or(a.heartbeat_timeout_seconds.is_some());
+    let prerequisite_count = links.prerequisites.len();
+    let join_groups = (prerequisite_count > links.group_size)
+        .then(|| prerequisite_count.div_ceil(links.group_size) as u32);
+    ActivityExec {
+        activity_exec_id: id,
+        workflow_exec_id: wf.workflow_exec_id.clone(),
+        workflow_name: wf.workflow_name.clone(),
+        activity_name: a.name.clone(),
+        state: ActivityState::Requested,
+        lambda: a.lambda.clone(),
+        task_list: a.task_list.clone(),
+        retry: retry_of(a, plan),
+        schedule_to_start_seconds: a
+            .schedule_to_start_seconds
+            .or(config.default_schedule_to_start_seconds),
+        schedule_to_close_seconds: a
+            .schedule_to_close_seconds
+            .or(config.default_schedule_to_close_seconds),
+        input: a.input.clone().filter(crate::payloads::inline),
+        // A stored plan names the row; a plan stored before inputs went by
+        // reference (or not stored) still has the input.
+        input_ref: a
+            .input_ref
+            .clone()
+            .or_else(|| crate::payloads::input_ref(&wf.workflow_exec_id, a.input.as_ref())),
+        require_tokens: a
+            .require_tokens
+            .or(plan.require_tokens)
+            .unwrap_or(config.require_tokens),
+        heartbeat_enabled,
+        heartbeat_timeout_seconds: heartbeat_enabled.then(|| {
+            a.heartbeat_timeout_seconds
+                .unwrap_or(config.default_heartbeat_timeout_seconds)
+        }),
+        // Stored even when defaulted: a worker computes its claim's
+        // deadline from the item alone (docs/workers.md).
+        timeout_seconds: Some(
+            a.timeout_seconds
+                .unwrap_or(config.default_start_to_close_seconds),
+        ),
+        pending_dependency_count: join_groups.map_or(prerequisite_count as u64, u64::from),
+        prerequisites: if join_groups.is_some() {
+            vec![]
+        } else {
+            links.prerequisites
+        },
+        join_groups,
+        count_slot: Some(links.count_slot),
+        join_slots: links.join_slots,
+        dependents: links.dependents,
+        dependents_in_plan: links.dependents_in_plan,
+        ..unstarted_item()
+    }
+}
+
+/// An activity item before anything happened to it: no identity yet, no
+/// attempt, no times, no links. [`requested_item`] fills it from a plan.
+fn unstarted_item() -> ActivityExec {
+    ActivityExec {
+        activity_exec_id: String::new(),
+        workflow_exec_id: String::new(),
+        workflow_name: String::new(),
+        activity_name: String::new(),
+        state: ActivityState::Requested,
+        lambda: String::new(),
+        task_list: None,
+        task_list_shard: None,
+        task_queued_epoch: None,
+        worker: None,
+        retry: None,
+        schedule_to_start_seconds: None,
+        schedule_to_close_seconds: None,
+        first_queued_epoch: None,
+        scheduled_epoch: None,
+        next_attempt_epoch: None,
+        launch: 0,
+        input: None,
+        input_ref: None,
+        attempt: 0,
+        attempt_token_hash: None,
+        require_tokens: false,
+        parked: vec![],
+        heartbeat_enabled: false,
+        heartbeat_timeout_seconds: None,
+        timeout_seconds: None,
+        heartbeat_time: None,
+        heartbeat_time_epoch: -1,
+        due_epoch: None,
+        due_shard: None,
+        queued_time: None,
+        queued_time_epoch: None,
+        launched_time: None,
+        launched_time_epoch: None,
+        start_time: None,
+        start_time_epoch: -1,
+        end_time: None,
+        end_time_epoch: None,
+        output: None,
+        output_event_id: None,
+        error: None,
+        pending_dependency_count: 0,
+        released_prerequisites: vec![],
+        prerequisites: vec![],
+        join_groups: None,
+        count_slot: None,
+        join_slots: BTreeMap::new(),
+        dependents: vec![],
+        dependents_in_plan: None,
+        last_event_id: None,
+        version: 0,
+        history: vec![],
+    }
 }
 
 fn fan_out_list_max(config: &EngineConfig) -> usize {
