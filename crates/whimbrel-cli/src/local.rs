@@ -31,6 +31,7 @@ mod chaos;
 mod checkpoint;
 mod front;
 pub(crate) mod instances;
+mod invoke;
 pub(crate) mod mapping;
 pub(crate) mod on_failure;
 mod shards;
@@ -44,19 +45,16 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use aws_lambda_events::event::eventbridge::EventBridgeEvent;
-use aws_sdk_lambda::error::SdkError;
-use aws_sdk_lambda::primitives::Blob;
-use axum::body::Bytes;
 use axum::routing::{get, post};
 use axum::Router;
 use clap::Args;
-use serde_json::{json, Value};
 use tracing::{info, warn};
 
 use crate::{CliError, Global};
 use chaos::{Chaos, ChaosConfig};
 use checkpoint::Checkpoints;
+pub use invoke::scheduled_event;
+pub(crate) use invoke::Outcome;
 use template::{AsyncConfig, Template};
 
 fn rate(s: &str) -> Result<f64, String> {
@@ -199,41 +197,6 @@ pub(crate) struct Runner {
     async_slots: Mutex<BTreeMap<String, Arc<tokio::sync::Semaphore>>>,
 }
 
-/// The outcome of one invocation on the upstream.
-#[derive(Debug)]
-pub(crate) enum Outcome {
-    /// 2xx and no function error: the answer.
-    Answered(Bytes),
-    /// The function ran and failed: its error payload.
-    FunctionError(Bytes),
-    /// No answer within the function's timeout (a hung instance).
-    TimedOut(Duration),
-    /// Not delivered, or the answer was lost (connection refused or reset,
-    /// a 4xx from the upstream): the reason.
-    NotDelivered(String),
-}
-
-impl Outcome {
-    /// The error payload Lambda gives for a function error, a timeout or
-    /// a dead instance; `None` for an answer.
-    fn error_payload(&self, request_id: &str) -> Option<Bytes> {
-        match self {
-            Outcome::Answered(_) => None,
-            Outcome::FunctionError(b) => Some(b.clone()),
-            Outcome::TimedOut(t) => Some(Bytes::from(
-                json!({
-                    "errorType": "Sandbox.Timedout",
-                    "errorMessage": format!("RequestId: {request_id} Error: Task timed out after {:.2} seconds", t.as_secs_f64()),
-                })
-                .to_string(),
-            )),
-            Outcome::NotDelivered(e) => Some(Bytes::from(
-                json!({"errorType": "Runtime.Unavailable", "errorMessage": e}).to_string(),
-            )),
-        }
-    }
-}
-
 /// `ARN` or `name[:qualifier]` → the bare function name (design.md § 6: only the
 /// bare name resolves under `cargo lambda watch`).
 pub fn function_name(name_or_arn: &str) -> &str {
@@ -271,93 +234,6 @@ impl Runner {
             .map(|f| f.async_config)
             .unwrap_or_default()
     }
-
-    /// Invoke `function` on the upstream, synchronously, once, waiting at
-    /// most `timeout`.
-    async fn invoke(&self, function: &str, payload: Bytes, timeout: Duration) -> Outcome {
-        let start = timeline::now_ms();
-        let outcome = self.invoke_once(function, payload.clone(), timeout).await;
-        self.timeline
-            .record(function, &payload, start, timeline::now_ms());
-        outcome
-    }
-
-    async fn invoke_once(&self, function: &str, payload: Bytes, timeout: Duration) -> Outcome {
-        let call = self
-            .lambda
-            .invoke()
-            .function_name(function)
-            .payload(Blob::new(payload.to_vec()))
-            .send();
-        let r = match tokio::time::timeout(timeout, call).await {
-            Ok(r) => r,
-            Err(_) => return Outcome::TimedOut(timeout),
-        };
-        match r {
-            Ok(out) => {
-                let body = Bytes::from(out.payload.map(|b| b.into_inner()).unwrap_or_default());
-                if out.function_error.is_some() {
-                    Outcome::FunctionError(body)
-                } else {
-                    Outcome::Answered(body)
-                }
-            }
-            Err(SdkError::ServiceError(se)) if se.raw().status().as_u16() >= 500 => {
-                // cargo lambda watch answers a function error (a panic, an
-                // exit) with HTTP 500.
-                let body = se
-                    .raw()
-                    .body()
-                    .bytes()
-                    .map(Bytes::copy_from_slice)
-                    .unwrap_or_default();
-                Outcome::FunctionError(body)
-            }
-            Err(e) => Outcome::NotDelivered(
-                aws_smithy_types::error::display::DisplayErrorContext(&e).to_string(),
-            ),
-        }
-    }
-
-    /// The schedule: a Scheduled Event to `function` every tick.
-    async fn schedule(self: Arc<Self>, function: String) {
-        let every = Duration::from_secs(self.args.monitor_interval_seconds.max(1));
-        let timeout = self.timeout(&function);
-        loop {
-            tokio::time::sleep(every).await;
-            let payload = scheduled_event(&self.region);
-            self.count(format!("{function} (schedule)"));
-            // An EventBridge target is invoked asynchronously; the monitor's
-            // EventInvokeConfig has no retries: the next tick does the work.
-            match self
-                .invoke(&function, Bytes::from(payload.to_string()), timeout)
-                .await
-            {
-                Outcome::Answered(_) => {}
-                o => {
-                    let e = o.error_payload("-").unwrap_or_default();
-                    warn!(%function, error = %String::from_utf8_lossy(&e), "scheduled invocation failed")
-                }
-            }
-        }
-    }
-}
-
-/// An EventBridge Scheduled Event, as a schedule rule delivers it.
-pub fn scheduled_event(region: &str) -> Value {
-    let mut ev: EventBridgeEvent = EventBridgeEvent::default();
-    ev.version = Some("0".into());
-    ev.id = Some(uuid::Uuid::new_v4().to_string());
-    ev.detail_type = "Scheduled Event".into();
-    ev.source = "aws.events".into();
-    ev.account = Some("000000000000".into());
-    ev.time = Some(chrono::Utc::now());
-    ev.region = Some(region.into());
-    ev.resources = Some(vec![format!(
-        "arn:aws:events:{region}:000000000000:rule/whimbrel-local-heartbeat-monitor"
-    )]);
-    ev.detail = json!({});
-    serde_json::to_value(ev).unwrap_or_default()
 }
 
 /// The mappings of the template with the flags' overrides applied.
@@ -408,6 +284,47 @@ pub(crate) fn read_template(
     Template::parse(&text, table_prefix).map_err(|e| CliError(format!("{}: {e}", path.display())))
 }
 
+/// The shard checkpoint file: `--checkpoint-file`, else checkpoints.json
+/// beside the on-failure file.
+fn checkpoint_file(args: &LocalArgs) -> PathBuf {
+    args.checkpoint_file.clone().unwrap_or_else(|| {
+        args.on_failure_file.parent().map_or_else(
+            || PathBuf::from("checkpoints.json"),
+            |d| d.join("checkpoints.json"),
+        )
+    })
+}
+
+/// Chaos mode if `--chaos` is on, its settings logged.
+fn chaos_mode(args: &ChaosArgs) -> Option<Chaos> {
+    args.config().map(|c| {
+        warn!(
+            seed = c.seed,
+            drop_rate = c.async_drop_rate,
+            duplicate_rate = c.async_duplicate_rate,
+            delay_rate = c.async_delay_rate,
+            max_delay_ms = c.async_max_delay.as_millis() as u64,
+            stream_duplicate_rate = c.stream_duplicate_rate,
+            "{} mode on",
+            chaos::PREFIX
+        );
+        Chaos::new(c)
+    })
+}
+
+/// The routes `--listen` serves: the Lambda Invoke API, and the
+/// invocation counters and timeline `whimbrel bench` reads.
+fn front_routes(runner: Arc<Runner>) -> Router {
+    Router::new()
+        .route(
+            "/2015-03-31/functions/{name}/invocations",
+            post(front::invoke),
+        )
+        .route("/whimbrel/invocations", get(front::counters))
+        .route("/whimbrel/timeline", get(timeline::serve))
+        .with_state(runner)
+}
+
 /// Run the local runner until interrupted.
 pub async fn run(g: Global, args: LocalArgs) -> Result<(), CliError> {
     let template = read_template(&args.template, &g.table_prefix)?;
@@ -421,29 +338,11 @@ pub async fn run(g: Global, args: LocalArgs) -> Result<(), CliError> {
         .endpoint_url(&args.lambda_upstream)
         .retry_config(aws_sdk_lambda::config::retry::RetryConfig::disabled())
         .build();
-    let checkpoint_file = args.checkpoint_file.clone().unwrap_or_else(|| {
-        args.on_failure_file.parent().map_or_else(
-            || PathBuf::from("checkpoints.json"),
-            |d| d.join("checkpoints.json"),
-        )
-    });
-    let (checkpoints, warning) = Checkpoints::open(checkpoint_file);
+    let (checkpoints, warning) = Checkpoints::open(checkpoint_file(&args));
     if let Some(w) = warning {
         warn!("{w}");
     }
-    let chaos = args.chaos.config().map(|c| {
-        warn!(
-            seed = c.seed,
-            drop_rate = c.async_drop_rate,
-            duplicate_rate = c.async_duplicate_rate,
-            delay_rate = c.async_delay_rate,
-            max_delay_ms = c.async_max_delay.as_millis() as u64,
-            stream_duplicate_rate = c.stream_duplicate_rate,
-            "{} mode on",
-            chaos::PREFIX
-        );
-        Chaos::new(c)
-    });
+    let chaos = chaos_mode(&args.chaos);
     let scheduled: Vec<String> = template.scheduled().map(|f| f.binary.clone()).collect();
     let runner = Arc::new(Runner {
         lambda: aws_sdk_lambda::Client::from_conf(lambda_conf),
@@ -461,14 +360,7 @@ pub async fn run(g: Global, args: LocalArgs) -> Result<(), CliError> {
     if args.warm > 0 {
         runner.warm(args.warm).await;
     }
-    let app = Router::new()
-        .route(
-            "/2015-03-31/functions/{name}/invocations",
-            post(front::invoke),
-        )
-        .route("/whimbrel/invocations", get(front::counters))
-        .route("/whimbrel/timeline", get(timeline::serve))
-        .with_state(runner.clone());
+    let app = front_routes(runner.clone());
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .map_err(|e| CliError(format!("cannot listen on {}: {e}", args.listen)))?;

@@ -4,6 +4,7 @@
 //! workers, and run the local runner (`whimbrel local`, design.md § 6).
 
 mod bench;
+mod commands;
 mod graph;
 mod local;
 mod output;
@@ -18,13 +19,12 @@ use whimbrel_core::attr;
 
 use clap::{Args, Parser, Subcommand};
 use serde_json::Value;
-use whimbrel_core::contract::{next_state, Actor, Transition, WorkflowState};
+use whimbrel_core::contract::Transition;
 use whimbrel_core::dates::Timestamp;
-use whimbrel_core::engine::{Engine, EngineConfig};
-use whimbrel_core::model::{ActivityEvent, WorkflowLambda, WorkflowRequest};
-use whimbrel_core::plan::Plan;
+use whimbrel_core::engine::EngineConfig;
+use whimbrel_core::ids;
+use whimbrel_core::model::{ActivityEvent, WorkflowRequest};
 use whimbrel_core::store::{Store, Tables};
-use whimbrel_core::{ids, install};
 
 /// Whimbrel: a serverless workflow engine on DynamoDB and Lambda.
 #[derive(Parser, Debug)]
@@ -287,167 +287,49 @@ async fn insert_event(
     Ok(ev.activity_event_id)
 }
 
+/// Run the parsed command: each subcommand's own function.
 async fn run(cli: Cli) -> Result<(), CliError> {
     let g = &cli.global;
     match cli.command {
-        Command::Install => {
-            let store = store_for(g).await;
-            let created = install::install(&store).await?;
-            for t in install::table_names(store.tables()) {
-                let what = if created.contains(&t) {
-                    "created"
-                } else {
-                    "exists"
-                };
-                println!("{t}\t{what}");
-            }
-        }
+        Command::Install => commands::install(g).await?,
         Command::Register {
             name,
             lambda,
             definition,
-        } => {
-            let definition = match definition {
-                Some(path) => {
-                    let text = std::fs::read_to_string(&path)
-                        .map_err(|e| CliError(format!("cannot read {}: {e}", path.display())))?;
-                    let plan: Plan = serde_json::from_str(&text)
-                        .map_err(|e| CliError(format!("{} is not a plan: {e}", path.display())))?;
-                    plan.validate()
-                        .map_err(|e| CliError(format!("{}: {e}", path.display())))?;
-                    Some(plan)
-                }
-                None => None,
-            };
-            let store = store_for(g).await;
-            let item = WorkflowLambda {
-                workflow_name: name.clone(),
-                lambda,
-                definition,
-            };
-            store.put(&store.tables().workflow_lambda(), &item).await?;
-            println!("registered {name}");
-        }
+        } => commands::register(g, name, lambda, definition).await?,
         Command::Start {
             name,
             input,
             input_file,
             source,
-        } => {
-            let input = match (input, input_file) {
-                (Some(text), _) => Some(parse_json("--input", &text)?),
-                (None, Some(path)) => {
-                    let text = std::fs::read_to_string(&path)
-                        .map_err(|e| CliError(format!("cannot read {}: {e}", path.display())))?;
-                    Some(
-                        serde_json::from_str(&text)
-                            .unwrap_or_else(|_| serde_json::json!({"text": text})),
-                    )
-                }
-                (None, None) => None,
-            };
-            let store = store_for(g).await;
-            let (request_id, exec_id) = insert_request(&store, &name, input, &source).await?;
-            println!("workflow_request_id\t{request_id}");
-            println!("workflow_exec_id\t{exec_id}");
-        }
+        } => commands::start(g, &name, input, input_file, &source).await?,
         Command::Event {
             activity_exec_id,
             transition,
             output,
             error,
-        } => {
-            let t: Transition = transition.parse().map_err(|e| {
-                CliError(format!(
-                    "{e}; use one of RUNNING, COMPLETED, FAILED, CANCEL, PREPARING"
-                ))
-            })?;
-            let output = output.map(|o| parse_json("--output", &o)).transpose()?;
-            let store = store_for(g).await;
-            let id = insert_event(&store, activity_exec_id, t, output, error).await?;
-            println!("activity_event_id\t{id}");
-        }
+        } => commands::event(g, activity_exec_id, &transition, output, error).await?,
         Command::Cancel {
             workflow_exec_id,
             reason,
-        } => {
-            let store = store_for(g).await;
-            let snap = status::snapshot(&store, &workflow_exec_id).await?;
-            if snap.workflow.state == WorkflowState::Requested {
-                // Not started: cancelled as a whole, before any activity.
-                let config = whimbrel_core::engine::EngineConfig {
-                    table_prefix: store.tables().prefix.clone(),
-                    ..Default::default()
-                };
-                let engine = whimbrel_core::engine::Engine::new(store.clone(), (), config);
-                let state = engine
-                    .cancel_requested_workflow(
-                        &workflow_exec_id,
-                        &snap.workflow.workflow_name,
-                        &reason,
-                    )
-                    .await
-                    .map_err(|e| CliError(e.to_string()))?;
-                println!("{workflow_exec_id}: {state}");
-                return Ok(());
-            }
-            let mut sent = 0;
-            for a in snap.activities {
-                // Only where the contract accepts a client's CANCEL now.
-                if next_state(a.state, Transition::Cancel, Actor::Client).is_err() {
-                    continue;
-                }
-                let reason = Some(reason.clone());
-                let id = insert_event(&store, a.activity_exec_id, Transition::Cancel, None, reason)
-                    .await?;
-                println!("activity_event_id\t{id}");
-                sent += 1;
-            }
-            eprintln!("cancel requested for {sent} activities of {workflow_exec_id}");
-        }
+        } => commands::cancel(g, &workflow_exec_id, &reason).await?,
         Command::Heartbeat { activity_exec_id } => {
-            let store = store_for(g).await;
-            let config = EngineConfig {
-                table_prefix: g.table_prefix.clone(),
-                ..EngineConfig::from_env().map_err(CliError)?
-            };
-            let engine = Engine::new(store, (), config);
-            let state = engine.heartbeat(&activity_exec_id).await?;
-            println!("{state}");
+            commands::heartbeat(g, &activity_exec_id).await?
         }
         Command::Status {
             workflow_exec_id,
             watch,
             output,
-        } => {
-            let store = store_for(g).await;
-            status::run(&store, &workflow_exec_id, watch, output).await?;
-        }
+        } => status::run(&store_for(g).await, &workflow_exec_id, watch, output).await?,
         Command::Show {
             workflow_exec_id,
             output,
-        } => {
-            let store = store_for(g).await;
-            let snap = status::snapshot(&store, &workflow_exec_id).await?;
-            let rows = show::timeline(&snap);
-            match output {
-                output::Format::Table => print!("{}", show::render(&snap, &rows)),
-                output::Format::Json => print!("{}", output::pretty(&show::as_json(&snap, &rows))),
-            }
-        }
+        } => commands::show(g, &workflow_exec_id, output).await?,
         Command::List {
             state,
             since_seconds,
             output,
-        } => {
-            let store = store_for(g).await;
-            let since = Timestamp::now().epoch - since_seconds;
-            let found = status::list(&store, state.into(), since).await?;
-            match output {
-                output::Format::Table => print!("{}", status::list_lines(&found)),
-                output::Format::Json => print!("{}", output::pretty(&status::list_json(&found))),
-            }
-        }
+        } => commands::list(g, state, since_seconds, output).await?,
         Command::Graph(args) => graph::run(g, args).await?,
         Command::Local(args) => local::run(g.clone(), args).await?,
         Command::Instances(args) => local::instances::run(g, args).await?,
@@ -460,12 +342,7 @@ async fn run(cli: Cli) -> Result<(), CliError> {
             workflow_exec_id,
             wait,
             output: _,
-        } => {
-            // JSON is the result's only natural form: both formats print it.
-            let store = store_for(g).await;
-            let result = status::workflow_result(store, &workflow_exec_id, wait).await?;
-            print!("{}", output::pretty(&result));
-        }
+        } => commands::result(g, &workflow_exec_id, wait).await?,
     }
     Ok(())
 }

@@ -8,11 +8,13 @@
 //! that was applied after all changes nothing.
 
 use std::io::BufRead;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use aws_sdk_dynamodbstreams::types::ShardIteratorType;
 use serde_json::{json, Value};
-use whimbrel_core::handlers;
+use whimbrel_core::engine::{Engine, EngineConfig};
+use whimbrel_core::handlers::{self, BatchSummary};
+use whimbrel_core::launcher::LambdaLauncher;
 
 use crate::local::mapping::lambda_record;
 use crate::local::on_failure::OnFailureRecord;
@@ -95,36 +97,106 @@ async fn read_back(
     Ok(out)
 }
 
-/// `whimbrel replay FILE`: prints one JSON line per on-failure record
-/// (`shard`, `records` read back, the batch `summary`) and fails if a
-/// record could not be read or still has records to retry.
-pub async fn run(g: &Global, args: ReplayArgs) -> Result<(), CliError> {
-    let text = if args.file.as_os_str() == "-" {
-        std::io::stdin()
+/// The on-failure records' text: the file's, or stdin's for `-`.
+fn read_on_failure_text(file: &Path) -> Result<String, CliError> {
+    if file.as_os_str() == "-" {
+        Ok(std::io::stdin()
             .lock()
             .lines()
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| CliError(e.to_string()))?
-            .join("\n")
+            .join("\n"))
     } else {
-        std::fs::read_to_string(&args.file)
-            .map_err(|e| CliError(format!("cannot read {}: {e}", args.file.display())))?
-    };
+        std::fs::read_to_string(file)
+            .map_err(|e| CliError(format!("cannot read {}: {e}", file.display())))
+    }
+}
+
+/// The engine that applies the replayed stream records as the functions
+/// would (`g`'s tables, launches through Lambda), the DynamoDB Streams
+/// client they are read back with, and the region they name.
+async fn replay_engine(
+    g: &Global,
+) -> Result<
+    (
+        Engine<LambdaLauncher>,
+        aws_sdk_dynamodbstreams::Client,
+        String,
+    ),
+    CliError,
+> {
     let sdk = whimbrel_core::aws_config(g.endpoint_url.as_deref()).await;
     let region = sdk
         .region()
         .map_or("us-east-1".to_string(), |r| r.to_string());
     let streams = aws_sdk_dynamodbstreams::Client::new(&sdk);
-    let config = whimbrel_core::engine::EngineConfig {
+    let config = EngineConfig {
         table_prefix: g.table_prefix.clone(),
-        ..whimbrel_core::engine::EngineConfig::from_env().map_err(CliError)?
+        ..EngineConfig::from_env().map_err(CliError)?
     };
-    let engine = whimbrel_core::engine::Engine::new(
+    let engine = Engine::new(
         crate::store_for(g).await,
-        whimbrel_core::launcher::LambdaLauncher::new(aws_sdk_lambda::Client::new(&sdk)),
+        LambdaLauncher::new(aws_sdk_lambda::Client::new(&sdk)),
         config,
     );
-    let tables = engine.store().tables().clone();
+    Ok((engine, streams, region))
+}
+
+/// Apply `records`, read back from the stream `arn`, through the handler
+/// of the stream's table (the one its function runs), as one event; `line`
+/// is the on-failure record's line, for errors.
+///
+/// Errors: a stream of another table, or the handler refused the event.
+async fn apply_records(
+    engine: &Engine<LambdaLauncher>,
+    arn: &str,
+    records: &[Value],
+    line: usize,
+) -> Result<BatchSummary, CliError> {
+    let tables = engine.store().tables();
+    let event = json!({ "Records": records });
+    let table = arn
+        .split(":table/")
+        .nth(1)
+        .and_then(|t| t.split('/').next())
+        .unwrap_or("");
+    let result = if table == tables.workflow_request() {
+        handlers::workflow_requests(engine, &event).await
+    } else if table == tables.activity_event() {
+        handlers::activity_events(engine, &event).await
+    } else {
+        return Err(CliError(format!(
+            "line {line}: stream {arn} is not of {} or {}",
+            tables.workflow_request(),
+            tables.activity_event()
+        )));
+    };
+    let (_, summary) = result.map_err(|e| CliError(format!("line {line}: {e}")))?;
+    Ok(summary)
+}
+
+/// The JSON line printed for one on-failure record: its shard and range,
+/// the records read back, and what applying them did.
+fn replayed_line(rec: &OnFailureRecord, records: usize, summary: &BatchSummary) -> Value {
+    json!({
+        "shard": rec.batch_info.shard_id,
+        "start": rec.batch_info.start_sequence_number,
+        "end": rec.batch_info.end_sequence_number,
+        "records": records,
+        "applied": summary.applied,
+        "parked": summary.parked,
+        "skipped": summary.skipped,
+        "rejected": summary.rejected,
+        "retry": summary.retried,
+    })
+}
+
+/// `whimbrel replay FILE`: prints one JSON line per on-failure record
+/// (`shard`, `records` read back, the batch `summary`) and fails if a
+/// record could not be read or still has records to retry.
+pub async fn run(g: &Global, args: ReplayArgs) -> Result<(), CliError> {
+    let text = read_on_failure_text(&args.file)?;
+    let (engine, streams, region) = replay_engine(g).await?;
     let mut unfinished = 0;
     for (n, line) in text
         .lines()
@@ -133,44 +205,12 @@ pub async fn run(g: &Global, args: ReplayArgs) -> Result<(), CliError> {
     {
         let rec: OnFailureRecord = serde_json::from_str(line)
             .map_err(|e| CliError(format!("line {}: not an on-failure record: {e}", n + 1)))?;
-        let arn = &rec.batch_info.stream_arn;
         let records = read_back(&streams, &rec, &region).await?;
-        let event = json!({ "Records": records });
-        let table = arn
-            .split(":table/")
-            .nth(1)
-            .and_then(|t| t.split('/').next())
-            .unwrap_or("");
-        let result = if table == tables.workflow_request() {
-            handlers::workflow_requests(&engine, &event).await
-        } else if table == tables.activity_event() {
-            handlers::activity_events(&engine, &event).await
-        } else {
-            return Err(CliError(format!(
-                "line {}: stream {arn} is not of {} or {}",
-                n + 1,
-                tables.workflow_request(),
-                tables.activity_event()
-            )));
-        };
-        let (_, summary) = result.map_err(|e| CliError(format!("line {}: {e}", n + 1)))?;
+        let summary = apply_records(&engine, &rec.batch_info.stream_arn, &records, n + 1).await?;
         if records.len() < rec.batch_info.batch_size || summary.retried > 0 {
             unfinished += 1;
         }
-        println!(
-            "{}",
-            json!({
-                "shard": rec.batch_info.shard_id,
-                "start": rec.batch_info.start_sequence_number,
-                "end": rec.batch_info.end_sequence_number,
-                "records": records.len(),
-                "applied": summary.applied,
-                "parked": summary.parked,
-                "skipped": summary.skipped,
-                "rejected": summary.rejected,
-                "retry": summary.retried,
-            })
-        );
+        println!("{}", replayed_line(&rec, records.len(), &summary));
     }
     if unfinished > 0 {
         return Err(CliError(format!(

@@ -2,15 +2,17 @@
 //! transition of each activity (its `history`) and the workflow's own, in
 //! time order, with who caused each (Temporal's `workflow show`).
 
+mod format;
+
 use std::collections::HashMap;
 use whimbrel_core::attr;
 
 use serde::Serialize;
-use serde_json::{json, Value};
 use whimbrel_core::contract::{ActivityState, WorkflowState};
-use whimbrel_core::model::{ActivityExec, HistoryEntry};
+use whimbrel_core::model::{ActivityExec, HistoryEntry, WorkflowExec};
 
 use crate::status::Snapshot;
+pub use format::{as_json, render};
 
 /// Who caused a transition, from the history entry's `event_id`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -235,15 +237,10 @@ fn activity_rows(a: &ActivityExec) -> Vec<Row> {
         .collect()
 }
 
-/// The whole timeline of `snap`, in time order. Transitions in the same
-/// second: the workflow's creation and start first, then activities by
-/// depth in the plan (each activity's in its history's order), the
-/// workflow's end last.
-pub fn timeline(snap: &Snapshot) -> Vec<Row> {
-    let w = &snap.workflow;
-    // (epoch, rank, depth, row): a stable sort keeps history order.
-    let mut rows: Vec<(i64, u8, usize, Row)> = vec![];
-    let workflow_row = |epoch: i64, from: Option<WorkflowState>, to: WorkflowState| Row {
+/// A row of the workflow's own, caused by the engine: its move from
+/// `from` (`None`: its creation) to `to` at `epoch`.
+fn workflow_row(epoch: i64, from: Option<WorkflowState>, to: WorkflowState) -> Row {
+    Row {
         time: hms(epoch),
         epoch,
         activity: None,
@@ -257,21 +254,56 @@ pub fn timeline(snap: &Snapshot) -> Vec<Row> {
         error: None,
         next_attempt_epoch: None,
         inferred_time: false,
+    }
+}
+
+/// The workflow execution's creation: REQUESTED by the client that
+/// inserted the workflow request row.
+fn requested_row(w: &WorkflowExec) -> Row {
+    Row {
+        actor: Actor::Client,
+        detail: Some(match &w.source {
+            Some(source) => format!("request from {source}"),
+            None => "request".into(),
+        }),
+        event_id: w.workflow_request_id.clone(),
+        ..workflow_row(w.start_time_epoch, None, WorkflowState::Requested)
+    }
+}
+
+/// The workflow execution's move to RUNNING, at `at`: inferred, as the
+/// item does not time it.
+fn running_row(at: i64) -> Row {
+    Row {
+        detail: Some("plan stored".into()),
+        inferred_time: true,
+        ..workflow_row(at, Some(WorkflowState::Requested), WorkflowState::Running)
+    }
+}
+
+/// The workflow execution's end at `at`, from RUNNING (or from REQUESTED
+/// if it never `ran`), with its error.
+fn ended_row(w: &WorkflowExec, at: i64, ran: bool) -> Row {
+    let from = if ran {
+        WorkflowState::Running
+    } else {
+        WorkflowState::Requested
     };
-    rows.push((
-        w.start_time_epoch,
-        0,
-        0,
-        Row {
-            actor: Actor::Client,
-            detail: Some(match &w.source {
-                Some(source) => format!("request from {source}"),
-                None => "request".into(),
-            }),
-            event_id: w.workflow_request_id.clone(),
-            ..workflow_row(w.start_time_epoch, None, WorkflowState::Requested)
-        },
-    ));
+    Row {
+        detail: Some(attr::ENDED.into()),
+        error: w.error.clone(),
+        ..workflow_row(at, Some(from), w.state)
+    }
+}
+
+/// The whole timeline of `snap`, in time order. Transitions in the same
+/// second: the workflow's creation and start first, then activities by
+/// depth in the plan (each activity's in its history's order), the
+/// workflow's end last.
+pub fn timeline(snap: &Snapshot) -> Vec<Row> {
+    let w = &snap.workflow;
+    // (epoch, rank, depth, row): a stable sort keeps history order.
+    let mut rows: Vec<(i64, u8, usize, Row)> = vec![(w.start_time_epoch, 0, 0, requested_row(w))];
     let first_activity = snap
         .activities
         .iter()
@@ -282,16 +314,7 @@ pub fn timeline(snap: &Snapshot) -> Vec<Row> {
     let ran = w.state == WorkflowState::Running || !snap.activities.is_empty();
     if ran {
         let at = first_activity.unwrap_or(w.start_time_epoch);
-        rows.push((
-            at,
-            1,
-            0,
-            Row {
-                detail: Some("plan stored".into()),
-                inferred_time: true,
-                ..workflow_row(at, Some(WorkflowState::Requested), WorkflowState::Running)
-            },
-        ));
+        rows.push((at, 1, 0, running_row(at)));
     }
     let depth = depths(&snap.activities);
     for (i, a) in snap.activities.iter().enumerate() {
@@ -303,119 +326,16 @@ pub fn timeline(snap: &Snapshot) -> Vec<Row> {
         let at = w
             .end_time_epoch
             .unwrap_or_else(|| rows.iter().map(|r| r.0).max().unwrap_or(w.start_time_epoch));
-        let from = if ran {
-            WorkflowState::Running
-        } else {
-            WorkflowState::Requested
-        };
-        rows.push((
-            at,
-            3,
-            0,
-            Row {
-                detail: Some(attr::ENDED.into()),
-                error: w.error.clone(),
-                ..workflow_row(at, Some(from), w.state)
-            },
-        ));
+        rows.push((at, 3, 0, ended_row(w, at, ran)));
     }
     rows.sort_by_key(|(epoch, rank, depth, _)| (*epoch, *rank, *depth));
     rows.into_iter().map(|r| r.3).collect()
 }
 
-/// The table's text for a row's cause: `engine (launch)`, `worker w-1`,
-/// `client event 6f1f…` (the event row's own uuid).
-fn cause_text(r: &Row) -> String {
-    let mut text = r.actor.as_str().to_string();
-    match (&r.detail, r.actor, &r.event_id) {
-        (Some(d), Actor::Worker, _) => text.push_str(&format!(" {d}")),
-        (Some(d), _, _) => text.push_str(&format!(" ({d})")),
-        (None, Actor::Client, Some(id)) => {
-            // An event row id is (activity_exec_id)::(uuid): the row's
-            // activity is on the line already.
-            let short = id.rsplit("::").next().unwrap_or(id);
-            text.push_str(&format!(" event {short}"));
-        }
-        _ => {}
-    }
-    text
-}
-
-/// The error column: the error, and for a retried attempt when the next
-/// one is due.
-fn error_text(r: &Row) -> String {
-    let mut text = r.error.clone().unwrap_or_default();
-    if let Some(next) = r.next_attempt_epoch {
-        text = format!("{}: {text} (next attempt at {})", r.transition, hms(next));
-    }
-    text
-}
-
-/// `whimbrel show` as a table: a header line, then one line per row.
-pub fn render(snap: &Snapshot, rows: &[Row]) -> String {
-    let w = &snap.workflow;
-    let started = chrono::DateTime::from_timestamp(w.start_time_epoch, 0)
-        .map(|t| t.format("%Y-%m-%d %H:%M:%S UTC").to_string())
-        .unwrap_or_default();
-    let mut out = format!(
-        "workflow {}  {}  started {started}, {} activities\n",
-        w.workflow_exec_id, w.state, w.activity_count
-    );
-    let cells: Vec<[String; 6]> = rows
-        .iter()
-        .map(|r| {
-            [
-                r.time.clone(),
-                r.activity.clone().unwrap_or_else(|| "(workflow)".into()),
-                format!("{} → {}", r.from.as_deref().unwrap_or("-"), r.to),
-                cause_text(r),
-                r.attempt.map(|a| a.to_string()).unwrap_or_default(),
-                error_text(r),
-            ]
-        })
-        .collect();
-    let header = ["TIME", "ACTIVITY", "FROM → TO", "CAUSE", "ATTEMPT", "ERROR"].map(String::from);
-    let mut width = [0usize; 6];
-    for line in std::iter::once(&header).chain(&cells) {
-        for (w, cell) in width.iter_mut().zip(line) {
-            *w = (*w).max(cell.chars().count());
-        }
-    }
-    for line in std::iter::once(&header).chain(&cells) {
-        let mut text = String::new();
-        for (i, cell) in line.iter().enumerate() {
-            if i == 5 {
-                text.push_str(cell);
-            } else {
-                let pad = width[i] - cell.chars().count();
-                text.push_str(cell);
-                text.push_str(&" ".repeat(pad + 2));
-            }
-        }
-        out.push_str(text.trim_end());
-        out.push('\n');
-    }
-    out
-}
-
-/// `whimbrel show --output json`: the workflow's summary and the rows.
-pub fn as_json(snap: &Snapshot, rows: &[Row]) -> Value {
-    let w = &snap.workflow;
-    json!({
-        "workflow_exec_id": w.workflow_exec_id,
-        "workflow_name": w.workflow_name,
-        "state": w.state,
-        "start_time_epoch": w.start_time_epoch,
-        "end_time_epoch": w.end_time_epoch,
-        "error": w.error,
-        "activity_count": w.activity_count,
-        "timeline": rows,
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
     use whimbrel_core::contract::Transition;
     use whimbrel_core::model::WorkflowExec;
 

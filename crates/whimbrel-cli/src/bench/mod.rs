@@ -15,6 +15,7 @@ mod cost;
 mod hops;
 mod inproc;
 pub mod monitor;
+mod report;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -23,7 +24,7 @@ use whimbrel_core::attr;
 
 use clap::Args;
 use serde_json::Value;
-use whimbrel_core::store::{Capacity, OpCount};
+use whimbrel_core::store::{Capacity, OpCount, Store};
 
 use crate::{insert_request, store_for, CliError, Global};
 
@@ -127,118 +128,43 @@ fn read_metrics(path: &PathBuf, skip: usize) -> (usize, BTreeMap<String, Functio
     (lines.len(), by_fn)
 }
 
-/// Print the per-activity tables (requests, capacity, invocations) and
-/// sum what the bill needs.
-fn report(
-    by_fn: &BTreeMap<String, FunctionUsage>,
-    before: &BTreeMap<String, u64>,
-    after: &BTreeMap<String, u64>,
-    activities: u64,
+/// Poll the workflow execution item until it is terminal (one GetItem a
+/// poll, so polling adds little load to the local DynamoDB the run is
+/// measured on).
+///
+/// Errors: not ended `--timeout-seconds` after `t0`.
+async fn wait_for_workflow_end(
+    store: &Store,
     a: &BenchArgs,
-    wall: Duration,
-) -> cost::Usage {
-    let n = activities.max(1) as f64;
-    println!();
-    println!("DynamoDB per activity, by function and operation (activities' reports included):");
-    println!(
-        "  {:<28} {:<20} {:>9} {:>9} {:>9} {:>9}",
-        "function", "operation", "requests", "items", "RRU", "WRU"
-    );
-    let mut usage = cost::Usage {
-        activities,
-        memory_mb: a.memory_mb,
-        wall_seconds: wall.as_secs_f64(),
-        ..cost::Usage::default()
-    };
-    let mut engine_writes = 0u64;
-    for (f, u) in by_fn {
-        for (op, c) in &u.ops {
-            let cap = u
-                .capacity
-                .iter()
-                .filter(|(k, _)| k.split(' ').next() == Some(op.as_str()))
-                .fold(Capacity::default(), |t, (_, c)| Capacity {
-                    read: t.read + c.read,
-                    write: t.write + c.write,
-                });
-            println!(
-                "  {:<28} {:<20} {:>9.2} {:>9.2} {:>9.2} {:>9.2}",
-                f,
-                op,
-                c.requests as f64 / n,
-                c.items as f64 / n,
-                cap.read / n,
-                cap.write / n
-            );
-            let writes = matches!(
-                op.as_str(),
-                "PutItem" | "UpdateItem" | "BatchWriteItem" | "TransactWriteItems"
-            );
-            if writes && ENGINE_FUNCTIONS.contains(&f.as_str()) {
-                engine_writes += c.items;
-            }
+    workflow_exec_id: &str,
+    t0: Instant,
+) -> Result<(), CliError> {
+    let key = std::collections::HashMap::from([
+        (
+            attr::WORKFLOW_EXEC_ID.to_string(),
+            whimbrel_core::store::s(workflow_exec_id),
+        ),
+        (
+            attr::WORKFLOW_NAME.to_string(),
+            whimbrel_core::store::s(&a.workflow),
+        ),
+    ]);
+    loop {
+        if t0.elapsed() > Duration::from_secs(a.timeout_seconds) {
+            return Err(CliError(format!(
+                "{workflow_exec_id} did not finish in {}s",
+                a.timeout_seconds
+            )));
         }
-        for (k, c) in &u.capacity {
-            let t = usage.capacity.entry(k.clone()).or_default();
-            t.read += c.read;
-            t.write += c.write;
+        let wf: Option<whimbrel_core::model::WorkflowExec> = store
+            .get(&store.tables().workflow_exec(), key.clone())
+            .await
+            .unwrap_or(None);
+        if wf.is_some_and(|w| w.state.is_terminal()) {
+            return Ok(());
         }
-        usage.billed_seconds += u.billed_seconds;
+        tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    println!(
-        "  engine write requests per activity: {:.2} (items written by the engine's functions; a transaction's items each count)",
-        engine_writes as f64 / n
-    );
-    println!();
-    println!("capacity per activity, by operation and table or GSI (request units):");
-    let mut by_target: BTreeMap<&str, Capacity> = BTreeMap::new();
-    for (k, c) in &usage.capacity {
-        let target = k.split_once(' ').map_or(k.as_str(), |(_, t)| t);
-        let t = by_target.entry(target).or_default();
-        t.read += c.read;
-        t.write += c.write;
-    }
-    for (target, c) in &by_target {
-        println!(
-            "  {:<70} RRU {:>7.2}  WRU {:>7.2}",
-            target,
-            c.read / n,
-            c.write / n
-        );
-    }
-    println!();
-    println!("Lambda invocations per activity (counted by whimbrel local):");
-    for (k, v) in after {
-        let d = v - before.get(k).copied().unwrap_or(0);
-        if d == 0 {
-            continue;
-        }
-        println!("  {:<50} {:>8.2}", k, d as f64 / n);
-        let engine = ENGINE_FUNCTIONS.iter().any(|f| k.starts_with(f));
-        if engine && !k.contains("(schedule)") {
-            usage.engine_invocations += d;
-        }
-    }
-    println!(
-        "  engine invocations billed per activity: {:.2} (the schedule's are a fixed cost, not counted)",
-        usage.engine_invocations as f64 / n
-    );
-    println!(
-        "Lambda GB-seconds per activity (handler durations measured by each function, at {} MB):",
-        a.memory_mb
-    );
-    for (f, u) in by_fn {
-        let gbs = u.billed_seconds * f64::from(a.memory_mb) / 1024.0;
-        println!(
-            "  {:<50} {:>10.5} GB-s ({} invocations, {:.1} ms each)",
-            f,
-            gbs / n,
-            u.invocations,
-            u.billed_seconds * 1000.0 / u.invocations.max(1) as f64
-        );
-    }
-    println!("  (an activity's own invocation is the work itself, billed as under Step Functions; its GB-s, spent reporting, are counted)");
-    usage
 }
 
 /// Run the benchmark and print the report.
@@ -254,34 +180,7 @@ pub async fn run(g: Global, a: BenchArgs) -> Result<(), CliError> {
     let before = counters(&a.front).await?;
     let t0 = Instant::now();
     let (_, wf_id) = insert_request(&store, &a.workflow, input, "whimbrel bench").await?;
-    // Poll the workflow exec item only (one GetItem), so polling adds little
-    // load to the local DynamoDB the run is measured on.
-    let key = std::collections::HashMap::from([
-        (
-            attr::WORKFLOW_EXEC_ID.to_string(),
-            whimbrel_core::store::s(&wf_id),
-        ),
-        (
-            attr::WORKFLOW_NAME.to_string(),
-            whimbrel_core::store::s(&a.workflow),
-        ),
-    ]);
-    loop {
-        if t0.elapsed() > Duration::from_secs(a.timeout_seconds) {
-            return Err(CliError(format!(
-                "{wf_id} did not finish in {}s",
-                a.timeout_seconds
-            )));
-        }
-        let wf: Option<whimbrel_core::model::WorkflowExec> = store
-            .get(&store.tables().workflow_exec(), key.clone())
-            .await
-            .unwrap_or(None);
-        if wf.is_some_and(|w| w.state.is_terminal()) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    wait_for_workflow_end(&store, &a, &wf_id, t0).await?;
     let wall = t0.elapsed();
     let snap = crate::status::snapshot(&store, &wf_id).await?;
     // Let the last invocations append their metrics.
@@ -299,44 +198,11 @@ pub async fn run(g: Global, a: BenchArgs) -> Result<(), CliError> {
         snap.workflow.state,
         wall.as_secs_f64()
     );
-    let usage = report(&by_fn, &before, &after, activities, &a, wall);
+    let usage = report::report(&by_fn, &before, &after, activities, &a, wall);
     let spans: Vec<hops::Span> = get_json(&a.front, "/whimbrel/timeline").await?;
     println!();
-    match hops::critical_path(&snap.activities, &spans, "whimbrel-activity-event") {
-        Some(h) => {
-            let at = |q: f64| h.latency_ms[((h.latency_ms.len() - 1) as f64 * q) as usize];
-            println!(
-                "critical path, a prerequisite's COMPLETED row -> its dependent's launch ({} edges, whimbrel local's timeline): median {} ms, p90 {} ms, max {} ms; stream hops: at most {} per edge",
-                h.measured,
-                at(0.5),
-                at(0.9),
-                at(1.0),
-                h.max_hops
-            );
-        }
-        None => println!("critical path: no activity with listed prerequisites to measure"),
-    }
-    let bill = usage.bill();
-    println!();
-    println!("cost per million activities (list prices, us-east-1, arm64; see `whimbrel_cli` bench/cost.rs):");
-    println!(
-        "  DynamoDB writes    ${:>8.2}  ({:.2} WRU per activity)",
-        bill.writes,
-        usage.wru()
-    );
-    println!(
-        "  DynamoDB reads     ${:>8.2}  ({:.2} RRU per activity)",
-        bill.reads,
-        usage.rru()
-    );
-    println!("  Lambda requests    ${:>8.2}", bill.requests);
-    println!("  Lambda duration    ${:>8.2}", bill.duration);
-    println!("  Whimbrel total     ${:>8.2}", bill.total());
-    println!(
-        "  Step Functions Standard ${:>8.2}  (a Task state per activity, + start and end)",
-        bill.sfn_standard
-    );
-    println!("  Step Functions Express  ${:>8.2}  (one request per workflow, the wall time above at 64 MB)", bill.sfn_express);
+    report::print_critical_path(&snap.activities, &spans);
+    report::print_bill(&usage);
     if snap.workflow.state != whimbrel_core::contract::WorkflowState::Completed {
         return Err(CliError(format!("workflow ended {}", snap.workflow.state)));
     }

@@ -113,56 +113,68 @@ pub(super) async fn invoke(
         == Some("Event");
     let request_id = uuid::Uuid::new_v4().to_string();
     runner.count(name.clone());
-    if asynchronous {
-        let received = Instant::now();
-        let chaos = runner
-            .chaos
-            .as_ref()
-            .map(|c| c.async_invoke(&name, &body))
-            .unwrap_or_default();
-        if chaos.drop {
-            warn!(function = %name, %request_id, "{PREFIX} dropping async invoke (answered 202, never run)");
-        } else {
-            if let Some(after) = chaos.duplicate_after {
-                warn!(function = %name, %request_id, after_ms = after.as_millis() as u64, "{PREFIX} duplicating async invoke");
-                let (r, n, b, id) = (
-                    runner.clone(),
-                    name.clone(),
-                    body.clone(),
-                    format!("{request_id}-dup"),
-                );
-                tokio::spawn(async move {
-                    tokio::time::sleep(after).await;
-                    r.count(format!("{n} (chaos duplicate)"));
-                    r.deliver_async(n, b, id, received).await
-                });
-            }
-            if let Some(d) = chaos.delay {
-                warn!(function = %name, %request_id, delay_ms = d.as_millis() as u64, "{PREFIX} delaying async invoke");
-            }
-            let (r, n, id) = (runner.clone(), name.clone(), request_id.clone());
-            tokio::spawn(async move {
-                if let Some(d) = chaos.delay {
-                    tokio::time::sleep(d).await;
-                }
-                r.deliver_async(n, body, id, received).await
-            });
-        }
-        let mut resp = StatusCode::ACCEPTED.into_response();
-        if let Ok(v) = HeaderValue::from_str(&request_id) {
-            resp.headers_mut().insert("x-amzn-requestid", v);
-        }
-        return resp;
+    let resp = if asynchronous {
+        accept_async(runner, name, body, &request_id);
+        StatusCode::ACCEPTED.into_response()
+    } else {
+        let timeout = runner.timeout(&name);
+        let outcome = runner.invoke(&name, body, timeout).await;
+        sync_response(&name, outcome, &request_id)
+    };
+    with_request_id(resp, &request_id)
+}
+
+/// An async invoke (`InvocationType=Event`): queue its delivery in the
+/// background, as Lambda's internal queue does, unless chaos drops it;
+/// chaos may also deliver it a second time and delay it.
+fn accept_async(runner: Arc<Runner>, name: String, body: Bytes, request_id: &str) {
+    let received = Instant::now();
+    let chaos = runner
+        .chaos
+        .as_ref()
+        .map(|c| c.async_invoke(&name, &body))
+        .unwrap_or_default();
+    if chaos.drop {
+        warn!(function = %name, %request_id, "{PREFIX} dropping async invoke (answered 202, never run)");
+        return;
     }
-    let timeout = runner.timeout(&name);
-    let outcome = runner.invoke(&name, body, timeout).await;
-    let mut resp = match &outcome {
+    if let Some(after) = chaos.duplicate_after {
+        warn!(function = %name, %request_id, after_ms = after.as_millis() as u64, "{PREFIX} duplicating async invoke");
+        let (r, n, b, id) = (
+            runner.clone(),
+            name.clone(),
+            body.clone(),
+            format!("{request_id}-dup"),
+        );
+        tokio::spawn(async move {
+            tokio::time::sleep(after).await;
+            r.count(format!("{n} (chaos duplicate)"));
+            r.deliver_async(n, b, id, received).await
+        });
+    }
+    if let Some(d) = chaos.delay {
+        warn!(function = %name, %request_id, delay_ms = d.as_millis() as u64, "{PREFIX} delaying async invoke");
+    }
+    let id = request_id.to_string();
+    tokio::spawn(async move {
+        if let Some(d) = chaos.delay {
+            tokio::time::sleep(d).await;
+        }
+        runner.deliver_async(name, body, id, received).await
+    });
+}
+
+/// The answer to a synchronous invoke of `name` that ended with
+/// `outcome`: the payload; a function error (or a timeout) as 200 with
+/// `X-Amz-Function-Error`; 502 if it was not delivered.
+fn sync_response(name: &str, outcome: Outcome, request_id: &str) -> Response {
+    match &outcome {
         Outcome::Answered(b) => (StatusCode::OK, b.clone()).into_response(),
         Outcome::FunctionError(_) | Outcome::TimedOut(_) => {
             if let Outcome::TimedOut(t) = outcome {
                 warn!(function = %name, timeout_s = t.as_secs(), "synchronous invocation timed out");
             }
-            let payload = outcome.error_payload(&request_id).unwrap_or_default();
+            let payload = outcome.error_payload(request_id).unwrap_or_default();
             let mut resp = (StatusCode::OK, payload).into_response();
             resp.headers_mut().insert(
                 "x-amz-function-error",
@@ -175,8 +187,13 @@ pub(super) async fn invoke(
             Json(json!({"Type": "Service", "message": e})),
         )
             .into_response(),
-    };
-    if let Ok(v) = HeaderValue::from_str(&request_id) {
+    }
+}
+
+/// `resp` with the `x-amzn-requestid` header Lambda answers every invoke
+/// with.
+fn with_request_id(mut resp: Response, request_id: &str) -> Response {
+    if let Ok(v) = HeaderValue::from_str(request_id) {
         resp.headers_mut().insert("x-amzn-requestid", v);
     }
     resp
@@ -193,7 +210,6 @@ pub(super) async fn counters(State(runner): State<Arc<Runner>>) -> Json<Value> {
 }
 
 impl Runner {
-    /// Deliver one async event with the function's `EventInvokeConfig`.
     /// The semaphore of `function`'s async invocations in flight, with
     /// `--function-concurrency` permits (made on first use).
     fn async_slot(&self, function: &str) -> Arc<tokio::sync::Semaphore> {
@@ -208,6 +224,7 @@ impl Runner {
             .clone()
     }
 
+    /// Deliver one async event with the function's `EventInvokeConfig`.
     async fn deliver_async(
         self: Arc<Self>,
         function: String,

@@ -1,0 +1,231 @@
+//! The subcommands with no module of their own: install, register, start,
+//! event, cancel, heartbeat, show, list and result. Each one takes its
+//! parsed flags, reads or writes the tables and prints what the user sees.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+use whimbrel_core::contract::{next_state, Actor, Transition, WorkflowState};
+use whimbrel_core::dates::Timestamp;
+use whimbrel_core::engine::{Engine, EngineConfig};
+use whimbrel_core::install;
+use whimbrel_core::model::WorkflowLambda;
+use whimbrel_core::plan::Plan;
+use whimbrel_core::store::Store;
+
+use crate::status::Snapshot;
+use crate::{
+    insert_event, insert_request, output, parse_json, show, status, store_for, CliError, Global,
+};
+
+/// `whimbrel install`: create every table, and print each one's name
+/// with `created` or `exists`.
+pub async fn install(g: &Global) -> Result<(), CliError> {
+    let store = store_for(g).await;
+    let created = install::install(&store).await?;
+    for t in install::table_names(store.tables()) {
+        let what = if created.contains(&t) {
+            "created"
+        } else {
+            "exists"
+        };
+        println!("{t}\t{what}");
+    }
+    Ok(())
+}
+
+/// The static plan of `--definition`, read and validated.
+fn read_plan_file(path: &Path) -> Result<Plan, CliError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| CliError(format!("cannot read {}: {e}", path.display())))?;
+    let plan: Plan = serde_json::from_str(&text)
+        .map_err(|e| CliError(format!("{} is not a plan: {e}", path.display())))?;
+    plan.validate()
+        .map_err(|e| CliError(format!("{}: {e}", path.display())))?;
+    Ok(plan)
+}
+
+/// `whimbrel register`: store the workflow's decider Lambda or its static
+/// plan (the `--definition` file).
+pub async fn register(
+    g: &Global,
+    name: String,
+    lambda: Option<String>,
+    definition: Option<PathBuf>,
+) -> Result<(), CliError> {
+    let definition = definition.as_deref().map(read_plan_file).transpose()?;
+    let store = store_for(g).await;
+    let item = WorkflowLambda {
+        workflow_name: name.clone(),
+        lambda,
+        definition,
+    };
+    store.put(&store.tables().workflow_lambda(), &item).await?;
+    println!("registered {name}");
+    Ok(())
+}
+
+/// The workflow input: `--input` as JSON, else the `--input-file` as JSON
+/// or, if it is not JSON, as `{"text": ...}`.
+fn workflow_input(
+    input: Option<String>,
+    input_file: Option<PathBuf>,
+) -> Result<Option<Value>, CliError> {
+    Ok(match (input, input_file) {
+        (Some(text), _) => Some(parse_json("--input", &text)?),
+        (None, Some(path)) => {
+            let text = std::fs::read_to_string(&path)
+                .map_err(|e| CliError(format!("cannot read {}: {e}", path.display())))?;
+            Some(serde_json::from_str(&text).unwrap_or_else(|_| serde_json::json!({"text": text})))
+        }
+        (None, None) => None,
+    })
+}
+
+/// `whimbrel start`: insert the workflow request row and print its ids.
+pub async fn start(
+    g: &Global,
+    name: &str,
+    input: Option<String>,
+    input_file: Option<PathBuf>,
+    source: &str,
+) -> Result<(), CliError> {
+    let input = workflow_input(input, input_file)?;
+    let store = store_for(g).await;
+    let (request_id, exec_id) = insert_request(&store, name, input, source).await?;
+    println!("workflow_request_id\t{request_id}");
+    println!("workflow_exec_id\t{exec_id}");
+    Ok(())
+}
+
+/// `whimbrel event`: insert one activity event row and print its id.
+pub async fn event(
+    g: &Global,
+    activity_exec_id: String,
+    transition: &str,
+    output: Option<String>,
+    error: Option<String>,
+) -> Result<(), CliError> {
+    let t: Transition = transition.parse().map_err(|e| {
+        CliError(format!(
+            "{e}; use one of RUNNING, COMPLETED, FAILED, CANCEL, PREPARING"
+        ))
+    })?;
+    let output = output.map(|o| parse_json("--output", &o)).transpose()?;
+    let store = store_for(g).await;
+    let id = insert_event(&store, activity_exec_id, t, output, error).await?;
+    println!("activity_event_id\t{id}");
+    Ok(())
+}
+
+/// `whimbrel cancel`: a workflow not started yet is cancelled as a whole;
+/// a started one gets a CANCEL event row for each activity that has not
+/// ended.
+pub async fn cancel(g: &Global, workflow_exec_id: &str, reason: &str) -> Result<(), CliError> {
+    let store = store_for(g).await;
+    let snap = status::snapshot(&store, workflow_exec_id).await?;
+    if snap.workflow.state == WorkflowState::Requested {
+        let workflow_name = &snap.workflow.workflow_name;
+        return cancel_requested_workflow(&store, workflow_exec_id, workflow_name, reason).await;
+    }
+    let sent = insert_activity_cancels(&store, snap, reason).await?;
+    eprintln!("cancel requested for {sent} activities of {workflow_exec_id}");
+    Ok(())
+}
+
+/// Cancel a workflow execution still REQUESTED (before any activity) and
+/// print the state it reached.
+async fn cancel_requested_workflow(
+    store: &Store,
+    workflow_exec_id: &str,
+    workflow_name: &str,
+    reason: &str,
+) -> Result<(), CliError> {
+    let config = EngineConfig {
+        table_prefix: store.tables().prefix.clone(),
+        ..Default::default()
+    };
+    let engine = Engine::new(store.clone(), (), config);
+    let state = engine
+        .cancel_requested_workflow(workflow_exec_id, workflow_name, reason)
+        .await
+        .map_err(|e| CliError(e.to_string()))?;
+    println!("{workflow_exec_id}: {state}");
+    Ok(())
+}
+
+/// Insert a CANCEL event row, printing its id, for each activity of `snap`
+/// whose state accepts a client's CANCEL now; returns how many.
+async fn insert_activity_cancels(
+    store: &Store,
+    snap: Snapshot,
+    reason: &str,
+) -> Result<usize, CliError> {
+    let mut sent = 0;
+    for a in snap.activities {
+        if next_state(a.state, Transition::Cancel, Actor::Client).is_err() {
+            continue;
+        }
+        let reason = Some(reason.to_string());
+        let id = insert_event(store, a.activity_exec_id, Transition::Cancel, None, reason).await?;
+        println!("activity_event_id\t{id}");
+        sent += 1;
+    }
+    Ok(sent)
+}
+
+/// `whimbrel heartbeat`: record a heartbeat and print the activity's state.
+pub async fn heartbeat(g: &Global, activity_exec_id: &str) -> Result<(), CliError> {
+    let store = store_for(g).await;
+    let config = EngineConfig {
+        table_prefix: g.table_prefix.clone(),
+        ..EngineConfig::from_env().map_err(CliError)?
+    };
+    let engine = Engine::new(store, (), config);
+    let state = engine.heartbeat(activity_exec_id).await?;
+    println!("{state}");
+    Ok(())
+}
+
+/// `whimbrel show`: print the workflow execution's timeline.
+pub async fn show(
+    g: &Global,
+    workflow_exec_id: &str,
+    format: output::Format,
+) -> Result<(), CliError> {
+    let store = store_for(g).await;
+    let snap = status::snapshot(&store, workflow_exec_id).await?;
+    let rows = show::timeline(&snap);
+    match format {
+        output::Format::Table => print!("{}", show::render(&snap, &rows)),
+        output::Format::Json => print!("{}", output::pretty(&show::as_json(&snap, &rows))),
+    }
+    Ok(())
+}
+
+/// `whimbrel list`: print the workflow executions in `state` started in
+/// the last `since_seconds`.
+pub async fn list(
+    g: &Global,
+    state: output::StateArg,
+    since_seconds: i64,
+    format: output::Format,
+) -> Result<(), CliError> {
+    let store = store_for(g).await;
+    let since = Timestamp::now().epoch - since_seconds;
+    let found = status::list(&store, state.into(), since).await?;
+    match format {
+        output::Format::Table => print!("{}", status::list_lines(&found)),
+        output::Format::Json => print!("{}", output::pretty(&status::list_json(&found))),
+    }
+    Ok(())
+}
+
+/// `whimbrel result`: print a COMPLETED workflow's result. JSON is the
+/// result's only natural form: every output format prints it.
+pub async fn result(g: &Global, workflow_exec_id: &str, wait: bool) -> Result<(), CliError> {
+    let store = store_for(g).await;
+    let result = status::workflow_result(store, workflow_exec_id, wait).await?;
+    print!("{}", output::pretty(&result));
+    Ok(())
+}
