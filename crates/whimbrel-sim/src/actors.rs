@@ -18,7 +18,7 @@ use whimbrel_core::model::ActivityEvent;
 use whimbrel_core::plan::LaunchPayload;
 use whimbrel_core::store::{n, s, Cond, Store, UpdateRequest};
 
-use crate::shared::{lock, sleep, World};
+use crate::shared::{lock, sleep, SimLauncher, World};
 
 /// A report row an actor wrote: for the "a report decides" check.
 #[derive(Debug, Clone)]
@@ -84,7 +84,7 @@ pub struct ActorCtx {
     /// Where written reports are logged.
     pub reports: Reports,
     /// The Lambda service.
-    pub launcher: crate::shared::SimLauncher,
+    pub launcher: SimLauncher,
 }
 
 /// Run one delivered invocation of an activity function, or (`claimed`)
@@ -99,10 +99,41 @@ pub async fn activity(ctx: ActorCtx, payload: LaunchPayload, require_tokens: boo
         reports,
         launcher,
     } = ctx;
-    let b = {
+    let behaviour = {
         let mut w = lock(&world);
         let hb = payload.heartbeat_timeout_seconds.unwrap_or(120);
-        let r = &mut w.rng;
+        Behaviour::draw(&mut w.rng, hb, require_tokens, claimed)
+    };
+    let full =
+        Engine::with_environment(store.clone(), launcher, config.clone(), engine_env.clone());
+    let engine = Engine::with_environment(store.clone(), (), config, engine_env);
+    let helper = Activity::with_engine(payload.clone(), engine.clone());
+    if behaviour.dies_before_running {
+        return;
+    }
+    let instance = Instance {
+        payload,
+        behaviour,
+        store,
+        engine,
+        full,
+        helper,
+        world,
+        reports,
+    };
+    if !instance.start(claimed).await || !instance.work().await {
+        return;
+    }
+    instance.end().await;
+}
+
+impl Behaviour {
+    /// Draw one instance's behaviour from the seed's generator, given its
+    /// heartbeat timeout `hb`. The draws happen in the order of the fields,
+    /// some only when a flag allows them (tokenless without required
+    /// tokens, PREPARING when not claimed): that order is part of every
+    /// schedule.
+    fn draw(r: &mut impl Rng, hb: i64, require_tokens: bool, claimed: bool) -> Self {
         Behaviour {
             in_process: r.gen_bool(0.1),
             tokenless: !require_tokens && r.gen_bool(0.4),
@@ -122,156 +153,209 @@ pub async fn activity(ctx: ActorCtx, payload: LaunchPayload, require_tokens: boo
                 0
             },
         }
-    };
-    let full =
-        Engine::with_environment(store.clone(), launcher, config.clone(), engine_env.clone());
-    let engine = Engine::with_environment(store.clone(), (), config, engine_env);
-    let helper = Activity::with_engine(payload.clone(), engine.clone());
-    if b.dies_before_running {
-        return;
     }
-    let report = |transition: &'static str, output: Option<Value>, error: Option<String>| {
-        let helper = &helper;
-        let payload = &payload;
-        let store = &store;
-        let engine = &engine;
-        let full = &full;
-        let world = &world;
-        let reports = &reports;
-        async move {
-            let t: whimbrel_core::contract::Transition = transition.parse().expect("known");
-            let id = if b.tokenless || b.in_process {
-                let now = engine.now();
-                let ev = ActivityEvent {
-                    manual: b.in_process.then_some(true),
-                    output,
-                    error,
-                    attempt: (!b.tokenless).then_some(payload.attempt),
-                    attempt_token: if b.tokenless {
-                        None
-                    } else {
-                        payload.attempt_token.clone()
-                    },
-                    ..ActivityEvent::new(
-                        &payload.activity_exec_id,
-                        transition,
-                        now,
-                        "sim client",
-                        &engine.new_token(),
-                    )
-                };
-                let written = store
-                    .put_new(
-                        &store.tables().activity_event(),
-                        attr::ACTIVITY_EVENT_ID,
-                        &ev,
-                    )
-                    .await
-                    .ok()
-                    .map(|_| ev.activity_event_id.clone());
-                if written.is_some() && b.in_process {
-                    // The Full Logic API duty: apply it until it applies or
-                    // is rejected (nothing redelivers a manual row).
-                    for _ in 0..30 {
-                        match full.apply_event(&ev).await {
-                            Err(whimbrel_core::engine::EngineError::Retry(_)) => {
-                                sleep(world, 1).await
-                            }
-                            _ => break,
-                        }
-                    }
-                }
-                written
-            } else {
-                helper.report(t, output, error).await.ok()
-            };
-            let Some(event_id) = id else {
-                // The put failed: like `activity.running()?` in a Lambda,
-                // the invocation ends with an error.
+}
+
+/// One running activity instance: what it was launched with, how it
+/// behaves, and what it reports through (the helper, or its own event rows
+/// on the store, applied in-process by the Full Logic engine `full`).
+struct Instance {
+    payload: LaunchPayload,
+    behaviour: Behaviour,
+    store: Store,
+    engine: Engine<()>,
+    full: Engine<SimLauncher>,
+    helper: Activity,
+    world: World,
+    reports: Reports,
+}
+
+impl Instance {
+    /// Report PREPARING (when it prepares) and RUNNING (unless a worker
+    /// claimed it, already RUNNING). False when a report could not be
+    /// written: the invocation ends there.
+    async fn start(&self, claimed: bool) -> bool {
+        if self.behaviour.prepares {
+            if !self.report("PREPARING", None, None).await {
                 return false;
+            }
+            sleep(&self.world, 5).await;
+        }
+        claimed || self.report("RUNNING", None, None).await
+    }
+
+    /// Work for the drawn time, heartbeating every third of the heartbeat
+    /// timeout. False when the work stops early: a newer attempt replaced
+    /// this one, it was cancelled (it acknowledges) or it already ended.
+    async fn work(&self) -> bool {
+        let b = &self.behaviour;
+        let payload = &self.payload;
+        let interval = payload
+            .heartbeat_timeout_seconds
+            .map_or(b.work_seconds.max(1), |t| (t / 3).max(1));
+        let mut worked = 0;
+        while worked < b.work_seconds {
+            sleep(&self.world, interval).await;
+            worked += interval;
+            if payload.heartbeat_timeout_seconds.is_none() {
+                continue;
+            }
+            let state = if b.raw_heartbeat {
+                raw_heartbeat(&self.store, &self.engine, payload).await;
+                None
+            } else {
+                match self.helper.heartbeat().await {
+                    Ok(s) => Some(s),
+                    Err(_) => return false, // a newer attempt replaced this one
+                }
             };
-            {
-                let at = lock(world).now;
-                reports.lock().unwrap().push(Report {
-                    event_id,
-                    activity_exec_id: payload.activity_exec_id.clone(),
-                    attempt: payload.attempt,
-                    transition: transition.into(),
-                    at,
-                });
+            match state {
+                Some(ActivityState::CancelledRunning) => {
+                    self.report("CANCEL", None, Some("cancel acknowledged".into()))
+                        .await;
+                    return false;
+                }
+                Some(s) if s.is_terminal() => return false,
+                _ => {}
             }
-            true
         }
-    };
-    if b.prepares {
-        if !report("PREPARING", None, None).await {
-            return;
-        }
-        sleep(&world, 5).await;
+        true
     }
-    if !claimed && !report("RUNNING", None, None).await {
-        return;
-    }
-    let interval = payload
-        .heartbeat_timeout_seconds
-        .map_or(b.work_seconds.max(1), |t| (t / 3).max(1));
-    let mut worked = 0;
-    while worked < b.work_seconds {
-        sleep(&world, interval).await;
-        worked += interval;
-        if payload.heartbeat_timeout_seconds.is_none() {
-            continue;
+
+    /// The ending, after any lateness: COMPLETED with the output computed
+    /// from the payload, or FAILED with an error name the retry policies
+    /// tell apart (both reported twice when it reports twice), or nothing
+    /// when it dies.
+    async fn end(&self) {
+        let b = &self.behaviour;
+        let payload = &self.payload;
+        if b.late_seconds > 0 {
+            sleep(&self.world, b.late_seconds).await;
         }
-        let state = if b.raw_heartbeat {
-            raw_heartbeat(&store, &engine, &payload).await;
-            None
+        let output = output_of(
+            &payload.activity_name,
+            &payload.input,
+            &serde_json::to_value(&payload.prerequisites).unwrap_or_default(),
+        );
+        for _ in 0..if b.twice { 2 } else { 1 } {
+            match b.ending {
+                Ending::Complete => {
+                    self.report("COMPLETED", Some(output.clone()), None).await;
+                }
+                Ending::Fail => {
+                    // Error names the retry policies tell apart.
+                    let name = if payload.attempt.is_multiple_of(2) {
+                        "Fatal"
+                    } else {
+                        "Busy"
+                    };
+                    self.report(
+                        "FAILED",
+                        None,
+                        Some(format!(
+                            "{name}: {} failed on purpose",
+                            payload.activity_name
+                        )),
+                    )
+                    .await;
+                }
+                Ending::Die => return,
+            }
+        }
+    }
+
+    /// Report `transition`: through the helper, or (tokenless and
+    /// in-process callers) by writing the event row itself; a written
+    /// report is logged for the checker. False when the write failed: like
+    /// `activity.running()?` in a Lambda, the invocation ends with an error.
+    async fn report(
+        &self,
+        transition: &'static str,
+        output: Option<Value>,
+        error: Option<String>,
+    ) -> bool {
+        let t: whimbrel_core::contract::Transition = transition.parse().expect("known");
+        let b = &self.behaviour;
+        let id = if b.tokenless || b.in_process {
+            self.write_event_row(transition, output, error).await
         } else {
-            match helper.heartbeat().await {
-                Ok(s) => Some(s),
-                Err(_) => return, // a newer attempt replaced this one
-            }
+            self.helper.report(t, output, error).await.ok()
         };
-        match state {
-            Some(ActivityState::CancelledRunning) => {
-                report("CANCEL", None, Some("cancel acknowledged".into())).await;
-                return;
+        let Some(event_id) = id else {
+            return false;
+        };
+        self.log_report(event_id, transition);
+        true
+    }
+
+    /// Write the event row of `transition` as a client without the helper
+    /// does (without a token when tokenless; `manual` when in-process, and
+    /// then applied here). The row id when the put succeeded.
+    async fn write_event_row(
+        &self,
+        transition: &'static str,
+        output: Option<Value>,
+        error: Option<String>,
+    ) -> Option<String> {
+        let (b, payload, store, engine) =
+            (&self.behaviour, &self.payload, &self.store, &self.engine);
+        let now = engine.now();
+        let ev = ActivityEvent {
+            manual: b.in_process.then_some(true),
+            output,
+            error,
+            attempt: (!b.tokenless).then_some(payload.attempt),
+            attempt_token: if b.tokenless {
+                None
+            } else {
+                payload.attempt_token.clone()
+            },
+            ..ActivityEvent::new(
+                &payload.activity_exec_id,
+                transition,
+                now,
+                "sim client",
+                &engine.new_token(),
+            )
+        };
+        let written = store
+            .put_new(
+                &store.tables().activity_event(),
+                attr::ACTIVITY_EVENT_ID,
+                &ev,
+            )
+            .await
+            .ok()
+            .map(|_| ev.activity_event_id.clone());
+        if written.is_some() && b.in_process {
+            self.apply_in_process(&ev).await;
+        }
+        written
+    }
+
+    /// The Full Logic API duty: apply a written `manual` row until it
+    /// applies or is rejected (nothing redelivers a manual row), a second
+    /// apart, at most 30 times.
+    async fn apply_in_process(&self, ev: &ActivityEvent) {
+        for _ in 0..30 {
+            match self.full.apply_event(ev).await {
+                Err(whimbrel_core::engine::EngineError::Retry(_)) => sleep(&self.world, 1).await,
+                _ => break,
             }
-            Some(s) if s.is_terminal() => return,
-            _ => {}
         }
     }
-    if b.late_seconds > 0 {
-        sleep(&world, b.late_seconds).await;
-    }
-    let output = output_of(
-        &payload.activity_name,
-        &payload.input,
-        &serde_json::to_value(&payload.prerequisites).unwrap_or_default(),
-    );
-    for _ in 0..if b.twice { 2 } else { 1 } {
-        match b.ending {
-            Ending::Complete => {
-                report("COMPLETED", Some(output.clone()), None).await;
-            }
-            Ending::Fail => {
-                // Error names the retry policies tell apart.
-                let name = if payload.attempt.is_multiple_of(2) {
-                    "Fatal"
-                } else {
-                    "Busy"
-                };
-                report(
-                    "FAILED",
-                    None,
-                    Some(format!(
-                        "{name}: {} failed on purpose",
-                        payload.activity_name
-                    )),
-                )
-                .await;
-            }
-            Ending::Die => return,
-        }
+
+    /// Log a written report row, at world time, for the checker's "a
+    /// report decides" check.
+    fn log_report(&self, event_id: String, transition: &str) {
+        let at = lock(&self.world).now;
+        self.reports.lock().unwrap().push(Report {
+            event_id,
+            activity_exec_id: self.payload.activity_exec_id.clone(),
+            attempt: self.payload.attempt,
+            transition: transition.into(),
+            at,
+        });
     }
 }
 

@@ -19,7 +19,7 @@
 use std::collections::{HashMap, HashSet};
 use whimbrel_core::attr;
 
-use whimbrel_core::contract::{self, ActivityState, WorkflowState};
+use whimbrel_core::contract::{ActivityState, WorkflowState};
 use whimbrel_core::engine::{payloads, EngineConfig};
 use whimbrel_core::handlers::Outcome;
 use whimbrel_core::ids;
@@ -29,7 +29,10 @@ use whimbrel_core::model::{
 use whimbrel_core::store::memory::MemoryBackend;
 use whimbrel_core::store::Tables;
 
-use crate::actors::{output_of, Report};
+use crate::actors::Report;
+
+mod liveness;
+mod safety;
 
 /// What the world saw happen, for the end-of-run checks.
 #[derive(Debug, Clone, Copy)]
@@ -221,6 +224,19 @@ fn workflows(mem: &MemoryBackend, t: &Tables) -> Vec<WorkflowExec> {
         .collect()
 }
 
+/// How many workflow request rows there are, leaving out those whose
+/// stream record the mappings gave up on (`lost`).
+fn requests_not_lost(mem: &MemoryBackend, t: &Tables, lost: &HashSet<String>) -> usize {
+    mem.items(&t.workflow_request())
+        .iter()
+        .filter(|r| {
+            r.get(attr::WORKFLOW_REQUEST_ID)
+                .and_then(whimbrel_core::store::as_s)
+                .is_none_or(|id| !lost.contains(id))
+        })
+        .count()
+}
+
 impl Checker {
     /// Ids of the activity execs that exist.
     pub fn activity_ids(&self, mem: &MemoryBackend, t: &Tables) -> Vec<String> {
@@ -299,15 +315,7 @@ impl Checker {
 
     /// True when every workflow requested so far ended.
     pub fn all_ended(&self, mem: &MemoryBackend, t: &Tables, lost: &HashSet<String>) -> bool {
-        let requests = mem
-            .items(&t.workflow_request())
-            .iter()
-            .filter(|r| {
-                r.get(attr::WORKFLOW_REQUEST_ID)
-                    .and_then(whimbrel_core::store::as_s)
-                    .is_none_or(|id| !lost.contains(id))
-            })
-            .count();
+        let requests = requests_not_lost(mem, t, lost);
         let wfs = workflows(mem, t);
         wfs.len() >= requests
             && wfs
@@ -319,7 +327,8 @@ impl Checker {
                 .all(|a| a.state.is_terminal() && a.due_epoch.is_none())
     }
 
-    /// The safety invariants on the tables as they are now.
+    /// The safety invariants on the tables as they are now (checked
+    /// again only when something was written since the last look).
     pub fn safety(&mut self, mem: &MemoryBackend, t: &Tables, cfg: &EngineConfig) -> Vec<String> {
         let writes = mem.writes();
         if writes == self.seen_writes {
@@ -328,113 +337,16 @@ impl Checker {
         self.seen_writes = writes;
         let (acts, mut v) = activities(mem, t);
         let acts = with_planned_dependents(acts, mem, t, cfg);
-        let mut by_wf: HashMap<&str, Vec<&ActivityExec>> = HashMap::new();
         for a in &acts {
-            by_wf
-                .entry(a.workflow_exec_id.as_str())
-                .or_default()
-                .push(a);
-            let id = &a.activity_exec_id;
-            // Never late: a live activity with a deadline carries a due
-            // marker no later than it (markers may be early: lazy markers,
-            // issue 7; the monitor moves an early one when it looks).
-            if !a.state.is_terminal() {
-                if let Some((deadline, kind)) = whimbrel_core::engine::decide::next_deadline(a, cfg)
-                {
-                    match a.due_epoch {
-                        None => v.push(format!(
-                            "{id}: {} with a {kind:?} deadline at {deadline} but no due marker",
-                            a.state
-                        )),
-                        Some(m) if m > deadline => v.push(format!(
-                            "{id}: {} due marker {m} is after its {kind:?} deadline {deadline}",
-                            a.state
-                        )),
-                        Some(_) => {}
-                    }
-                }
-            }
-            match (self.terminal.get(id), a.state.is_terminal()) {
-                (Some(s), _) if *s != a.state => {
-                    v.push(format!("{id}: terminal state {s} changed to {}", a.state))
-                }
-                (None, true) => {
-                    self.terminal.insert(id.clone(), a.state);
-                }
-                _ => {}
-            }
-            // Every accepted step is a row of the contract table, a
-            // relaunch (QUEUED → QUEUED) or a retried failure
-            // (contract::retry_state): no state ever goes back otherwise.
-            let mut from = ActivityState::Requested;
-            for h in &a.history {
-                let retried = h
-                    .transition
-                    .parse::<contract::Transition>()
-                    .ok()
-                    .and_then(|t| contract::retry_state(from, t))
-                    == Some(h.state);
-                let allowed = (from == ActivityState::Queued && h.state == ActivityState::Queued)
-                    || retried
-                    || contract::TRANSITIONS.iter().any(|(f, t, to, _)| {
-                        *f == from && t.as_str() == h.transition && *to == h.state
-                    });
-                if !allowed {
-                    v.push(format!(
-                        "{id}: {from} -> {} by {} is not in the contract ({})",
-                        h.state,
-                        h.transition,
-                        h.full_event_id(id)
-                    ));
-                }
-                from = h.state;
-            }
-            let ends = a.history.iter().filter(|h| h.state.is_terminal()).count();
-            if ends > 1 {
-                v.push(format!("{id}: {ends} terminal transitions accepted"));
-            }
-            // Retries: attempts ≤ max_attempts; each attempt before the
-            // live one has exactly one recorded outcome (its retried
-            // failure), in order; each attempt is claimed by a worker at
-            // most once.
-            let max = a.retry.as_ref().map_or(1, |r| r.attempts());
-            if a.attempt > max {
-                v.push(format!("{id}: attempt {} of at most {max}", a.attempt));
-            }
-            let failed: Vec<u32> = a.history.iter().filter_map(|h| h.attempt).collect();
-            let want: Vec<u32> = (1..a.attempt.max(1)).collect();
-            if failed != want {
-                v.push(format!(
-                    "{id}: attempt {} with failures recorded for {failed:?}",
-                    a.attempt
-                ));
-            }
-            let mut claims: Vec<&str> = a
-                .history
-                .iter()
-                .filter(|h| h.event_id.starts_with("claim:"))
-                .map(|h| h.event_id.as_str())
-                .collect();
-            let n = claims.len();
-            claims.dedup();
-            if claims.len() != n {
-                v.push(format!("{id}: one attempt claimed by two workers"));
-            }
+            v.extend(safety::due_marker_violation(a, cfg));
+            v.extend(self.terminal_state_change(a));
+            v.extend(safety::history_violations(a));
+            v.extend(safety::attempt_violations(a));
         }
         v.extend(crate::edges::violations(&acts, &join_groups(mem, t)));
         v.extend(inputs_kept_twice(mem, t));
         for w in workflows(mem, t) {
-            let id = &w.workflow_exec_id;
-            match (self.workflow_terminal.get(id), w.state.is_terminal()) {
-                (Some(s), _) if *s != w.state => v.push(format!(
-                    "workflow {id}: terminal state {s} changed to {}",
-                    w.state
-                )),
-                (None, true) => {
-                    self.workflow_terminal.insert(id.clone(), w.state);
-                }
-                _ => {}
-            }
+            v.extend(self.workflow_terminal_state_change(&w));
         }
         v.extend(crate::counts::violations(&acts, mem, t));
         v
@@ -448,11 +360,6 @@ impl Checker {
         cfg: &EngineConfig,
         seen: &Evidence<'_>,
     ) -> Vec<String> {
-        let Evidence {
-            reports,
-            outcomes,
-            lost,
-        } = *seen;
         self.seen_writes = u64::MAX;
         let mut v = self.safety(mem, t, cfg);
         let acts = with_planned_dependents(activities(mem, t).0, mem, t, cfg);
@@ -463,15 +370,7 @@ impl Checker {
         // A request row whose stream record the mapping gave up on before
         // any exec existed has nothing in the tables to resume from: it
         // needs the on-failure record replayed (a known gap, counted apart).
-        let requests = mem
-            .items(&t.workflow_request())
-            .iter()
-            .filter(|r| {
-                r.get(attr::WORKFLOW_REQUEST_ID)
-                    .and_then(whimbrel_core::store::as_s)
-                    .is_none_or(|id| !lost.contains(id))
-            })
-            .count();
+        let requests = requests_not_lost(mem, t, seen.lost);
         if wfs.len() < requests {
             v.push(format!(
                 "{requests} requests but {} workflow execs",
@@ -479,139 +378,12 @@ impl Checker {
             ));
         }
         for w in &wfs {
-            if !w.state.is_terminal() {
-                v.push(format!(
-                    "workflow {} stuck in {}",
-                    w.workflow_exec_id, w.state
-                ));
-            }
-            if w.due_epoch.is_some() {
-                v.push(format!(
-                    "workflow {} still has an obligation",
-                    w.workflow_exec_id
-                ));
-            }
-            if w.planned_epoch.is_some() {
-                // The exec is marked planned only after its plan item is
-                // stored, and both agree on the activity count.
-                let planned = stored_plans(mem, t).remove(&w.workflow_exec_id);
-                match planned {
-                    None => v.push(format!(
-                        "workflow {} is planned but has no readable plan item",
-                        w.workflow_exec_id
-                    )),
-                    Some(p) if p.plan.activities.len() as u64 != w.activity_count => {
-                        v.push(format!(
-                            "workflow {} counts {} activities but its plan has {}",
-                            w.workflow_exec_id,
-                            w.activity_count,
-                            p.plan.activities.len()
-                        ))
-                    }
-                    Some(_) => {}
-                }
-            }
-            if w.state.is_terminal() && w.planned_epoch.is_some() {
-                v.extend(crate::counts::final_violations(&acts, w));
-                let counts = contract::EndCounts {
-                    completed: w.completed_count,
-                    failed: w.failed_count,
-                    cancelled: w.cancelled_count,
-                };
-                let expected = contract::workflow_outcome(w.activity_count, counts);
-                // An execution timeout ends the workflow FAILED whatever its
-                // activities do afterwards; it must not end before it.
-                let expired = w.state == WorkflowState::Failed
-                    && w.error
-                        .as_deref()
-                        .is_some_and(|e| e.starts_with("execution timeout"))
-                    && whimbrel_core::engine::outcome::execution_deadline(w)
-                        .is_some_and(|d| w.end_time_epoch.is_some_and(|end| end >= d));
-                if expected != Some(w.state) && !expired {
-                    v.push(format!(
-                        "workflow {} ended {} but its counts say {expected:?}",
-                        w.workflow_exec_id, w.state
-                    ));
-                }
-            }
+            v.extend(liveness::workflow_violations(w, &acts, &plans));
         }
         for a in &acts {
-            if !a.state.is_terminal() {
-                v.push(format!(
-                    "activity {} stuck in {} (attempt {})",
-                    a.activity_exec_id, a.state, a.attempt
-                ));
-            }
-            if a.due_epoch.is_some() {
-                v.push(format!(
-                    "activity {} still has an obligation ({})",
-                    a.activity_exec_id, a.state
-                ));
-            }
-            if a.attempt > cfg.max_launch_attempts {
-                v.push(format!(
-                    "activity {} has {} attempts",
-                    a.activity_exec_id, a.attempt
-                ));
-            }
-            if a.state == ActivityState::Completed {
-                // A wide join keeps no list: its prerequisites hold a slot.
-                let prereqs: serde_json::Map<String, serde_json::Value> = acts
-                    .iter()
-                    .filter(|p| {
-                        a.prerequisites.contains(&p.activity_exec_id)
-                            || p.join_slots.contains_key(&a.activity_exec_id)
-                    })
-                    .map(|p| {
-                        (
-                            p.activity_name.clone(),
-                            p.output.clone().unwrap_or_default(),
-                        )
-                    })
-                    .collect();
-                let input = plans
-                    .get(&a.workflow_exec_id)
-                    .and_then(|p| p.plan.activities.iter().find(|x| x.name == a.activity_name))
-                    .and_then(|x| x.input.clone())
-                    .unwrap_or_default();
-                let expected = output_of(
-                    &a.activity_name,
-                    &input,
-                    &serde_json::Value::Object(prereqs),
-                );
-                if a.output.as_ref() != Some(&expected) {
-                    v.push(format!(
-                        "activity {}: output {:?} is not {expected}",
-                        a.activity_exec_id, a.output
-                    ));
-                }
-            }
-            if a.state == ActivityState::TimedOut {
-                let at = a
-                    .history
-                    .iter()
-                    .find(|h| h.state == ActivityState::TimedOut)
-                    .map_or(i64::MAX, |h| h.at_epoch);
-                let early = reports.iter().find(|r| {
-                    r.activity_exec_id == a.activity_exec_id
-                        && r.attempt == a.attempt
-                        && matches!(r.transition.as_str(), "COMPLETED" | "FAILED")
-                        && r.at + cfg.report_grace_seconds + 2 <= at
-                });
-                if let Some(r) = early {
-                    v.push(format!(
-                        "activity {} TIMED_OUT at {at} though its {} report {} was written at {} (outcomes {:?}; history {:?})",
-                        a.activity_exec_id, r.transition, r.event_id, r.at, outcomes.get(&r.event_id),
-                        a.history.iter().map(|h| format!("{}@{} by {}", h.state, h.at_epoch, h.full_event_id(&a.activity_exec_id))).collect::<Vec<_>>()
-                    ));
-                }
-            }
+            v.extend(liveness::activity_violations(a, &acts, &plans, cfg, seen));
         }
-        for (id, outs) in outcomes {
-            if !lost.contains(id) && outs.iter().all(|o| matches!(o, Outcome::Retry(_))) {
-                v.push(format!("row {id} was only ever retried: {outs:?}"));
-            }
-        }
+        v.extend(liveness::rows_only_retried(seen.outcomes, seen.lost));
         v
     }
 }

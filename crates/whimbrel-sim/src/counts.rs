@@ -13,7 +13,7 @@ use whimbrel_core::attr;
 use whimbrel_core::ids;
 use whimbrel_core::model::{ActivityExec, CountGroup, WorkflowExec};
 use whimbrel_core::store::memory::MemoryBackend;
-use whimbrel_core::store::Tables;
+use whimbrel_core::store::{Item, Tables};
 
 type Tally = (u64, u64, u64);
 
@@ -30,6 +30,10 @@ fn tally(states: impl Iterator<Item = whimbrel_core::contract::ActivityState>) -
     t
 }
 
+/// A count group item and its size (as the slots of the activities it
+/// names give it), by (workflow exec id, group number).
+type Groups = HashMap<(String, u32), (CountGroup, Option<u32>)>;
+
 /// Violations of the counting invariant among `acts` and the tables.
 pub fn violations(acts: &[ActivityExec], mem: &MemoryBackend, t: &Tables) -> Vec<String> {
     let mut v = vec![];
@@ -37,19 +41,9 @@ pub fn violations(acts: &[ActivityExec], mem: &MemoryBackend, t: &Tables) -> Vec
         .iter()
         .map(|a| (a.activity_exec_id.as_str(), a))
         .collect();
-    // (workflow exec id, group) -> (the group, its size).
-    let mut groups: HashMap<(String, u32), (CountGroup, Option<u32>)> = HashMap::new();
+    let mut groups: Groups = HashMap::new();
     for item in mem.items(&t.activity_exec_dependency()) {
-        let Some(key) = item
-            .get(attr::ACTIVITY_EXEC_DEPENDENCY)
-            .and_then(whimbrel_core::store::as_s)
-        else {
-            continue;
-        };
-        let Some((wf, g)) = key
-            .rsplit_once("#count-")
-            .and_then(|(wf, g)| g.parse::<u32>().ok().map(|g| (wf.to_string(), g)))
-        else {
+        let Some((key, wf, g)) = count_group_key(&item) else {
             continue;
         };
         let group: CountGroup = match serde_dynamo::from_item(item.clone()) {
@@ -59,37 +53,8 @@ pub fn violations(acts: &[ActivityExec], mem: &MemoryBackend, t: &Tables) -> Vec
                 continue;
             }
         };
-        let mut size = None;
-        let mut states = vec![];
-        for name in &group.ended {
-            match by_id.get(ids::activity_exec_id(&wf, name).as_str()) {
-                None => v.push(format!("{key}: counts unknown activity {name}")),
-                Some(a) if !a.state.is_terminal() => {
-                    v.push(format!("{key}: counts {name}, which is {}", a.state))
-                }
-                Some(a) => {
-                    match a.count_slot {
-                        Some(slot) if slot.group == g => size = Some(slot.size),
-                        other => v.push(format!("{key}: counts {name}, whose slot is {other:?}")),
-                    }
-                    states.push(a.state);
-                }
-            }
-        }
-        let counters = (
-            group.completed_count,
-            group.failed_count,
-            group.cancelled_count,
-        );
-        if tally(states.into_iter()) != counters {
-            v.push(format!(
-                "{key}: counters {counters:?} but its names {:?}",
-                group.ended
-            ));
-        }
-        if size.is_some_and(|s| group.ended.len() > s as usize) {
-            v.push(format!("{key}: {} names of {size:?}", group.ended.len()));
-        }
+        let (size, found) = count_group_violations(key, &wf, g, &group, &by_id);
+        v.extend(found);
         groups.insert((wf, g), (group, size));
     }
     for item in mem.items(&t.workflow_exec()) {
@@ -101,44 +66,112 @@ pub fn violations(acts: &[ActivityExec], mem: &MemoryBackend, t: &Tables) -> Vec
             .and_then(whimbrel_core::store::as_ss)
             .cloned()
             .unwrap_or_default();
-        let mut sum = (0, 0, 0);
-        for marker in &counted {
-            let Some(g) = marker
-                .strip_prefix("#count-")
-                .and_then(|g| g.parse::<u32>().ok())
-            else {
-                v.push(format!(
-                    "{}: bad counted marker {marker}",
-                    w.workflow_exec_id
-                ));
-                continue;
-            };
-            match groups.get(&(w.workflow_exec_id.clone(), g)) {
-                None => v.push(format!(
-                    "{}: counted group {g} does not exist",
-                    w.workflow_exec_id
-                )),
-                Some((group, size)) => {
-                    if size.is_none_or(|s| group.ended.len() != s as usize) {
-                        v.push(format!(
-                            "{}: counted group {g} is not complete ({} of {size:?})",
-                            w.workflow_exec_id,
-                            group.ended.len()
-                        ));
-                    }
-                    sum.0 += group.completed_count;
-                    sum.1 += group.failed_count;
-                    sum.2 += group.cancelled_count;
+        v.extend(counted_groups_violations(&w, &counted, &groups));
+    }
+    v
+}
+
+/// The key of a count group item of the dependency table, with the
+/// workflow exec id and group number it names (`<workflow>#count-<n>`);
+/// `None` for any other item.
+fn count_group_key(item: &Item) -> Option<(&str, String, u32)> {
+    let key = item
+        .get(attr::ACTIVITY_EXEC_DEPENDENCY)
+        .and_then(whimbrel_core::store::as_s)?;
+    let (wf, g) = key
+        .rsplit_once("#count-")
+        .and_then(|(wf, g)| g.parse::<u32>().ok().map(|g| (wf.to_string(), g)))?;
+    Some((key, wf, g))
+}
+
+/// The size of count group `g` of workflow `wf` (item `key`), as its
+/// names' slots give it, and its violations: a name that is not a
+/// terminal activity placed in that group, counters that do not tally
+/// the names' end states, more names than the size.
+fn count_group_violations(
+    key: &str,
+    wf: &str,
+    g: u32,
+    group: &CountGroup,
+    by_id: &HashMap<&str, &ActivityExec>,
+) -> (Option<u32>, Vec<String>) {
+    let mut v = vec![];
+    let mut size = None;
+    let mut states = vec![];
+    for name in &group.ended {
+        match by_id.get(ids::activity_exec_id(wf, name).as_str()) {
+            None => v.push(format!("{key}: counts unknown activity {name}")),
+            Some(a) if !a.state.is_terminal() => {
+                v.push(format!("{key}: counts {name}, which is {}", a.state))
+            }
+            Some(a) => {
+                match a.count_slot {
+                    Some(slot) if slot.group == g => size = Some(slot.size),
+                    other => v.push(format!("{key}: counts {name}, whose slot is {other:?}")),
                 }
+                states.push(a.state);
             }
         }
-        let counters = (w.completed_count, w.failed_count, w.cancelled_count);
-        if sum != counters {
+    }
+    let counters = (
+        group.completed_count,
+        group.failed_count,
+        group.cancelled_count,
+    );
+    if tally(states.into_iter()) != counters {
+        v.push(format!(
+            "{key}: counters {counters:?} but its names {:?}",
+            group.ended
+        ));
+    }
+    if size.is_some_and(|s| group.ended.len() > s as usize) {
+        v.push(format!("{key}: {} names of {size:?}", group.ended.len()));
+    }
+    (size, v)
+}
+
+/// Violations of workflow `w`'s counters against the groups it marks
+/// counted (`counted`, its `counted_groups` markers): each marker names a
+/// group that exists and is complete, and the counters are their sums.
+fn counted_groups_violations(w: &WorkflowExec, counted: &[String], groups: &Groups) -> Vec<String> {
+    let mut v = vec![];
+    let mut sum = (0, 0, 0);
+    for marker in counted {
+        let Some(g) = marker
+            .strip_prefix("#count-")
+            .and_then(|g| g.parse::<u32>().ok())
+        else {
             v.push(format!(
-                "workflow {}: counters {counters:?} but its counted groups sum to {sum:?}",
+                "{}: bad counted marker {marker}",
                 w.workflow_exec_id
             ));
+            continue;
+        };
+        match groups.get(&(w.workflow_exec_id.clone(), g)) {
+            None => v.push(format!(
+                "{}: counted group {g} does not exist",
+                w.workflow_exec_id
+            )),
+            Some((group, size)) => {
+                if size.is_none_or(|s| group.ended.len() != s as usize) {
+                    v.push(format!(
+                        "{}: counted group {g} is not complete ({} of {size:?})",
+                        w.workflow_exec_id,
+                        group.ended.len()
+                    ));
+                }
+                sum.0 += group.completed_count;
+                sum.1 += group.failed_count;
+                sum.2 += group.cancelled_count;
+            }
         }
+    }
+    let counters = (w.completed_count, w.failed_count, w.cancelled_count);
+    if sum != counters {
+        v.push(format!(
+            "workflow {}: counters {counters:?} but its counted groups sum to {sum:?}",
+            w.workflow_exec_id
+        ));
     }
     v
 }

@@ -6,7 +6,7 @@
 //! run until every workflow ends (liveness). Safety invariants are checked
 //! after every step, liveness at the end (see [`crate::check`]).
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use rand::Rng;
@@ -24,6 +24,7 @@ use crate::template::EsmSettings;
 
 mod esm;
 mod scenario;
+mod schedule;
 use esm::lock_now;
 
 /// What a schedule is made of (the shrinker lowers these).
@@ -482,138 +483,15 @@ impl Sim {
                 .all(|s| s.inflight.is_none() && s.cursor >= s.records.len())
     }
 
-    /// Run the schedule and check it.
+    /// Run the schedule and check it: set up, draw the disruptions, run
+    /// the faulty phase, then the quiet phase, then the end-of-run checks.
     pub fn run(mut self) -> Result<Stats, Failure> {
         self.setup();
         lock(&self.world).faults = Faults::at(self.params.fault_level);
-        let starts: BTreeMap<usize, usize> = (0..self.params.workflows)
-            .map(|w| {
-                (
-                    self.rng(|r| r.gen_range(0..self.params.fault_steps.max(1) / 3 + 1)),
-                    w,
-                )
-            })
-            .collect();
-        let mut pending_starts: Vec<(usize, usize)> = starts.into_iter().collect();
-        // Some schedules have an outage: long enough for the mappings to
-        // give records up.
-        let outage = self.rng(|r| {
-            r.gen_bool(0.2)
-                .then(|| r.gen_range(0..self.params.fault_steps.max(1)))
-        });
-        let level = self.params.fault_level;
-        // Some schedules break the activity-event function, or the decider,
-        // for long enough that the mapping gives records up: nothing may
-        // wait on redelivery.
-        let (poison, decider_down) = self.rng(|r| {
-            (
-                (r.gen_bool(0.25)).then(|| {
-                    (
-                        r.gen_range(0..self.params.fault_steps.max(1)),
-                        r.gen_range(2..4),
-                        r.gen_range(1500..4000),
-                    )
-                }),
-                (r.gen_bool(0.2)).then(|| {
-                    (
-                        r.gen_range(0..self.params.fault_steps.max(1)),
-                        r.gen_range(1500..4000),
-                    )
-                }),
-            )
-        });
-        for step in 0..self.params.fault_steps {
-            if level > 0.0 {
-                let now = lock(&self.world).now;
-                if let Some((at, shard, secs)) = poison.filter(|p| p.0 == step) {
-                    self.shards[shard].poisoned_until = now + secs;
-                    self.log(format!("shard {shard} broken for {secs}s"));
-                    let _ = at;
-                }
-                if let Some((_, secs)) = decider_down.filter(|p| p.0 == step) {
-                    lock(&self.world).decider_down_until = now + secs;
-                    self.log(format!("decider unreachable for {secs}s"));
-                }
-            }
-            if level > 0.0 {
-                match outage {
-                    Some(at) if step == at => {
-                        lock(&self.world).faults = Faults::outage();
-                        self.log("outage starts".into());
-                    }
-                    Some(at) if step == at + 600 => {
-                        lock(&self.world).faults = Faults::at(level);
-                        self.log("outage ends".into());
-                    }
-                    _ => {}
-                }
-            }
-            pending_starts.retain(|&(at, w)| {
-                if at <= step {
-                    self.start_workflow(w);
-                    false
-                } else {
-                    true
-                }
-            });
-            let extra = self.rng(|r| r.gen_range(0..1000));
-            if self.params.cancels && extra < 3 {
-                self.user_cancel();
-            }
-            if self.params.hostile && (3..8).contains(&extra) {
-                self.hostile_row();
-            }
-            self.act();
-            self.check_safety()?;
-        }
-        for (_, w) in pending_starts {
-            self.start_workflow(w);
-        }
-        // Liveness: no more faults; time runs on.
-        lock(&self.world).faults = Faults::NONE;
-        self.log("faults stop".into());
-        let limit = lock(&self.world).now + LIVENESS_LIMIT;
-        loop {
-            let now = lock(&self.world).now;
-            if now > limit {
-                break;
-            }
-            if self.quiet() && self.checker.all_ended(&self.mem, &self.tables, &self.lost) {
-                break;
-            }
-            self.act();
-            if self.exec.ready_count() == 0 && self.quiet_enough() {
-                self.advance(5);
-            }
-            self.check_safety()?;
-        }
-        self.drain_streams();
-        self.stats.sim_seconds = lock(&self.world).now - START;
-        let reports = self.reports.lock().unwrap().clone();
-        let seen = crate::check::Evidence {
-            reports: &reports,
-            outcomes: &self.outcomes,
-            lost: &self.lost,
-        };
-        let v = self
-            .checker
-            .liveness(&self.mem, &self.tables, &self.cfg, &seen);
-        self.stats.activities = self.checker.activity_ids(&self.mem, &self.tables).len();
-        let execs = self.checker.workflow_ids(&self.mem, &self.tables).len();
-        let requests = self.mem.items(&self.tables.workflow_request()).len();
-        self.stats.requests_given_up = requests.saturating_sub(execs) as u64;
-        self.stats.ended = self.checker.ended_states(&self.mem, &self.tables);
-        self.stats.features = self.checker.features(&self.mem, &self.tables);
-        self.stats.relaunches = lock(&self.world)
-            .claims
-            .keys()
-            .filter(|(_, _, launch)| *launch > 1)
-            .count() as u64;
-        if v.is_empty() {
-            Ok(self.stats)
-        } else {
-            Err(self.failure(v))
-        }
+        let mut disruptions = self.draw_disruptions();
+        self.faulty_phase(&mut disruptions)?;
+        self.quiet_phase()?;
+        self.finish()
     }
 
     fn quiet_enough(&self) -> bool {

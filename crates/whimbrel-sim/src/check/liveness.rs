@@ -1,0 +1,211 @@
+//! The end-of-run checks of one workflow and one activity, once faults
+//! stopped and the clock ran on: everything ended, no obligation is left,
+//! counts and outcomes agree, outputs are what the activity computed, and
+//! a report written well before the monitor acted wins over TIMED_OUT.
+
+use std::collections::{HashMap, HashSet};
+
+use whimbrel_core::contract::{self, ActivityState, WorkflowState};
+use whimbrel_core::engine::EngineConfig;
+use whimbrel_core::handlers::Outcome;
+use whimbrel_core::model::{ActivityExec, WorkflowExec, WorkflowPlan};
+
+use super::Evidence;
+use crate::actors::output_of;
+
+/// Violations of workflow `w` at the end: it is not terminal, it still
+/// has an obligation (due marker), its plan item disagrees with it, or
+/// its outcome disagrees with its counts.
+pub(super) fn workflow_violations(
+    w: &WorkflowExec,
+    acts: &[ActivityExec],
+    plans: &HashMap<String, WorkflowPlan>,
+) -> Vec<String> {
+    let mut v = vec![];
+    if !w.state.is_terminal() {
+        v.push(format!(
+            "workflow {} stuck in {}",
+            w.workflow_exec_id, w.state
+        ));
+    }
+    if w.due_epoch.is_some() {
+        v.push(format!(
+            "workflow {} still has an obligation",
+            w.workflow_exec_id
+        ));
+    }
+    if w.planned_epoch.is_some() {
+        v.extend(planned_violation(w, plans));
+    }
+    if w.state.is_terminal() && w.planned_epoch.is_some() {
+        v.extend(outcome_violations(w, acts));
+    }
+    v
+}
+
+/// A planned workflow: the exec is marked planned only after its plan
+/// item is stored, and both agree on the activity count.
+fn planned_violation(w: &WorkflowExec, plans: &HashMap<String, WorkflowPlan>) -> Option<String> {
+    match plans.get(&w.workflow_exec_id) {
+        None => Some(format!(
+            "workflow {} is planned but has no readable plan item",
+            w.workflow_exec_id
+        )),
+        Some(p) if p.plan.activities.len() as u64 != w.activity_count => Some(format!(
+            "workflow {} counts {} activities but its plan has {}",
+            w.workflow_exec_id,
+            w.activity_count,
+            p.plan.activities.len()
+        )),
+        Some(_) => None,
+    }
+}
+
+/// An ended, planned workflow: its counters equal its activities' ends,
+/// and it ended as its counts say (unless its execution timeout ended it).
+fn outcome_violations(w: &WorkflowExec, acts: &[ActivityExec]) -> Vec<String> {
+    let mut v = vec![];
+    v.extend(crate::counts::final_violations(acts, w));
+    let counts = contract::EndCounts {
+        completed: w.completed_count,
+        failed: w.failed_count,
+        cancelled: w.cancelled_count,
+    };
+    let expected = contract::workflow_outcome(w.activity_count, counts);
+    if expected != Some(w.state) && !ended_by_execution_timeout(w) {
+        v.push(format!(
+            "workflow {} ended {} but its counts say {expected:?}",
+            w.workflow_exec_id, w.state
+        ));
+    }
+    v
+}
+
+/// An execution timeout ends the workflow FAILED whatever its activities
+/// do afterwards; it must not end before the deadline.
+fn ended_by_execution_timeout(w: &WorkflowExec) -> bool {
+    w.state == WorkflowState::Failed
+        && w.error
+            .as_deref()
+            .is_some_and(|e| e.starts_with("execution timeout"))
+        && whimbrel_core::engine::outcome::execution_deadline(w)
+            .is_some_and(|d| w.end_time_epoch.is_some_and(|end| end >= d))
+}
+
+/// Violations of activity `a` at the end: it is not terminal, it still
+/// has an obligation, it took more launch attempts than allowed, its
+/// output is not what it computed, or it timed out despite a report.
+pub(super) fn activity_violations(
+    a: &ActivityExec,
+    acts: &[ActivityExec],
+    plans: &HashMap<String, WorkflowPlan>,
+    cfg: &EngineConfig,
+    seen: &Evidence<'_>,
+) -> Vec<String> {
+    let mut v = vec![];
+    if !a.state.is_terminal() {
+        v.push(format!(
+            "activity {} stuck in {} (attempt {})",
+            a.activity_exec_id, a.state, a.attempt
+        ));
+    }
+    if a.due_epoch.is_some() {
+        v.push(format!(
+            "activity {} still has an obligation ({})",
+            a.activity_exec_id, a.state
+        ));
+    }
+    if a.attempt > cfg.max_launch_attempts {
+        v.push(format!(
+            "activity {} has {} attempts",
+            a.activity_exec_id, a.attempt
+        ));
+    }
+    if a.state == ActivityState::Completed {
+        v.extend(output_violation(a, acts, plans));
+    }
+    if a.state == ActivityState::TimedOut {
+        v.extend(timed_out_despite_report(a, cfg, seen));
+    }
+    v
+}
+
+/// A COMPLETED activity whose output is not what it computed from its
+/// name, its planned input and its prerequisites' final outputs (a wide
+/// join keeps no list: its prerequisites hold a slot).
+fn output_violation(
+    a: &ActivityExec,
+    acts: &[ActivityExec],
+    plans: &HashMap<String, WorkflowPlan>,
+) -> Option<String> {
+    let prereqs: serde_json::Map<String, serde_json::Value> = acts
+        .iter()
+        .filter(|p| {
+            a.prerequisites.contains(&p.activity_exec_id)
+                || p.join_slots.contains_key(&a.activity_exec_id)
+        })
+        .map(|p| {
+            (
+                p.activity_name.clone(),
+                p.output.clone().unwrap_or_default(),
+            )
+        })
+        .collect();
+    let input = plans
+        .get(&a.workflow_exec_id)
+        .and_then(|p| p.plan.activities.iter().find(|x| x.name == a.activity_name))
+        .and_then(|x| x.input.clone())
+        .unwrap_or_default();
+    let expected = output_of(
+        &a.activity_name,
+        &input,
+        &serde_json::Value::Object(prereqs),
+    );
+    (a.output.as_ref() != Some(&expected)).then(|| {
+        format!(
+            "activity {}: output {:?} is not {expected}",
+            a.activity_exec_id, a.output
+        )
+    })
+}
+
+/// A TIMED_OUT activity whose current attempt had written a COMPLETED or
+/// FAILED report well before the monitor timed it out (more than the
+/// report grace): the report should have decided.
+fn timed_out_despite_report(
+    a: &ActivityExec,
+    cfg: &EngineConfig,
+    seen: &Evidence<'_>,
+) -> Option<String> {
+    let at = a
+        .history
+        .iter()
+        .find(|h| h.state == ActivityState::TimedOut)
+        .map_or(i64::MAX, |h| h.at_epoch);
+    let r = seen.reports.iter().find(|r| {
+        r.activity_exec_id == a.activity_exec_id
+            && r.attempt == a.attempt
+            && matches!(r.transition.as_str(), "COMPLETED" | "FAILED")
+            && r.at + cfg.report_grace_seconds + 2 <= at
+    })?;
+    Some(format!(
+        "activity {} TIMED_OUT at {at} though its {} report {} was written at {} (outcomes {:?}; history {:?})",
+        a.activity_exec_id, r.transition, r.event_id, r.at, seen.outcomes.get(&r.event_id),
+        a.history.iter().map(|h| format!("{}@{} by {}", h.state, h.at_epoch, h.full_event_id(&a.activity_exec_id))).collect::<Vec<_>>()
+    ))
+}
+
+/// Rows (other than those the mappings gave up on) whose stream outcomes
+/// were only ever retries: nothing decided them.
+pub(super) fn rows_only_retried(
+    outcomes: &HashMap<String, Vec<Outcome>>,
+    lost: &HashSet<String>,
+) -> Vec<String> {
+    let mut v = vec![];
+    for (id, outs) in outcomes {
+        if !lost.contains(id) && outs.iter().all(|o| matches!(o, Outcome::Retry(_))) {
+            v.push(format!("row {id} was only ever retried: {outs:?}"));
+        }
+    }
+    v
+}
