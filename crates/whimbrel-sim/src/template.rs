@@ -1,27 +1,28 @@
 //! The event source mapping settings, read from `template.yaml` (the one
-//! place they are defined), so the simulation gives up on records exactly
-//! when AWS would.
+//! place they are defined, embedded at compile time) by the one reader of
+//! the template, [`whimbrel_aws_model::template`], which `whimbrel local`
+//! uses too, so the simulation gives up on records exactly when AWS would.
 
-/// A stream event source mapping's settings.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct EsmSettings {
-    /// `BatchSize` (the `StreamBatchSize` parameter's default).
-    pub batch_size: usize,
-    /// `MaximumRetryAttempts`.
-    pub maximum_retry_attempts: u32,
-    /// `MaximumRecordAgeInSeconds`.
-    pub maximum_record_age_seconds: i64,
+use std::ops::Deref;
+
+use whimbrel_aws_model::template::{StreamMapping, Template};
+
+/// The settings of the template's DynamoDB stream event source mappings.
+/// The simulation runs both streams with one set of settings, so the
+/// template's mappings must agree on everything but their table (`table`
+/// is left empty). Dereferences to the mapping's settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EsmSettings(pub StreamMapping);
+
+impl Deref for EsmSettings {
+    type Target = StreamMapping;
+
+    fn deref(&self) -> &StreamMapping {
+        &self.0
+    }
 }
 
 const TEMPLATE: &str = include_str!("../../../template.yaml");
-
-fn value_after(lines: &[&str], from: usize, key: &str) -> Option<String> {
-    lines[from..].iter().find_map(|l| {
-        l.trim()
-            .strip_prefix(key)
-            .map(|v| v.trim().trim_matches('"').to_string())
-    })
-}
 
 impl EsmSettings {
     /// The settings of the stream mappings in `template.yaml`.
@@ -31,51 +32,42 @@ impl EsmSettings {
         Self::parse(TEMPLATE)
     }
 
-    /// Parse a template's text: the stream mapping is the block with
-    /// `MaximumRecordAgeInSeconds`; its retries precede it.
+    /// Read a template's text (parameters at their defaults).
+    ///
+    /// Panics if the template cannot be read, has no stream mapping, or
+    /// its mappings differ in anything but the table.
     pub fn parse(text: &str) -> Self {
-        let lines: Vec<&str> = text.lines().collect();
-        let age_at = lines
-            .iter()
-            .position(|l| l.trim().starts_with("MaximumRecordAgeInSeconds:"))
-            .expect("template: a stream mapping with MaximumRecordAgeInSeconds");
-        let retries = lines[..age_at]
-            .iter()
-            .rev()
-            .find_map(|l| l.trim().strip_prefix("MaximumRetryAttempts:"))
-            .expect("template: MaximumRetryAttempts")
-            .trim()
-            .parse()
-            .expect("a number");
-        let age = value_after(&lines, age_at, "MaximumRecordAgeInSeconds:")
-            .expect("age")
-            .parse()
-            .expect("a number");
-        let param = lines
-            .iter()
-            .position(|l| l.trim() == "StreamBatchSize:")
-            .expect("template: StreamBatchSize");
-        let batch = value_after(&lines, param, "Default:")
-            .expect("StreamBatchSize default")
-            .parse()
-            .expect("a number");
-        EsmSettings {
-            batch_size: batch,
-            maximum_retry_attempts: retries,
-            maximum_record_age_seconds: age,
+        let template = Template::parse(text, "").unwrap_or_else(|e| panic!("{e}"));
+        let mut mappings = template.stream_mappings().map(|(_, m)| StreamMapping {
+            table: String::new(),
+            ..m.clone()
+        });
+        let first = mappings
+            .next()
+            .expect("template: a DynamoDB stream mapping");
+        for other in mappings {
+            assert_eq!(
+                other, first,
+                "template: the simulation runs every stream with the same mapping settings"
+            );
         }
+        EsmSettings(first)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     #[test]
     fn the_template_sets_bounded_retries_and_record_age() {
         let s = EsmSettings::from_template();
-        assert_eq!(s.maximum_retry_attempts, 10);
-        assert_eq!(s.maximum_record_age_seconds, 3600);
-        assert!(s.batch_size >= 1);
+        assert_eq!(s.maximum_retry_attempts, Some(10));
+        assert_eq!(s.maximum_record_age, Some(Duration::from_secs(3600)));
+        assert!(s.bisect_batch_on_function_error);
+        assert!(s.report_batch_item_failures);
+        // BatchSize: !Ref StreamBatchSize, the parameter's default.
+        assert_eq!(s.batch_size, 100);
     }
 }

@@ -4,18 +4,17 @@
 //! shard's records in order, one batch at a time, as Lambda does.
 //!
 //! A batch is the oldest `BatchSize` records not processed yet (after the
-//! event name filter). Before each invocation, records older than
-//! `MaximumRecordAgeInSeconds` are given up (`RecordAgeExceeded`). Then:
-//! * success: the batch is processed;
-//! * partial batch response: the records before the lowest failed sequence
-//!   number are processed, the rest retried (an unknown identifier fails the
-//!   whole batch);
-//! * function error, timeout, unreachable instance: with bisect, a batch of
-//!   two or more is split and its first half tried (not a retry); a single
-//!   record, or without bisect, is retried;
-//! * an answer that is not a partial batch response: retried whole;
-//! * after `MaximumRetryAttempts` retries the batch is given up
-//!   (`RetryAttemptsExhausted`).
+//! event name filter). What happens to it is decided by the one model of
+//! the mapping, [`whimbrel_aws_model::esm`], which the simulation follows
+//! too: before each invocation, records older than
+//! `MaximumRecordAgeInSeconds` are given up (`RecordAgeExceeded`); after
+//! it, a success is processed, a partial batch response processes the
+//! records before the lowest failed sequence number and retries the rest,
+//! a function error (a timeout and an unreachable instance count as one
+//! here) bisects the batch when `BisectBatchOnFunctionError` is on (using
+//! no retry) or retries it, and past `MaximumRetryAttempts` the batch is
+//! given up (`RetryAttemptsExhausted`). This module does the I/O: stream
+//! reads, invocations, waits, checkpoints and the on-failure file.
 //!
 //! Processed and given-up records advance the shard's checkpoint.
 
@@ -24,7 +23,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use aws_lambda_events::event::dynamodb::{Event, EventRecord, StreamRecord, StreamViewType};
-use aws_lambda_events::event::streams::DynamoDbEventResponse;
 use aws_sdk_dynamodbstreams::error::ProvideErrorMetadata;
 use aws_sdk_dynamodbstreams::types::{Record, ShardIteratorType};
 use aws_smithy_types::error::display::DisplayErrorContext;
@@ -32,6 +30,7 @@ use axum::body::Bytes;
 use chrono::{DateTime, Utc};
 use tokio::sync::Notify;
 use tracing::{error, info, warn};
+use whimbrel_aws_model::esm::{Attempts, Backoff, BatchOutcome, GiveUp, GiveUpReason, Next, Step};
 
 use super::chaos::PREFIX;
 use super::on_failure::{function_arn, Condition, GivenUp, LastInvocation, OnFailureRecord};
@@ -88,154 +87,88 @@ struct Pending {
     arrival: DateTime<Utc>,
 }
 
-/// What one invocation of a batch of `n` records came to.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Verdict {
-    /// Every record processed.
-    Success,
-    /// Records before this index processed, the rest failed.
-    PartialFrom(usize),
-    /// A function error, timeout or unreachable instance.
-    FunctionError,
-    /// An answer that is not a partial batch response.
-    Invalid,
-}
-
-/// Judge an answer (pure). `seqs` are the batch's sequence numbers.
-pub fn verdict(outcome: &Outcome, seqs: &[&str], report_batch_item_failures: bool) -> Verdict {
-    let answer = match outcome {
-        Outcome::Answered(a) => a,
-        _ => return Verdict::FunctionError,
-    };
-    if !report_batch_item_failures {
-        return Verdict::Success;
-    }
-    // An empty answer is success; one that is not a partial batch response
-    // fails the whole batch, as on AWS.
-    if answer.iter().all(u8::is_ascii_whitespace) || answer.as_ref() == b"null" {
-        return Verdict::Success;
-    }
-    let Ok(resp) = serde_json::from_slice::<DynamoDbEventResponse>(answer) else {
-        return Verdict::Invalid;
-    };
-    let first = resp
-        .batch_item_failures
-        .iter()
-        .map(|f| {
-            f.item_identifier
-                .as_deref()
-                .and_then(|id| seqs.iter().position(|s| *s == id))
-                // An unknown or missing identifier fails the whole batch.
-                .unwrap_or(0)
-        })
-        .min();
-    match first {
-        None => Verdict::Success,
-        Some(i) => Verdict::PartialFrom(i),
+/// Judge one invocation of a batch whose records have the sequence numbers
+/// `seqs` (pure): an answer as the model reads it, anything else (an
+/// error, a timeout, an unreachable instance) a function error.
+pub fn verdict(outcome: &Outcome, seqs: &[&str], report_batch_item_failures: bool) -> BatchOutcome {
+    match outcome {
+        Outcome::Answered(a) => BatchOutcome::from_answer(a, seqs, report_batch_item_failures),
+        _ => BatchOutcome::FunctionError,
     }
 }
 
-/// Waits between retries of a failing batch: 100 ms doubling to 2 s.
-fn backoff(retries: u32) -> Duration {
-    Duration::from_millis((100u64 << retries.min(5)).min(2_000))
+/// Waits between retries of a failing batch: 200 ms doubling to 2 s (a
+/// local stack retries sooner than AWS).
+const BACKOFF: Backoff = Backoff {
+    first: Duration::from_millis(200),
+    max: Duration::from_secs(2),
+};
+
+/// The on-failure record's condition for a model's reason.
+fn condition(reason: GiveUpReason) -> Condition {
+    match reason {
+        GiveUpReason::RetryAttemptsExhausted => Condition::RetryAttemptsExhausted,
+        GiveUpReason::RecordAgeExceeded => Condition::RecordAgeExceeded,
+    }
 }
 
-/// The retry state of the batch at the head of a shard.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct Attempts {
-    /// Failures counted against `MaximumRetryAttempts`.
-    pub failures: u32,
-    /// Invocations that included the head records.
-    pub invokes: u32,
-    /// The last of them.
-    pub last: Option<LastInvocation>,
-    /// Records of the head batch once invoked: a retried batch keeps its
-    /// records (records read meanwhile wait for the next batch), a bisected
-    /// one shrinks. `None`: the next batch takes up to `BatchSize`.
-    pub batch: Option<usize>,
+/// One shard's poller: where it is in the shard, what it read and has not
+/// processed yet, and the retry state of the batch at its head.
+struct ShardPoll<'a> {
+    m: &'a Mapping,
+    arn: &'a str,
+    shard: &'a str,
+    iterator: Option<String>,
+    /// The shard has ended and everything in it was read.
+    closed: bool,
+    /// The last sequence number read (filtered-out records included).
+    last_read: Option<String>,
+    pending: VecDeque<Pending>,
+    at: Attempts,
+    /// The last invocation of the head batch, for the on-failure record.
+    last: Option<LastInvocation>,
 }
 
-/// What the poller does after one invocation of the head batch.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Step {
-    /// The first this many records are processed.
-    pub processed: usize,
-    /// Then this many are given up (`RetryAttemptsExhausted`), with the
-    /// invocation count and last invocation to report.
-    pub give_up: Option<(usize, u32, Option<LastInvocation>)>,
-    /// Wait this long before the next invocation (a retry).
-    pub wait: Option<Duration>,
-}
+impl ShardPoll<'_> {
+    fn batch_size(&self) -> usize {
+        self.m.settings.batch_size.max(1)
+    }
 
-impl Attempts {
-    /// Record one invocation of the first `n` records (the head batch),
-    /// its `verdict`, and say what to do next (pure). The batch is
-    /// bounded: bisecting halves it without using up a retry, every other
-    /// failure uses one, and past `MaximumRetryAttempts` it is given up.
-    pub fn after(
-        &mut self,
-        verdict: &Verdict,
-        n: usize,
-        settings: &StreamMapping,
-        last: LastInvocation,
-    ) -> Step {
-        self.invokes += 1;
-        let mut step = Step {
-            processed: 0,
-            give_up: None,
-            wait: None,
-        };
-        match verdict {
-            Verdict::Success => {
-                *self = Attempts::default();
-                step.processed = n;
-                return step;
-            }
-            Verdict::PartialFrom(i) => {
-                if *i > 0 {
-                    // The records before the first failure are done; the
-                    // rest is retried as a batch that already failed once.
-                    step.processed = *i;
-                    *self = Attempts {
-                        invokes: 1,
-                        ..Attempts::default()
-                    };
+    /// Queue the records of one GetRecords page that pass the filter.
+    fn take(&mut self, records: &[Record]) {
+        let now = Utc::now();
+        for r in records {
+            let Some(seq) = r.dynamodb().and_then(|d| d.sequence_number()) else {
+                continue;
+            };
+            self.last_read = Some(seq.to_string());
+            let name = r.event_name().map(|n| n.as_str()).unwrap_or("");
+            if let Some(names) = &self.m.settings.event_names {
+                if !names.iter().any(|n| n == name) {
+                    continue;
                 }
-                self.batch = Some(n - i);
-                self.last = Some(LastInvocation {
-                    function_error: None,
-                    ..last
-                });
             }
-            Verdict::FunctionError => {
-                self.last = Some(last);
-                if settings.bisect_batch_on_function_error && n > 1 {
-                    self.batch = Some(n / 2);
-                    return step;
-                }
-                self.batch = Some(n);
-            }
-            Verdict::Invalid => {
-                self.batch = Some(n);
-                self.last = Some(LastInvocation {
-                    function_error: None,
-                    ..last
-                });
-            }
+            let arrival = r
+                .dynamodb()
+                .and_then(|d| d.approximate_creation_date_time())
+                .and_then(|t| DateTime::from_timestamp(t.secs(), t.subsec_nanos()))
+                .unwrap_or(now);
+            self.pending.push_back(Pending {
+                record: r.clone(),
+                seq: seq.to_string(),
+                arrival,
+            });
         }
-        self.failures += 1;
-        if settings
-            .maximum_retry_attempts
-            .is_some_and(|max| self.failures > max)
-        {
-            let k = self.batch.unwrap_or(n);
-            step.give_up = Some((k, self.invokes, self.last.clone()));
-            *self = Attempts::default();
-        } else {
-            step.wait = Some(backoff(self.failures));
-        }
-        step
     }
+}
+
+/// One invocation of the head batch.
+struct Invocation {
+    /// The event sent, for a chaos redelivery.
+    body: Bytes,
+    seqs: Vec<String>,
+    outcome: Outcome,
+    request_id: String,
 }
 
 impl Runner {
@@ -402,180 +335,204 @@ impl Runner {
 
     /// Poll one shard and deliver its records in order until it ends.
     async fn poll_shard(&self, m: &Mapping, arn: &str, shard: &str) {
-        let s = &m.settings;
         let function = m.function.as_str();
-        let batch_size = s.batch_size.max(1);
-        let idle = Duration::from_millis(self.args.poll_interval_ms);
         let resume = self.checkpoints.get(arn, shard);
-        let mut last_read: Option<String> = resume.and_then(|c| c.sequence_number);
-        match &last_read {
+        let mut p = ShardPoll {
+            m,
+            arn,
+            shard,
+            iterator: None,
+            closed: false,
+            last_read: resume.and_then(|c| c.sequence_number),
+            pending: VecDeque::new(),
+            at: Attempts::default(),
+            last: None,
+        };
+        match &p.last_read {
             Some(seq) => {
                 info!(%function, shard, after = %seq, "resuming shard after its checkpoint")
             }
-            None => info!(%function, shard, start = ?s.starting_position, "reading shard"),
+            None => info!(%function, shard, start = ?m.settings.starting_position, "reading shard"),
         }
-        let mut iterator = None;
-        let mut closed = false;
-        let mut pending: VecDeque<Pending> = VecDeque::new();
-        let mut at = Attempts::default();
+        let idle = Duration::from_millis(self.args.poll_interval_ms);
         loop {
-            // Read up to a full batch.
-            if !closed && pending.len() < batch_size && iterator.is_none() {
-                iterator = self
-                    .iterator(arn, shard, last_read.as_deref(), s.starting_position)
-                    .await;
-                if iterator.is_none() && pending.is_empty() {
-                    tokio::time::sleep(idle.max(Duration::from_secs(1))).await;
-                    continue;
-                }
+            if !self.read(&mut p, idle).await {
+                continue;
             }
-            if let Some(it) = iterator.clone().filter(|_| pending.len() < batch_size) {
-                match self
-                    .streams
-                    .get_records()
-                    .shard_iterator(it)
-                    .limit((batch_size - pending.len()).min(1000) as i32)
-                    .send()
-                    .await
-                {
-                    Ok(out) => {
-                        let now = Utc::now();
-                        for r in out.records() {
-                            let Some(seq) = r.dynamodb().and_then(|d| d.sequence_number()) else {
-                                continue;
-                            };
-                            last_read = Some(seq.to_string());
-                            let name = r.event_name().map(|n| n.as_str()).unwrap_or("");
-                            if let Some(names) = &s.event_names {
-                                if !names.iter().any(|n| n == name) {
-                                    continue;
-                                }
-                            }
-                            let arrival = r
-                                .dynamodb()
-                                .and_then(|d| d.approximate_creation_date_time())
-                                .and_then(|t| DateTime::from_timestamp(t.secs(), t.subsec_nanos()))
-                                .unwrap_or(now);
-                            pending.push_back(Pending {
-                                record: r.clone(),
-                                seq: seq.to_string(),
-                                arrival,
-                            });
-                        }
-                        iterator = out.next_shard_iterator().map(str::to_string);
-                        closed = iterator.is_none();
-                    }
-                    Err(e) => {
-                        // Expired or broken iterator (DynamoDB Local: an
-                        // iterator taken on a shard with no record yet fails
-                        // with TrimmedDataAccess once another table is
-                        // written first): re-open after the last record read.
-                        warn!(shard, error = %DisplayErrorContext(&e), "GetRecords failed; reopening the iterator");
-                        iterator = None;
-                        if pending.is_empty() {
-                            tokio::time::sleep(idle).await;
-                            continue;
-                        }
-                    }
-                }
-            }
-            if pending.is_empty() {
+            if p.pending.is_empty() {
                 // Everything read so far is processed (or filtered out).
-                self.checkpoint(arn, shard, last_read.as_deref(), closed);
-                if closed {
+                self.checkpoint(arn, shard, p.last_read.as_deref(), p.closed);
+                if p.closed {
                     info!(%function, shard, "shard read to its end");
                     return;
                 }
                 tokio::time::sleep(idle).await;
                 continue;
             }
-
-            // Records past their maximum age are not delivered.
-            if let Some(max) = s.maximum_record_age {
-                let now = Utc::now();
-                let expired = pending
-                    .iter()
-                    .take_while(|p| (now - p.arrival).to_std().unwrap_or_default() > max)
-                    .count();
-                if expired > 0 {
-                    let invokes = if at.last.is_some() { at.invokes } else { 0 };
-                    let done = self.give_up(
-                        m,
-                        arn,
-                        shard,
-                        &mut pending,
-                        (expired, invokes, at.last.clone()),
-                        Condition::RecordAgeExceeded,
-                    );
-                    // What is left of the batch starts afresh.
-                    at = Attempts::default();
-                    self.processed(arn, shard, &pending, done.as_deref(), last_read.as_deref());
-                    continue;
-                }
+            if self.expire(&mut p) {
+                continue;
             }
-
-            let n = at.batch.unwrap_or(batch_size).min(pending.len());
-            let mut event = Event::default();
-            event.records = pending
-                .iter()
-                .take(n)
-                .map(|p| lambda_record(&p.record, arn, &self.region))
-                .collect();
-            let body = Bytes::from(serde_json::to_vec(&event).unwrap_or_default());
-            let request_id = uuid::Uuid::new_v4().to_string();
-            self.count(format!("{function} (stream batches)"));
-            let outcome = self.invoke(function, body.clone(), m.timeout).await;
-            let seqs: Vec<String> = pending.iter().take(n).map(|p| p.seq.clone()).collect();
-            let refs: Vec<&str> = seqs.iter().map(String::as_str).collect();
-            let v = verdict(&outcome, &refs, s.report_batch_item_failures);
-            let error = outcome
-                .error_payload(&request_id)
-                .map(|e| String::from_utf8_lossy(&e).into_owned());
-            let last = LastInvocation {
-                request_id,
-                function_error: Some("Unhandled".into()),
-            };
-            let step = at.after(&v, n, s, last);
-            match &v {
-                Verdict::Success => {
-                    self.chaos_redeliver(m, arn, shard, &seqs[0], &seqs[n - 1], body)
-                        .await;
-                }
-                Verdict::PartialFrom(i) => {
-                    info!(%function, shard, records = n, retry_from = i, "partial batch failure")
-                }
-                Verdict::FunctionError => {
-                    let what = match (&step.give_up, step.wait) {
-                        (Some(_), _) => "function error; retries used up",
-                        (None, None) => "function error; bisecting the batch",
-                        (None, Some(_)) => "function error; retrying the batch",
-                    };
-                    warn!(%function, shard, records = n, failures = at.failures, error = error.as_deref().unwrap_or(""), "{what}")
-                }
-                Verdict::Invalid => {
-                    if let Outcome::Answered(a) = &outcome {
-                        warn!(%function, shard, answer = %String::from_utf8_lossy(a), "answer is not a partial batch response; retrying the batch");
-                    }
-                }
-            }
-            if step.processed > 0 {
-                pending.drain(..step.processed);
-                let done = &seqs[step.processed - 1];
-                self.processed(arn, shard, &pending, Some(done), last_read.as_deref());
-            }
-            if let Some(give_up) = step.give_up {
-                let done = self.give_up(
-                    m,
-                    arn,
-                    shard,
-                    &mut pending,
-                    give_up,
-                    Condition::RetryAttemptsExhausted,
-                );
-                self.processed(arn, shard, &pending, done.as_deref(), last_read.as_deref());
-            }
-            if let Some(wait) = step.wait {
+            let n = p.at.next_batch(&m.settings, p.pending.len());
+            let call = self.invoke_head(&p, n).await;
+            let step = self.judge(&mut p, n, &call);
+            if let Some(wait) = self.apply(&mut p, step, call).await {
                 tokio::time::sleep(wait).await;
+            }
+        }
+    }
+
+    /// Read up to a full batch. False when nothing could be read and the
+    /// poller waited: start over.
+    async fn read(&self, p: &mut ShardPoll<'_>, idle: Duration) -> bool {
+        let want = p.batch_size();
+        if !p.closed && p.pending.len() < want && p.iterator.is_none() {
+            let start = p.m.settings.starting_position;
+            p.iterator = self
+                .iterator(p.arn, p.shard, p.last_read.as_deref(), start)
+                .await;
+            if p.iterator.is_none() && p.pending.is_empty() {
+                tokio::time::sleep(idle.max(Duration::from_secs(1))).await;
+                return false;
+            }
+        }
+        let Some(it) = p.iterator.clone().filter(|_| p.pending.len() < want) else {
+            return true;
+        };
+        let limit = (want - p.pending.len()).min(1000) as i32;
+        match self
+            .streams
+            .get_records()
+            .shard_iterator(it)
+            .limit(limit)
+            .send()
+            .await
+        {
+            Ok(out) => {
+                p.take(out.records());
+                p.iterator = out.next_shard_iterator().map(str::to_string);
+                p.closed = p.iterator.is_none();
+            }
+            Err(e) => {
+                // Expired or broken iterator (DynamoDB Local: an iterator
+                // taken on a shard with no record yet fails with
+                // TrimmedDataAccess once another table is written first):
+                // re-open after the last record read.
+                warn!(shard = p.shard, error = %DisplayErrorContext(&e), "GetRecords failed; reopening the iterator");
+                p.iterator = None;
+                if p.pending.is_empty() {
+                    tokio::time::sleep(idle).await;
+                    return false;
+                }
+            }
+        }
+        true
+    }
+
+    /// Give up the head records past `MaximumRecordAgeInSeconds`, if any
+    /// (true): they are not delivered.
+    fn expire(&self, p: &mut ShardPoll<'_>) -> bool {
+        let now = Utc::now();
+        let ages = p
+            .pending
+            .iter()
+            .map(|r| (now - r.arrival).to_std().unwrap_or_default());
+        let Some(g) = p.at.expire(&p.m.settings, ages) else {
+            return false;
+        };
+        let last = p.last.take();
+        let done = self.give_up(p, g, last);
+        self.processed(p, done.as_deref());
+        true
+    }
+
+    /// Invoke the function with the first `n` pending records.
+    async fn invoke_head(&self, p: &ShardPoll<'_>, n: usize) -> Invocation {
+        let head = || p.pending.iter().take(n);
+        let mut event = Event::default();
+        event.records = head()
+            .map(|r| lambda_record(&r.record, p.arn, &self.region))
+            .collect();
+        let body = Bytes::from(serde_json::to_vec(&event).unwrap_or_default());
+        self.count(format!("{} (stream batches)", p.m.function));
+        let outcome = self.invoke(&p.m.function, body.clone(), p.m.timeout).await;
+        Invocation {
+            body,
+            seqs: head().map(|r| r.seq.clone()).collect(),
+            outcome,
+            request_id: uuid::Uuid::new_v4().to_string(),
+        }
+    }
+
+    /// Judge an invocation of `n` records, log it, and ask the model what
+    /// comes next.
+    fn judge(&self, p: &mut ShardPoll<'_>, n: usize, call: &Invocation) -> Step {
+        let (function, shard) = (p.m.function.as_str(), p.shard);
+        let refs: Vec<&str> = call.seqs.iter().map(String::as_str).collect();
+        let v = verdict(
+            &call.outcome,
+            &refs,
+            p.m.settings.report_batch_item_failures,
+        );
+        let step = p.at.after(&p.m.settings, n, v);
+        match v {
+            BatchOutcome::Success => {}
+            BatchOutcome::ItemFailures { first_failed } => {
+                info!(%function, shard, records = n, retry_from = first_failed, "partial batch failure")
+            }
+            BatchOutcome::FunctionError => {
+                let what = match step.next {
+                    Next::GiveUp(_) => "function error; retries used up",
+                    Next::Bisect { .. } => "function error; bisecting the batch",
+                    _ => "function error; retrying the batch",
+                };
+                let error = call
+                    .outcome
+                    .error_payload(&call.request_id)
+                    .map(|e| String::from_utf8_lossy(&e).into_owned());
+                warn!(%function, shard, records = n, next = ?step.next, error = error.as_deref().unwrap_or(""), "{what}")
+            }
+            BatchOutcome::InvalidResponse => {
+                if let Outcome::Answered(a) = &call.outcome {
+                    warn!(%function, shard, answer = %String::from_utf8_lossy(a), "answer is not a partial batch response; retrying the batch");
+                }
+            }
+        }
+        step
+    }
+
+    /// Do what the model decided: checkpoint the processed prefix, give
+    /// records up. The wait before the next invocation, if any.
+    async fn apply(&self, p: &mut ShardPoll<'_>, step: Step, call: Invocation) -> Option<Duration> {
+        if step.next == Next::Continue {
+            // Before the checkpoint, as the first delivery was.
+            let (first, end) = (&call.seqs[0], &call.seqs[call.seqs.len() - 1]);
+            self.chaos_redeliver(p.m, p.arn, p.shard, first, end, call.body)
+                .await;
+        }
+        if step.processed > 0 {
+            p.pending.drain(..step.processed);
+            self.processed(p, Some(&call.seqs[step.processed - 1]));
+        }
+        let last = LastInvocation {
+            request_id: call.request_id,
+            function_error: (!matches!(call.outcome, Outcome::Answered(_)))
+                .then(|| "Unhandled".into()),
+        };
+        p.last = None;
+        match step.next {
+            Next::Continue => None,
+            Next::GiveUp(g) => {
+                let done = self.give_up(p, g, Some(last));
+                self.processed(p, done.as_deref());
+                None
+            }
+            Next::Bisect { .. } => {
+                p.last = Some(last);
+                None
+            }
+            Next::Retry { retry, .. } => {
+                p.last = Some(last);
+                Some(BACKOFF.delay(retry))
             }
         }
     }
@@ -583,45 +540,43 @@ impl Runner {
     /// The head records were processed (or given up), the last of them
     /// `done`: advance the checkpoint, to everything read when nothing is
     /// pending (records filtered out included).
-    fn processed(
-        &self,
-        arn: &str,
-        shard: &str,
-        pending: &VecDeque<Pending>,
-        done: Option<&str>,
-        last_read: Option<&str>,
-    ) {
-        let upto = if pending.is_empty() { last_read } else { done };
+    fn processed(&self, p: &ShardPoll<'_>, done: Option<&str>) {
+        let upto = if p.pending.is_empty() {
+            p.last_read.as_deref()
+        } else {
+            done
+        };
         if upto.is_some() {
-            self.checkpoint(arn, shard, upto, false);
+            self.checkpoint(p.arn, p.shard, upto, false);
         }
     }
 
-    /// Send the first `k` pending records to the on-failure destination.
-    #[allow(clippy::too_many_arguments)]
+    /// Send the first `g.records` pending records to the on-failure
+    /// destination; the sequence number of the last of them.
     fn give_up(
         &self,
-        m: &Mapping,
-        arn: &str,
-        shard: &str,
-        pending: &mut VecDeque<Pending>,
-        (k, invokes, last): (usize, u32, Option<LastInvocation>),
-        condition: Condition,
+        p: &mut ShardPoll<'_>,
+        g: GiveUp,
+        last: Option<LastInvocation>,
     ) -> Option<String> {
-        let given: Vec<GivenUp> = pending
-            .drain(..k.min(pending.len()))
-            .map(|p| GivenUp {
-                sequence_number: p.seq,
-                arrival: p.arrival,
+        let (m, shard) = (p.m, p.shard);
+        let k = g.records.min(p.pending.len());
+        let given: Vec<GivenUp> = p
+            .pending
+            .drain(..k)
+            .map(|r| GivenUp {
+                sequence_number: r.seq,
+                arrival: r.arrival,
             })
             .collect();
+        let condition = condition(g.reason);
         let record = OnFailureRecord::new(
             condition,
             function_arn(&self.region, &m.function),
-            arn,
+            p.arn,
             shard,
             &given,
-            invokes,
+            g.invokes,
             last.as_ref(),
             Utc::now(),
         );
@@ -663,146 +618,45 @@ impl Runner {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::local::template::StartingPosition;
-
-    fn settings(retries: Option<u32>, bisect: bool) -> StreamMapping {
-        StreamMapping {
-            table: "t".into(),
-            batch_size: 100,
-            maximum_retry_attempts: retries,
-            maximum_record_age: None,
-            bisect_batch_on_function_error: bisect,
-            report_batch_item_failures: true,
-            event_names: None,
-            starting_position: StartingPosition::TrimHorizon,
-            on_failure_destination: true,
-        }
-    }
-
-    fn call(n: u32) -> LastInvocation {
-        LastInvocation {
-            request_id: format!("r{n}"),
-            function_error: Some("Unhandled".into()),
-        }
-    }
-
-    /// Invoke the head batch of `pending` records with a function that
-    /// always fails until something is given up; the invocations made.
-    fn until_given_up(s: &StreamMapping, pending: usize) -> (u32, Step, Vec<usize>) {
-        let mut at = Attempts::default();
-        let mut sizes = Vec::new();
-        for i in 1..=10_000 {
-            let n = at.batch.unwrap_or(s.batch_size).min(pending);
-            sizes.push(n);
-            let step = at.after(&Verdict::FunctionError, n, s, call(i));
-            if step.give_up.is_some() {
-                return (i, step, sizes);
-            }
-        }
-        panic!("never given up");
-    }
-
-    #[test]
-    fn a_failing_batch_is_bisected_then_bounded() {
-        // 100 → 50 → 25 → 12 → 6 → 3 → 1 (bisecting uses no retry), then
-        // the single record is tried 1 + 10 times.
-        let (invokes, step, sizes) = until_given_up(&settings(Some(10), true), 100);
-        assert_eq!(invokes, 6 + 11);
-        assert_eq!(&sizes[..7], [100, 50, 25, 12, 6, 3, 1]);
-        assert!(sizes[7..].iter().all(|n| *n == 1));
-        let (k, count, last) = step.give_up.unwrap();
-        assert_eq!(k, 1);
-        assert_eq!(count, 17);
-        assert_eq!(last.unwrap().request_id, "r17");
-    }
-
-    #[test]
-    fn without_bisect_the_whole_batch_is_retried_then_given_up() {
-        let (invokes, step, sizes) = until_given_up(&settings(Some(10), false), 40);
-        assert_eq!(invokes, 11);
-        assert!(sizes.iter().all(|n| *n == 40));
-        assert_eq!(step.give_up.unwrap().0, 40);
-        // A retried batch keeps its records: records read meanwhile wait.
-        let mut at = Attempts::default();
-        at.after(&Verdict::Invalid, 3, &settings(Some(10), false), call(1));
-        assert_eq!(at.batch, Some(3));
-        assert_eq!(at.last.unwrap().function_error, None);
-    }
-
-    #[test]
-    fn retries_wait_and_infinite_retries_never_give_up() {
-        let s = settings(None, false);
-        let mut at = Attempts::default();
-        for i in 1..=1000 {
-            let step = at.after(&Verdict::FunctionError, 5, &s, call(i));
-            assert_eq!(step.give_up, None);
-            assert!(step.wait.unwrap() <= Duration::from_secs(2));
-        }
-    }
-
-    #[test]
-    fn partial_failures_process_the_prefix() {
-        let s = settings(Some(0), true);
-        let mut at = Attempts::default();
-        // 3 of 10 done; MaximumRetryAttempts 0: the other 7 are given up.
-        let step = at.after(&Verdict::PartialFrom(3), 10, &s, call(1));
-        assert_eq!(step.processed, 3);
-        let (k, invokes, last) = step.give_up.unwrap();
-        assert_eq!((k, invokes), (7, 1));
-        assert_eq!(last.unwrap().function_error, None);
-        assert_eq!(at, Attempts::default());
-        // With retries left, the rest is retried as one batch.
-        let s = settings(Some(2), true);
-        let step = at.after(&Verdict::PartialFrom(4), 10, &s, call(2));
-        assert_eq!((step.processed, step.give_up.is_none()), (4, true));
-        assert_eq!((at.batch, at.failures), (Some(6), 1));
-        let step = at.after(&Verdict::Success, 6, &s, call(3));
-        assert_eq!(step.processed, 6);
-        assert_eq!(at, Attempts::default());
-    }
 
     #[test]
     fn verdicts() {
         let ok = |s: &str| Outcome::Answered(Bytes::from(s.to_string()));
         let seqs = ["10", "11", "12"];
-        assert_eq!(verdict(&ok(""), &seqs, true), Verdict::Success);
-        assert_eq!(verdict(&ok("null"), &seqs, true), Verdict::Success);
-        assert_eq!(
-            verdict(&ok(r#"{"batchItemFailures": []}"#), &seqs, true),
-            Verdict::Success
-        );
+        assert_eq!(verdict(&ok(""), &seqs, true), BatchOutcome::Success);
         assert_eq!(
             verdict(
-                &ok(
-                    r#"{"batchItemFailures": [{"itemIdentifier": "12"}, {"itemIdentifier": "11"}]}"#
-                ),
+                &ok(r#"{"batchItemFailures": [{"itemIdentifier": "11"}]}"#),
                 &seqs,
                 true
             ),
-            Verdict::PartialFrom(1)
+            BatchOutcome::ItemFailures { first_failed: 1 }
         );
         assert_eq!(
-            verdict(
-                &ok(r#"{"batchItemFailures": [{"itemIdentifier": "99"}]}"#),
-                &seqs,
-                true
-            ),
-            Verdict::PartialFrom(0)
+            verdict(&ok("[1, 2]"), &seqs, true),
+            BatchOutcome::InvalidResponse
         );
-        assert_eq!(verdict(&ok("[1, 2]"), &seqs, true), Verdict::Invalid);
         // Without ReportBatchItemFailures any answer is success.
-        assert_eq!(verdict(&ok("[1, 2]"), &seqs, false), Verdict::Success);
+        assert_eq!(verdict(&ok("[1, 2]"), &seqs, false), BatchOutcome::Success);
+        // A timeout and an unreachable instance are function errors.
+        for failed in [
+            Outcome::TimedOut(Duration::from_secs(1)),
+            Outcome::NotDelivered("refused".into()),
+            Outcome::FunctionError(Bytes::new()),
+        ] {
+            assert_eq!(verdict(&failed, &seqs, true), BatchOutcome::FunctionError);
+        }
+    }
+
+    #[test]
+    fn conditions() {
         assert_eq!(
-            verdict(&Outcome::TimedOut(Duration::from_secs(1)), &seqs, true),
-            Verdict::FunctionError
+            condition(GiveUpReason::RetryAttemptsExhausted),
+            Condition::RetryAttemptsExhausted
         );
         assert_eq!(
-            verdict(&Outcome::NotDelivered("refused".into()), &seqs, true),
-            Verdict::FunctionError
-        );
-        assert_eq!(
-            verdict(&Outcome::FunctionError(Bytes::new()), &seqs, true),
-            Verdict::FunctionError
+            condition(GiveUpReason::RecordAgeExceeded),
+            Condition::RecordAgeExceeded
         );
     }
 }

@@ -1,19 +1,30 @@
 //! The event source mappings of the two stream tables, as
-//! `template.yaml` configures them: shards in order per item, batches,
-//! partial batch responses (resume from the lowest failed sequence number),
-//! bisection and backoff on function errors, bounded retries and record
-//! age, then the on-failure destination.
+//! `template.yaml` configures them: shards in order per item and batches;
+//! every decision after an invocation (partial batch responses resume from
+//! the lowest failed sequence number, bisection on function errors, retries
+//! and their backoff, record age, giving records up to the on-failure
+//! destination) is taken by the one model of the mapping,
+//! [`whimbrel_aws_model::esm`], which `whimbrel local` follows too.
 
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use whimbrel_aws_model::esm::{Attempts, Backoff, BatchOutcome, GiveUp, Next};
 use whimbrel_core::attr;
 
 use serde_json::{json, Value};
-use whimbrel_core::handlers::{self, Outcome};
+use whimbrel_core::handlers::{self, BatchSummary, Outcome};
 use whimbrel_core::store::memory::StreamRecord;
 use whimbrel_core::store::Item;
 
 use super::{Sim, STREAM_SHARDS};
 use crate::shared::{lock, World};
+
+/// Waits between retries of a failing batch, in simulated time: 2 s
+/// doubling to 256 s (Lambda backs off exponentially, up to minutes).
+const BACKOFF: Backoff = Backoff {
+    first: Duration::from_secs(2),
+    max: Duration::from_secs(256),
+};
 
 impl Sim {
     pub(super) fn drain_streams(&mut self) {
@@ -39,38 +50,50 @@ impl Sim {
         }
     }
 
+    /// The model's retry state of shard `i`. The shard keeps the failures
+    /// counted and the size of its head batch; the simulation reports no
+    /// invocation counts.
+    fn attempts(&self, i: usize) -> Attempts {
+        let shard = &self.shards[i];
+        Attempts {
+            failures: shard.attempts,
+            invokes: 0,
+            batch: Some(shard.limit),
+        }
+    }
+
+    fn set_attempts(&mut self, i: usize, at: Attempts) {
+        let shard = &mut self.shards[i];
+        shard.attempts = at.failures;
+        shard.limit = at.batch.unwrap_or(self.esm.batch_size);
+    }
+
     /// Deliver the next batch of shard `i`, as its event source mapping.
     pub(super) fn deliver(&mut self, i: usize) {
         let now = lock(&self.world).now;
-        let shard = &mut self.shards[i];
+        let shard = &self.shards[i];
         if shard.inflight.is_some() || shard.cursor >= shard.records.len() || now < shard.not_before
         {
             return;
         }
-        // MaximumRecordAgeInSeconds: too old, to the on-failure destination.
-        while shard.cursor < shard.records.len()
-            && now - shard.records[shard.cursor].1 > self.esm.maximum_record_age_seconds
-        {
-            self.lost.extend(row_id(&shard.records[shard.cursor].0));
-            shard.cursor += 1;
-            self.stats.on_failure += 1;
-        }
-        let end = (shard.cursor + shard.limit).min(shard.records.len());
-        if shard.cursor >= end {
+        self.expire(i, now);
+        let shard = &self.shards[i];
+        let available = shard.records.len() - shard.cursor;
+        let len = self.attempts(i).next_batch(&self.esm, available);
+        if len == 0 {
             return;
         }
+        let (start, end) = (shard.cursor, shard.cursor + len);
         if now < shard.poisoned_until {
             self.stats.crashes += 1;
             self.log(format!("shard {i}: function error (broken)"));
-            let len = end - self.shards[i].cursor;
-            self.retry_or_give_up(i, len);
+            self.decide(i, len, BatchOutcome::FunctionError, false);
             return;
         }
-        let batch: Vec<Value> = shard.records[shard.cursor..end]
+        let batch: Vec<Value> = shard.records[start..end]
             .iter()
             .map(|(r, at)| stream_record(r, *at))
             .collect();
-        let len = batch.len();
         let table = shard.table.clone();
         let payload = json!({ "Records": batch });
         let (inv, engine) = self.engine(true);
@@ -93,10 +116,21 @@ impl Sim {
         *id_slot.lock().unwrap() = task;
         self.shards[i].inflight = Some((task, len));
         self.stats.batches += 1;
-        self.log(format!(
-            "deliver {table} shard {i} [{}..{end})",
-            self.shards[i].cursor
-        ));
+        self.log(format!("deliver {table} shard {i} [{start}..{end})"));
+    }
+
+    /// `MaximumRecordAgeInSeconds`: the oldest records, too old, go to the
+    /// on-failure destination undelivered.
+    fn expire(&mut self, i: usize, now: i64) {
+        let mut at = self.attempts(i);
+        let shard = &self.shards[i];
+        let ages = shard.records[shard.cursor..]
+            .iter()
+            .map(|(_, t)| Duration::from_secs(u64::try_from(now - t).unwrap_or(0)));
+        if let Some(g) = at.expire(&self.esm, ages) {
+            self.set_attempts(i, at);
+            self.give_up(i, g);
+        }
     }
 
     /// Handle the end of a shard's in-flight invocation.
@@ -114,76 +148,87 @@ impl Sim {
             let p = w.faults.dup_batch;
             w.chance(p)
         };
-        match result {
-            Some(Ok(summary)) => {
-                let mut failed: Vec<u64> = vec![];
-                for r in &summary.records {
-                    if let Some(k) = &r.key {
-                        self.outcomes
-                            .entry(k.clone())
-                            .or_default()
-                            .push(r.outcome.clone());
-                    }
-                    if matches!(r.outcome, Outcome::Retry(_)) {
-                        failed.extend(r.sequence.as_deref().and_then(|s| s.parse::<u64>().ok()));
-                    }
-                }
-                // The mapping resumes from the lowest failed sequence number.
-                let first_failed = failed.into_iter().min().map(|s| s.to_string());
-                let shard = &mut self.shards[i];
-                match first_failed {
-                    None => {
-                        shard.attempts = 0;
-                        shard.limit = self.esm.batch_size;
-                        if !dup {
-                            shard.cursor += len;
-                        }
-                    }
-                    Some(seq) => {
-                        let at = shard.records[shard.cursor..shard.cursor + len]
-                            .iter()
-                            .position(|(r, _)| r.sequence.to_string() == seq)
-                            .unwrap_or(0);
-                        shard.cursor += at;
-                        let line = format!(
-                            "shard {i}: batch item failure at {seq}, retry from {}",
-                            shard.cursor
-                        );
-                        self.log(line);
-                        self.retry_or_give_up(i, len - at);
-                    }
-                }
-            }
-            // A crash, a timeout or an error: a function error, retried
-            // with bisection.
+        let outcome = match result {
+            Some(Ok(summary)) => self.judge(i, len, &summary),
+            // A crash, a timeout or an error: a function error.
             _ => {
                 self.stats.crashes += 1;
-                self.shards[i].limit = (len / 2).max(1);
-                self.retry_or_give_up(i, len);
+                BatchOutcome::FunctionError
             }
+        };
+        if let BatchOutcome::ItemFailures { first_failed } = outcome {
+            let from = self.shards[i].cursor + first_failed;
+            self.log(format!("shard {i}: batch item failure, retry from {from}"));
+        }
+        self.decide(i, len, outcome, dup);
+    }
+
+    /// Note each record's outcome; the batch's is the partial batch
+    /// response the handler answered (a record to retry is a batch item
+    /// failure).
+    fn judge(&mut self, i: usize, len: usize, summary: &BatchSummary) -> BatchOutcome {
+        let mut failed = vec![];
+        for r in &summary.records {
+            if let Some(k) = &r.key {
+                self.outcomes
+                    .entry(k.clone())
+                    .or_default()
+                    .push(r.outcome.clone());
+            }
+            if matches!(r.outcome, Outcome::Retry(_)) {
+                failed.push(r.sequence.as_deref());
+            }
+        }
+        let shard = &self.shards[i];
+        let batch: Vec<String> = shard.records[shard.cursor..shard.cursor + len]
+            .iter()
+            .map(|(r, _)| r.sequence.to_string())
+            .collect();
+        BatchOutcome::item_failures(&batch, failed)
+    }
+
+    /// Do what the model decides after an invocation of the first `len`
+    /// records of shard `i`. `dup`: a successful batch is delivered again
+    /// (not checkpointed).
+    fn decide(&mut self, i: usize, len: usize, outcome: BatchOutcome, dup: bool) {
+        let now = lock(&self.world).now;
+        let mut at = self.attempts(i);
+        let step = at.after(&self.esm, len, outcome);
+        self.set_attempts(i, at);
+        if !(dup && step.next == Next::Continue) {
+            self.shards[i].cursor += step.processed;
+        }
+        match step.next {
+            Next::Continue => {}
+            Next::Retry { records, retry } => {
+                let wait = BACKOFF.delay(retry).as_secs() as i64;
+                self.shards[i].not_before = now + wait;
+                self.log(format!(
+                    "shard {i}: retry {retry} of {records} records in {wait}s"
+                ));
+            }
+            Next::Bisect { records } => {
+                self.log(format!("shard {i}: bisected, {records} records next"));
+            }
+            Next::GiveUp(g) => self.give_up(i, g),
         }
     }
 
-    pub(super) fn retry_or_give_up(&mut self, i: usize, len: usize) {
-        let now = lock(&self.world).now;
+    /// Send the first `g.records` records of shard `i` to the on-failure
+    /// destination.
+    fn give_up(&mut self, i: usize, g: GiveUp) {
         let shard = &mut self.shards[i];
-        shard.attempts += 1;
-        // Lambda backs off between retries of a stream batch (exponentially,
-        // up to minutes).
-        shard.not_before = now + (1i64 << shard.attempts.min(8));
-        if shard.attempts > self.esm.maximum_retry_attempts {
-            let end = (shard.cursor + len).min(shard.records.len());
-            let lost = end - shard.cursor;
-            for (r, _) in &shard.records[shard.cursor..end] {
-                self.lost.extend(row_id(r));
-            }
-            shard.cursor = end;
-            shard.attempts = 0;
-            shard.limit = self.esm.batch_size;
-            self.stats.on_failure += lost as u64;
-            let line = format!("shard {i}: retries exhausted, {lost} records to on-failure");
-            self.log(line);
+        let end = (shard.cursor + g.records).min(shard.records.len());
+        let lost = end - shard.cursor;
+        for (r, _) in &shard.records[shard.cursor..end] {
+            self.lost.extend(row_id(r));
         }
+        shard.cursor = end;
+        self.stats.on_failure += lost as u64;
+        let reason = g.reason;
+        self.log(format!(
+            "shard {i}: {reason:?}, {lost} records to on-failure"
+        ));
     }
 }
 
