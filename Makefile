@@ -23,14 +23,16 @@ test:
 
 ## 10,000 seeded simulation schedules under faults (WHIMBREL_SIM_SEED=n replays one).
 torture:
-	cargo run -q -p whimbrel-sim -- --schedules $${WHIMBREL_SIM_SCHEDULES:-10000}
+	cargo run -q --locked -p whimbrel-sim -- --schedules $${WHIMBREL_SIM_SCHEDULES:-10000}
 
-## Fuzz the core with cargo-fuzz (issue 8): each target in turn for
-## FUZZ_SECONDS (default 600). Not part of `make test` nor CI: it needs the
-## nightly toolchain and cargo-fuzz (`cargo install cargo-fuzz --locked`),
-## and builds the separate fuzz/ workspace into fuzz/target. A crash is kept
-## in fuzz/artifacts/<target>/ and the other targets still run; the exit
-## status says whether any target crashed. FUZZ_TARGETS=plan_validate runs one.
+## Fuzz the core with cargo-fuzz, so that no input from a stream, a worker
+## or a decider can panic the engine: each target in turn for FUZZ_SECONDS
+## (default 600). Not run by `make test` nor CI (CI only checks that the
+## targets compile): it needs the nightly toolchain and cargo-fuzz (`cargo
+## install cargo-fuzz --locked`), and builds the separate fuzz/ workspace
+## into fuzz/target. A crash is kept in fuzz/artifacts/<target>/ and the
+## other targets still run; the exit status says whether any target crashed.
+## FUZZ_TARGETS=plan_validate runs one.
 FUZZ_SECONDS ?= 600
 FUZZ_TARGETS ?= stream_record apply_event plan_validate
 fuzz:
@@ -40,10 +42,11 @@ fuzz:
 	  cargo +nightly fuzz run $$t -- -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 $$dict || status=1; \
 	done; exit $$status
 
-## fmt + clippy, as CI runs them.
+## fmt, clippy and rustdoc, as CI runs them.
 lint:
 	cargo fmt --all -- --check
-	cargo clippy --workspace --all-targets -- -D warnings
+	cargo clippy --workspace --all-targets --locked -- -D warnings
+	RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --workspace --locked
 
 ## Cost and latency figures on the local stack (not part of the tests).
 bench:

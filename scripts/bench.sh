@@ -34,12 +34,13 @@ for wf in bench-chain bench-fan bench-fan-1000; do
   echo; echo "==================== $wf ===================="
   bench "$wf"
 done
-# Issue 7 target 2's second shape: 1,000 wide with 1 KB inputs and outputs
-# (the join's launch then passes 1 MB: outputs go by reference).
+# What payloads cost: 1,000 wide with 1 KB inputs and outputs (the join's
+# launch then passes 1 MB: outputs go by reference).
 echo; echo "==================== bench-fan-wide: 1000 wide, 1 KB inputs and outputs ===================="
 bench bench-fan-wide --input '{"width": 1000, "input_bytes": 1000, "output_bytes": 1000}'
-# Issue 7 target 4a: a 10,000-wide fan-out/fan-in (planned by
-# bench-fan-decider; BENCH_FAN_WIDTH=0 skips it).
+# What width costs: a 10,000-wide fan-out/fan-in, too wide for a static
+# definition's item (planned by bench-fan-decider; BENCH_FAN_WIDTH=0 skips
+# it).
 WIDE=${BENCH_FAN_WIDTH:-10000}
 if [[ $WIDE -gt 0 ]]; then
   echo; echo "==================== bench-fan-wide: $WIDE wide ===================="
@@ -50,5 +51,5 @@ echo; echo "==================== one stream batch, items one at a time and concu
 # Local under its own table prefix (the stack's functions never see it).
 RUST_LOG=error "$WB" --endpoint-url "$AWS_ENDPOINT_URL_DYNAMODB" --table-prefix benchbatch_ bench-batch --runs 5
 echo; echo "==================== release functions: size and start-up ===================="
-cargo build --release --quiet -p whimbrel-workflow-request -p whimbrel-activity-event -p whimbrel-heartbeat-monitor
+cargo build --release --quiet --locked -p whimbrel-workflow-request -p whimbrel-activity-event -p whimbrel-heartbeat-monitor
 python3 scripts/startup.py "${CARGO_TARGET_DIR:-target}"/release/whimbrel-{workflow-request,activity-event,heartbeat-monitor}

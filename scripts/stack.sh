@@ -85,7 +85,7 @@ up() {
   stack_env > "$STACK/env"
   set -a; . "$STACK/env"; set +a
   echo "==> building the workspace"
-  cargo build --quiet --workspace --bins
+  cargo build --quiet --locked --workspace --bins
   bash scripts/dynamodb-local.sh start "$DDB_PORT" "$STACK/ddb.pid" "$STACK/ddb.log"
   local wb="$CARGO_TARGET_DIR/debug/whimbrel"
   "$wb" install > "$STACK/install.log"

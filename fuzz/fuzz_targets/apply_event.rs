@@ -496,6 +496,7 @@ fn exec_of(i: &Input, cfg: &EngineConfig, now: i64) -> Option<ActivityExec> {
             0
         },
         input: Some(json!({"k": 1})),
+        input_ref: None,
         attempt,
         attempt_token_hash: claimed.then(|| ids::token_hash(LIVE_TOKEN)),
         require_tokens: i.require_tokens,
@@ -521,6 +522,7 @@ fn exec_of(i: &Input, cfg: &EngineConfig, now: i64) -> Option<ActivityExec> {
         end_time: None,
         end_time_epoch: state.is_terminal().then_some(now - 1),
         output: i.prior_output.as_ref().map(Out::get),
+        output_event_id: None,
         error: i.prior_error.clone().map(|e| decide::cap_error(&e)),
         prerequisites: vec![],
         dependents: vec![],
@@ -1088,6 +1090,7 @@ fuzz_target!(|i: Input| {
             };
             let details = Details {
                 output: i.output.as_ref().map(Out::get),
+                output_event_id: None,
                 error: i.error.clone(),
                 at: if report {
                     None

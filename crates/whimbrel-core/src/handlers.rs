@@ -2,7 +2,7 @@
 //! tests: turn a DynamoDB stream batch into engine calls and a partial batch
 //! response, and run the heartbeat monitor for a Scheduled Event.
 //!
-//! Rules (design.md § 3.8, issue #2): only INSERT records are processed; a record
+//! Rules (design.md § 3.8): only INSERT records are processed; a record
 //! that can never apply (malformed, wrong table, rejected by the engine) is
 //! logged with its reason, counted, and does not block the records after it;
 //! a record that may succeed later is reported as a batch item failure with

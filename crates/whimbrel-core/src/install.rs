@@ -17,26 +17,26 @@ use tracing::info;
 use crate::model::InstallStatus;
 use crate::store::{self, Store, StoreError, Tables};
 
-/// Version of the table layout this crate writes and reads. 2: the due
-/// indexes replace the heartbeat and launch indexes, and `activity_event`
-/// gains its `activity_exec_id` index. 3: `activity_exec` gains the
-/// task-list index. 4: the listing indexes (`state-start_time_epoch-index`,
-/// `workflow_exec_id-activity_name-index`) are KEYS_ONLY, so an update of a
-/// workflow or activity no longer writes a copy of the item to them (their
-/// readers fetch the items by key); `install` rebuilds them. 5: the plan
-/// and input move off `workflow_exec` to the new write-once
-/// `workflow_plan` table, so the item every finishing activity updates
-/// stays small (`install` creates the table). 6: `activity_exec_dependency`
-/// loses its two GSIs, which no code read (the engine finds who waits for
-/// whom on the activity items and the plan): each cost a write unit per
-/// edge (issue 7).
+/// Version of the table layout this crate writes and reads, recorded in
+/// `whimbrel_install_status`; `install` brings tables of any earlier
+/// layout to it. Layout 6: the due indexes the monitor sweeps, the
+/// `activity_exec_id` index on `activity_event` and the task-list index on
+/// `activity_exec`; KEYS_ONLY listing indexes
+/// (`state-start_time_epoch-index`, `workflow_exec_id-activity_name-index`),
+/// so an update of a workflow or activity writes no copy of the item to
+/// them (their readers fetch the items by key); the plan and input on the
+/// write-once `workflow_plan` table, so the item every finishing activity
+/// updates stays small; and no GSI on `activity_exec_dependency`: the
+/// engine finds who waits for whom on the activity items and the plan, and
+/// an index there would cost a write unit per edge.
 pub const SCHEMA_VERSION: u32 = 6;
 
 /// Indexes of earlier layouts that `install` deletes from existing tables.
 pub const OBSOLETE_INDEXES: [&str; 4] = [
     "heartbeat_shard-heartbeat_deadline_epoch-index",
     "launch_shard-queued_time_epoch-index",
-    // activity_exec_dependency, before 6.
+    // activity_exec_dependency's: nothing reads them, and each costs a
+    // write unit per edge.
     "dependent_activity_exec_id-index",
     "workflow_exec_id-index",
 ];
@@ -339,8 +339,9 @@ async fn upgrade_indexes(
     // An index change already in progress (an earlier install, a deploy)
     // must end first: DynamoDB allows one at a time.
     wait_for_indexes(client, &d.name).await?;
-    // An index whose projection changed (schema 4 made the listing indexes
-    // KEYS_ONLY) is deleted, then created again below.
+    // An index whose projection differs from its definition (a listing
+    // index an older install created with ALL) is deleted, then created
+    // again below: DynamoDB cannot change a projection in place.
     for (name, _, projection) in describe_indexes(client, &d.name).await? {
         let defined = d.gsis.iter().any(|g| g.name == name);
         if defined && projection != Some(projection_type(d, &name)) {

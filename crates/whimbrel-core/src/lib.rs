@@ -81,8 +81,9 @@ pub async fn aws_config(endpoint_url: Option<&str>) -> aws_config::SdkConfig {
 
 /// The HTTP client of every AWS SDK client: hyper with rustls on the `ring`
 /// crypto provider (http:// endpoints such as DynamoDB Local work too).
-/// The SDK's default client uses `aws-lc-rs`, which made each Lambda
-/// function's zipped `bootstrap` about a third larger (issue 7, target 7).
+/// The SDK's default client uses `aws-lc-rs`, which would make each Lambda
+/// function's zipped `bootstrap` about a third larger (it must stay under
+/// 3 MB: see `[profile.release]` in the workspace `Cargo.toml`).
 pub fn http_client() -> aws_sdk_dynamodb::config::SharedHttpClient {
     use aws_smithy_http_client::tls::{rustls_provider::CryptoMode, Provider};
     aws_smithy_http_client::Builder::new()

@@ -9,7 +9,7 @@ use tracing_subscriber::prelude::*;
 /// (`tracing_subscriber::filter::Targets`; default `info`, also when
 /// `RUST_LOG` does not parse). `Targets` rather than `EnvFilter`: the
 /// latter's span and field filters need the `regex` crates, a tenth of each
-/// function's size (issue 7, target 7). Calling it twice is harmless.
+/// function's size. Calling it twice is harmless.
 pub fn init(json: bool) {
     init_with(json, std::env::var("RUST_LOG").ok());
 }

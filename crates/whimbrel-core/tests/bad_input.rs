@@ -1,7 +1,8 @@
-//! Garbage in (issue 8): every file of the bad-input corpus
-//! (`tests/bad-input/`, described by its `MANIFEST` and `README.md`) fed to
-//! the handler of the function it names, on DynamoDB Local, with one real
-//! workflow running so the files can point at real activities.
+//! Garbage in, rejected without a panic: every file of the bad-input
+//! corpus (`tests/bad-input/`, described by its `MANIFEST` and
+//! `README.md`) fed to the handler of the function it names, on DynamoDB
+//! Local, with one real workflow running so the files can point at real
+//! activities.
 //!
 //! For each file: no panic; the outcome the manifest names (a rejection
 //! with its reason's stable prefix, a skip, an invocation error, ...); no
@@ -12,10 +13,10 @@
 //! which meets a (simulated) transient DynamoDB failure: the valid ones
 //! apply and the batch item failures name exactly the record to retry.
 //!
-//! Engine bugs the corpus found are fixed, each kept as a test here with
-//! what was observed before the fix (a 400 KB event id, an early COMPLETED
-//! with the deepest output, a binary attribute in an event row, a sink
-//! output too deep for the workflow's result).
+//! Inputs that must not break the engine are kept as tests here too: a
+//! 400 KB event id, an early COMPLETED with the deepest output, a binary
+//! attribute in an event row, a sink output too deep for the workflow's
+//! result.
 
 mod common;
 

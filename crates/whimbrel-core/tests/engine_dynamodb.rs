@@ -3,8 +3,9 @@
 //! fan-in, failure and timeout propagation, redelivery, stream batches, the
 //! monitor's due-index sweep, parked early events and fenced attempts.
 //!
-//! The tests named `finding_N_...` each show one fixed finding of the engine
-//! review against the real tables (their state after the fact).
+//! The tests named `finding_N_...` each pin one rule of recovery, fencing
+//! or bounds against the real tables (their state after the fact); the
+//! number only groups related tests.
 
 mod common;
 
@@ -1054,10 +1055,10 @@ async fn a_start_to_close_timeout_times_out_a_running_activity_with_or_without_h
 }
 
 // ---------------------------------------------------------------------------
-// One test per finding of the review, against the real tables.
+// Recovery, fencing and bounds, one rule per test, against the real tables.
 // ---------------------------------------------------------------------------
 
-/// Finding 1: nothing waits on redelivery. A client COMPLETED whose side
+/// Nothing waits on redelivery. A client COMPLETED whose side
 /// effects were interrupted (terminal write done, dependents not released)
 /// is finished by the monitor from its due marker, with no redelivery.
 #[tokio::test]
@@ -1112,10 +1113,10 @@ async fn finding_1_interrupted_completed_is_finished_by_the_monitor_without_rede
     assert_eq!(h.workflow(&wf).await.state, WorkflowState::Completed);
 }
 
-/// Finding 1 (workflows): a REQUESTED workflow whose decider is unavailable
-/// keeps a due marker, and a later monitor tick starts it again from its
-/// request row once the decider is reachable; after max_start_attempts it
-/// is FAILED.
+/// Nothing waits on redelivery, for workflows either: a REQUESTED workflow
+/// whose decider is unavailable keeps a due marker, and a later monitor
+/// tick starts it again from its request row once the decider is
+/// reachable; after max_start_attempts it is FAILED.
 #[tokio::test]
 async fn finding_1_requested_workflow_is_started_by_a_later_monitor_tick() {
     let h = Harness::new().await;
@@ -1181,8 +1182,8 @@ async fn finding_1_requested_workflow_is_started_by_a_later_monitor_tick() {
     assert_eq!(h.activity(&id, "x").await.state, ActivityState::Queued);
     let w = h.workflow(&rowless_id).await;
     assert_eq!(w.state, WorkflowState::Running);
-    // The input moved with the plan to the write-once plan item; the exec,
-    // updated by every finishing activity, no longer carries it.
+    // The input is on the write-once plan item, with the plan: the exec,
+    // updated throughout the run, does not carry it.
     assert_eq!(w.input, None);
     assert!(w.planned_epoch.is_some());
     let recorded = h.engine.load_plan(&rowless_id, "flaky").await.unwrap();
@@ -1224,7 +1225,7 @@ async fn finding_1_requested_workflow_is_started_by_a_later_monitor_tick() {
     assert!(w.due_epoch.is_none());
 }
 
-/// Finding 2: COMPLETED before RUNNING is parked on the item (no batch item
+/// COMPLETED before RUNNING is parked on the item (no batch item
 /// failure) and applied when RUNNING arrives; RUNNING (or COMPLETED) for an
 /// activity that was never launched is rejected at once.
 #[tokio::test]
@@ -1271,7 +1272,7 @@ async fn finding_2_early_completed_is_parked_and_running_for_a_requested_activit
     assert!(c.history.is_empty());
 }
 
-/// Finding 3: every non-terminal state after launch has a deadline:
+/// Every non-terminal state after launch has a deadline:
 /// PREPARING, and RUNNING without heartbeats or timeout_seconds, are timed
 /// out by the monitor after the default start-to-close (3600 s), once the
 /// report grace has passed.
@@ -1344,7 +1345,7 @@ async fn finding_3_preparing_and_running_without_limits_time_out_at_the_default_
     assert_eq!(w.failed_count, 2);
 }
 
-/// Finding 4: only the claimer of an attempt invokes. A prerequisite's
+/// Only the claimer of an attempt invokes. A prerequisite's
 /// COMPLETED redelivered (concurrently, after a crash between the release
 /// and the claim, and again later) invokes the dependent once; a report
 /// with a stale or forged token, or for an older attempt, is rejected.
@@ -1457,7 +1458,7 @@ async fn finding_4_redelivered_prerequisite_invokes_once_and_stale_tokens_are_re
     assert_eq!(h.launcher.launches_of("b").len(), 2);
 }
 
-/// Finding 5: at the launch-attempt limit, an activity whose RUNNING row is
+/// At the launch-attempt limit, an activity whose RUNNING row is
 /// in the event table (written, not applied) is not FAILED: the monitor
 /// applies the RUNNING row (a stale attempt's row is not).
 #[tokio::test]
@@ -1509,7 +1510,7 @@ async fn finding_5_at_the_attempt_limit_the_monitor_applies_running_instead_of_f
     );
 }
 
-/// Finding 6: a FAILED event with a 1 MB error is applied with a capped
+/// A FAILED event with a 1 MB error is applied with a capped
 /// error, directly and through the stream handler (no retry loop).
 #[tokio::test]
 async fn finding_6_failed_with_a_1mb_error_is_applied_with_a_capped_error() {
@@ -1558,7 +1559,7 @@ async fn finding_6_failed_with_a_1mb_error_is_applied_with_a_capped_error() {
     assert!(e.len() <= MAX_ERROR_BYTES, "{} bytes", e.len());
 }
 
-/// Finding 7: CANCELLED_RUNNING ends only by the live attempt's own CANCEL
+/// CANCELLED_RUNNING ends only by the live attempt's own CANCEL
 /// (with its token), or by the monitor's TIMED_OUT after the cancel grace;
 /// a second tokenless user CANCEL is rejected.
 #[tokio::test]
@@ -1632,7 +1633,7 @@ async fn finding_7_a_second_tokenless_cancel_does_not_end_cancelled_running() {
     assert_eq!(w.state, WorkflowState::Failed);
 }
 
-/// Finding 8: an activity heartbeating only by the architecture's raw
+/// An activity heartbeating only by the architecture's raw
 /// UpdateItem of `heartbeat_time_epoch` is not timed out: the monitor moves
 /// its deadline; and the TIMED_OUT write is conditioned on
 /// `heartbeat_time_epoch`, so a heartbeat landing after the monitor's read
@@ -1709,7 +1710,7 @@ async fn finding_8_raw_heartbeat_updates_keep_an_activity_alive() {
     assert!(w.error.as_deref().unwrap().contains("no heartbeat for 30s"));
 }
 
-/// Finding 10: a COMPLETED row written before the deadline but not yet
+/// A COMPLETED row written before the deadline but not yet
 /// delivered by the stream wins over the monitor's timeout.
 #[tokio::test]
 async fn finding_10_completed_written_before_the_deadline_wins_over_the_timeout() {
@@ -1961,8 +1962,8 @@ async fn repeated_early_completed_rows_do_not_fail_an_activity_with_a_large_inpu
     assert_eq!(h.workflow(&wf).await.state, WorkflowState::Completed);
 }
 
-/// Finding 1 (`whimbrel cancel` refused a REQUESTED workflow): a workflow
-/// whose decider is unreachable is cancelled as a whole, the monitor leaves
+/// `whimbrel cancel` accepts a REQUESTED workflow: a workflow whose
+/// decider is unreachable is cancelled as a whole, the monitor leaves
 /// it alone, and a start that comes late cannot store a plan any more.
 #[tokio::test]
 async fn a_requested_workflow_is_cancelled_as_a_whole() {
@@ -2011,7 +2012,7 @@ async fn a_requested_workflow_is_cancelled_as_a_whole() {
     assert!(h.launcher.launches_of("a").is_empty());
 }
 
-/// Finding 6: a plan under the JSON size bound that is larger as a DynamoDB
+/// A plan under the JSON size bound that is larger as a DynamoDB
 /// item (numbers cost more there than in JSON) fails the workflow with the
 /// reason at once: no write that can never succeed, no retry, no second
 /// decider call.

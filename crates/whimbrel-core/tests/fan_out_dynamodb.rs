@@ -1,5 +1,5 @@
 //! Wide workflows against a real DynamoDB API (DynamoDB Local, started by
-//! the tests), issue 7: a wide fan-out keeps its dependents in the plan,
+//! the tests): a wide fan-out keeps its dependents in the plan,
 //! not on its item, and still launches each exactly once; a plan larger
 //! than a DynamoDB item is stored in write-once parts under a head and
 //! read back whole.

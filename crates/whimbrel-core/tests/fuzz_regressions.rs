@@ -7,7 +7,8 @@
 //! `cargo test -p whimbrel-core --test fuzz_regressions -- --ignored`, and
 //! remove the `ignore` (and the target's `known_crash_*` guard) with the fix.
 //!
-//! Crash 1 is fixed: every deadline in `engine::deadline` adds saturating.
+//! Crash 1: every deadline in `engine::deadline` adds saturating, so a
+//! client's `heartbeat_time_epoch` near `i64::MAX` cannot overflow it.
 
 use std::sync::Arc;
 

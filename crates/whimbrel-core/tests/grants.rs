@@ -1,4 +1,4 @@
-//! Least privilege, both ways (issue: "Who can write what"):
+//! Least privilege, both ways (who can write what):
 //! * every DynamoDB call a function's code makes, on DynamoDB Local along
 //!   its paths, is in that function's list in `src/grants.rs`;
 //! * `template.yaml` grants each function exactly its list (plus the

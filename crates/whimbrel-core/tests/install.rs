@@ -67,7 +67,8 @@ async fn install_upgrades_the_indexes_of_an_earlier_layout() {
     .await;
     let old = indexes(&client, &table).await;
     assert!(!old.contains(&INDEX_DUE.to_string()), "{old:?}");
-    // And schema 5's edge index, which nothing read (issue 7).
+    // And an edge index of an older layout, which nothing reads and which
+    // costs a write unit per edge.
     let edges = h.store.tables().activity_exec_dependency();
     assert!(indexes(&client, &edges).await.is_empty());
     add_index(

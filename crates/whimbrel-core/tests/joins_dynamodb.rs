@@ -1,6 +1,6 @@
 //! Wide joins against a real DynamoDB API (DynamoDB Local, started by the
 //! tests): an activity with more prerequisites than the join group size is
-//! released through join group items (issue 7), exactly once per edge,
+//! released through join group items, exactly once per edge,
 //! launched once with every prerequisite's output, and a group completed by
 //! a function that died before releasing the join is finished by the
 //! monitor; outputs that would pass Lambda's 1 MB go by reference.

@@ -1,7 +1,8 @@
 //! On DynamoDB Local: a monitor tick reads what went stale, not what is
-//! alive (issue 7, target 4). Heartbeats through the `Activity` helper
-//! move the due marker (`deadline::heartbeat_marker`), so a tick never
-//! looks at those activities; a client's raw heartbeat does not, so the
+//! alive, so a tick's cost grows with the stale activities only.
+//! Heartbeats through the `Activity` helper move the due marker
+//! (`deadline::heartbeat_marker`), so a tick never looks at those
+//! activities; a client's raw heartbeat does not, so the
 //! monitor still looks at those once per heartbeat timeout and moves their
 //! markers; the activities that stopped heartbeating are timed out.
 

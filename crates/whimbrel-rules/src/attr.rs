@@ -33,11 +33,11 @@ pub const COUNT_SLOT: &str = "count_slot";
 pub const COUNTED_GROUPS: &str = "counted_groups";
 /// `definition`: A static plan used instead of a decider.
 pub const DEFINITION: &str = "definition";
-/// `dependent_activity_exec_id`: The prerequisite it waits for (GSI).
+/// `dependent_activity_exec_id`: The prerequisite it waits for.
 pub const DEPENDENT_ACTIVITY_EXEC_ID: &str = "dependent_activity_exec_id";
 /// `dependents`: Activity exec ids of the activities that wait for it (empty for a wide fan-out: see `dependents_in_plan`).
 pub const DEPENDENTS: &str = "dependents";
-/// `dependents_in_plan`: Set for a wide fan-out (more dependents than `plan::FAN_OUT_LIST_MAX`, issue 7): how many activities wait for it.
+/// `dependents_in_plan`: Set for a wide fan-out (more dependents than `plan::FAN_OUT_LIST_MAX`, so that no item grows with the fan-out): how many activities wait for it.
 pub const DEPENDENTS_IN_PLAN: &str = "dependents_in_plan";
 /// `description`: What it is.
 pub const DESCRIPTION: &str = "description";
@@ -79,13 +79,13 @@ pub const HISTORY: &str = "history";
 pub const INPUT: &str = "input";
 /// `input_ref`: Hash key of the write-once `InputRow` (on `whimbrel_workflow_plan`) that holds its input, when the input is too large to keep on this item (design.md § 2.8: every update is billed by the item's size).
 pub const INPUT_REF: &str = "input_ref";
-/// `join_groups`: Present on a wide join, an activity with more prerequisites than `EngineConfig::join_group_size` (issue 7: no write that grows with the prerequisites): how many join groups (`JoinGroup`) its prerequisites are...
+/// `join_groups`: Present on a wide join, an activity with more prerequisites than `EngineConfig::join_group_size` (so that no write grows with the prerequisites): how many join groups (`JoinGroup`) its prerequisites are...
 pub const JOIN_GROUPS: &str = "join_groups";
 /// `join_slots`: For each dependent that is a wide join (its activity exec id), the join group this activity's COMPLETED counts toward.
 pub const JOIN_SLOTS: &str = "join_slots";
 /// `lambda`: The Lambda function that runs it (name or ARN);
 pub const LAMBDA: &str = "lambda";
-/// `last_event_id`: Id of the event (or engine step) behind the last state change, on items last changed by an earlier version only: it is the last history entry's, so a state change now removes it (the item is billed by its size).
+/// `last_event_id`: Id of the event (or engine step) behind the last state change, on items last changed by an earlier version only: it is the last history entry's, so a state change removes it (the item is billed by its size).
 pub const LAST_EVENT_ID: &str = "last_event_id";
 /// `launch`: Launches (async Invokes) of the live attempt: 1 on its claim, +1 on each relaunch of an invocation that never started.
 pub const LAUNCH: &str = "launch";

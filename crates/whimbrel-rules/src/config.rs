@@ -65,10 +65,10 @@ pub struct EngineConfig {
     /// Write `launched_time` on the activity exec once Lambda accepted a
     /// launch's async Invoke (`WHIMBREL_RECORD_LAUNCHES`, default false).
     /// For operators only (no rule reads it), and it costs one more write
-    /// of the activity item per launch (issue 7), so it is off by default;
+    /// of the activity item per launch, so it is off by default;
     /// `queued_time` (the claim, just before the Invoke) is always written.
     pub record_launches: bool,
-    /// Prerequisites per join group (issue 7). An activity with more
+    /// Prerequisites per join group. An activity with more
     /// prerequisites than this is a wide join: each prerequisite's
     /// COMPLETED updates a small join group item (at most this many names)
     /// and only a complete group updates the join, so no write grows with
@@ -77,7 +77,7 @@ pub struct EngineConfig {
     /// workflow keeps its groups. Default and largest:
     /// [`crate::plan::JOIN_GROUP_SIZE`] (larger values count as it).
     pub join_group_size: usize,
-    /// Most dependents listed on an activity item (issue 7). An activity
+    /// Most dependents listed on an activity item. An activity
     /// with more is a wide fan-out: its item keeps their number
     /// (`dependents_in_plan`), and they are derived from the stored plan
     /// when it ends, so no item grows with the fan-out. Read when a plan

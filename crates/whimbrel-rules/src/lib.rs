@@ -13,7 +13,7 @@
 //! * [`retry`]: retry policies and backoff
 //! * [`payloads`]: which payloads stay on the activity item
 //! * [`config`]: the engine's settings
-//! * [`write`]: typed conditions and updates, with DynamoDB's semantics
+//! * [`mod@write`]: typed conditions and updates, with DynamoDB's semantics
 //!   ([`write::eval`]) and item sizes ([`write::size`])
 //! * [`decide`]: the pure decisions: transitions, claims, launches,
 //!   retries, deadlines and monitor verdicts, and the items of a plan

@@ -157,7 +157,7 @@ pub struct WorkflowExec {
     /// The request's input, kept here only until the plan is recorded (a
     /// start again without a request row needs it); from then on it is on
     /// the write-once [`WorkflowPlan`] item, so the item every finishing
-    /// activity updates stays small (issue 7).
+    /// activity updates stays small (each update is billed by its size).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub input: Option<Value>,
     /// When the plan was recorded on `whimbrel_workflow_plan`, epoch
@@ -471,8 +471,8 @@ pub struct ActivityExec {
     #[serde(default)]
     pub prerequisites: Vec<String>,
     /// Present on a wide join, an activity with more prerequisites than
-    /// `EngineConfig::join_group_size` (issue 7: no write that grows with
-    /// the prerequisites): how many join groups ([`JoinGroup`]) its
+    /// `EngineConfig::join_group_size` (so that no write grows with the
+    /// prerequisites): how many join groups ([`JoinGroup`]) its
     /// prerequisites are released through. `pending_dependency_count` and
     /// `released_prerequisites` then count groups
     /// ([`crate::ids::join_marker`]), not prerequisites.
@@ -493,10 +493,10 @@ pub struct ActivityExec {
     #[serde(default)]
     pub dependents: Vec<String>,
     /// Set for a wide fan-out (more dependents than
-    /// [`crate::plan::FAN_OUT_LIST_MAX`], issue 7): how many activities
+    /// [`crate::plan::FAN_OUT_LIST_MAX`]): how many activities
     /// wait for it. They, and their join slots, are not on the item but
     /// derived from the stored plan when it ends
-    /// (`engine::items::planned_dependents`).
+    /// ([`crate::decide::items::planned_dependents`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dependents_in_plan: Option<u32>,
     /// Prerequisites not yet COMPLETED (design.md § 3.2).
@@ -514,7 +514,7 @@ pub struct ActivityExec {
     pub released_prerequisites: Vec<String>,
     /// Id of the event (or engine step) behind the last state change, on
     /// items last changed by an earlier version only: it is the last
-    /// history entry's, so a state change now removes it (the item is
+    /// history entry's, so a state change removes it (the item is
     /// billed by its size). Read it through [`ActivityExec::last_event`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_event_id: Option<String>,
@@ -575,11 +575,11 @@ pub struct JoinSlot {
     pub size: u32,
 }
 
-/// An item of `whimbrel_activity_exec_dependency` that counts one group of
-/// a wide join's prerequisites (issue 7): created by the first release
-/// into it (an UpdateItem), never put. The join is released for the group
-/// (one marker, [`crate::ids::join_marker`]) once `released` holds `size`
-/// names.
+/// An item of `whimbrel_activity_exec_dependency` that counts one group of a
+/// wide join's prerequisites, so that no item is written by all of them:
+/// created by the first release into it (an UpdateItem), never put. The join
+/// is released for the group (one marker, [`crate::ids::join_marker`]) once
+/// `released` holds `size` names.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct JoinGroup {
     /// Hash key, [`crate::ids::join_group_id`].
@@ -597,7 +597,7 @@ pub struct JoinGroup {
 }
 
 /// An item of `whimbrel_activity_exec_dependency` that counts the ends of
-/// one group of a workflow's activities (design.md § 3.3, issue 7):
+/// one group of a workflow's activities (design.md § 3.3):
 /// created by the first end counted into it (an UpdateItem), never put.
 /// Each terminal activity adds its name to `ended` and one to its state's
 /// counter, once (`NOT contains(ended, name)`); the group that holds all
@@ -637,9 +637,9 @@ pub struct ActivityExecDependency {
     pub activity_exec_dependency: String,
     /// Range key: the activity that waits.
     pub activity_exec_id: String,
-    /// The prerequisite it waits for (GSI).
+    /// The prerequisite it waits for.
     pub dependent_activity_exec_id: String,
-    /// The workflow exec (GSI).
+    /// The workflow exec.
     pub workflow_exec_id: String,
 }
 

@@ -11,7 +11,7 @@ use crate::retry::{PolicyError, RetryPolicy};
 /// Version of the decider request, plan and launch payload shapes.
 pub const SHAPE_VERSION: u32 = 1;
 
-/// Most activities one plan may hold (issue 7: 10,000-wide fan-outs).
+/// Most activities one plan may hold: room for 10,000-wide fan-outs.
 pub const MAX_ACTIVITIES: usize = 20_000;
 
 /// Largest serialized plan, bytes. A plan is stored write-once on
@@ -64,14 +64,14 @@ pub const MAX_TIMEOUT_SECONDS: i64 = 30 * 24 * 3600;
 /// dependent id lists; DynamoDB's item limit is 400 KB.
 pub const MAX_ACTIVITY_ITEM_BYTES: usize = 380_000;
 
-/// Largest join group, prerequisites (issue 7): an activity with more
+/// Largest join group, prerequisites: an activity with more
 /// prerequisites than `EngineConfig::join_group_size` (at most this) is a
 /// wide join, released through join groups and keeping no list of its
 /// prerequisites (`model::JoinGroup`). [`Plan::validate`] sizes items
 /// assuming this.
 pub const JOIN_GROUP_SIZE: usize = 32;
 
-/// Most dependents listed on an activity exec item (issue 7): an activity
+/// Most dependents listed on an activity exec item: an activity
 /// with more is a wide fan-out, whose dependents are derived from the
 /// stored plan when it ends (`ActivityExec::dependents_in_plan`).
 /// [`Plan::validate`] sizes items assuming this.

@@ -272,11 +272,10 @@ impl Checker {
         out
     }
 
-    /// How often the features of issue 6 were exercised (so a passing run
-    /// is not vacuous): retried attempts, activities that completed after
-    /// a retry, worker claims, activities timed out for good by
-    /// schedule-to-close or schedule-to-start, workflows ended by their
-    /// execution timeout.
+    /// How often retries, workers and timeouts were exercised (so a passing run
+    /// is not vacuous): retried attempts, activities that completed after a
+    /// retry, worker claims, activities timed out for good by schedule-to-close
+    /// or schedule-to-start, workflows ended by their execution timeout.
     pub fn features(
         &self,
         mem: &MemoryBackend,

@@ -1,8 +1,9 @@
-//! Targeted interleavings against the in-memory model, each one a bug an
-//! adversarial review found in this engine (and that failed before its
-//! fix): reclaiming a PREPARING activity, a slow start overwriting claimed
-//! items, a resumed start never finishing, the monitor failing a start that
-//! stored its plan, a stale parked event shortening a deadline.
+//! Targeted interleavings against the in-memory model: races that
+//! at-least-once delivery, a slow start and the monitor can produce, each
+//! pinned down by a test. A redelivery must not reclaim a PREPARING
+//! activity, a slow start must not overwrite claimed items, a resumed start
+//! must finish, the monitor must not fail a start that stored its plan, and
+//! a stale parked event must not shorten a deadline.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -324,8 +325,8 @@ fn chain() -> Value {
         {"name": "b", "lambda": "f", "depends_on": ["a"]}]})
 }
 
-/// Finding 1a: a redelivered workflow request re-claims a root that is
-/// PREPARING (queue_and_launch treats PREPARING as claimable).
+/// A redelivered workflow request must not re-claim a root that is
+/// PREPARING (`queue_and_launch` must not treat PREPARING as claimable).
 #[test]
 fn redelivered_request_reclaims_a_preparing_root() {
     let w = World::new(one_root());
@@ -373,7 +374,7 @@ fn redelivered_request_reclaims_a_preparing_root() {
     );
 }
 
-/// Finding 1b: a redelivered COMPLETED of a prerequisite re-claims a
+/// A redelivered COMPLETED of a prerequisite must not re-claim a
 /// dependent that is PREPARING.
 #[test]
 fn redelivered_prerequisite_completed_reclaims_a_preparing_dependent() {
@@ -409,10 +410,11 @@ fn redelivered_prerequisite_completed_reclaims_a_preparing_dependent() {
     );
 }
 
-/// Finding 2: every activity ended while the workflow was REQUESTED; the
-/// start dies (or is throttled) after REQUESTED -> RUNNING and before its
-/// finish check. A resumed start skips finish_workflow, then clears the
-/// workflow's due marker: RUNNING for ever.
+/// Every activity ended while the workflow was REQUESTED; the start dies
+/// (or is throttled) after REQUESTED -> RUNNING and before its finish
+/// check. A resumed start must still finish the workflow: skipping
+/// finish_workflow, then clearing the due marker, would leave it RUNNING
+/// for ever.
 #[test]
 fn resumed_start_never_finishes_a_workflow_whose_activities_ended_while_requested() {
     let w = World::new(one_root());
@@ -479,10 +481,11 @@ fn resumed_start_never_finishes_a_workflow_whose_activities_ended_while_requeste
     );
 }
 
-/// Finding 3: the caller that stored the plan writes the activity items with
-/// an unconditional BatchWriteItem; a concurrent start (the monitor's
-/// restart) that created and claimed them meanwhile is overwritten, and the
-/// same attempt is launched twice with two tokens.
+/// The caller that stored the plan is slow to create the activity items; a
+/// concurrent start (the monitor's restart) creates and claims them
+/// meanwhile. The slow start must not overwrite them (creates are
+/// conditional puts), or the same attempt would be launched twice with two
+/// tokens.
 #[test]
 fn slow_planner_overwrites_activities_a_monitor_restart_already_claimed() {
     let w = World::new(one_root());
@@ -525,10 +528,10 @@ fn slow_planner_overwrites_activities_a_monitor_restart_already_claimed() {
     );
 }
 
-/// Finding 4: a parked event that can no longer apply (its attempt was
-/// replaced) shortens the due marker to the settle grace; the monitor reads
-/// the marker of PREPARING as its deadline and times it out after ~70 s
-/// instead of start-to-close.
+/// A parked event that can no longer apply (its attempt was replaced)
+/// must not shorten the due marker to the settle grace: the monitor would
+/// read the marker of PREPARING as its deadline and time it out after
+/// ~70 s instead of start-to-close.
 #[test]
 fn stale_parked_event_turns_the_preparing_deadline_into_sixty_seconds() {
     let w = World::new(one_root());
@@ -576,7 +579,7 @@ fn stale_parked_event_turns_the_preparing_deadline_into_sixty_seconds() {
     );
 }
 
-// ---------- finding 5: the monitor's "not started after N attempts" races a start ----------
+// ---------- the monitor's "not started after N attempts" races a start ----------
 #[derive(Debug, Clone)]
 struct Decider {
     down: Arc<AtomicBool>,

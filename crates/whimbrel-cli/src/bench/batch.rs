@@ -1,8 +1,7 @@
 //! `whimbrel bench-batch` (in `make bench`): one stream batch of RUNNING
 //! and COMPLETED records of many activities through
 //! `handlers::activity_events`, one item at a time and then concurrently;
-//! the speed-up, and every activity COMPLETED (per-activity order kept)
-//! (issue 7, target 5).
+//! the speed-up, and every activity COMPLETED (per-activity order kept).
 
 use std::time::Instant;
 use whimbrel_core::attr;

@@ -1,4 +1,4 @@
-//! The critical path of `whimbrel bench` (issue 7, target 6): for every
+//! The critical path of `whimbrel bench`: for every
 //! activity with prerequisites (listed on its exec; a wide join keeps its
 //! own in the plan and is left out), from the end of the invocation of
 //! its last prerequisite (which wrote its COMPLETED row just before) to

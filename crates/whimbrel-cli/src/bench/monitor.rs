@@ -1,6 +1,6 @@
 //! `whimbrel bench-monitor` (`make bench-monitor`): N RUNNING activities
 //! heartbeating through the `Activity` helper, S of them gone quiet; one
-//! monitor tick, and what it read (issue 7, target 4).
+//! monitor tick, and what it read (it should grow with S, not N).
 
 use std::sync::atomic::Ordering;
 use std::time::Instant;

@@ -17,9 +17,9 @@
 //! from its stream pollers: a killed runner (tests/e2e-chaos.sh) leaves
 //! the instances and their invocations alone.
 //!
-//! This replaces `cargo lambda watch` starting each function on its first
+//! Why: `cargo lambda watch` alone starts each function on its first
 //! invocation with `cargo run` (about 2 s each, one at a time on cargo's
-//! build lock: 16 s before the first workflow could run, issue 7 target 6).
+//! build lock), so the first workflow would wait about 16 s.
 
 use std::path::PathBuf;
 use std::process::Stdio;

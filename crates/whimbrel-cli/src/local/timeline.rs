@@ -2,8 +2,8 @@
 //! batches, schedule ticks, sync and async invokes), with its function, the
 //! `activity_exec_id` of a launch payload, and its start and end (wall
 //! clock, milliseconds since the Unix epoch). Served at
-//! `GET /whimbrel/timeline` for `whimbrel bench`'s critical-path figures
-//! (issue 7, target 6); the newest [`MAX_SPANS`] are kept.
+//! `GET /whimbrel/timeline` for `whimbrel bench`'s critical-path figures;
+//! the newest [`MAX_SPANS`] are kept, so memory stays bounded.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};

@@ -1,8 +1,8 @@
 //! `whimbrel local --warm N`: before the front listens and the mappings
 //! poll, invoke every function of the template, so the stack is up only
-//! once every function answers (issue 7, target 6: the first workflow does
-//! not wait for process starts; `whimbrel instances` started them, or
-//! `cargo lambda watch` starts them now). A function fed by a stream gets an empty
+//! once every function answers, so the first workflow does not wait for
+//! process starts (`whimbrel instances` started them, or `cargo lambda
+//! watch` starts them now). A function fed by a stream gets an empty
 //! batch (`{"Records": []}`), a scheduled one a Scheduled Event (one
 //! monitor tick), each once; every other function (deciders, activities)
 //! gets `{"whimbrel_warm_up": true}` N times at once, so N of its

@@ -1,4 +1,4 @@
-//! Counting activity ends (design.md § 3.3, issue 7): each terminal
+//! Counting activity ends (design.md § 3.3): each terminal
 //! activity is counted once into its count group (a small item per group
 //! of at most `EngineConfig::join_group_size` activities, in plan order),
 //! and a complete group adds its counters to the workflow exec once. The

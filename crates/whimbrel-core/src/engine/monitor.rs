@@ -49,7 +49,7 @@ pub struct MonitorReport {
     pub errors: u64,
     /// Items the due indexes returned (workflow and activity execs whose
     /// marker came due), each then read consistently: what a tick costs
-    /// grows with this, never with the live items (issue 7).
+    /// grows with this, never with the live items.
     pub swept: u64,
 }
 

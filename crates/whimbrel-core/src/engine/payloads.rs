@@ -1,4 +1,4 @@
-//! Payloads off the activity item (issue 7, design.md § 2.8).
+//! Payloads off the activity item (design.md § 2.8).
 //!
 //! DynamoDB bills an update by the larger of the item's old and new size,
 //! 1 write unit per KB, and an activity item is written about six times

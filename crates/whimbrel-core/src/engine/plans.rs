@@ -1,7 +1,6 @@
 //! The write-once plan on `whimbrel_workflow_plan` (design.md § 3.7): one
-//! item when the plan and input fit, else a head item and parts (issue 7:
-//! a 10,000-activity plan is about 650 KB; DynamoDB's item limit is
-//! 400 KB).
+//! item when the plan and input fit, else a head item and parts (a
+//! 10,000-activity plan is about 650 KB; DynamoDB's item limit is 400 KB).
 //!
 //! Parts hold the activity list in slices of at most
 //! [`PLAN_PART_BYTES`] serialized, keyed by the digest of the whole list

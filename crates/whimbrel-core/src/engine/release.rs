@@ -1,7 +1,7 @@
 //! Releasing dependents (COMPLETED's side effect, design.md § 3.2):
 //! lower each waiting activity's pending count exactly once per edge, and
 //! claim and launch the first attempt of those that reach zero. A wide
-//! join counts join groups (issue 7): each prerequisite's COMPLETED goes
+//! join counts join groups: each prerequisite's COMPLETED goes
 //! into a small group item, and only a complete group releases the join,
 //! so no write grows with the prerequisites and no item is hot.
 

@@ -2,7 +2,7 @@
 //! its roots are launched), the plan (registered definition or decider),
 //! the activity items and edges, RUNNING, and the root launches. Every
 //! step is resumable: by a redelivered request record, or by the monitor
-//! when the due marker comes up ([`Engine::restart_workflow`]).
+//! when the due marker comes up (`Engine::restart_workflow`).
 
 use crate::attr;
 use std::collections::{HashMap, HashSet};

@@ -18,9 +18,10 @@ pub struct OpCount {
     pub items: u64,
 }
 
-/// Per-operation request counters, shared by clones of a [`Store`], and
-/// the set of distinct calls made (IAM action, table, index), which the
-/// least-privilege test compares with `crate::grants`.
+/// Per-operation request counters, shared by clones of a
+/// [`Store`](super::Store), and the set of distinct calls made (IAM
+/// action, table, index), which the least-privilege test compares with
+/// `crate::grants`.
 #[derive(Debug, Clone, Default)]
 pub struct Metrics {
     inner: Arc<Mutex<BTreeMap<&'static str, OpCount>>>,

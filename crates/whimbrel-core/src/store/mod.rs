@@ -3,7 +3,8 @@
 //! write, get, query), over a [`Backend`]:
 //!
 //! * [`dynamo::DynamoBackend`]: DynamoDB (or DynamoDB Local); the only
-//!   place expression strings are built, from the typed [`expr`] writes;
+//!   place expression strings are built, from the typed writes of
+//!   [`whimbrel_rules::write`];
 //! * [`memory::MemoryBackend`]: an in-memory model with DynamoDB's
 //!   semantics (conditions, all-or-nothing transactions, sparse GSIs with
 //!   lag, the 400 KB item limit, streams), for the simulation.

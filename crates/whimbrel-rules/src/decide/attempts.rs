@@ -66,7 +66,7 @@ pub fn queue_update(
 /// with one pending prerequisite and `marker` not released, and queues it as
 /// [`queue_update`] does. Conditioned on the version read, the pending count
 /// of 1 and the marker, so it is the release of that edge, once, or
-/// nothing: one write where a release and a claim took two. Like every
+/// nothing: one write instead of two (a release, then a claim). Like every
 /// first claim it removes `released_prerequisites`: with nothing pending
 /// the markers guard nothing, and the item's later writes are billed by
 /// its size.

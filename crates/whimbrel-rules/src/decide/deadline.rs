@@ -290,7 +290,8 @@ pub fn monitor_verdict(exec: &ActivityExec, cfg: &EngineConfig, now: i64) -> Ver
 
 /// The due marker a heartbeat at `now` (epoch seconds) moves, so that a
 /// monitor tick reads only the activities that went stale, not every
-/// heartbeating one once per heartbeat timeout (issue 7, target 4).
+/// heartbeating one once per heartbeat timeout: a tick's reads, and so its
+/// cost, grow with the stale activities, not the live ones.
 ///
 /// `Some(at)` when `exec` (the item as read) is RUNNING with heartbeats, its
 /// marker is due within half its heartbeat timeout (or already passed), and

@@ -5,13 +5,14 @@
 //!
 //! A wide join (more prerequisites than `EngineConfig::join_group_size`)
 //! keeps no list of its prerequisites and counts join groups instead: each
-//! prerequisite learns its group from `join_slots` (issue 7).
+//! prerequisite learns its group from `join_slots`, so that no write grows
+//! with the prerequisites.
 //!
 //! A wide fan-out (more dependents than `EngineConfig::fan_out_list_max`)
 //! keeps no list of its dependents either: `dependents_in_plan` gives
 //! their number, and [`planned_dependents`] derives them (and their join
 //! slots) from the stored plan when it ends, so no item grows with the
-//! fan-out and no update of it pays for the list (issue 7).
+//! fan-out and no update of it pays for the list.
 
 use std::collections::{BTreeMap, HashMap};
 

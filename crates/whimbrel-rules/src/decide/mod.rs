@@ -119,16 +119,17 @@ pub fn heartbeat_moving_marker(
 
 /// The due marker a write of `exec` leaves, for a state whose deadline is
 /// `at` (epoch seconds; `None` = nothing owed): set to `at`, removed, or
-/// kept. Lazy (issue 7): a marker within `keep` is kept, with the write
-/// conditional on it (a marker the monitor moved meanwhile fails the
-/// write, which is then decided again). Live states keep any marker still
-/// ahead and not after the deadline ([`live_keep`]): an early marker is
-/// safe, the monitor looks, finds nothing due and moves it
-/// ([`Verdict::Extend`]), one read and a move for an activity that
-/// outlives it, where moving it on every transition cost two GSI writes
-/// each. A terminal state's obligation keeps a marker from the settle
-/// grace to one grace later ([`settle_keep`]): the function has its grace,
-/// and a function that died is covered at most one grace later.
+/// kept. Lazy, because every move of it is a GSI write: a marker within
+/// `keep` is kept, with the write conditional on it (a marker the monitor
+/// moved meanwhile fails the write, which is then decided again). Live
+/// states keep any marker still ahead and not after the deadline
+/// ([`live_keep`]): an early marker is safe, the monitor looks, finds
+/// nothing due and moves it ([`Verdict::Extend`]), one read and a move for
+/// an activity that outlives it, where moving it on every transition would
+/// cost two GSI writes each. A terminal state's obligation keeps a marker
+/// from the settle grace to one grace later ([`settle_keep`]): the function
+/// has its grace, and a function that died is covered at most one grace
+/// later.
 pub(crate) fn with_due(
     mut req: UpdateRequest,
     exec: &ActivityExec,
@@ -370,7 +371,7 @@ pub fn release_update(
 /// Release one edge into a wide join's group: add the prerequisite's
 /// activity name to the group's `released` set, creating the item on the
 /// first release; conditional on the name not being there, so it succeeds
-/// once per edge (issue 7). The item stays under 1 KB for names of up to
+/// once per edge. The item stays under 1 KB for names of up to
 /// about 25 bytes at the default group size, whatever the join's width.
 pub fn join_release_update(
     tables: &Tables,

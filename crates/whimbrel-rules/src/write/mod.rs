@@ -247,7 +247,8 @@ pub fn n(v: impl ToString) -> AttributeValue {
 }
 
 /// An UpdateItem the engine decided: table, key, typed actions and
-/// condition. Run alone ([`Store::update`]) or in a transaction.
+/// condition. Run alone (`whimbrel_core::store::Store::update`) or in a
+/// transaction.
 #[derive(Debug, Clone, PartialEq)]
 pub struct UpdateRequest {
     /// Table name.
