@@ -3,7 +3,6 @@
 //! `whimbrel_install_status`. The same definitions are in `template.yaml`
 //! and `docs/tables.md`.
 
-use crate::attr;
 use std::time::Duration;
 
 use aws_sdk_dynamodb::types::{
@@ -12,10 +11,11 @@ use aws_sdk_dynamodb::types::{
     IndexStatus, KeySchemaElement, KeyType, Projection, ProjectionType, ScalarAttributeType,
     StreamSpecification, StreamViewType, TableStatus,
 };
+use aws_sdk_dynamodb::Client;
 use tracing::info;
 
 use crate::model::InstallStatus;
-use crate::store::{self, Store, StoreError, Tables};
+use crate::store::{Store, StoreError, Tables};
 
 /// Version of the table layout this crate writes and reads, recorded in
 /// `whimbrel_install_status`; `install` brings tables of any earlier
@@ -41,143 +41,14 @@ pub const OBSOLETE_INDEXES: [&str; 4] = [
     "workflow_exec_id-index",
 ];
 
-/// One GSI: name, hash (name, type), optional range, projection.
-#[derive(Debug, Clone)]
-pub struct Gsi {
-    /// Index name.
-    pub name: &'static str,
-    /// Hash key attribute and type.
-    pub hash: (&'static str, ScalarAttributeType),
-    /// Range key attribute and type.
-    pub range: Option<(&'static str, ScalarAttributeType)>,
-    /// KEYS_ONLY projection (else ALL).
-    pub keys_only: bool,
-}
+pub use whimbrel_rules::schema::{definitions, Gsi, ScalarType, TableDef};
 
-/// One table definition.
-#[derive(Debug, Clone)]
-pub struct TableDef {
-    /// Table name (with the prefix).
-    pub name: String,
-    /// Hash key attribute and type.
-    pub hash: (&'static str, ScalarAttributeType),
-    /// Range key attribute and type.
-    pub range: Option<(&'static str, ScalarAttributeType)>,
-    /// A `NEW_IMAGE` stream.
-    pub stream: bool,
-    /// Global secondary indexes.
-    pub gsis: Vec<Gsi>,
-    /// What the table holds.
-    pub description: &'static str,
-}
-
-/// Every Whimbrel table for the names of `t`: keys, GSIs, streams. The
-/// same definitions are in `template.yaml` and `docs/tables.md`.
-pub fn definitions(t: &Tables) -> Vec<TableDef> {
-    use ScalarAttributeType::{N, S};
-    vec![
-        TableDef {
-            name: t.install_status(),
-            hash: (attr::OBJECT_ID, S),
-            range: Some((attr::OBJECT_TYPE, S)),
-            stream: false,
-            gsis: vec![],
-            description: "install status of Whimbrel objects",
-        },
-        TableDef {
-            name: t.workflow_request(),
-            hash: (attr::WORKFLOW_REQUEST_ID, S),
-            range: Some((attr::WORKFLOW_NAME, S)),
-            stream: true,
-            gsis: vec![],
-            description: "workflow requests (write-once; stream feeds workflow-request)",
-        },
-        TableDef {
-            name: t.activity_event(),
-            hash: (attr::ACTIVITY_EVENT_ID, S),
-            range: Some((attr::ACTIVITY_EXEC_ID, S)),
-            stream: true,
-            gsis: vec![Gsi {
-                name: store::INDEX_EVENTS_BY_ACTIVITY,
-                hash: (attr::ACTIVITY_EXEC_ID, S),
-                range: None,
-                keys_only: true,
-            }],
-            description: "activity events (write-once; stream feeds activity-event)",
-        },
-        TableDef {
-            name: t.workflow_exec(),
-            hash: (attr::WORKFLOW_EXEC_ID, S),
-            range: Some((attr::WORKFLOW_NAME, S)),
-            stream: false,
-            gsis: vec![
-                Gsi {
-                    name: store::INDEX_WORKFLOWS_BY_STATE,
-                    hash: (attr::STATE, S),
-                    range: Some((attr::START_TIME_EPOCH, N)),
-                    keys_only: true,
-                },
-                Gsi {
-                    name: store::INDEX_DUE,
-                    hash: (attr::DUE_SHARD, N),
-                    range: Some((attr::DUE_EPOCH, N)),
-                    keys_only: true,
-                },
-            ],
-            description: "workflow executions",
-        },
-        TableDef {
-            name: t.workflow_plan(),
-            hash: (attr::WORKFLOW_EXEC_ID, S),
-            range: Some((attr::WORKFLOW_NAME, S)),
-            stream: false,
-            gsis: vec![],
-            description: "each workflow exec's plan and input (write-once)",
-        },
-        TableDef {
-            name: t.activity_exec(),
-            hash: (attr::ACTIVITY_EXEC_ID, S),
-            range: Some((attr::WORKFLOW_EXEC_ID, S)),
-            stream: false,
-            gsis: vec![
-                Gsi {
-                    name: store::INDEX_ACTIVITIES_BY_WORKFLOW,
-                    hash: (attr::WORKFLOW_EXEC_ID, S),
-                    range: Some((attr::ACTIVITY_NAME, S)),
-                    keys_only: true,
-                },
-                Gsi {
-                    name: store::INDEX_DUE,
-                    hash: (attr::DUE_SHARD, N),
-                    range: Some((attr::DUE_EPOCH, N)),
-                    keys_only: true,
-                },
-                Gsi {
-                    name: store::INDEX_TASK_LIST,
-                    hash: (attr::TASK_LIST_SHARD, S),
-                    range: Some((attr::TASK_QUEUED_EPOCH, N)),
-                    keys_only: true,
-                },
-            ],
-            description: "activity executions",
-        },
-        TableDef {
-            name: t.activity_exec_dependency(),
-            hash: (attr::ACTIVITY_EXEC_DEPENDENCY, S),
-            range: Some((attr::ACTIVITY_EXEC_ID, S)),
-            stream: false,
-            gsis: vec![],
-            description: "dependency edges (write-once)",
-        },
-        TableDef {
-            name: t.workflow_lambda(),
-            hash: (attr::WORKFLOW_NAME, S),
-            range: None,
-            stream: false,
-            gsis: vec![],
-            description: "workflow name -> decider lambda or static definition",
-        },
-    ]
+/// The SDK's type of a key attribute.
+fn sdk_type(t: ScalarType) -> ScalarAttributeType {
+    match t {
+        ScalarType::S => ScalarAttributeType::S,
+        ScalarType::N => ScalarAttributeType::N,
+    }
 }
 
 fn key(name: &str, kt: KeyType) -> KeySchemaElement {
@@ -209,92 +80,107 @@ pub async fn install(store: &Store) -> Result<Vec<String>, StoreError> {
     let mut created = Vec::new();
     let defs = definitions(store.tables());
     for d in &defs {
-        let mut attrs: Vec<(&str, ScalarAttributeType)> = vec![d.hash.clone()];
-        attrs.extend(d.range.clone());
-        for g in &d.gsis {
-            attrs.push(g.hash.clone());
-            attrs.extend(g.range.clone());
-        }
-        attrs.sort_by(|a, b| a.0.cmp(b.0));
-        attrs.dedup_by(|a, b| a.0 == b.0);
-        let mut req = client
-            .create_table()
-            .table_name(&d.name)
-            .billing_mode(BillingMode::PayPerRequest)
-            .key_schema(key(d.hash.0, KeyType::Hash));
-        if let Some(r) = &d.range {
-            req = req.key_schema(key(r.0, KeyType::Range));
-        }
-        for (name, ty) in attrs {
-            req = req.attribute_definitions(
-                AttributeDefinition::builder()
-                    .attribute_name(name)
-                    .attribute_type(ty)
-                    .build()
-                    .map_err(other)?,
-            );
-        }
-        for g in &d.gsis {
-            req = req.global_secondary_indexes(gsi(g)?);
-        }
-        if d.stream {
-            req = req.stream_specification(
-                StreamSpecification::builder()
-                    .stream_enabled(true)
-                    .stream_view_type(StreamViewType::NewImage)
-                    .build()
-                    .map_err(other)?,
-            );
-        }
-        match req.send().await {
-            Ok(_) => {
+        match create_table(client, d).await? {
+            true => {
                 info!(table = %d.name, "table created");
                 created.push(d.name.clone());
             }
-            Err(e)
-                if e.as_service_error()
-                    .is_some_and(|s| s.is_resource_in_use_exception()) =>
-            {
-                // It exists: bring its indexes to this layout.
-                upgrade_indexes(client, d).await?;
-            }
-            Err(e) => {
-                return Err(StoreError::Other {
-                    op: "CreateTable",
-                    message: aws_smithy_types::error::display::DisplayErrorContext(&e).to_string(),
-                })
-            }
+            // It exists: bring its indexes to this layout.
+            false => upgrade_indexes(client, d).await?,
         }
     }
     for d in &defs {
-        for _ in 0..120 {
-            let out = client
-                .describe_table()
-                .table_name(&d.name)
-                .send()
-                .await
-                .map_err(|e| StoreError::Other {
-                    op: "DescribeTable",
-                    message: aws_smithy_types::error::display::DisplayErrorContext(&e).to_string(),
-                })?;
-            if out.table().and_then(|t| t.table_status()) == Some(&TableStatus::Active) {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(500)).await;
-        }
-        store
-            .put(
-                &store.tables().install_status(),
-                &InstallStatus {
-                    object_id: d.name.clone(),
-                    object_type: "table".into(),
-                    version: SCHEMA_VERSION,
-                    description: d.description.into(),
-                },
-            )
-            .await?;
+        wait_for_table(client, &d.name).await?;
+        let status = InstallStatus {
+            object_id: d.name.clone(),
+            object_type: "table".into(),
+            version: SCHEMA_VERSION,
+            description: d.description.into(),
+        };
+        store.put(&store.tables().install_status(), &status).await?;
     }
     Ok(created)
+}
+
+/// The attribute definitions of a table's keys and its GSIs' keys, each
+/// attribute once.
+fn key_attributes(d: &TableDef) -> Result<Vec<AttributeDefinition>, StoreError> {
+    let mut attrs: Vec<(&str, ScalarType)> = vec![d.hash];
+    attrs.extend(d.range);
+    for g in &d.gsis {
+        attrs.push(g.hash);
+        attrs.extend(g.range);
+    }
+    attrs.sort_by(|a, b| a.0.cmp(b.0));
+    attrs.dedup_by(|a, b| a.0 == b.0);
+    attrs
+        .into_iter()
+        .map(|(name, ty)| {
+            AttributeDefinition::builder()
+                .attribute_name(name)
+                .attribute_type(sdk_type(ty))
+                .build()
+                .map_err(other)
+        })
+        .collect()
+}
+
+/// CreateTable for `d`. Returns false when the table already exists.
+async fn create_table(client: &Client, d: &TableDef) -> Result<bool, StoreError> {
+    let mut req = client
+        .create_table()
+        .table_name(&d.name)
+        .billing_mode(BillingMode::PayPerRequest)
+        .key_schema(key(d.hash.0, KeyType::Hash))
+        .set_attribute_definitions(Some(key_attributes(d)?));
+    if let Some(r) = &d.range {
+        req = req.key_schema(key(r.0, KeyType::Range));
+    }
+    for g in &d.gsis {
+        req = req.global_secondary_indexes(gsi(g)?);
+    }
+    if d.stream {
+        req = req.stream_specification(
+            StreamSpecification::builder()
+                .stream_enabled(true)
+                .stream_view_type(StreamViewType::NewImage)
+                .build()
+                .map_err(other)?,
+        );
+    }
+    match req.send().await {
+        Ok(_) => Ok(true),
+        Err(e)
+            if e.as_service_error()
+                .is_some_and(|s| s.is_resource_in_use_exception()) =>
+        {
+            Ok(false)
+        }
+        Err(e) => Err(StoreError::Other {
+            op: "CreateTable",
+            message: aws_smithy_types::error::display::DisplayErrorContext(&e).to_string(),
+        }),
+    }
+}
+
+/// Wait (up to a minute) until the table is ACTIVE.
+async fn wait_for_table(client: &Client, name: &str) -> Result<(), StoreError> {
+    for _ in 0..120 {
+        let out = client
+            .describe_table()
+            .table_name(name)
+            .send()
+            .await
+            .map_err(|e| StoreError::Other {
+                op: "DescribeTable",
+                message: aws_smithy_types::error::display::DisplayErrorContext(&e).to_string(),
+            })?;
+        if out.table().and_then(|t| t.table_status()) == Some(&TableStatus::Active) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    Ok(())
 }
 
 fn dynamo_error(op: &'static str, e: impl std::error::Error) -> StoreError {
@@ -374,7 +260,7 @@ async fn upgrade_indexes(
             req = req.attribute_definitions(
                 AttributeDefinition::builder()
                     .attribute_name(*name)
-                    .attribute_type(ty.clone())
+                    .attribute_type(sdk_type(*ty))
                     .build()
                     .map_err(other)?,
             );

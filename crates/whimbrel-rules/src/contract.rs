@@ -263,6 +263,18 @@ pub const TRANSITIONS: &[(ActivityState, Transition, ActivityState, ActorsSet)] 
     ),
 ];
 
+/// The states from which `transition` reaches `to`, by the rows of
+/// [`TRANSITIONS`]: what a write of that move requires of the item (its
+/// `state IN (...)` condition), so a move the table does not have is
+/// refused by DynamoDB itself, in every build.
+pub fn sources(transition: Transition, to: ActivityState) -> Vec<ActivityState> {
+    TRANSITIONS
+        .iter()
+        .filter(|(_, t, target, _)| *t == transition && *target == to)
+        .map(|(from, ..)| *from)
+        .collect()
+}
+
 /// Extension (retries, after the task-server spec's "Running to Terminated
 /// with `retry_count < max_retry_count`" rule): the states from which a
 /// failed attempt may go back to QUEUED for the next attempt instead of

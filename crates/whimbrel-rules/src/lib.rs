@@ -12,6 +12,7 @@
 //! * [`plan`], [`model`], [`history`]: JSON shapes and stored items
 //! * [`retry`]: retry policies and backoff
 //! * [`payloads`]: which payloads stay on the activity item
+//! * [`schema`]: the tables, their keys, GSIs and streams
 //! * [`config`]: the engine's settings
 //! * [`mod@write`]: typed conditions and updates, with DynamoDB's semantics
 //!   ([`write::eval`]) and item sizes ([`write::size`])
@@ -32,4 +33,5 @@ pub mod model;
 pub mod payloads;
 pub mod plan;
 pub mod retry;
+pub mod schema;
 pub mod write;

@@ -386,6 +386,74 @@ fn valid_name(n: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
 }
 
+impl PlannedActivity {
+    /// One activity's own fields: no `input_ref` (only the engine sets it),
+    /// a lambda or a task list, timeouts and retry policy in range, input
+    /// and planned size within their limits.
+    fn check(&self) -> Result<(), PlanError> {
+        let a = self;
+        if a.input_ref.is_some() {
+            return Err(PlanError::InputRef(a.name.clone()));
+        }
+        let by_lambda = !a.lambda.trim().is_empty();
+        let by_list = a.task_list.as_deref().is_some_and(valid_name);
+        if by_lambda == by_list || (a.task_list.is_some() && !by_list) {
+            return Err(PlanError::NoLambda(a.name.clone()));
+        }
+        for (what, t) in [
+            ("schedule_to_start_seconds", a.schedule_to_start_seconds),
+            ("schedule_to_close_seconds", a.schedule_to_close_seconds),
+        ] {
+            check_timeout(&format!("{what} of activity {:?}", a.name), t)?;
+        }
+        if let Some(r) = &a.retry {
+            r.validate().map_err(|error| PlanError::Retry {
+                owner: format!("activity {:?}", a.name),
+                error,
+            })?;
+        }
+        if [a.heartbeat_timeout_seconds, a.timeout_seconds]
+            .into_iter()
+            .flatten()
+            .any(|t| !(1..=MAX_HEARTBEAT_TIMEOUT_SECONDS).contains(&t))
+        {
+            return Err(PlanError::BadHeartbeat(a.name.clone()));
+        }
+        let too_large = |what: String, size: usize, max: usize| {
+            (size > max).then_some(PlanError::TooLarge { what, size, max })
+        };
+        let size = a.input.as_ref().map_or(0, |v| v.to_string().len());
+        let what = format!("input of activity {:?}", a.name);
+        if let Some(e) = too_large(what, size, MAX_ACTIVITY_INPUT_BYTES) {
+            return Err(e);
+        }
+        let size = serde_json::to_string(a).map_or(0, |s| s.len());
+        let what = format!("activity {:?} as planned", a.name);
+        too_large(what, size, PLAN_PART_BYTES).map_or(Ok(()), Err)
+    }
+
+    /// Its prerequisites are activities of the plan (`names`), not itself,
+    /// each named once.
+    fn check_prerequisites(&self, names: &HashSet<&str>) -> Result<(), PlanError> {
+        let mut seen = HashSet::new();
+        for p in &self.depends_on {
+            if !names.contains(p.as_str()) || *p == self.name {
+                return Err(PlanError::UnknownPrerequisite {
+                    activity: self.name.clone(),
+                    prerequisite: p.clone(),
+                });
+            }
+            if !seen.insert(p) {
+                return Err(PlanError::DuplicatePrerequisite {
+                    activity: self.name.clone(),
+                    prerequisite: p.clone(),
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
 impl Plan {
     /// Validate the plan before anything is written (design.md § 4): unique valid
     /// names, a lambda each, known and distinct prerequisites, no cycle,
@@ -393,6 +461,36 @@ impl Plan {
     ///
     /// Errors: the first [`PlanError`] found.
     pub fn validate(&self) -> Result<(), PlanError> {
+        self.check_header()?;
+        let mut names = HashSet::new();
+        for a in &self.activities {
+            if !valid_name(&a.name) {
+                return Err(PlanError::BadName(a.name.clone()));
+            }
+            if !names.insert(a.name.as_str()) {
+                return Err(PlanError::DuplicateName(a.name.clone()));
+            }
+            a.check()?;
+        }
+        for a in &self.activities {
+            a.check_prerequisites(&names)?;
+        }
+        self.check_acyclic()?;
+        self.check_item_sizes()?;
+        let size = serde_json::to_string(self).map_or(0, |s| s.len());
+        if size > MAX_PLAN_BYTES {
+            return Err(PlanError::TooLarge {
+                what: "plan".into(),
+                size,
+                max: MAX_PLAN_BYTES,
+            });
+        }
+        Ok(())
+    }
+
+    /// The plan's own fields: shape version, activity count, execution
+    /// timeout, default retry policy.
+    fn check_header(&self) -> Result<(), PlanError> {
         if self.version != SHAPE_VERSION {
             return Err(PlanError::Version(self.version));
         }
@@ -408,85 +506,6 @@ impl Plan {
                 owner: "plan".into(),
                 error,
             })?;
-        }
-        let mut names = HashSet::new();
-        for a in &self.activities {
-            if !valid_name(&a.name) {
-                return Err(PlanError::BadName(a.name.clone()));
-            }
-            if !names.insert(a.name.as_str()) {
-                return Err(PlanError::DuplicateName(a.name.clone()));
-            }
-            if a.input_ref.is_some() {
-                return Err(PlanError::InputRef(a.name.clone()));
-            }
-            let by_lambda = !a.lambda.trim().is_empty();
-            let by_list = a.task_list.as_deref().is_some_and(valid_name);
-            if by_lambda == by_list || (a.task_list.is_some() && !by_list) {
-                return Err(PlanError::NoLambda(a.name.clone()));
-            }
-            for (what, t) in [
-                ("schedule_to_start_seconds", a.schedule_to_start_seconds),
-                ("schedule_to_close_seconds", a.schedule_to_close_seconds),
-            ] {
-                check_timeout(&format!("{what} of activity {:?}", a.name), t)?;
-            }
-            if let Some(r) = &a.retry {
-                r.validate().map_err(|error| PlanError::Retry {
-                    owner: format!("activity {:?}", a.name),
-                    error,
-                })?;
-            }
-            if [a.heartbeat_timeout_seconds, a.timeout_seconds]
-                .into_iter()
-                .flatten()
-                .any(|t| !(1..=MAX_HEARTBEAT_TIMEOUT_SECONDS).contains(&t))
-            {
-                return Err(PlanError::BadHeartbeat(a.name.clone()));
-            }
-            let size = a.input.as_ref().map_or(0, |v| v.to_string().len());
-            if size > MAX_ACTIVITY_INPUT_BYTES {
-                return Err(PlanError::TooLarge {
-                    what: format!("input of activity {:?}", a.name),
-                    size,
-                    max: MAX_ACTIVITY_INPUT_BYTES,
-                });
-            }
-            let size = serde_json::to_string(a).map_or(0, |s| s.len());
-            if size > PLAN_PART_BYTES {
-                return Err(PlanError::TooLarge {
-                    what: format!("activity {:?} as planned", a.name),
-                    size,
-                    max: PLAN_PART_BYTES,
-                });
-            }
-        }
-        for a in &self.activities {
-            let mut seen = HashSet::new();
-            for p in &a.depends_on {
-                if !names.contains(p.as_str()) || *p == a.name {
-                    return Err(PlanError::UnknownPrerequisite {
-                        activity: a.name.clone(),
-                        prerequisite: p.clone(),
-                    });
-                }
-                if !seen.insert(p) {
-                    return Err(PlanError::DuplicatePrerequisite {
-                        activity: a.name.clone(),
-                        prerequisite: p.clone(),
-                    });
-                }
-            }
-        }
-        self.check_acyclic()?;
-        self.check_item_sizes()?;
-        let size = serde_json::to_string(self).map_or(0, |s| s.len());
-        if size > MAX_PLAN_BYTES {
-            return Err(PlanError::TooLarge {
-                what: "plan".into(),
-                size,
-                max: MAX_PLAN_BYTES,
-            });
         }
         Ok(())
     }

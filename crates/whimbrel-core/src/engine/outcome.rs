@@ -8,14 +8,14 @@ use serde_json::{Map, Value};
 use tracing::{info, warn};
 
 use super::apply::Source;
-use super::decide::{self, Details};
+use super::decide::{self, Details, WorkflowMove};
 use super::{Engine, EngineError, WorkflowCounts};
 use crate::contract::{self, Transition, WorkflowState};
 use crate::ids;
 use crate::launcher::Launcher;
 use crate::model::{ActivityExec, WorkflowExec};
 use crate::plan::{Plan, MAX_RESULT_BYTES};
-use crate::store::{av, n, s, Cond, StoreError, UpdateRequest};
+use crate::store::{av, s, Cond, StoreError, UpdateRequest};
 
 /// Most sink activities whose outputs are gathered onto the workflow exec
 /// as its result; with more, the result stays on the activities.
@@ -68,7 +68,7 @@ impl<L: Launcher> Engine<L> {
         let Some(outcome) = contract::workflow_outcome(wf.activity_count, counts) else {
             return Ok(());
         };
-        let plain = self.move_request(id, name, WorkflowState::Running, outcome, None);
+        let plain = self.move_request(id, name, WorkflowState::Running, outcome, None)?;
         let mut req = plain.clone();
         if outcome == WorkflowState::Completed {
             let plan = self.load_plan(id, name).await?.map(|p| p.plan);
@@ -173,17 +173,18 @@ impl<L: Launcher> Engine<L> {
                 deadline - wf.start_time_epoch
             );
             warn!(workflow_exec_id = %wf.workflow_exec_id, %reason, "workflow timed out");
-            let t = crate::dates::Timestamp::from_epoch(now);
-            let req = UpdateRequest::new(
-                self.store.tables().workflow_exec(),
-                self.workflow_key(&wf.workflow_exec_id, &wf.workflow_name),
-            )
-            .when(Cond::eq(attr::STATE, s(WorkflowState::Running.as_str())))
-            .set(attr::STATE, s(WorkflowState::Failed.as_str()))
-            .set(attr::ERROR, s(decide::cap_error(&reason)))
-            .set(attr::END_TIME, av(&t.date_list()))
-            .set(attr::END_TIME_EPOCH, n(now))
-            .set(attr::DUE_EPOCH, n(now + self.config.settle_grace_seconds));
+            let mv = WorkflowMove {
+                owes_until: Some(now + self.config.settle_grace_seconds),
+                ..WorkflowMove::new(
+                    WorkflowState::Running,
+                    WorkflowState::Failed,
+                    crate::dates::Timestamp::from_epoch(now),
+                    Some(&reason),
+                )
+            };
+            let (id, name) = (&wf.workflow_exec_id, &wf.workflow_name);
+            let req = decide::workflow_move(self.store.tables(), id, name, &mv)
+                .map_err(EngineError::Rejected)?;
             if !self.write_move(req).await? {
                 return Ok(false);
             }
@@ -257,7 +258,7 @@ impl<L: Launcher> Engine<L> {
         to: WorkflowState,
         error: Option<&str>,
     ) -> Result<bool, EngineError> {
-        self.write_move(self.move_request(id, name, from, to, error))
+        self.write_move(self.move_request(id, name, from, to, error)?)
             .await
     }
 
@@ -268,26 +269,9 @@ impl<L: Launcher> Engine<L> {
         from: WorkflowState,
         to: WorkflowState,
         error: Option<&str>,
-    ) -> UpdateRequest {
-        debug_assert!(from.may_move_to(to), "{from} -> {to}");
-        let mut req = UpdateRequest::new(
-            self.store.tables().workflow_exec(),
-            self.workflow_key(id, name),
-        )
-        .when(Cond::eq(attr::STATE, s(from.as_str())))
-        .set(attr::STATE, s(to.as_str()));
-        if let Some(e) = error {
-            req = req.set(attr::ERROR, s(decide::cap_error(e)));
-        }
-        if to.is_terminal() {
-            let now = self.now();
-            req = req
-                .set(attr::END_TIME, av(&now.date_list()))
-                .set(attr::END_TIME_EPOCH, n(now.epoch))
-                .remove(attr::DUE_EPOCH)
-                .remove(attr::DUE_SHARD);
-        }
-        req
+    ) -> Result<UpdateRequest, EngineError> {
+        let mv = WorkflowMove::new(from, to, self.now(), error);
+        decide::workflow_move(self.store.tables(), id, name, &mv).map_err(EngineError::Rejected)
     }
 
     /// A conditional workflow write: false when its condition failed.

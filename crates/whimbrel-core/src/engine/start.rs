@@ -11,7 +11,7 @@ use futures::stream::{self, StreamExt};
 use serde_json::Value;
 use tracing::{info, warn};
 
-use super::decide;
+use super::decide::{self, WorkflowMove};
 use super::{Applied, Engine, EngineError};
 use crate::contract::WorkflowState;
 use crate::launcher::Launcher;
@@ -21,7 +21,7 @@ use crate::model::{
 };
 use crate::plan::{DeciderRequest, Plan, MAX_OUTPUT_BYTES, SHAPE_VERSION};
 use crate::store::size::{item_size, MAX_ITEM_BYTES};
-use crate::store::{av, n, s, Cond, Item, StoreError, UpdateRequest};
+use crate::store::{n, s, Cond, Item, StoreError, UpdateRequest};
 
 /// Room kept free on an activity item for what it gathers while it runs
 /// (history, parked events, error, times), bytes.
@@ -328,19 +328,13 @@ impl<L: Launcher> Engine<L> {
         name: &str,
         reason: &str,
     ) -> Result<WorkflowState, EngineError> {
-        let now = self.now();
-        let req = UpdateRequest::new(
-            self.store.tables().workflow_exec(),
-            decide::workflow_key(id, name),
-        )
-        .when(Cond::eq(attr::STATE, s(WorkflowState::Requested.as_str())))
-        .when(Cond::not_exists(attr::PLANNED_EPOCH))
-        .set(attr::STATE, s(WorkflowState::Cancelled.as_str()))
-        .set(attr::ERROR, s(decide::cap_error(reason)))
-        .set(attr::END_TIME, av(&now.date_list()))
-        .set(attr::END_TIME_EPOCH, n(now.epoch))
-        .remove(attr::DUE_EPOCH)
-        .remove(attr::DUE_SHARD);
+        let (from, to) = (WorkflowState::Requested, WorkflowState::Cancelled);
+        let mv = WorkflowMove {
+            unplanned: true,
+            ..WorkflowMove::new(from, to, self.now(), Some(reason))
+        };
+        let req = decide::workflow_move(self.store.tables(), id, name, &mv)
+            .map_err(EngineError::Rejected)?;
         match self.store.update(req, false).await {
             Ok(_) => Ok(WorkflowState::Cancelled),
             Err(StoreError::ConditionFailed) => {
@@ -473,19 +467,14 @@ impl<L: Launcher> Engine<L> {
     /// REQUESTED → FAILED with `reason`, only while no plan is stored: a
     /// start storing its plan meanwhile wins (the monitor's give-up).
     async fn fail_unplanned(&self, exec: &WorkflowExec, reason: &str) -> Result<(), EngineError> {
-        let now = self.now();
-        let req = UpdateRequest::new(
-            self.store.tables().workflow_exec(),
-            decide::workflow_key(&exec.workflow_exec_id, &exec.workflow_name),
-        )
-        .when(Cond::eq(attr::STATE, s(WorkflowState::Requested.as_str())))
-        .when(Cond::not_exists(attr::PLANNED_EPOCH))
-        .set(attr::STATE, s(WorkflowState::Failed.as_str()))
-        .set(attr::ERROR, s(decide::cap_error(reason)))
-        .set(attr::END_TIME, av(&now.date_list()))
-        .set(attr::END_TIME_EPOCH, n(now.epoch))
-        .remove(attr::DUE_EPOCH)
-        .remove(attr::DUE_SHARD);
+        let (from, to) = (WorkflowState::Requested, WorkflowState::Failed);
+        let mv = WorkflowMove {
+            unplanned: true,
+            ..WorkflowMove::new(from, to, self.now(), Some(reason))
+        };
+        let (id, name) = (&exec.workflow_exec_id, &exec.workflow_name);
+        let req = decide::workflow_move(self.store.tables(), id, name, &mv)
+            .map_err(EngineError::Rejected)?;
         match self.store.update(req, false).await {
             Ok(_) => {
                 warn!(workflow_exec_id = %exec.workflow_exec_id, %reason, "workflow failed before it started");

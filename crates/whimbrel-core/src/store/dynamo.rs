@@ -267,44 +267,10 @@ impl DynamoBackend {
 
     async fn do_transact(&self, writes: Vec<Write>) -> Result<(), StoreError> {
         const OP: &str = "TransactWriteItems";
-        let mut items = Vec::with_capacity(writes.len());
-        for w in writes {
-            let mut x = Expressions::default();
-            let item = match w {
-                Write::Put { table, item, cond } => {
-                    let condition = cond.map(|c| x.condition(&c));
-                    let p = Put::builder()
-                        .table_name(table)
-                        .set_item(Some(to_sdk(item)))
-                        .set_condition_expression(condition)
-                        .set_expression_attribute_names(x.names())
-                        .set_expression_attribute_values(x.values())
-                        .build()
-                        .map_err(|e| build_error(OP, e))?;
-                    TransactWriteItem::builder().put(p).build()
-                }
-                Write::Update {
-                    table,
-                    key,
-                    actions,
-                    cond,
-                } => {
-                    let update = x.update(&actions);
-                    let condition = cond.map(|c| x.condition(&c));
-                    let u = Update::builder()
-                        .table_name(table)
-                        .set_key(Some(to_sdk(key)))
-                        .update_expression(update)
-                        .set_condition_expression(condition)
-                        .set_expression_attribute_names(x.names())
-                        .set_expression_attribute_values(x.values())
-                        .build()
-                        .map_err(|e| build_error(OP, e))?;
-                    TransactWriteItem::builder().update(u).build()
-                }
-            };
-            items.push(item);
-        }
+        let items = writes
+            .into_iter()
+            .map(transact_item)
+            .collect::<Result<Vec<_>, _>>()?;
         let r = self
             .client
             .transact_write_items()
@@ -318,38 +284,87 @@ impl DynamoBackend {
                 Ok(())
             }
             Err(SdkError::ServiceError(se)) if se.err().is_transaction_canceled_exception() => {
-                use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError as E;
-                let reasons: Vec<(String, String)> = match se.err() {
-                    E::TransactionCanceledException(t) => t
-                        .cancellation_reasons()
-                        .iter()
-                        .map(|r| {
-                            (
-                                r.code().unwrap_or("").to_string(),
-                                r.message().unwrap_or("").to_string(),
-                            )
-                        })
-                        .collect(),
-                    _ => vec![],
-                };
-                let has = |c: &str| reasons.iter().any(|(code, _)| code == c);
-                if has("ConditionalCheckFailed") {
-                    Err(StoreError::ConditionFailed)
-                } else if has("ValidationError") {
-                    Err(StoreError::Invalid {
-                        op: OP,
-                        message: format!("transaction cancelled: {reasons:?}"),
-                    })
-                } else if has("TransactionConflict") {
-                    Err(StoreError::Conflict)
-                } else {
-                    Err(StoreError::Transient {
-                        op: OP,
-                        message: format!("transaction cancelled: {reasons:?}"),
-                    })
-                }
+                Err(cancelled(se.err()))
             }
             Err(e) => Err(classify(OP, e)),
+        }
+    }
+}
+
+/// One write of a transaction as the SDK's `TransactWriteItem`.
+fn transact_item(w: Write) -> Result<TransactWriteItem, StoreError> {
+    const OP: &str = "TransactWriteItems";
+    let mut x = Expressions::default();
+    match w {
+        Write::Put { table, item, cond } => {
+            let condition = cond.map(|c| x.condition(&c));
+            let p = Put::builder()
+                .table_name(table)
+                .set_item(Some(to_sdk(item)))
+                .set_condition_expression(condition)
+                .set_expression_attribute_names(x.names())
+                .set_expression_attribute_values(x.values())
+                .build()
+                .map_err(|e| build_error(OP, e))?;
+            Ok(TransactWriteItem::builder().put(p).build())
+        }
+        Write::Update {
+            table,
+            key,
+            actions,
+            cond,
+        } => {
+            let update = x.update(&actions);
+            let condition = cond.map(|c| x.condition(&c));
+            let u = Update::builder()
+                .table_name(table)
+                .set_key(Some(to_sdk(key)))
+                .update_expression(update)
+                .set_condition_expression(condition)
+                .set_expression_attribute_names(x.names())
+                .set_expression_attribute_values(x.values())
+                .build()
+                .map_err(|e| build_error(OP, e))?;
+            Ok(TransactWriteItem::builder().update(u).build())
+        }
+    }
+}
+
+/// A cancelled transaction, by its cancellation reasons: a failed
+/// condition, an invalid write, a conflict with another transaction, or
+/// (anything else) a transient failure.
+fn cancelled(
+    err: &aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError,
+) -> StoreError {
+    use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError as E;
+    const OP: &str = "TransactWriteItems";
+    let reasons: Vec<(String, String)> = match err {
+        E::TransactionCanceledException(t) => t
+            .cancellation_reasons()
+            .iter()
+            .map(|r| {
+                (
+                    r.code().unwrap_or("").to_string(),
+                    r.message().unwrap_or("").to_string(),
+                )
+            })
+            .collect(),
+        _ => vec![],
+    };
+    let has = |c: &str| reasons.iter().any(|(code, _)| code == c);
+    if has("ConditionalCheckFailed") {
+        StoreError::ConditionFailed
+    } else if has("ValidationError") {
+        StoreError::Invalid {
+            op: OP,
+            message: format!("transaction cancelled: {reasons:?}"),
+        }
+    } else if has("TransactionConflict") {
+        StoreError::Conflict
+    } else {
+        StoreError::Transient {
+            op: OP,
+            message: format!("transaction cancelled: {reasons:?}"),
         }
     }
 }

@@ -13,7 +13,6 @@
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
-use aws_sdk_dynamodb::types::ScalarAttributeType;
 use futures::future::BoxFuture;
 use futures::FutureExt;
 
@@ -28,7 +27,7 @@ fn invalid(op: &'static str, message: impl Into<String>) -> StoreError {
 }
 use super::{Backend, Found, Item, Page, StoreError, Tables, Value as AttributeValue};
 
-use crate::install::{self, TableDef};
+use whimbrel_rules::schema::{self, ScalarType, TableDef};
 
 /// Decides, before an operation runs, whether it fails instead:
 /// `(operation, table) -> Some(error)`. Used for throttling, conflicts.
@@ -82,7 +81,7 @@ impl MemoryBackend {
     /// A model of every Whimbrel table of `tables`. With `lag`, GSIs are
     /// only updated by [`MemoryBackend::propagate`]; without, at once.
     pub fn new(tables: &Tables, lag: bool) -> Self {
-        let defs = install::definitions(tables)
+        let defs = schema::definitions(tables)
             .into_iter()
             .map(|d| (d.name.clone(), d))
             .collect();
@@ -124,12 +123,10 @@ impl MemoryBackend {
         let mut parts = vec![];
         for (name, ty) in std::iter::once(&d.hash).chain(d.range.iter()) {
             match (item.get(*name), ty) {
-                (Some(AttributeValue::S(v)), ScalarAttributeType::S) if !v.is_empty() => {
+                (Some(AttributeValue::S(v)), ScalarType::S) if !v.is_empty() => {
                     parts.push(v.clone())
                 }
-                (Some(AttributeValue::N(v)), ScalarAttributeType::N) => {
-                    parts.push(num(v).to_string())
-                }
+                (Some(AttributeValue::N(v)), ScalarType::N) => parts.push(num(v).to_string()),
                 _ => {
                     return Err(invalid(
                         op,

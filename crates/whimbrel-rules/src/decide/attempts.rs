@@ -125,13 +125,10 @@ fn queue_after(
     // derivable, and every later write of the item would pay for them.
     let req = req
         .remove(attr::RELEASED_PREREQUISITES)
-        .when(Cond::In(
-            attr::STATE.into(),
-            vec![
-                s(ActivityState::Requested.as_str()),
-                s(ActivityState::Ready.as_str()),
-            ],
-        ))
+        .when(super::state_in(&contract::sources(
+            Transition::Queued,
+            ActivityState::Queued,
+        )))
         .set(attr::STATE, s(ActivityState::Queued.as_str()))
         .set(attr::ATTEMPT, n(attempt))
         .set(attr::FIRST_QUEUED_EPOCH, n(now))
@@ -379,6 +376,7 @@ pub fn retry_update(
         )
     };
     let mut req = versioned(tables, exec)
+        .when(super::state_in(&contract::RETRY_FROM))
         .set(attr::STATE, s(ActivityState::Queued.as_str()))
         .set(attr::ATTEMPT, n(exec.attempt + 1))
         .set(attr::LAUNCH, n(0))

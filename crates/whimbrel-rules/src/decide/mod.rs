@@ -196,6 +196,13 @@ pub struct Change<'a> {
     pub event_id: &'a str,
 }
 
+/// The condition `state IN (states)` on an activity item: the contract's
+/// sources of a move ([`contract::sources`], [`contract::RETRY_FROM`]).
+pub fn state_in(states: &[ActivityState]) -> Cond {
+    let names = states.iter().map(|st| s(st.as_str())).collect();
+    Cond::In(attr::STATE.into(), names)
+}
+
 /// The conditional UpdateItem of one accepted transition `exec.state →
 /// next`, conditioned on the `version` read. It sets the due marker of the
 /// new state (its deadline, or for a terminal state the obligation to run
@@ -214,32 +221,18 @@ pub fn transition_update(
         next,
         event_id,
     } = change;
-    let t = Timestamp::from_epoch(now);
-    let mut req = versioned(tables, exec)
+    let entry = history(&exec.activity_exec_id, transition, next, now, event_id);
+    let req = versioned(tables, exec)
+        .when(state_in(&contract::sources(transition, next)))
         .set(attr::STATE, s(next.as_str()))
         .remove(attr::LAST_EVENT_ID)
-        .act(Action::Append(
-            attr::HISTORY.into(),
-            vec![history(
-                &exec.activity_exec_id,
-                transition,
-                next,
-                now,
-                event_id,
-            )],
-        ));
+        .act(Action::Append(attr::HISTORY.into(), vec![entry]));
     let rest: Vec<&ParkedEvent> = exec
         .parked
         .iter()
         .filter(|p| p.activity_event_id != event_id)
         .collect();
-    if next.is_terminal() || rest.is_empty() {
-        if !exec.parked.is_empty() {
-            req = req.remove(attr::PARKED);
-        }
-    } else if rest.len() != exec.parked.len() {
-        req = req.set(attr::PARKED, av(&rest));
-    }
+    let req = keep_parked(req, exec, next, &rest);
     // The state's own deadline, judged on the item as it will be.
     let mut after = exec.clone();
     after.state = next;
@@ -247,35 +240,18 @@ pub fn transition_update(
     after
         .history
         .push(HistoryEntry::new(transition, next, now, event_id));
-    if next == ActivityState::Running {
-        req = req
-            .set(attr::START_TIME, av(&t.date_list()))
-            .set(attr::START_TIME_EPOCH, n(now));
-        after.start_time_epoch = now;
-        if exec.heartbeat_enabled {
-            req = req
-                .set(attr::HEARTBEAT_TIME, av(&t.date_list()))
-                .set(attr::HEARTBEAT_TIME_EPOCH, n(now));
-            after.heartbeat_time_epoch = now;
-        }
-    }
-    let deadline = if next.is_terminal() {
-        req = req
-            .set(attr::END_TIME, av(&t.date_list()))
-            .set(attr::END_TIME_EPOCH, n(now));
-        if exec.next_attempt_epoch.is_some() {
-            req = req.remove(attr::NEXT_ATTEMPT_EPOCH);
-        }
-        Some(now + cfg.settle_grace_seconds)
-    } else {
-        next_deadline(&after, cfg).map(|(at, _)| at)
-    };
+    let mut req = set_times(req, exec, &mut after, now);
     if next != ActivityState::Queued && exec.task_list_shard.is_some() {
         // Out of the task-list index: no worker may claim it any more.
         req = req
             .remove(attr::TASK_LIST_SHARD)
             .remove(attr::TASK_QUEUED_EPOCH);
     }
+    let deadline = if next.is_terminal() {
+        Some(now + cfg.settle_grace_seconds)
+    } else {
+        next_deadline(&after, cfg).map(|(at, _)| at)
+    };
     // Events still parked are owed too: if the function dies before it
     // applies them, the monitor does soon, not at the state's deadline.
     let owed = (!next.is_terminal() && !rest.is_empty()).then(|| now + cfg.settle_grace_seconds);
@@ -288,21 +264,83 @@ pub fn transition_update(
     if let Some(cut) = details.stale_before {
         req = req.when(Cond::lt(attr::HEARTBEAT_TIME_EPOCH, n(cut)));
     }
-    if let (Some(out), ActivityState::Completed) = (&details.output, next) {
-        req = req.set(attr::OUTPUT, av(out));
+    set_outcome(req, exec, next, details)
+}
+
+/// The parked events left once `event_id` applied (`rest`): none once
+/// terminal.
+fn keep_parked(
+    req: UpdateRequest,
+    exec: &ActivityExec,
+    next: ActivityState,
+    rest: &[&ParkedEvent],
+) -> UpdateRequest {
+    if next.is_terminal() || rest.is_empty() {
+        if exec.parked.is_empty() {
+            req
+        } else {
+            req.remove(attr::PARKED)
+        }
+    } else if rest.len() != exec.parked.len() {
+        req.set(attr::PARKED, av(&rest))
+    } else {
+        req
     }
-    if let (Some(row), ActivityState::Completed) = (&details.output_event_id, next) {
-        req = req.set(attr::OUTPUT_EVENT_ID, s(row));
+}
+
+/// The times the state reached (`after.state`) sets at `now` (epoch
+/// seconds): start (and first heartbeat) when RUNNING, end when terminal;
+/// `after` gets them too, for its deadline.
+fn set_times(
+    mut req: UpdateRequest,
+    exec: &ActivityExec,
+    after: &mut ActivityExec,
+    now: i64,
+) -> UpdateRequest {
+    let t = Timestamp::from_epoch(now);
+    if after.state == ActivityState::Running {
+        req = req
+            .set(attr::START_TIME, av(&t.date_list()))
+            .set(attr::START_TIME_EPOCH, n(now));
+        after.start_time_epoch = now;
+        if exec.heartbeat_enabled {
+            req = req
+                .set(attr::HEARTBEAT_TIME, av(&t.date_list()))
+                .set(attr::HEARTBEAT_TIME_EPOCH, n(now));
+            after.heartbeat_time_epoch = now;
+        }
     }
-    if next == ActivityState::Completed && exec.error.is_some() {
-        // An earlier attempt's error: the activity succeeded after all.
-        req = req.remove(attr::ERROR);
+    if after.state.is_terminal() {
+        req = req
+            .set(attr::END_TIME, av(&t.date_list()))
+            .set(attr::END_TIME_EPOCH, n(now));
+        if exec.next_attempt_epoch.is_some() {
+            req = req.remove(attr::NEXT_ATTEMPT_EPOCH);
+        }
     }
-    if let Some(err) = details
-        .error
-        .as_deref()
-        .filter(|_| next != ActivityState::Completed)
-    {
+    req
+}
+
+/// The output (or the row that keeps it) of a COMPLETED, or the capped
+/// error of any other state; an earlier attempt's error goes once the
+/// activity succeeded after all.
+fn set_outcome(
+    mut req: UpdateRequest,
+    exec: &ActivityExec,
+    next: ActivityState,
+    details: &Details,
+) -> UpdateRequest {
+    if next == ActivityState::Completed {
+        if let Some(out) = &details.output {
+            req = req.set(attr::OUTPUT, av(out));
+        }
+        if let Some(row) = &details.output_event_id {
+            req = req.set(attr::OUTPUT_EVENT_ID, s(row));
+        }
+        if exec.error.is_some() {
+            req = req.remove(attr::ERROR);
+        }
+    } else if let Some(err) = details.error.as_deref() {
         req = req.set(attr::ERROR, s(cap_error(err)));
     }
     req
@@ -424,7 +462,9 @@ pub use step::{
     applicable, applied_locally, report_details, transition_step, unstorable, Source,
     TransitionStep,
 };
-pub use workflow::{check_request, execution_deadline, requested_exec, started_update};
+pub use workflow::{
+    check_request, execution_deadline, requested_exec, started_update, workflow_move, WorkflowMove,
+};
 
 pub mod attempts;
 pub mod deadline;
@@ -434,3 +474,7 @@ pub mod workflow;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+use tests as tests_support;
+#[cfg(test)]
+mod step_tests;

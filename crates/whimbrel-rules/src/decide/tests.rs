@@ -6,11 +6,11 @@ use crate::plan::Plan;
 use crate::write::eval::{apply, eval};
 use crate::write::Item;
 
-fn cfg() -> EngineConfig {
+pub(super) fn cfg() -> EngineConfig {
     EngineConfig::default()
 }
 
-fn running(hb: Option<i64>, timeout: Option<i64>) -> ActivityExec {
+pub(super) fn running(hb: Option<i64>, timeout: Option<i64>) -> ActivityExec {
     let wf = WorkflowExec {
         workflow_exec_id: "w::1".into(),
         workflow_name: "w".into(),
@@ -47,7 +47,7 @@ fn running(hb: Option<i64>, timeout: Option<i64>) -> ActivityExec {
     a
 }
 
-fn item(exec: &ActivityExec) -> Item {
+pub(super) fn item(exec: &ActivityExec) -> Item {
     serde_dynamo::to_item(exec).unwrap()
 }
 

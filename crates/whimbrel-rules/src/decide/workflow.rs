@@ -9,7 +9,7 @@ use crate::ids;
 use crate::keys::{self, Tables};
 use crate::model::{WorkflowExec, WorkflowRequest};
 use crate::plan::MAX_WORKFLOW_INPUT_BYTES;
-use crate::write::{n, s, Cond, UpdateRequest};
+use crate::write::{av, n, s, Cond, UpdateRequest};
 
 /// Whether a request row can start a workflow at all: a workflow name, and
 /// a request id of the contract's form (contract: Full Logic API,
@@ -91,5 +91,80 @@ pub fn started_update(tables: &Tables, wf: &WorkflowExec) -> UpdateRequest {
     match execution_deadline(wf) {
         Some(at) => done.set(attr::DUE_EPOCH, n(at)),
         None => done.remove(attr::DUE_EPOCH).remove(attr::DUE_SHARD),
+    }
+}
+
+/// One move of a workflow exec's state (design.md § 3.1). Every write that
+/// moves a workflow, its end included, is built by [`workflow_move`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WorkflowMove<'a> {
+    /// The state the write requires (its condition).
+    pub from: WorkflowState,
+    /// The state it writes.
+    pub to: WorkflowState,
+    /// The reason kept in `error` (capped), if any.
+    pub error: Option<&'a str>,
+    /// When, for the end time of a terminal state.
+    pub now: Timestamp,
+    /// Also require that no plan is stored: a start storing its plan
+    /// meanwhile wins (a cancel or give-up of a REQUESTED workflow).
+    pub unplanned: bool,
+    /// Keep the due marker until this epoch second (work the end still
+    /// owes, e.g. cancelling what did not end); else an end clears it.
+    pub owes_until: Option<i64>,
+}
+
+/// The conditional UpdateItem of `mv` on workflow exec (`id`, `name`):
+/// conditioned on `state = from` (and no plan, when `unplanned`), so the
+/// contract's check holds in the write itself, in every build.
+///
+/// Errors: the contract never allows `from → to` (design.md § 3.1).
+pub fn workflow_move(
+    tables: &Tables,
+    id: &str,
+    name: &str,
+    mv: &WorkflowMove<'_>,
+) -> Result<UpdateRequest, String> {
+    if !mv.from.may_move_to(mv.to) {
+        return Err(format!("a workflow never moves {} -> {}", mv.from, mv.to));
+    }
+    let mut req = UpdateRequest::new(tables.workflow_exec(), keys::workflow_key(id, name))
+        .when(Cond::eq(attr::STATE, s(mv.from.as_str())))
+        .set(attr::STATE, s(mv.to.as_str()));
+    if mv.unplanned {
+        req = req.when(Cond::not_exists(attr::PLANNED_EPOCH));
+    }
+    if let Some(e) = mv.error {
+        req = req.set(attr::ERROR, s(super::cap_error(e)));
+    }
+    if !mv.to.is_terminal() {
+        return Ok(req);
+    }
+    req = req
+        .set(attr::END_TIME, av(&mv.now.date_list()))
+        .set(attr::END_TIME_EPOCH, n(mv.now.epoch));
+    Ok(match mv.owes_until {
+        Some(at) => req.set(attr::DUE_EPOCH, n(at)),
+        None => req.remove(attr::DUE_EPOCH).remove(attr::DUE_SHARD),
+    })
+}
+
+impl<'a> WorkflowMove<'a> {
+    /// `from → to` at `now`, with an optional reason; nothing else required
+    /// or kept.
+    pub fn new(
+        from: WorkflowState,
+        to: WorkflowState,
+        now: Timestamp,
+        error: Option<&'a str>,
+    ) -> Self {
+        WorkflowMove {
+            from,
+            to,
+            error,
+            now,
+            unplanned: false,
+            owes_until: None,
+        }
     }
 }

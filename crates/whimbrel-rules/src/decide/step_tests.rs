@@ -1,0 +1,120 @@
+//! Unit tests of the one-step decisions: a transition, a workflow's move.
+
+use super::tests_support::{cfg, item, running};
+use super::*;
+use crate::contract::WorkflowState;
+use crate::dates::Timestamp;
+use crate::keys::Tables;
+use crate::write::eval::{apply, eval};
+
+fn report(attempt: u32) -> Source {
+    Source::Report {
+        attempt: Some(attempt),
+        token: None,
+    }
+}
+
+fn step(exec: &ActivityExec, t: Transition, source: &Source, event_id: &str) -> TransitionStep {
+    let tables = Tables::new("t_");
+    transition_step(
+        &tables,
+        &cfg(),
+        exec,
+        (t, source, event_id),
+        &Details::default(),
+        2000,
+    )
+}
+
+#[test]
+fn a_report_that_caused_the_last_change_is_a_redelivery() {
+    let mut a = running(None, None);
+    a.last_event_id = Some("a::e1".into());
+    let got = step(&a, Transition::Completed, &report(1), "a::e1");
+    assert_eq!(got, TransitionStep::Redelivered);
+}
+
+#[test]
+fn completed_while_running_is_applied_with_a_contract_condition() {
+    let mut a = running(None, None);
+    a.attempt_token_hash = Some("h".into());
+    let TransitionStep::Apply { next, update, .. } =
+        step(&a, Transition::Completed, &report(1), "e2")
+    else {
+        panic!("not applied");
+    };
+    assert_eq!(next, ActivityState::Completed);
+    let before = item(&a);
+    assert!(
+        eval(update.cond.as_ref().unwrap(), Some(&before)),
+        "{:?}\n{before:?}",
+        update.cond
+    );
+    // The write itself refuses an item in a state the contract has no
+    // COMPLETED from, even at the version read.
+    let mut queued = before.clone();
+    queued.insert("state".into(), crate::write::s("QUEUED"));
+    assert!(!eval(update.cond.as_ref().unwrap(), Some(&queued)));
+    let after = apply(&update.key, Some(&before), &update.actions).unwrap();
+    assert_eq!(after["state"], crate::write::s("COMPLETED"));
+}
+
+#[test]
+fn a_report_not_valid_yet_is_parked_once() {
+    let mut a = running(None, None);
+    a.state = ActivityState::Queued;
+    a.attempt_token_hash = Some("h".into());
+    let TransitionStep::Park(parked) = step(&a, Transition::Completed, &report(1), "e3") else {
+        panic!("not parked");
+    };
+    assert_eq!(parked.activity_event_id, "e3");
+    a.parked.push(parked);
+    let again = step(&a, Transition::Completed, &report(1), "e4");
+    assert_eq!(again, TransitionStep::AlreadyParked, "same report, new row");
+}
+
+#[test]
+fn a_report_from_a_stale_attempt_is_rejected() {
+    let mut a = running(None, None);
+    a.attempt = 2;
+    let got = step(&a, Transition::Completed, &report(1), "e5");
+    assert!(matches!(got, TransitionStep::Reject(_)), "{got:?}");
+}
+
+#[test]
+fn a_claim_requires_a_state_the_contract_queues_from() {
+    assert_eq!(
+        contract::sources(Transition::Queued, ActivityState::Queued),
+        vec![ActivityState::Requested, ActivityState::Ready]
+    );
+    assert!(contract::sources(Transition::Completed, ActivityState::Queued).is_empty());
+}
+
+#[test]
+fn a_workflow_move_the_contract_has_not_is_refused_in_every_build() {
+    let t = Tables::new("t_");
+    let now = Timestamp::from_epoch(100);
+    let back = WorkflowMove::new(WorkflowState::Completed, WorkflowState::Running, now, None);
+    assert!(workflow_move(&t, "w::1", "w", &back).is_err());
+    let end = WorkflowMove::new(
+        WorkflowState::Running,
+        WorkflowState::Failed,
+        now,
+        Some("x"),
+    );
+    let req = workflow_move(&t, "w::1", "w", &end).unwrap();
+    let mut wf = std::collections::HashMap::new();
+    wf.insert("state".to_string(), crate::write::s("RUNNING"));
+    wf.insert("due_epoch".to_string(), crate::write::n(50));
+    assert!(eval(req.cond.as_ref().unwrap(), Some(&wf)));
+    let after = apply(&req.key, Some(&wf), &req.actions).unwrap();
+    assert_eq!(after["state"], crate::write::s("FAILED"));
+    assert!(!after.contains_key("due_epoch"), "an end clears its marker");
+    let owing = WorkflowMove {
+        owes_until: Some(160),
+        ..end
+    };
+    let req = workflow_move(&t, "w::1", "w", &owing).unwrap();
+    let after = apply(&req.key, Some(&wf), &req.actions).unwrap();
+    assert_eq!(after["due_epoch"], crate::write::n(160));
+}
