@@ -95,7 +95,7 @@ fn last_number(event_id: &str) -> Option<u32> {
 
 /// Who caused the history entry `event_id` of activity `a` at `attempt`,
 /// and a word about it. The engine's own steps have fixed prefixes
-/// (`engine/attempts.rs`, `effects.rs`, `monitor.rs`, `outcome.rs`); any
+/// (`whimbrel-rules/src/decide/attempts.rs`, the engine's `effects.rs`, `monitor.rs`, `outcome.rs`); any
 /// other id is an event row's `activity_event_id`.
 pub fn cause(event_id: &str, a: &ActivityExec, attempt: Option<u32>) -> (Actor, Option<String>) {
     let (prefix, _) = event_id.split_once(':').unwrap_or(("", ""));

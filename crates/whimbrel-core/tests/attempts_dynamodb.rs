@@ -1,5 +1,5 @@
 //! Retries, timeouts, task-list workers and the workflow result, against
-//! DynamoDB Local: each rule of `engine/attempts.rs`, `engine/deadline.rs`,
+//! DynamoDB Local: each rule of `whimbrel-rules/src/decide/attempts.rs`, `decide/deadline.rs`,
 //! `engine/outcome.rs` and `worker.rs` through real conditional writes and
 //! real GSIs.
 
