@@ -74,7 +74,7 @@ pub fn wordcount_plan(input: &Value, count_lambda: &str, merge_lambda: &str) -> 
             depends_on: vec![],
             heartbeat_timeout_seconds: Some(30),
             heartbeat_enabled: None,
-            timeout_seconds: Some(300),
+            start_to_close_seconds: Some(300),
             input: Some(json!({"text": chunk, "fail": fail == Some(i as u64)})),
             ..PlannedActivity::default()
         })
@@ -86,7 +86,7 @@ pub fn wordcount_plan(input: &Value, count_lambda: &str, merge_lambda: &str) -> 
         depends_on: all,
         heartbeat_timeout_seconds: None,
         heartbeat_enabled: None,
-        timeout_seconds: Some(120),
+        start_to_close_seconds: Some(120),
         input: Some(json!({"top": 20})),
         ..PlannedActivity::default()
     });

@@ -328,7 +328,7 @@ impl Cfg {
             return d;
         }
         EngineConfig {
-            queued_redrive_seconds: 1 + i64::from(self.queued_redrive),
+            relaunch_after_seconds: 1 + i64::from(self.queued_redrive),
             max_launch_attempts: 1 + u32::from(self.max_launch % 10),
             default_start_to_close_seconds: 1 + i64::from(self.start_to_close),
             cancel_grace_seconds: 1 + i64::from(self.cancel_grace),
@@ -505,7 +505,7 @@ fn exec_of(i: &Input, cfg: &EngineConfig, now: i64) -> Option<ActivityExec> {
         heartbeat_timeout_seconds: i
             .heartbeat_timeout
             .map(|t| 1 + i64::from(t) % MAX_HEARTBEAT_TIMEOUT_SECONDS),
-        timeout_seconds: Some(i.timeout.map_or(cfg.default_start_to_close_seconds, |t| {
+        start_to_close_seconds: Some(i.timeout.map_or(cfg.default_start_to_close_seconds, |t| {
             1 + i64::from(t) % MAX_HEARTBEAT_TIMEOUT_SECONDS
         })),
         heartbeat_time: None,

@@ -179,7 +179,7 @@ fuzz_target!(|data: &[u8]| {
             let t = x.heartbeat_timeout_seconds.expect("heartbeat timeout");
             assert!((1..=MAX_HEARTBEAT_TIMEOUT_SECONDS).contains(&t), "{t}");
         }
-        assert!(x.timeout_seconds.is_some_and(|t| t > 0));
+        assert!(x.start_to_close_seconds.is_some_and(|t| t > 0));
         let back: ActivityExec = round_trip(&format!("activity exec {}", a.name), x);
         assert_eq!(back.activity_exec_id, x.activity_exec_id);
         assert_eq!(back.prerequisites, x.prerequisites);
@@ -197,7 +197,7 @@ fuzz_target!(|data: &[u8]| {
             .expect("an edge's waiting activity is in the plan");
         assert!(waiting
             .prerequisites
-            .contains(&e.dependent_activity_exec_id));
+            .contains(&e.prerequisite_activity_exec_id));
         let _: ActivityExecDependency = round_trip("edge", e);
     }
     let item = WorkflowPlan {

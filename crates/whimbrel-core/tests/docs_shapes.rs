@@ -86,7 +86,7 @@ fn documented_retry_plan_matches_the_retries_doc() {
     assert_eq!(thumb.task_list.as_deref(), Some("images"));
     assert!(thumb.lambda.is_empty());
     assert_eq!(thumb.heartbeat_timeout_seconds, Some(30));
-    assert_eq!(thumb.timeout_seconds, Some(600));
+    assert_eq!(thumb.start_to_close_seconds, Some(600));
     assert_eq!(thumb.schedule_to_start_seconds, Some(900));
     assert_eq!(thumb.schedule_to_close_seconds, Some(3600));
     let p = thumb.retry.as_ref().expect("thumbnail retry").over(&dflt);
@@ -101,7 +101,7 @@ fn documented_retry_plan_matches_the_retries_doc() {
     assert!(p.retries(TIMED_OUT));
 
     let fetch = by_name("fetch");
-    assert_eq!(fetch.timeout_seconds, Some(300));
+    assert_eq!(fetch.start_to_close_seconds, Some(300));
     assert_eq!(fetch.schedule_to_start_seconds, Some(600));
     let f = fetch.retry.as_ref().expect("fetch retry").over(&dflt);
     assert_eq!(f.jitter, Some(Jitter::Full));

@@ -710,11 +710,11 @@ async fn the_monitor_relaunches_an_activity_that_never_starts_then_fails_it() {
     let queued = solo.queued_time_epoch.unwrap();
     assert_eq!(
         solo.due_epoch,
-        Some(queued + h.config().queued_redrive_seconds),
+        Some(queued + h.config().relaunch_after_seconds),
         "watched until it starts (schedule-to-start)"
     );
     let now = h.now();
-    // Not yet: within queued_redrive_seconds.
+    // Not yet: within relaunch_after_seconds.
     assert_eq!(h.tick(now).await.relaunched, 0);
     // The invocation was lost: launched again, twice, as the same attempt
     // with a new launch number and a new token each time.
@@ -1302,7 +1302,7 @@ async fn finding_3_preparing_and_running_without_limits_time_out_at_the_default_
     let prep = h.activity(&wf, "prep").await;
     let run = h.activity(&wf, "run").await;
     assert_eq!(prep.state, ActivityState::Preparing);
-    assert!(!run.heartbeat_enabled && run.timeout_seconds == Some(stc));
+    assert!(!run.heartbeat_enabled && run.start_to_close_seconds == Some(stc));
     let prep_due = h.deadline(&prep);
     let run_due = h.deadline(&run);
     assert_eq!(run_due, run.start_time_epoch + stc);
@@ -1467,7 +1467,7 @@ async fn finding_5_at_the_attempt_limit_the_monitor_applies_running_instead_of_f
     h.register("one", chain_plan(&["solo"])).await;
     let wf = h.start("one").await;
     let cfg = h.config();
-    let step = cfg.queued_redrive_seconds + cfg.report_grace_seconds + 1;
+    let step = cfg.relaunch_after_seconds + cfg.report_grace_seconds + 1;
     let mut at = h.activity(&wf, "solo").await.queued_time_epoch.unwrap();
     for attempt in 2..=cfg.max_launch_attempts {
         at += step;

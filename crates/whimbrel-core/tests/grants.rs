@@ -89,7 +89,7 @@ async fn workflow_request_calls() -> Calls {
     let m_id = whimbrel_core::ids::workflow_exec_id("m", &missing.workflow_request_id);
     let counted = whimbrel_core::model::CountGroup {
         activity_exec_dependency: whimbrel_core::ids::count_group_id(&m_id, 0),
-        activity_exec_id: m_id,
+        workflow_exec_id: m_id,
         ended: vec!["r".into()],
         failed_count: 1,
         ..Default::default()

@@ -13,7 +13,7 @@ use whimbrel_core::activity::Activity;
 use whimbrel_core::contract::{ActivityState, Transition};
 use whimbrel_core::engine::decide::{self, Details};
 use whimbrel_core::ids;
-use whimbrel_core::model::{JoinGroup, JoinSlot};
+use whimbrel_core::model::{GroupSlot, JoinGroup};
 use whimbrel_core::plan::{JOIN_GROUP_SIZE, MAX_LAUNCH_PAYLOAD_BYTES};
 
 /// `width` roots `p0..` and `join`, which waits for all of them.
@@ -50,7 +50,7 @@ async fn a_wide_join_is_released_through_its_groups_once_per_edge() {
     assert!(join.prerequisites.is_empty());
     assert_eq!(
         h.activity(&wf, "p0").await.join_slots.get(&join_id),
-        Some(&JoinSlot {
+        Some(&GroupSlot {
             group: 0,
             size: JOIN_GROUP_SIZE as u32
         })
@@ -60,7 +60,7 @@ async fn a_wide_join_is_released_through_its_groups_once_per_edge() {
             .await
             .join_slots
             .get(&join_id),
-        Some(&JoinSlot { group: 1, size: 8 })
+        Some(&GroupSlot { group: 1, size: 8 })
     );
     assert_eq!(h.launcher.launches_of("p0").len(), 1);
 

@@ -12,8 +12,9 @@ pub struct EngineConfig {
     pub default_heartbeat_timeout_seconds: i64,
     /// Relaunch window: a launched attempt still QUEUED this long after
     /// its launch is launched again (same attempt, new launch and token)
-    /// (`WHIMBREL_QUEUED_REDRIVE_SECONDS`, default 120).
-    pub queued_redrive_seconds: i64,
+    /// (`WHIMBREL_QUEUED_REDRIVE_SECONDS`, the stack's `QueuedRedriveSeconds`:
+    /// the deployed names stay; default 120).
+    pub relaunch_after_seconds: i64,
     /// Launches of one attempt that never starts before the attempt fails
     /// with `NOT_STARTED` (then retried per the policy)
     /// (`WHIMBREL_MAX_LAUNCH_ATTEMPTS`, default 3).
@@ -91,7 +92,7 @@ impl Default for EngineConfig {
         EngineConfig {
             table_prefix: crate::keys::DEFAULT_TABLE_PREFIX.into(),
             default_heartbeat_timeout_seconds: 300,
-            queued_redrive_seconds: 120,
+            relaunch_after_seconds: 120,
             max_launch_attempts: 3,
             default_start_to_close_seconds: 3600,
             cancel_grace_seconds: 300,
@@ -163,9 +164,9 @@ impl EngineConfig {
                 "WHIMBREL_HEARTBEAT_TIMEOUT_SECONDS",
                 d.default_heartbeat_timeout_seconds,
             )?,
-            queued_redrive_seconds: num(
+            relaunch_after_seconds: num(
                 "WHIMBREL_QUEUED_REDRIVE_SECONDS",
-                d.queued_redrive_seconds,
+                d.relaunch_after_seconds,
             )?,
             max_launch_attempts: count("WHIMBREL_MAX_LAUNCH_ATTEMPTS", d.max_launch_attempts)?,
             default_start_to_close_seconds: num(

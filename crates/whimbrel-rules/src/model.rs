@@ -408,9 +408,14 @@ pub struct ActivityExec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub heartbeat_timeout_seconds: Option<i64>,
     /// Start-to-close timeout, seconds, from the plan: once RUNNING it must
-    /// end within this long.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub timeout_seconds: Option<i64>,
+    /// end within this long. Stored as `timeout_seconds`, the name existing
+    /// clients and workers read.
+    #[serde(
+        default,
+        rename = "timeout_seconds",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub start_to_close_seconds: Option<i64>,
     /// Last heartbeat, UTC date list.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub heartbeat_time: Option<DateList>,
@@ -481,13 +486,13 @@ pub struct ActivityExec {
     /// For each dependent that is a wide join (its activity exec id), the
     /// join group this activity's COMPLETED counts toward.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
-    pub join_slots: std::collections::BTreeMap<String, JoinSlot>,
+    pub join_slots: std::collections::BTreeMap<String, GroupSlot>,
     /// The count group its end is counted in (design.md § 3.3): the group
     /// of the workflow's activities, in plan order, and its size. Absent on
     /// items written before count groups: their end is counted in the
     /// terminal transaction instead.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub count_slot: Option<JoinSlot>,
+    pub count_slot: Option<GroupSlot>,
     /// Activity exec ids of the activities that wait for it (empty for a
     /// wide fan-out: see `dependents_in_plan`).
     #[serde(default)]
@@ -562,16 +567,17 @@ impl ActivityExec {
     }
 }
 
-/// Where a prerequisite's COMPLETED counts toward a wide join: join group
-/// `group` of the join, which completes when `size` prerequisites
-/// released it.
+/// A place in a group of at most G members that is complete when `size`
+/// of them arrived: a prerequisite's join group in a wide join (where its
+/// COMPLETED counts, `join_slots`), or an activity's count group in its
+/// workflow (where its end counts, `count_slot`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct JoinSlot {
-    /// The group's number, 0-based: prerequisites `group × G .. (group+1) × G`
-    /// of the join's `depends_on` (G = `EngineConfig::join_group_size` when
-    /// the plan was stored).
+pub struct GroupSlot {
+    /// The group's number, 0-based: members `group × G .. (group+1) × G` in
+    /// plan order (G = `EngineConfig::join_group_size` when the plan was
+    /// stored).
     pub group: u32,
-    /// How many prerequisites the group holds (G, or fewer in the last).
+    /// How many members the group holds (G, or fewer in the last).
     pub size: u32,
 }
 
@@ -609,8 +615,10 @@ pub struct JoinGroup {
 pub struct CountGroup {
     /// Hash key, [`crate::ids::count_group_id`].
     pub activity_exec_dependency: String,
-    /// Range key: the workflow exec id.
-    pub activity_exec_id: String,
+    /// Range key: the workflow exec id (stored as `activity_exec_id`, the
+    /// range key of the table it shares).
+    #[serde(rename = "activity_exec_id")]
+    pub workflow_exec_id: String,
     /// Names of the activities counted (a string set: once each).
     #[serde(
         default,
@@ -637,8 +645,10 @@ pub struct ActivityExecDependency {
     pub activity_exec_dependency: String,
     /// Range key: the activity that waits.
     pub activity_exec_id: String,
-    /// The prerequisite it waits for.
-    pub dependent_activity_exec_id: String,
+    /// The prerequisite it waits for (stored as `dependent_activity_exec_id`,
+    /// the reference's name).
+    #[serde(rename = "dependent_activity_exec_id")]
+    pub prerequisite_activity_exec_id: String,
     /// The workflow exec.
     pub workflow_exec_id: String,
 }

@@ -173,7 +173,7 @@ pub struct PlannedActivity {
         alias = "timeout_seconds",
         skip_serializing_if = "Option::is_none"
     )]
-    pub timeout_seconds: Option<i64>,
+    pub start_to_close_seconds: Option<i64>,
     /// Schedule-to-start timeout, seconds: an attempt QUEUED this long
     /// without starting is TIMED_OUT (then retried per the policy).
     /// Absent = `WHIMBREL_SCHEDULE_TO_START_SECONDS`, else no limit.
@@ -412,7 +412,7 @@ impl PlannedActivity {
                 error,
             })?;
         }
-        if [a.heartbeat_timeout_seconds, a.timeout_seconds]
+        if [a.heartbeat_timeout_seconds, a.start_to_close_seconds]
             .into_iter()
             .flatten()
             .any(|t| !(1..=MAX_HEARTBEAT_TIMEOUT_SECONDS).contains(&t))
@@ -635,7 +635,7 @@ mod tests {
             depends_on: deps.iter().map(|s| s.to_string()).collect(),
             heartbeat_timeout_seconds: None,
             heartbeat_enabled: None,
-            timeout_seconds: None,
+            start_to_close_seconds: None,
             input: None,
             input_ref: None,
             require_tokens: None,

@@ -121,7 +121,7 @@ impl<L: Launcher> Engine<L> {
             launch: exec.launch,
             input: self.input_of(exec).await?,
             prerequisites,
-            timeout_seconds: exec.timeout_seconds,
+            timeout_seconds: exec.start_to_close_seconds,
             heartbeat_timeout_seconds: decide::heartbeat_timeout(exec, &self.config),
             attempt_token: Some(token.to_string()),
             prerequisites_by_reference: vec![],

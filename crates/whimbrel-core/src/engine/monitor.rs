@@ -94,6 +94,10 @@ impl<L: Launcher> Engine<L> {
         let mut report = MonitorReport::default();
         let (mut swept, mut oldest) = (0u64, 0i64);
         let t = self.store.tables().clone();
+        let mut count = |due: Option<i64>| {
+            swept += 1;
+            oldest = oldest.max(now - due.unwrap_or(now));
+        };
         for shard in 0..store::INDEX_SHARDS {
             let due = KeyCond {
                 hash: (attr::DUE_SHARD.into(), n(shard)),
@@ -103,71 +107,78 @@ impl<L: Launcher> Engine<L> {
                 .store
                 .query(&t.workflow_exec(), Some(store::INDEX_DUE), due.clone())
                 .await?;
-            for k in &workflows {
-                swept += 1;
-                oldest = oldest.max(now - k.due_epoch.unwrap_or(now));
-            }
+            workflows.iter().for_each(|k| count(k.due_epoch));
             for k in workflows {
-                let r = async {
-                    let wf: Option<WorkflowExec> = self
-                        .store
-                        .get(
-                            &t.workflow_exec(),
-                            decide::workflow_key(&k.workflow_exec_id, &k.workflow_name),
-                        )
-                        .await?;
-                    match wf {
-                        Some(wf) if self.expire_workflow(&wf, now).await? => {
-                            report.workflows_timed_out += 1;
-                            Ok(false)
-                        }
-                        Some(wf) => Box::pin(self.restart_workflow(wf, now)).await,
-                        None => Ok(false),
-                    }
-                }
-                .await;
-                match r {
-                    Ok(true) => report.restarted += 1,
-                    Ok(false) => {}
-                    Err(e) => {
-                        warn!(workflow_exec_id = %k.workflow_exec_id, error = %e, "heartbeat monitor: will try again next tick");
-                        report.errors += 1;
-                    }
-                }
+                self.sweep_workflow(&k, now, &mut report).await;
             }
             let activities: Vec<ActivityKey> = self
                 .store
                 .query(&t.activity_exec(), Some(store::INDEX_DUE), due)
                 .await?;
-            for k in &activities {
-                swept += 1;
-                oldest = oldest.max(now - k.due_epoch.unwrap_or(now));
-            }
-            // Due activities are independent items, each handled with
-            // conditional writes: `concurrency` at once, as the handlers
-            // take a batch's items (a tick with thousands due, e.g. a wide
-            // fan-out's relaunches, would otherwise pass the timeout).
-            let swept_each: Vec<(ActivityKey, MonitorReport, Result<(), EngineError>)> =
-                stream::iter(activities)
-                    .map(|k| async move {
-                        let mut r = MonitorReport::default();
-                        let res = Box::pin(self.sweep_activity(&k, now, &mut r)).await;
-                        (k, r, res)
-                    })
-                    .buffer_unordered(self.config.concurrency.max(1))
-                    .collect()
-                    .await;
-            for (k, r, res) in swept_each {
-                report.absorb(&r);
-                if let Err(e) = res {
-                    warn!(activity_exec_id = %k.activity_exec_id, error = %e, "heartbeat monitor: will try again next tick");
-                    report.errors += 1;
-                }
-            }
+            activities.iter().for_each(|k| count(k.due_epoch));
+            self.sweep_activities(activities, now, &mut report).await;
         }
         crate::metrics::swept(swept, oldest);
         report.swept = swept;
         Ok(report)
+    }
+
+    /// A due workflow: failed by its execution timeout, or started again.
+    /// An error is logged and counted; the next tick tries again.
+    async fn sweep_workflow(&self, k: &WorkflowKey, now: i64, report: &mut MonitorReport) {
+        let r = async {
+            let key = decide::workflow_key(&k.workflow_exec_id, &k.workflow_name);
+            let wf: Option<WorkflowExec> = self
+                .store
+                .get(&self.store.tables().workflow_exec(), key)
+                .await?;
+            match wf {
+                Some(wf) if self.expire_workflow(&wf, now).await? => {
+                    report.workflows_timed_out += 1;
+                    Ok(false)
+                }
+                Some(wf) => Box::pin(self.restart_workflow(wf, now)).await,
+                None => Ok(false),
+            }
+        }
+        .await;
+        match r {
+            Ok(true) => report.restarted += 1,
+            Ok(false) => {}
+            Err(e) => {
+                warn!(workflow_exec_id = %k.workflow_exec_id, error = %e, "heartbeat monitor: will try again next tick");
+                report.errors += 1;
+            }
+        }
+    }
+
+    /// The due activities of one shard. They are independent items, each
+    /// handled with conditional writes: `concurrency` at once, as the
+    /// handlers take a batch's items (a tick with thousands due, e.g. a
+    /// wide fan-out's relaunches, would otherwise pass the timeout).
+    async fn sweep_activities(
+        &self,
+        activities: Vec<ActivityKey>,
+        now: i64,
+        report: &mut MonitorReport,
+    ) {
+        let swept_each: Vec<(ActivityKey, MonitorReport, Result<(), EngineError>)> =
+            stream::iter(activities)
+                .map(|k| async move {
+                    let mut r = MonitorReport::default();
+                    let res = Box::pin(self.sweep_activity(&k, now, &mut r)).await;
+                    (k, r, res)
+                })
+                .buffer_unordered(self.config.concurrency.max(1))
+                .collect()
+                .await;
+        for (k, r, res) in swept_each {
+            report.absorb(&r);
+            if let Err(e) = res {
+                warn!(activity_exec_id = %k.activity_exec_id, error = %e, "heartbeat monitor: will try again next tick");
+                report.errors += 1;
+            }
+        }
     }
 
     #[tracing::instrument(skip_all, fields(activity_exec_id = %k.activity_exec_id, workflow_exec_id = %k.workflow_exec_id))]
@@ -259,13 +270,7 @@ impl<L: Launcher> Engine<L> {
                     no_retry: !retryable,
                     ..Details::default()
                 };
-                let step = ids::EngineStep::TimedOut(&exec.activity_exec_id, exec.attempt);
-                let event_id = step.event_id();
-                let ended = Transition::TimedOut;
-                match self
-                    .decree(exec, ended, Source::Monitor, &event_id, details)
-                    .await?
-                {
+                match self.time_out(exec, details).await? {
                     Some(ActivityState::TimedOut) => report.timed_out += 1,
                     Some(ActivityState::Queued) => report.retried += 1,
                     _ => {}
@@ -273,18 +278,7 @@ impl<L: Launcher> Engine<L> {
             }
             Verdict::FailNotStarted(reason) => {
                 warn!(activity_exec_id = %exec.activity_exec_id, %reason, "failing the activity");
-                let details = Details {
-                    error: Some(reason),
-                    at: Some(now),
-                    ..Details::default()
-                };
-                let step = ids::EngineStep::NotStarted(&exec.activity_exec_id, exec.attempt);
-                let event_id = step.event_id();
-                let failed = Transition::Failed;
-                match self
-                    .decree(exec, failed, Source::Engine, &event_id, details)
-                    .await?
-                {
+                match self.fail_not_started(exec, reason, now).await? {
                     Some(ActivityState::Failed) => report.not_started += 1,
                     Some(ActivityState::Queued) => report.retried += 1,
                     _ => {}
@@ -293,6 +287,42 @@ impl<L: Launcher> Engine<L> {
             Verdict::Relaunch => self.relaunch(&exec, now, report).await?,
         }
         Ok(())
+    }
+
+    /// TIMED_OUT by the monitor, as [`decide::monitor_verdict`] said;
+    /// returns the state reached (QUEUED when retried).
+    async fn time_out(
+        &self,
+        exec: ActivityExec,
+        details: Details,
+    ) -> Result<Option<ActivityState>, EngineError> {
+        let event_id = ids::EngineStep::TimedOut(&exec.activity_exec_id, exec.attempt).event_id();
+        self.decree(
+            exec,
+            Transition::TimedOut,
+            Source::Monitor,
+            &event_id,
+            details,
+        )
+        .await
+    }
+
+    /// FAILED by the engine: the attempt never started (`reason`); returns
+    /// the state reached (QUEUED when retried).
+    async fn fail_not_started(
+        &self,
+        exec: ActivityExec,
+        reason: String,
+        now: i64,
+    ) -> Result<Option<ActivityState>, EngineError> {
+        let details = Details {
+            error: Some(reason),
+            at: Some(now),
+            ..Details::default()
+        };
+        let event_id = ids::EngineStep::NotStarted(&exec.activity_exec_id, exec.attempt).event_id();
+        self.decree(exec, Transition::Failed, Source::Engine, &event_id, details)
+            .await
     }
 
     /// Launch the same attempt again, with a new launch and token: its last

@@ -15,7 +15,7 @@ use super::{decoded, Engine, EngineError};
 use crate::contract::ActivityState;
 use crate::ids;
 use crate::launcher::Launcher;
-use crate::model::{ActivityExec, JoinGroup, JoinSlot};
+use crate::model::{ActivityExec, GroupSlot, JoinGroup};
 use crate::store::StoreError;
 
 impl<L: Launcher> Engine<L> {
@@ -52,7 +52,7 @@ impl<L: Launcher> Engine<L> {
     pub(crate) async fn dependents_of(
         &self,
         exec: &ActivityExec,
-    ) -> Result<(Vec<String>, BTreeMap<String, JoinSlot>), EngineError> {
+    ) -> Result<(Vec<String>, BTreeMap<String, GroupSlot>), EngineError> {
         if exec.dependents_in_plan.is_none() {
             return Ok((exec.dependents.clone(), exec.join_slots.clone()));
         }
@@ -88,7 +88,7 @@ impl<L: Launcher> Engine<L> {
         &self,
         exec: &ActivityExec,
         join_id: &str,
-        slot: JoinSlot,
+        slot: GroupSlot,
     ) -> Result<Option<String>, EngineError> {
         let t = self.store.tables();
         let req = decide::join_release_update(t, join_id, slot.group, &exec.activity_name);

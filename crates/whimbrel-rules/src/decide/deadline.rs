@@ -64,7 +64,7 @@ pub fn heartbeat_timeout(exec: &ActivityExec, cfg: &EngineConfig) -> Option<i64>
 /// The start-to-close timeout of an activity, seconds: its own
 /// (`timeout_seconds`) or the configured default. Also the PREPARING limit.
 pub fn start_to_close(exec: &ActivityExec, cfg: &EngineConfig) -> i64 {
-    exec.timeout_seconds
+    exec.start_to_close_seconds
         .unwrap_or(cfg.default_start_to_close_seconds)
 }
 
@@ -114,7 +114,7 @@ pub fn next_deadline(exec: &ActivityExec, cfg: &EngineConfig) -> Option<(i64, De
                     let at = exec
                         .queued_time_epoch
                         .unwrap_or(0)
-                        .saturating_add(cfg.queued_redrive_seconds);
+                        .saturating_add(cfg.relaunch_after_seconds);
                     (at, Deadline::Relaunch)
                 } else {
                     let at = exec.next_attempt_epoch.or(exec.scheduled_epoch);
@@ -247,7 +247,7 @@ pub fn monitor_verdict(exec: &ActivityExec, cfg: &EngineConfig, now: i64) -> Ver
                 "NOT_STARTED: attempt {} not started after {} launches ({}s each)",
                 exec.attempt,
                 exec.launch.max(1),
-                cfg.queued_redrive_seconds
+                cfg.relaunch_after_seconds
             ))
         }
         Deadline::Relaunch => Verdict::Relaunch,

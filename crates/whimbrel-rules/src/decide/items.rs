@@ -19,7 +19,7 @@ use std::collections::{BTreeMap, HashMap};
 use crate::config::EngineConfig;
 use crate::contract::ActivityState;
 use crate::ids;
-use crate::model::{ActivityExec, ActivityExecDependency, JoinSlot, WorkflowExec};
+use crate::model::{ActivityExec, ActivityExecDependency, GroupSlot, WorkflowExec};
 use crate::plan::{Plan, PlannedActivity};
 use crate::retry::RetryPolicy;
 
@@ -82,9 +82,9 @@ pub fn activity_items(
 /// How one activity of a plan is linked to the others.
 struct Links {
     /// Its count group (design.md § 3.3): plan order, `group_size` each.
-    count_slot: JoinSlot,
+    count_slot: GroupSlot,
     /// The join groups its end releases, by dependent.
-    join_slots: BTreeMap<String, JoinSlot>,
+    join_slots: BTreeMap<String, GroupSlot>,
     /// The exec ids of its dependents, when listed on the item.
     dependents: Vec<String>,
     /// How many dependents it has, when they are too many to list.
@@ -96,9 +96,9 @@ struct Links {
 }
 
 /// The count slot of the activity at `index` of a plan of `total`.
-fn count_slot(index: usize, group_size: usize, total: usize) -> JoinSlot {
+fn count_slot(index: usize, group_size: usize, total: usize) -> GroupSlot {
     let group = index / group_size;
-    JoinSlot {
+    GroupSlot {
         group: group as u32,
         size: group_size.min(total - group * group_size) as u32,
     }
@@ -109,7 +109,7 @@ fn edges_of(wf: &WorkflowExec, id: &str, prerequisites: &[String]) -> Vec<Activi
     let edge = |(i, p): (usize, &String)| ActivityExecDependency {
         activity_exec_dependency: ids::dependency_id(id, i),
         activity_exec_id: id.to_string(),
-        dependent_activity_exec_id: p.clone(),
+        prerequisite_activity_exec_id: p.clone(),
         workflow_exec_id: wf.workflow_exec_id.clone(),
     };
     prerequisites.iter().enumerate().map(edge).collect()
@@ -174,8 +174,8 @@ fn requested_item(
         }),
         // Stored even when defaulted: a worker computes its claim's
         // deadline from the item alone (docs/workers.md).
-        timeout_seconds: Some(
-            a.timeout_seconds
+        start_to_close_seconds: Some(
+            a.start_to_close_seconds
                 .unwrap_or(config.default_start_to_close_seconds),
         ),
         pending_dependency_count: join_groups.map_or(prerequisite_count as u64, u64::from),
@@ -222,7 +222,7 @@ fn unstarted_item() -> ActivityExec {
         parked: vec![],
         heartbeat_enabled: false,
         heartbeat_timeout_seconds: None,
-        timeout_seconds: None,
+        start_to_close_seconds: None,
         heartbeat_time: None,
         heartbeat_time_epoch: -1,
         due_epoch: None,
@@ -268,9 +268,9 @@ fn join_slots<'a>(
     plan: &'a Plan,
     id_of: &HashMap<&str, String>,
     config: &EngineConfig,
-) -> HashMap<&'a str, BTreeMap<String, JoinSlot>> {
+) -> HashMap<&'a str, BTreeMap<String, GroupSlot>> {
     let group_size = group_size(config);
-    let mut slots: HashMap<&str, BTreeMap<String, JoinSlot>> = HashMap::new();
+    let mut slots: HashMap<&str, BTreeMap<String, GroupSlot>> = HashMap::new();
     for a in plan
         .activities
         .iter()
@@ -282,7 +282,7 @@ fn join_slots<'a>(
             let size = group_size.min(n - group * group_size);
             slots.entry(p.as_str()).or_default().insert(
                 id_of[a.name.as_str()].clone(),
-                JoinSlot {
+                GroupSlot {
                     group: group as u32,
                     size: size as u32,
                 },
@@ -301,7 +301,7 @@ pub fn planned_dependents(
     plan: &Plan,
     name: &str,
     config: &EngineConfig,
-) -> (Vec<String>, BTreeMap<String, JoinSlot>) {
+) -> (Vec<String>, BTreeMap<String, GroupSlot>) {
     let id_of: HashMap<&str, String> = plan
         .activities
         .iter()

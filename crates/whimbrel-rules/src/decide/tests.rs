@@ -94,11 +94,11 @@ fn queued_relaunches_then_fails_preparing_and_cancelled_running_time_out() {
     q.attempt_token_hash = Some("h".into());
     q.queued_time_epoch = Some(0);
     assert_eq!(
-        monitor_verdict(&q, &c, c.queued_redrive_seconds),
+        monitor_verdict(&q, &c, c.relaunch_after_seconds),
         Verdict::Wait
     );
     assert_eq!(
-        monitor_verdict(&q, &c, c.queued_redrive_seconds + c.report_grace_seconds),
+        monitor_verdict(&q, &c, c.relaunch_after_seconds + c.report_grace_seconds),
         Verdict::Relaunch
     );
     q.attempt_token_hash = Some("h".into());
@@ -221,7 +221,7 @@ fn claims_are_exclusive_and_count_attempts() {
     let after = apply(&req.key, Some(&before), &req.actions).unwrap();
     let q: ActivityExec = serde_dynamo::from_item(after.clone()).unwrap();
     assert_eq!((q.state, q.attempt), (ActivityState::Queued, 1));
-    assert_eq!(q.due_epoch, Some(50 + cfg().queued_redrive_seconds));
+    assert_eq!(q.due_epoch, Some(50 + cfg().relaunch_after_seconds));
     // A second claimer read the same version: its claim fails.
     assert!(!eval(req.cond.as_ref().unwrap(), Some(&after)));
     let re = relaunch_update(&t, &cfg(), &q, "h2", 500);
@@ -312,7 +312,7 @@ fn a_failed_attempt_with_attempts_left_goes_back_to_queued_after_the_backoff() {
     let launched: ActivityExec =
         serde_dynamo::from_item(apply(&l.key, Some(&item(&after)), &l.actions).unwrap()).unwrap();
     assert_eq!((launched.attempt, launched.launch), (2, 1));
-    assert_eq!(launched.due_epoch, Some(1006 + c.queued_redrive_seconds));
+    assert_eq!(launched.due_epoch, Some(1006 + c.relaunch_after_seconds));
     // A second launcher read the same version: its claim fails.
     assert!(!eval(l.cond.as_ref().unwrap(), Some(&item(&launched))));
 }

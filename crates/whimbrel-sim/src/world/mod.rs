@@ -153,7 +153,7 @@ fn settings(seed: u64) -> EngineConfig {
     EngineConfig {
         table_prefix: "sim_".into(),
         default_heartbeat_timeout_seconds: 60,
-        queued_redrive_seconds: 120,
+        relaunch_after_seconds: 120,
         max_launch_attempts: 3,
         default_start_to_close_seconds: 900,
         cancel_grace_seconds: 120,
