@@ -2,7 +2,7 @@
 //! event, cancel, heartbeat, show, list and result. Each one takes its
 //! parsed flags, reads or writes the tables and prints what the user sees.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use serde_json::Value;
 use whimbrel_core::contract::{next_state, Actor, Transition, WorkflowState};
@@ -10,7 +10,6 @@ use whimbrel_core::dates::Timestamp;
 use whimbrel_core::engine::{Engine, EngineConfig};
 use whimbrel_core::install;
 use whimbrel_core::model::WorkflowLambda;
-use whimbrel_core::plan::Plan;
 use whimbrel_core::store::Store;
 
 use crate::status::Snapshot;
@@ -34,17 +33,6 @@ pub async fn install(g: &Global) -> Result<(), CliError> {
     Ok(())
 }
 
-/// The static plan of `--definition`, read and validated.
-fn read_plan_file(path: &Path) -> Result<Plan, CliError> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| CliError(format!("cannot read {}: {e}", path.display())))?;
-    let plan: Plan = serde_json::from_str(&text)
-        .map_err(|e| CliError(format!("{} is not a plan: {e}", path.display())))?;
-    plan.validate()
-        .map_err(|e| CliError(format!("{}: {e}", path.display())))?;
-    Ok(plan)
-}
-
 /// `whimbrel register`: store the workflow's decider Lambda or its static
 /// plan (the `--definition` file).
 pub async fn register(
@@ -53,7 +41,10 @@ pub async fn register(
     lambda: Option<String>,
     definition: Option<PathBuf>,
 ) -> Result<(), CliError> {
-    let definition = definition.as_deref().map(read_plan_file).transpose()?;
+    let definition = definition
+        .as_deref()
+        .map(crate::graph::plan_file)
+        .transpose()?;
     let store = store_for(g).await;
     let item = WorkflowLambda {
         workflow_name: name.clone(),

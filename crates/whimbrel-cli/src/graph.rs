@@ -168,8 +168,9 @@ pub fn dot(plan: &Plan, states: Option<&States>) -> String {
     out
 }
 
-/// Read and validate a plan file.
-fn plan_file(path: &Path) -> Result<Plan, CliError> {
+/// Read and validate a plan file (`whimbrel graph`, `whimbrel register
+/// --definition`).
+pub(crate) fn plan_file(path: &Path) -> Result<Plan, CliError> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| CliError(format!("cannot read {}: {e}", path.display())))?;
     let plan: Plan = serde_json::from_str(&text)

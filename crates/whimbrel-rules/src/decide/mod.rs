@@ -473,8 +473,6 @@ pub mod step;
 pub mod workflow;
 
 #[cfg(test)]
-mod tests;
-#[cfg(test)]
-use tests as tests_support;
-#[cfg(test)]
 mod step_tests;
+#[cfg(test)]
+mod tests;

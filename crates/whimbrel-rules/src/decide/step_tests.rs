@@ -1,6 +1,6 @@
 //! Unit tests of the one-step decisions: a transition, a workflow's move.
 
-use super::tests_support::{cfg, item, running};
+use super::tests::{cfg, item, running};
 use super::*;
 use crate::contract::WorkflowState;
 use crate::dates::Timestamp;
