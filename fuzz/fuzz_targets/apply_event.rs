@@ -53,7 +53,10 @@ use whimbrel_core::dates::Timestamp;
 use whimbrel_core::engine::decide::{self, Change, Deadline, Details, Verdict, MAX_ERROR_BYTES};
 use whimbrel_core::engine::EngineConfig;
 use whimbrel_core::ids;
-use whimbrel_core::model::{ActivityExec, HistoryEntry, ParkedEvent, WorkflowExec};
+use whimbrel_core::model::{
+    ActivityExec, Attempt, HistoryEntry, Links, Outcome, ParkedEvent, Runner, Timeouts, Timing, Trail,
+    WorkflowExec,
+};
 use whimbrel_core::plan::{MAX_HEARTBEAT_TIMEOUT_SECONDS, MAX_TIMEOUT_SECONDS};
 use whimbrel_core::retry::{Jitter, RetryPolicy, MAX_ATTEMPTS, MAX_DELAY_SECONDS};
 use whimbrel_core::store::memory::{apply, eval};
@@ -467,87 +470,88 @@ fn exec_of(i: &Input, cfg: &EngineConfig, now: i64) -> Option<ActivityExec> {
         workflow_name: "w".into(),
         activity_name: "a".into(),
         state,
-        lambda: if task_list.is_some() {
-            String::new()
-        } else {
-            "f".into()
-        },
-        task_list_shard: (state == S::Queued && task_list.is_some())
-            .then(|| decide::task_list_shard("tl", &id)),
-        task_queued_epoch: (state == S::Queued && task_list.is_some())
-            .then_some(scheduled.unwrap_or(now)),
-        task_list,
-        worker: None,
-        retry: i.retry.as_ref().and_then(Policy::get),
-        schedule_to_start_seconds: i
-            .schedule_to_start
-            .map(|t| 1 + i64::from(t) % MAX_TIMEOUT_SECONDS),
-        schedule_to_close_seconds: i
-            .schedule_to_close
-            .map(|t| 1 + i64::from(t) % MAX_TIMEOUT_SECONDS),
-        first_queued_epoch: first_queued,
-        scheduled_epoch: scheduled,
-        next_attempt_epoch: next_attempt,
-        launch: if claimed && state == S::Queued {
-            1 + u32::from(i.launch % 8)
-        } else if claimed {
-            1
-        } else {
-            0
-        },
-        input: Some(json!({"k": 1})),
-        input_ref: None,
-        attempt,
-        attempt_token_hash: claimed.then(|| ids::token_hash(LIVE_TOKEN)),
-        require_tokens: i.require_tokens,
-        parked,
-        heartbeat_enabled,
-        heartbeat_timeout_seconds: i
-            .heartbeat_timeout
-            .map(|t| 1 + i64::from(t) % MAX_HEARTBEAT_TIMEOUT_SECONDS),
-        start_to_close_seconds: Some(i.timeout.map_or(cfg.default_start_to_close_seconds, |t| {
-            1 + i64::from(t) % MAX_HEARTBEAT_TIMEOUT_SECONDS
-        })),
-        heartbeat_time: None,
-        heartbeat_time_epoch,
-        due_epoch: None,
-        due_shard: None,
-        queued_time: None,
-        queued_time_epoch: (claimed && state == S::Queued)
-            .then(|| now - i64::from(i.queued_ago % 10_000_000)),
-        launched_time: None,
-        launched_time_epoch: None,
-        start_time: None,
-        start_time_epoch: start,
-        end_time: None,
-        end_time_epoch: state.is_terminal().then_some(now - 1),
-        output: i.prior_output.as_ref().map(Out::get),
-        output_event_id: None,
-        error: i.prior_error.clone().map(|e| decide::cap_error(&e)),
-        prerequisites: vec![],
-        dependents: vec![],
-        dependents_in_plan: None,
-        count_slot: None,
-        pending_dependency_count: u64::from(i.pending % 3),
-        released_prerequisites: vec![],
-        join_groups: None,
-        join_slots: Default::default(),
-        last_event_id,
         version: u64::from(i.version),
-        history,
+        runner: Runner {
+            lambda: if task_list.is_some() {
+                String::new()
+            } else {
+                "f".into()
+            },
+            task_list_shard: (state == S::Queued && task_list.is_some())
+                .then(|| decide::task_list_shard("tl", &id)),
+            task_queued_epoch: (state == S::Queued && task_list.is_some())
+                .then_some(scheduled.unwrap_or(now)),
+            task_list,
+            worker: None,
+            input: Some(json!({"k": 1})),
+            input_ref: None,
+        },
+        attempt: Attempt {
+            retry: i.retry.as_ref().and_then(Policy::get),
+            number: attempt,
+            launches: if claimed && state == S::Queued {
+                1 + u32::from(i.launch % 8)
+            } else if claimed {
+                1
+            } else {
+                0
+            },
+            token_hash: claimed.then(|| ids::token_hash(LIVE_TOKEN)),
+            require_tokens: i.require_tokens,
+        },
+        timeouts: Timeouts {
+            schedule_to_start_seconds: i
+                .schedule_to_start
+                .map(|t| 1 + i64::from(t) % MAX_TIMEOUT_SECONDS),
+            schedule_to_close_seconds: i
+                .schedule_to_close
+                .map(|t| 1 + i64::from(t) % MAX_TIMEOUT_SECONDS),
+            heartbeat_enabled,
+            heartbeat_timeout_seconds: i
+                .heartbeat_timeout
+                .map(|t| 1 + i64::from(t) % MAX_HEARTBEAT_TIMEOUT_SECONDS),
+            start_to_close_seconds: Some(i.timeout.map_or(cfg.default_start_to_close_seconds, |t| {
+                1 + i64::from(t) % MAX_HEARTBEAT_TIMEOUT_SECONDS
+            })),
+        },
+        timing: Timing {
+            first_queued_epoch: first_queued,
+            scheduled_epoch: scheduled,
+            next_attempt_epoch: next_attempt,
+            heartbeat_time_epoch,
+            queued_time_epoch: (claimed && state == S::Queued)
+                .then(|| now - i64::from(i.queued_ago % 10_000_000)),
+            start_time_epoch: start,
+            end_time_epoch: state.is_terminal().then_some(now - 1),
+            ..Timing::default()
+        },
+        links: Links {
+            pending_dependency_count: u64::from(i.pending % 3),
+            ..Links::default()
+        },
+        outcome: Outcome {
+            output: i.prior_output.as_ref().map(Out::get),
+            output_event_id: None,
+            error: i.prior_error.clone().map(|e| decide::cap_error(&e)),
+        },
+        trail: Trail {
+            history,
+            last_event_id,
+            parked,
+        },
     };
     // The marker the engine wrote with this state: its deadline, or sooner
     // while parked events are owed; a terminal item keeps one until its
     // side effects are done (either is possible).
     let deadline = decide::next_deadline(&exec, cfg).map(|(at, _)| at);
-    let owed = (!exec.parked.is_empty()).then_some(now);
+    let owed = (!exec.trail.parked.is_empty()).then_some(now);
     let due = if state.is_terminal() {
         i.claimed.then_some(now)
     } else {
         [deadline, owed].into_iter().flatten().min()
     };
-    exec.due_epoch = due;
-    exec.due_shard = due.map(|_| store::shard_of(&id));
+    exec.timing.due_epoch = due;
+    exec.timing.due_shard = due.map(|_| store::shard_of(&id));
     Some(exec)
 }
 
@@ -559,7 +563,7 @@ fn to_item(exec: &ActivityExec) -> Item {
 fn watched(a: &ActivityExec) -> bool {
     match a.state {
         ActivityState::Preparing | ActivityState::Running | ActivityState::CancelledRunning => true,
-        ActivityState::Queued => a.attempt_token_hash.is_some() || a.task_list.is_none(),
+        ActivityState::Queued => a.attempt.token_hash.is_some() || a.runner.task_list.is_none(),
         _ => false,
     }
 }
@@ -617,26 +621,26 @@ fn apply_checked(
 
 fn check_due(what: &str, a: &ActivityExec, cfg: &EngineConfig) {
     assert_eq!(
-        a.due_epoch.is_some(),
-        a.due_shard.is_some(),
+        a.timing.due_epoch.is_some(),
+        a.timing.due_shard.is_some(),
         "{what}: due_epoch {:?} / due_shard {:?}",
-        a.due_epoch,
-        a.due_shard
+        a.timing.due_epoch,
+        a.timing.due_shard
     );
-    if let Some(shard) = a.due_shard {
+    if let Some(shard) = a.timing.due_shard {
         assert_eq!(shard, store::shard_of(&a.activity_exec_id), "{what}: shard");
     }
     if watched(a) || a.state.is_terminal() {
         assert!(
-            a.due_epoch.is_some(),
+            a.timing.due_epoch.is_some(),
             "{what}: {} (attempt {}, claimed {}) without a due marker",
             a.state,
-            a.attempt,
-            a.attempt_token_hash.is_some()
+            a.attempt.number,
+            a.attempt.token_hash.is_some()
         );
     }
     if !a.state.is_terminal() {
-        if let (Some(due), Some((deadline, kind))) = (a.due_epoch, decide::next_deadline(a, cfg)) {
+        if let (Some(due), Some((deadline, kind))) = (a.timing.due_epoch, decide::next_deadline(a, cfg)) {
             assert!(
                 due <= deadline,
                 "{what}: due marker {due} is after the {kind:?} deadline {deadline} of {}",
@@ -714,37 +718,37 @@ fn write_transition(
             "retry from {}",
             exec.state
         );
-        let policy = exec.retry.as_ref().expect("a retry needs a policy");
-        assert!(retryable && exec.attempt < policy.attempts());
+        let policy = exec.attempt.retry.as_ref().expect("a retry needs a policy");
+        assert!(retryable && exec.attempt.number < policy.attempts());
         assert!(
             (now..=now + MAX_DELAY_SECONDS).contains(&at),
             "next attempt at {at}, now {now}"
         );
-        if let (Some(close), Some(from)) = (exec.schedule_to_close_seconds, exec.first_queued_epoch)
+        if let (Some(close), Some(from)) = (exec.timeouts.schedule_to_close_seconds, exec.timing.first_queued_epoch)
         {
             assert!(at < from + close, "a retry after schedule-to-close");
         }
         let req = decide::retry_update(&t, cfg, exec, &change, details, at, now);
         let what = format!("{what}: retry_update");
         let after = apply_checked(&what, &req, item, exec, cfg, ActivityState::Queued);
-        assert_eq!(after.attempt, exec.attempt + 1, "{what}");
-        assert_eq!(after.attempt_token_hash, None, "{what}");
-        assert_eq!(after.next_attempt_epoch, Some(at), "{what}");
+        assert_eq!(after.attempt.number, exec.attempt.number + 1, "{what}");
+        assert_eq!(after.attempt.token_hash, None, "{what}");
+        assert_eq!(after.timing.next_attempt_epoch, Some(at), "{what}");
         assert!(
-            after.parked.is_empty(),
+            after.trail.parked.is_empty(),
             "{what}: parked reports of the failed attempt"
         );
-        if exec.task_list.is_none() {
-            assert_eq!(after.due_epoch, Some(at), "{what}: the next attempt is due");
+        if exec.runner.task_list.is_none() {
+            assert_eq!(after.timing.due_epoch, Some(at), "{what}: the next attempt is due");
         } else {
-            assert_eq!(after.task_queued_epoch, Some(at), "{what}: offered at");
+            assert_eq!(after.runner.task_queued_epoch, Some(at), "{what}: offered at");
         }
         return;
     }
     let next = change.next;
     let req = decide::transition_update(&t, cfg, exec, change, details, now);
     if let Some(cut) = details.stale_before {
-        if exec.heartbeat_time_epoch >= cut {
+        if exec.timing.heartbeat_time_epoch >= cut {
             // A heartbeat landed: the timeout must not apply.
             assert!(!eval(req.cond.as_ref().unwrap(), Some(item)));
             return;
@@ -753,26 +757,26 @@ fn write_transition(
     let what = format!("{what}: transition_update {} -> {next}", exec.state);
     let after = apply_checked(&what, &req, item, exec, cfg, next);
     assert_eq!(
-        after.last_event_id.as_deref(),
+        after.trail.last_event_id.as_deref(),
         Some(change.event_id),
         "{what}"
     );
-    assert_eq!(after.history.len(), exec.history.len() + 1, "{what}");
-    let last = after.history.last().unwrap();
+    assert_eq!(after.trail.history.len(), exec.trail.history.len() + 1, "{what}");
+    let last = after.trail.history.last().unwrap();
     assert_eq!(
         (last.transition.as_str(), last.state, last.at_epoch),
         (change.transition.as_str(), next, now),
         "{what}"
     );
     if next.is_terminal() {
-        assert!(after.parked.is_empty(), "{what}: parked kept");
-        assert_eq!(after.end_time_epoch, Some(now), "{what}");
+        assert!(after.trail.parked.is_empty(), "{what}: parked kept");
+        assert_eq!(after.timing.end_time_epoch, Some(now), "{what}");
         assert_eq!(
-            after.due_epoch,
+            after.timing.due_epoch,
             Some(now + cfg.settle_grace_seconds),
             "{what}"
         );
-        assert_eq!(after.next_attempt_epoch, None, "{what}");
+        assert_eq!(after.timing.next_attempt_epoch, None, "{what}");
         let count = decide::count_end(&t, exec, next, details.error.as_deref());
         let wf = workflow_item();
         let cond = count.cond.as_ref().unwrap();
@@ -792,37 +796,37 @@ fn write_transition(
         }
     } else {
         let rest: Vec<&ParkedEvent> = exec
-            .parked
+            .trail.parked
             .iter()
             .filter(|p| p.activity_event_id != change.event_id)
             .collect();
         assert_eq!(
-            after.parked.iter().collect::<Vec<_>>(),
+            after.trail.parked.iter().collect::<Vec<_>>(),
             rest,
             "{what}: parked"
         );
     }
     if next != ActivityState::Queued {
         assert_eq!(
-            after.task_list_shard, None,
+            after.runner.task_list_shard, None,
             "{what}: still claimable by workers"
         );
     }
     if next == ActivityState::Running {
-        assert_eq!(after.start_time_epoch, now, "{what}");
+        assert_eq!(after.timing.start_time_epoch, now, "{what}");
     }
     if next == ActivityState::Completed {
-        assert_eq!(after.error, None, "{what}: an earlier attempt's error kept");
+        assert_eq!(after.outcome.error, None, "{what}: an earlier attempt's error kept");
         if let Some(o) = &details.output {
             // JSON null is stored as NULL, which reads back as none.
             assert_eq!(
-                after.output.as_ref(),
+                after.outcome.output.as_ref(),
                 Some(o).filter(|o| !o.is_null()),
                 "{what}: output"
             );
         }
     } else if let Some(e) = &details.error {
-        let stored = after.error.as_deref().unwrap();
+        let stored = after.outcome.error.as_deref().unwrap();
         assert!(
             stored.len() <= MAX_ERROR_BYTES,
             "{what}: error of {} bytes",
@@ -866,15 +870,15 @@ fn check_attempts(i: &Input, exec: &ActivityExec, item: &Item, cfg: &EngineConfi
     let t = tables();
     let hash = ids::token_hash("next-token");
     match exec.state {
-        S::Requested | S::Ready if exec.pending_dependency_count == 0 => {
-            let token = exec.task_list.is_none().then_some(hash.as_str());
+        S::Requested | S::Ready if exec.links.pending_dependency_count == 0 => {
+            let token = exec.runner.task_list.is_none().then_some(hash.as_str());
             let req = decide::queue_update(&t, cfg, exec, token, now);
             let after = apply_checked("queue_update", &req, item, exec, cfg, S::Queued);
-            assert_eq!(after.attempt, exec.attempt + 1);
-            assert_eq!(after.first_queued_epoch, Some(now));
-            assert_eq!(after.attempt_token_hash.as_deref(), token);
-            if exec.task_list.is_some() {
-                assert!(after.task_list_shard.is_some(), "queued without an offer");
+            assert_eq!(after.attempt.number, exec.attempt.number + 1);
+            assert_eq!(after.timing.first_queued_epoch, Some(now));
+            assert_eq!(after.attempt.token_hash.as_deref(), token);
+            if exec.runner.task_list.is_some() {
+                assert!(after.runner.task_list_shard.is_some(), "queued without an offer");
             }
         }
         S::Requested | S::Ready => {
@@ -884,25 +888,25 @@ fn check_attempts(i: &Input, exec: &ActivityExec, item: &Item, cfg: &EngineConfi
                 "queued with prerequisites pending"
             );
         }
-        S::Queued if exec.task_list.is_some() => {
+        S::Queued if exec.runner.task_list.is_some() => {
             let req = decide::claim_task_update(&t, cfg, exec, &hash, &i.worker, now);
             let after = apply_checked("claim_task_update", &req, item, exec, cfg, S::Running);
-            assert_eq!(after.attempt, exec.attempt);
-            assert_eq!(after.task_list_shard, None);
-            assert_eq!(after.worker.as_deref(), Some(i.worker.as_str()));
+            assert_eq!(after.attempt.number, exec.attempt.number);
+            assert_eq!(after.runner.task_list_shard, None);
+            assert_eq!(after.runner.worker.as_deref(), Some(i.worker.as_str()));
         }
-        S::Queued if exec.attempt_token_hash.is_some() => {
+        S::Queued if exec.attempt.token_hash.is_some() => {
             let req = decide::relaunch_update(&t, cfg, exec, &hash, now);
             let after = apply_checked("relaunch_update", &req, item, exec, cfg, S::Queued);
-            assert_eq!(after.attempt, exec.attempt);
-            assert_eq!(after.launch, exec.launch.max(1) + 1);
-            assert_eq!(after.attempt_token_hash.as_deref(), Some(hash.as_str()));
+            assert_eq!(after.attempt.number, exec.attempt.number);
+            assert_eq!(after.attempt.launches, exec.attempt.launches.max(1) + 1);
+            assert_eq!(after.attempt.token_hash.as_deref(), Some(hash.as_str()));
         }
         S::Queued => {
             let req = decide::launch_update(&t, cfg, exec, &hash, now);
             let after = apply_checked("launch_update", &req, item, exec, cfg, S::Queued);
-            assert_eq!((after.attempt, after.launch), (exec.attempt, 1));
-            assert_eq!(after.next_attempt_epoch, None);
+            assert_eq!((after.attempt.number, after.attempt.launches), (exec.attempt.number, 1));
+            assert_eq!(after.timing.next_attempt_epoch, None);
         }
         _ => {}
     }
@@ -915,19 +919,19 @@ fn check_monitor(exec: &ActivityExec, item: &Item, cfg: &EngineConfig, now: i64)
     let deadline = decide::next_deadline(exec, cfg);
     if let Some((_, kind)) = deadline {
         let ok = match kind {
-            Deadline::Relaunch => exec.state == S::Queued && exec.attempt_token_hash.is_some(),
-            Deadline::NextAttempt => exec.state == S::Queued && exec.attempt_token_hash.is_none(),
+            Deadline::Relaunch => exec.state == S::Queued && exec.attempt.token_hash.is_some(),
+            Deadline::NextAttempt => exec.state == S::Queued && exec.attempt.token_hash.is_none(),
             Deadline::ScheduleToStart => exec.state == S::Queued,
             Deadline::StartToClose | Deadline::ScheduleToClose => {
                 matches!(exec.state, S::Queued | S::Preparing | S::Running)
             }
-            Deadline::Heartbeat => exec.state == S::Running && exec.heartbeat_enabled,
+            Deadline::Heartbeat => exec.state == S::Running && exec.timeouts.heartbeat_enabled,
             Deadline::CancelGrace => exec.state == S::CancelledRunning,
         };
         assert!(ok, "{kind:?} deadline in {}", exec.state);
     } else {
         assert!(
-            !watched(exec) || exec.task_list.is_some(),
+            !watched(exec) || exec.runner.task_list.is_some(),
             "{} unwatched",
             exec.state
         );
@@ -942,12 +946,12 @@ fn check_monitor(exec: &ActivityExec, item: &Item, cfg: &EngineConfig, now: i64)
     match verdict {
         Verdict::Settle => {
             let req = decide::clear_due(&t, exec);
-            if exec.due_epoch.is_some() {
+            if exec.timing.due_epoch.is_some() {
                 let after = apply(&req.key, Some(item), &req.actions).unwrap();
                 assert!(eval(req.cond.as_ref().unwrap(), Some(item)));
                 let a: ActivityExec = serde_dynamo::from_item(after).expect("cleared item");
                 assert_eq!(
-                    (a.state, a.version, a.due_epoch),
+                    (a.state, a.version, a.timing.due_epoch),
                     (exec.state, exec.version, None)
                 );
             } else {
@@ -961,12 +965,12 @@ fn check_monitor(exec: &ActivityExec, item: &Item, cfg: &EngineConfig, now: i64)
         }
         Verdict::Extend(d) => {
             assert_eq!(deadline.map(|x| x.0), Some(d));
-            assert!(d > now && exec.due_epoch != Some(d));
+            assert!(d > now && exec.timing.due_epoch != Some(d));
             let req = decide::extend_due(&t, exec, d);
             assert!(eval(req.cond.as_ref().unwrap(), Some(item)));
             let after = apply(&req.key, Some(item), &req.actions).unwrap();
             let a: ActivityExec = serde_dynamo::from_item(after).expect("extended item");
-            assert_eq!((a.state, a.due_epoch), (exec.state, Some(d)));
+            assert_eq!((a.state, a.timing.due_epoch), (exec.state, Some(d)));
             check_due("extend_due", &a, cfg);
         }
         Verdict::TimeOut {
@@ -983,12 +987,12 @@ fn check_monitor(exec: &ActivityExec, item: &Item, cfg: &EngineConfig, now: i64)
             assert_eq!(next, S::TimedOut);
             if let Some(cut) = stale_before {
                 assert!(
-                    exec.heartbeat_time_epoch < cut,
+                    exec.timing.heartbeat_time_epoch < cut,
                     "heartbeat timeout on a fresh heartbeat ({} >= {cut})",
-                    exec.heartbeat_time_epoch
+                    exec.timing.heartbeat_time_epoch
                 );
             }
-            let event_id = format!("timed-out:{}:{}", exec.activity_exec_id, exec.attempt);
+            let event_id = format!("timed-out:{}:{}", exec.activity_exec_id, exec.attempt.number);
             let change = Change {
                 transition: Transition::TimedOut,
                 next,
@@ -1004,21 +1008,21 @@ fn check_monitor(exec: &ActivityExec, item: &Item, cfg: &EngineConfig, now: i64)
             write_transition("monitor timeout", exec, item, cfg, change, &details, now);
         }
         Verdict::Relaunch => {
-            assert!(exec.state == S::Queued && exec.attempt_token_hash.is_some());
-            assert!(exec.launch.max(1) < cfg.max_launch_attempts);
+            assert!(exec.state == S::Queued && exec.attempt.token_hash.is_some());
+            assert!(exec.attempt.launches.max(1) < cfg.max_launch_attempts);
             let req = decide::relaunch_update(&t, cfg, exec, "h2", now);
             apply_checked("monitor relaunch", &req, item, exec, cfg, S::Queued);
         }
         Verdict::Launch => {
-            assert!(exec.state == S::Queued && exec.attempt_token_hash.is_none());
+            assert!(exec.state == S::Queued && exec.attempt.token_hash.is_none());
             let req = decide::launch_update(&t, cfg, exec, "h2", now);
             apply_checked("monitor launch", &req, item, exec, cfg, S::Queued);
         }
         Verdict::FailNotStarted(reason) => {
-            assert!(exec.state == S::Queued && exec.attempt_token_hash.is_some());
+            assert!(exec.state == S::Queued && exec.attempt.token_hash.is_some());
             let next = contract::next_state(exec.state, Transition::Failed, Actor::Engine)
                 .expect("the engine fails a QUEUED attempt");
-            let event_id = format!("not-started:{}:{}", exec.activity_exec_id, exec.attempt);
+            let event_id = format!("not-started:{}:{}", exec.activity_exec_id, exec.attempt.number);
             let change = Change {
                 transition: Transition::Failed,
                 next,
@@ -1059,7 +1063,7 @@ fuzz_target!(|i: Input| {
     let (actor, report) = match i.who {
         Who::Report { attempt, token } => {
             let token = if token { i.token.get() } else { None };
-            match decide::report_actor(&exec, attempt.get(exec.attempt), token.as_deref()) {
+            match decide::report_actor(&exec, attempt.get(exec.attempt.number), token.as_deref()) {
                 Ok(actor) => (Some(actor), true),
                 Err(_) => (None, true),
             }
@@ -1070,7 +1074,7 @@ fuzz_target!(|i: Input| {
     if let Some(actor) = actor {
         let next = check_contract(
             exec.state,
-            exec.attempt_token_hash.is_some(),
+            exec.attempt.token_hash.is_some(),
             t,
             actor,
             report,
@@ -1078,12 +1082,12 @@ fuzz_target!(|i: Input| {
         if let Ok(next) = next {
             let event_id = match i.event {
                 Ev::Fresh(k) => format!("e-{k}"),
-                Ev::Parked(k) if !exec.parked.is_empty() => exec.parked
-                    [usize::from(k) % exec.parked.len()]
+                Ev::Parked(k) if !exec.trail.parked.is_empty() => exec.trail.parked
+                    [usize::from(k) % exec.trail.parked.len()]
                 .activity_event_id
                 .clone(),
-                Ev::InHistory(k) if !exec.history.is_empty() => exec.history
-                    [usize::from(k) % exec.history.len()]
+                Ev::InHistory(k) if !exec.trail.history.is_empty() => exec.trail.history
+                    [usize::from(k) % exec.trail.history.len()]
                 .event_id
                 .clone(),
                 _ => format!("e-last-{}", exec.version),

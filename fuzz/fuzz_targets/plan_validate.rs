@@ -141,8 +141,8 @@ fuzz_target!(|data: &[u8]| {
             x.activity_exec_id
         );
         let want: Vec<&str> = a.depends_on.iter().map(|p| id_of[p.as_str()]).collect();
-        assert_eq!(x.prerequisites, want, "{}: prerequisites", a.name);
-        assert_eq!(x.pending_dependency_count, a.depends_on.len() as u64);
+        assert_eq!(x.links.prerequisites, want, "{}: prerequisites", a.name);
+        assert_eq!(x.links.pending_dependency_count, a.depends_on.len() as u64);
         let mut waiting: Vec<&str> = dependents
             .get(a.name.as_str())
             .into_iter()
@@ -150,7 +150,7 @@ fuzz_target!(|data: &[u8]| {
             .map(|d| id_of[d])
             .collect();
         // A wide fan-out keeps them in the plan: derived as the engine does.
-        let derived = x.dependents_in_plan.map(|count| {
+        let derived = x.links.dependents_in_plan.map(|count| {
             let (d, _) = whimbrel_core::engine::items::planned_dependents(
                 &wf.workflow_exec_id,
                 &plan,
@@ -159,30 +159,30 @@ fuzz_target!(|data: &[u8]| {
             );
             assert_eq!(d.len(), count as usize, "{}: dependents_in_plan", a.name);
             assert!(
-                x.dependents.is_empty(),
+                x.links.dependents.is_empty(),
                 "{}: a wide fan-out lists none",
                 a.name
             );
             d
         });
-        let listed = derived.as_ref().unwrap_or(&x.dependents);
+        let listed = derived.as_ref().unwrap_or(&x.links.dependents);
         let mut got: Vec<&str> = listed.iter().map(String::as_str).collect();
         waiting.sort_unstable();
         got.sort_unstable();
         assert_eq!(got, waiting, "{}: dependents", a.name);
-        if let Some(r) = &x.retry {
+        if let Some(r) = &x.attempt.retry {
             assert!(r.attempts() > 1, "{}: a one-attempt policy is kept", a.name);
             assert_eq!(r.validate(), Ok(()), "{}: merged policy", a.name);
             check_policy(r, &x.activity_exec_id);
         }
-        if x.heartbeat_enabled {
-            let t = x.heartbeat_timeout_seconds.expect("heartbeat timeout");
+        if x.timeouts.heartbeat_enabled {
+            let t = x.timeouts.heartbeat_timeout_seconds.expect("heartbeat timeout");
             assert!((1..=MAX_HEARTBEAT_TIMEOUT_SECONDS).contains(&t), "{t}");
         }
-        assert!(x.start_to_close_seconds.is_some_and(|t| t > 0));
+        assert!(x.timeouts.start_to_close_seconds.is_some_and(|t| t > 0));
         let back: ActivityExec = round_trip(&format!("activity exec {}", a.name), x);
         assert_eq!(back.activity_exec_id, x.activity_exec_id);
-        assert_eq!(back.prerequisites, x.prerequisites);
+        assert_eq!(back.links.prerequisites, x.links.prerequisites);
     }
     let mut edge_keys = HashSet::new();
     for e in &edges {
@@ -196,7 +196,7 @@ fuzz_target!(|data: &[u8]| {
             .find(|x| x.activity_exec_id == e.activity_exec_id)
             .expect("an edge's waiting activity is in the plan");
         assert!(waiting
-            .prerequisites
+            .links.prerequisites
             .contains(&e.prerequisite_activity_exec_id));
         let _: ActivityExecDependency = round_trip("edge", e);
     }

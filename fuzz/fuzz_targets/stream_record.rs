@@ -262,28 +262,28 @@ fn check(before: &State, after: &State, when: &str) {
         if let Some(b) = before.activities.get(id) {
             if b.state.is_terminal() {
                 assert_eq!(
-                    (a.state, &a.output, a.end_time_epoch),
-                    (b.state, &b.output, b.end_time_epoch),
+                    (a.state, &a.outcome.output, a.timing.end_time_epoch),
+                    (b.state, &b.outcome.output, b.timing.end_time_epoch),
                     "{when}: terminal activity {id} changed"
                 );
             }
         }
         assert_eq!(
-            a.due_epoch.is_some(),
-            a.due_shard.is_some(),
+            a.timing.due_epoch.is_some(),
+            a.timing.due_shard.is_some(),
             "{when}: {id}: due_epoch {:?} without due_shard {:?}",
-            a.due_epoch,
-            a.due_shard
+            a.timing.due_epoch,
+            a.timing.due_shard
         );
         let watched = match a.state {
             ActivityState::Preparing | ActivityState::Running | ActivityState::CancelledRunning => {
                 true
             }
-            ActivityState::Queued => a.task_list.is_none() || a.attempt_token_hash.is_some(),
+            ActivityState::Queued => a.runner.task_list.is_none() || a.attempt.token_hash.is_some(),
             _ => false,
         };
         assert!(
-            !watched || a.due_epoch.is_some(),
+            !watched || a.timing.due_epoch.is_some(),
             "{when}: activity {id} is {} after launch without a due marker",
             a.state
         );

@@ -111,7 +111,10 @@ pub fn cause(event_id: &str, a: &ActivityExec, attempt: Option<u32>) -> (Actor, 
         // The item names only the worker of the live attempt.
         "claim" => (
             Actor::Worker,
-            a.worker.clone().filter(|_| attempt == Some(a.attempt)),
+            a.runner
+                .worker
+                .clone()
+                .filter(|_| attempt == Some(a.attempt.number)),
         ),
         "timed-out" => (Actor::Monitor, Some("timeout".into())),
         "not-started" => (Actor::Monitor, Some("never started".into())),
@@ -136,14 +139,15 @@ fn depths(activities: &[ActivityExec]) -> Vec<usize> {
     let mut waits: Vec<Vec<usize>> = activities
         .iter()
         .map(|a| {
-            a.prerequisites
+            a.links
+                .prerequisites
                 .iter()
                 .filter_map(|p| index.get(p.as_str()).copied())
                 .collect()
         })
         .collect();
     for (j, a) in activities.iter().enumerate() {
-        for d in &a.dependents {
+        for d in &a.links.dependents {
             if let Some(&i) = index.get(d.as_str()) {
                 if !waits[i].contains(&j) {
                     waits[i].push(j);
@@ -184,7 +188,7 @@ fn depths(activities: &[ActivityExec]) -> Vec<usize> {
 fn activity_rows(a: &ActivityExec) -> Vec<Row> {
     let mut from = ActivityState::Requested;
     let mut attempt = 0;
-    let last = a.history.len().saturating_sub(1);
+    let last = a.trail.history.len().saturating_sub(1);
     let final_error = matches!(
         a.state,
         ActivityState::Failed
@@ -192,7 +196,8 @@ fn activity_rows(a: &ActivityExec) -> Vec<Row> {
             | ActivityState::Cancelled
             | ActivityState::CancelledRunning
     );
-    a.history
+    a.trail
+        .history
         .iter()
         .enumerate()
         .map(|(i, h): (usize, &HistoryEntry)| {
@@ -213,7 +218,7 @@ fn activity_rows(a: &ActivityExec) -> Vec<Row> {
             let (actor, detail) = cause(&event_id, a, shown);
             let error = h.error.clone().or_else(|| {
                 (i == last && final_error)
-                    .then(|| a.error.clone())
+                    .then(|| a.outcome.error.clone())
                     .flatten()
             });
             let row = Row {
@@ -307,7 +312,7 @@ pub fn timeline(snap: &Snapshot) -> Vec<Row> {
     let first_activity = snap
         .activities
         .iter()
-        .flat_map(|a| a.history.iter().map(|h| h.at_epoch))
+        .flat_map(|a| a.trail.history.iter().map(|h| h.at_epoch))
         .min();
     // The move to RUNNING is not timed on the item: the activities were
     // written just before it and the roots are queued just after.
@@ -384,8 +389,8 @@ mod tests {
     #[test]
     fn causes_from_event_ids() {
         let mut a = activity("a", &[], vec![]);
-        a.worker = Some("w-1".into());
-        a.attempt = 2;
+        a.runner.worker = Some("w-1".into());
+        a.attempt.number = 2;
         let c = |id: &str, attempt| cause(id, &a, Some(attempt));
         assert_eq!(
             c("launcher:a::u:1", 1),
@@ -432,13 +437,13 @@ mod tests {
             ],
         );
         let mut b = b;
-        b.error = Some("b: boom".into());
+        b.outcome.error = Some("b: boom".into());
         let mut a = activity(
             "a",
             &["b"],
             vec![entry(T::Cancel, S::Cancelled, 106, "upstream-ended:b::u")],
         );
-        a.error = Some("prerequisite b ended FAILED".into());
+        a.outcome.error = Some("prerequisite b ended FAILED".into());
         let snap = snapshot(vec![a, b], WorkflowState::Failed);
         let rows = timeline(&snap);
         let seen: Vec<String> = rows

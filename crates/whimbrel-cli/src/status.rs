@@ -56,14 +56,14 @@ pub async fn snapshot(store: &Store, workflow_exec_id: &str) -> Result<Snapshot,
     // Outputs kept on event rows (engine::payloads), put back for display.
     let kept: Vec<ActivityExec> = activities
         .iter()
-        .filter(|a| a.output_event_id.is_some())
+        .filter(|a| a.outcome.output_event_id.is_some())
         .cloned()
         .collect();
     if !kept.is_empty() {
         let mut outputs = whimbrel_core::engine::payloads::outputs_of(store, kept).await?;
         for a in &mut activities {
-            if a.output_event_id.is_some() {
-                a.output = outputs.remove(&a.activity_name);
+            if a.outcome.output_event_id.is_some() {
+                a.outcome.output = outputs.remove(&a.activity_name);
             }
         }
     }
@@ -100,7 +100,7 @@ fn hms(epoch: Option<i64>) -> String {
 }
 
 fn duration(a: &ActivityExec) -> String {
-    match (a.start_time_epoch, a.end_time_epoch) {
+    match (a.timing.start_time_epoch, a.timing.end_time_epoch) {
         (s, Some(e)) if s >= 0 => format!("{}s", e - s),
         (s, None) if s >= 0 => format!("{}s…", whimbrel_core::dates::Timestamp::now().epoch - s),
         _ => "-".into(),
@@ -121,7 +121,7 @@ pub fn result(snap: &Snapshot) -> Value {
         .map(|a| {
             (
                 a.activity_name.clone(),
-                a.output.clone().unwrap_or(Value::Null),
+                a.outcome.output.clone().unwrap_or(Value::Null),
             )
         })
         .collect();
@@ -149,12 +149,12 @@ pub fn render(snap: &Snapshot) -> String {
             "{:<16} {:<18} {:>7} {:>8} {:>8} {:>8} {:>8}  {}\n",
             a.activity_name,
             a.state.as_str(),
-            a.attempt,
-            hms(a.queued_time_epoch),
-            hms(Some(a.start_time_epoch)),
-            hms(a.end_time_epoch),
+            a.attempt.number,
+            hms(a.timing.queued_time_epoch),
+            hms(Some(a.timing.start_time_epoch)),
+            hms(a.timing.end_time_epoch),
             duration(a),
-            a.error.as_deref().unwrap_or("")
+            a.outcome.error.as_deref().unwrap_or("")
         ));
     }
     for a in &snap.activities {
@@ -173,7 +173,12 @@ pub fn render(snap: &Snapshot) -> String {
 /// outcome, error and the backoff before the next, then the live one.
 /// Empty for an activity that never retried.
 pub fn attempts(a: &ActivityExec) -> String {
-    let failed: Vec<_> = a.history.iter().filter(|h| h.attempt.is_some()).collect();
+    let failed: Vec<_> = a
+        .trail
+        .history
+        .iter()
+        .filter(|h| h.attempt.is_some())
+        .collect();
     if failed.is_empty() {
         return String::new();
     }
@@ -190,13 +195,13 @@ pub fn attempts(a: &ActivityExec) -> String {
             h.error.as_deref().unwrap_or("")
         ));
     }
-    let live = match a.next_attempt_epoch {
-        Some(at) if a.attempt_token_hash.is_none() && !a.state.is_terminal() => {
+    let live = match a.timing.next_attempt_epoch {
+        Some(at) if a.attempt.token_hash.is_none() && !a.state.is_terminal() => {
             format!("waiting until {}", hms(Some(at)))
         }
         _ => a.state.as_str().to_string(),
     };
-    out.push_str(&format!("  attempt {:<3} {live}\n", a.attempt));
+    out.push_str(&format!("  attempt {:<3} {live}\n", a.attempt.number));
     out
 }
 

@@ -136,7 +136,11 @@ async fn replay_applies_given_up_records_from_the_stream() {
         );
         let wf = h.workflow(&exec).await;
         assert_eq!(wf.state.as_str(), "RUNNING", "round {round}");
-        assert_eq!(h.activity(&exec, "only").await.attempt, 1, "queued once");
+        assert_eq!(
+            h.activity(&exec, "only").await.attempt.number,
+            1,
+            "queued once"
+        );
     }
     // A record that is not an on-failure record is a clear error.
     std::fs::write(&file, "{\"hello\": 1}\n").unwrap();

@@ -290,17 +290,17 @@ impl Activity {
             )))
         };
         match p.attempt_token.as_deref() {
-            Some(t) if seen.attempt_token_hash.as_deref() != Some(&crate::ids::token_hash(t)) => {
+            Some(t) if seen.attempt.token_hash.as_deref() != Some(&crate::ids::token_hash(t)) => {
                 return Err(rejected(
                     "attempt token does not match the live attempt (stale or forged)",
                 ))
             }
-            None if seen.require_tokens => {
+            None if seen.attempt.require_tokens => {
                 return Err(rejected("this activity requires the attempt token"))
             }
             _ => {}
         }
-        if seen.state == ActivityState::Running && seen.heartbeat_enabled {
+        if seen.state == ActivityState::Running && seen.timeouts.heartbeat_enabled {
             let now = self.engine.now();
             let plain = crate::store::UpdateRequest::new(table, key)
                 .when(crate::store::Cond::exists(attr::ACTIVITY_EXEC_ID))

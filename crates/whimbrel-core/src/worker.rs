@@ -162,8 +162,8 @@ impl Worker {
                 continue;
             };
             if exec.state != ActivityState::Queued
-                || exec.task_list_shard.is_none()
-                || exec.attempt_token_hash.is_some()
+                || exec.runner.task_list_shard.is_none()
+                || exec.attempt.token_hash.is_some()
             {
                 continue; // the index lags: claimed or cancelled already
             }
@@ -180,7 +180,7 @@ impl Worker {
                 Ok(Some(item)) => {
                     let claimed: ActivityExec = serde_dynamo::from_item(item)
                         .map_err(|e| EngineError::Retry(format!("{}: {e}", k.activity_exec_id)))?;
-                    info!(activity_exec_id = %claimed.activity_exec_id, attempt = claimed.attempt, worker = %self.identity, "task claimed");
+                    info!(activity_exec_id = %claimed.activity_exec_id, attempt = claimed.attempt.number, worker = %self.identity, "task claimed");
                     let payload = self.engine.launch_payload(&claimed, &token).await?;
                     return Ok(Some(
                         Activity::with_engine(payload, self.engine.clone())

@@ -40,14 +40,18 @@ async fn a_failing_activity_is_retried_with_backoff_and_completes_on_attempt_3()
         Applied::State(ActivityState::Queued)
     );
     let a = h.activity(&wf, "flaky").await;
-    assert_eq!((a.state, a.attempt), (ActivityState::Queued, 2));
+    assert_eq!((a.state, a.attempt.number), (ActivityState::Queued, 2));
     assert_eq!(
-        a.attempt_token_hash, None,
+        a.attempt.token_hash, None,
         "not claimed until the delay ends"
     );
-    let next = a.next_attempt_epoch.expect("next attempt time");
+    let next = a.timing.next_attempt_epoch.expect("next attempt time");
     assert!((t0 + 2..=t0 + 3).contains(&next), "{next} vs {t0}");
-    assert_eq!(a.due_epoch, Some(next), "the delay is the due marker");
+    assert_eq!(
+        a.timing.due_epoch,
+        Some(next),
+        "the delay is the due marker"
+    );
     // The dependent was neither released nor cancelled.
     assert_eq!(
         h.activity(&wf, "after").await.state,
@@ -68,7 +72,7 @@ async fn a_failing_activity_is_retried_with_backoff_and_completes_on_attempt_3()
     let t1 = h.now();
     fail(&h, &wf, "flaky", 1, "Busy").await;
     let a = h.activity(&wf, "flaky").await;
-    let next = a.next_attempt_epoch.unwrap();
+    let next = a.timing.next_attempt_epoch.unwrap();
     assert!((t1 + 6..=t1 + 7).contains(&next), "{next} vs {t1}");
     h.tick(next).await;
     // Attempt 3 runs and completes; only then is the dependent released.
@@ -81,8 +85,13 @@ async fn a_failing_activity_is_retried_with_backoff_and_completes_on_attempt_3()
         Applied::State(ActivityState::Completed)
     );
     let a = h.activity(&wf, "flaky").await;
-    assert_eq!((a.state, a.attempt), (ActivityState::Completed, 3));
-    let failures: Vec<_> = a.history.iter().filter(|e| e.attempt.is_some()).collect();
+    assert_eq!((a.state, a.attempt.number), (ActivityState::Completed, 3));
+    let failures: Vec<_> = a
+        .trail
+        .history
+        .iter()
+        .filter(|e| e.attempt.is_some())
+        .collect();
     assert_eq!(failures.len(), 2);
     assert_eq!(failures[0].error.as_deref(), Some("Busy: try later"));
     assert_eq!(
@@ -163,21 +172,21 @@ async fn heartbeat_timeouts_are_retried_and_schedule_to_close_ends_for_good() {
         .unwrap();
     let a = h.activity(&wf, "a").await;
     let grace = h.config().report_grace_seconds;
-    let report = h.tick(a.due_epoch.unwrap() + grace).await;
+    let report = h.tick(a.timing.due_epoch.unwrap() + grace).await;
     assert_eq!((report.retried, report.timed_out), (1, 0));
     let a = h.activity(&wf, "a").await;
-    assert_eq!((a.state, a.attempt), (ActivityState::Queued, 2));
-    let last = a.history.last().unwrap();
+    assert_eq!((a.state, a.attempt.number), (ActivityState::Queued, 2));
+    let last = a.trail.history.last().unwrap();
     assert_eq!(last.transition, "TIMED_OUT");
     assert!(last.error.as_deref().unwrap().contains("heartbeat timeout"));
     // Launch attempt 2; it runs and goes quiet until schedule-to-close
     // (200 s from the first queue) passes: TIMED_OUT for good.
-    h.tick(a.next_attempt_epoch.unwrap()).await;
+    h.tick(a.timing.next_attempt_epoch.unwrap()).await;
     h.engine
         .apply_event(&h.attempt_event(&wf, "a", "RUNNING", 1))
         .await
         .unwrap();
-    let first = a.first_queued_epoch.unwrap();
+    let first = a.timing.first_queued_epoch.unwrap();
     // It heartbeats (so the heartbeat deadline is past 200 s) ...
     h.clock.set(first + 195);
     assert_eq!(
@@ -188,7 +197,7 @@ async fn heartbeat_timeouts_are_retried_and_schedule_to_close_ends_for_good() {
     assert_eq!((report.timed_out, report.retried), (1, 0));
     let a = h.activity(&wf, "a").await;
     assert_eq!(a.state, ActivityState::TimedOut);
-    assert!(a.error.unwrap().contains("schedule-to-close"));
+    assert!(a.outcome.error.unwrap().contains("schedule-to-close"));
     assert_eq!(h.workflow(&wf).await.state, WorkflowState::Failed);
 }
 
@@ -202,8 +211,13 @@ async fn workers_claim_each_task_once_and_the_result_is_stored() {
     let wf = h.start("tasks").await;
     assert_eq!(h.launcher.launch_count(), 0, "nothing is invoked");
     let t = h.activity(&wf, "t0").await;
-    assert_eq!((t.state, t.attempt), (ActivityState::Queued, 1));
-    assert!(t.task_list_shard.as_deref().unwrap().starts_with("pool#"));
+    assert_eq!((t.state, t.attempt.number), (ActivityState::Queued, 1));
+    assert!(t
+        .runner
+        .task_list_shard
+        .as_deref()
+        .unwrap()
+        .starts_with("pool#"));
     let engine = Engine::with_environment(h.store.clone(), (), h.config(), h.clock.clone());
     let worker = |name: &str| Worker::new(engine.clone(), "pool", name, WorkerOptions::default());
     let (w1, w2, w3) = (worker("w1"), worker("w2"), worker("w3"));
@@ -224,13 +238,19 @@ async fn workers_claim_each_task_once_and_the_result_is_stored() {
     assert!(w1.claim().await.unwrap().is_none(), "the list is drained");
     let t = h.activity(&wf, "t0").await;
     assert_eq!(t.state, ActivityState::Running, "claims make it RUNNING");
-    assert!(t.worker.is_some() && t.task_list_shard.is_none());
+    assert!(t.runner.worker.is_some() && t.runner.task_list_shard.is_none());
     // No stream here: the monitor finds the COMPLETED rows in flight when
     // the start-to-close deadline comes, and applies them (a report
     // written before a deadline decides).
     let mut due = 0;
     for i in 0..6 {
-        due = due.max(h.activity(&wf, &format!("t{i}")).await.due_epoch.unwrap());
+        due = due.max(
+            h.activity(&wf, &format!("t{i}"))
+                .await
+                .timing
+                .due_epoch
+                .unwrap(),
+        );
     }
     let report = h.tick(due + h.config().report_grace_seconds).await;
     assert_eq!((report.reports_applied, report.timed_out), (6, 0));
@@ -261,7 +281,7 @@ async fn a_dead_worker_is_caught_by_the_heartbeat_and_the_task_is_claimed_again(
     let first = w.claim().await.unwrap().expect("claimed");
     // The worker dies: no heartbeat. The monitor times the attempt out and
     // queues attempt 2 for a worker (zero delay).
-    let due = h.activity(&wf, "t").await.due_epoch.unwrap();
+    let due = h.activity(&wf, "t").await.timing.due_epoch.unwrap();
     let report = h.tick(due + h.config().report_grace_seconds).await;
     assert_eq!(report.retried, 1);
     let second = w.claim().await.unwrap().expect("claimed again");
@@ -273,11 +293,11 @@ async fn a_dead_worker_is_caught_by_the_heartbeat_and_the_task_is_claimed_again(
     );
     assert_eq!(h.activity(&wf, "t").await.state, ActivityState::Running);
     second.completed(json!("ok")).await.unwrap();
-    h.tick(h.activity(&wf, "t").await.due_epoch.unwrap() + h.config().report_grace_seconds)
+    h.tick(h.activity(&wf, "t").await.timing.due_epoch.unwrap() + h.config().report_grace_seconds)
         .await;
     let t = h.activity(&wf, "t").await;
-    assert_eq!((t.state, t.attempt), (ActivityState::Completed, 2));
-    assert_eq!(t.output, Some(json!("ok")));
+    assert_eq!((t.state, t.attempt.number), (ActivityState::Completed, 2));
+    assert_eq!(t.outcome.output, Some(json!("ok")));
 }
 
 #[tokio::test]

@@ -240,7 +240,7 @@ async fn world(idle: bool) -> World {
     ] {
         assert_eq!(h.activity(w, name).await.state, state, "world: {name}");
     }
-    assert_eq!(h.activity(&wf, "again").await.attempt, 2);
+    assert_eq!(h.activity(&wf, "again").await.attempt.number, 2);
     assert_eq!(
         h.workflow(&fin).await.state,
         WorkflowState::Completed,
@@ -636,14 +636,14 @@ async fn check(w: &World, case: &Case, before: &BTreeMap<String, Vec<String>>) -
                     if x.state.as_str() != state {
                         p(format!("{var} is {}, expected {state}", x.state));
                     }
-                    if x.state.is_terminal() && x.due_epoch.is_some() {
+                    if x.state.is_terminal() && x.timing.due_epoch.is_some() {
                         p(format!(
                             "{var} is {} but its side effects are still owed (due_epoch {:?})",
-                            x.state, x.due_epoch
+                            x.state, x.timing.due_epoch
                         ));
                     }
                     if let Some(e) = error {
-                        let got = x.error.clone().unwrap_or_default();
+                        let got = x.outcome.error.clone().unwrap_or_default();
                         if !got.starts_with(&e) {
                             p(format!(
                                 "{var} error {:?}, expected {:?}…",
@@ -962,8 +962,8 @@ async fn a_mixed_batch_applies_the_valid_records_and_retries_only_the_transient_
 
     let idle = h.activity(&wf, "idle").await;
     assert_eq!(idle.state, ActivityState::Completed);
-    assert_eq!(idle.output, Some(json!({"words": 42})));
-    assert!(idle.parked.is_empty());
+    assert_eq!(idle.outcome.output, Some(json!({"words": 42})));
+    assert!(idle.trail.parked.is_empty());
     assert_eq!(h.activity(&wf, "work").await.state, ActivityState::Running);
     assert_eq!(
         h.activity(&wf, "guarded").await.state,
@@ -1068,15 +1068,20 @@ async fn an_early_completed_with_the_deepest_output_is_applied_after_running() {
     assert!(retry.is_empty(), "{retry:?}");
     let idle = h.activity(&wf, "idle").await;
     assert_eq!(
-        (idle.state, sum.parked, idle.error.as_deref()),
+        (idle.state, sum.parked, idle.outcome.error.as_deref()),
         (ActivityState::Queued, 1, None),
         "the early COMPLETED waits for RUNNING"
     );
     let (retry, _) = h.deliver(std::slice::from_ref(&running), 2).await;
     assert!(retry.is_empty(), "{retry:?}");
     let idle = h.activity(&wf, "idle").await;
-    assert_eq!(idle.state, ActivityState::Completed, "{:?}", idle.error);
-    assert_eq!(idle.output, Some(nested(31)));
+    assert_eq!(
+        idle.state,
+        ActivityState::Completed,
+        "{:?}",
+        idle.outcome.error
+    );
+    assert_eq!(idle.outcome.output, Some(nested(31)));
 }
 
 /// The heartbeat monitor reads an activity's event rows back before it

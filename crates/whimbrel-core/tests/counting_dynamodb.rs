@@ -49,6 +49,7 @@ async fn the_workflow_is_counted_once_per_complete_group() {
     assert_eq!(
         h.activity(&wf, "r0")
             .await
+            .links
             .count_slot
             .map(|s| (s.group, s.size)),
         Some((0, JOIN_GROUP_SIZE as u32))
@@ -56,6 +57,7 @@ async fn the_workflow_is_counted_once_per_complete_group() {
     assert_eq!(
         h.activity(&wf, &format!("r{}", n - 1))
             .await
+            .links
             .count_slot
             .map(|s| (s.group, s.size)),
         Some((1, 3))

@@ -260,7 +260,7 @@ async fn attempt_writes_and_sparse_indexes_agree_with_dynamodb_local() {
     for store in [&real, &model] {
         store.put(&tables.activity_exec(), &fresh).await.unwrap();
     }
-    let t0 = fresh.first_queued_epoch.expect("queued");
+    let t0 = fresh.timing.first_queued_epoch.expect("queued");
     // Items as JSON (sorted maps at every depth) for comparison.
     let deep = |items: Vec<Item>| -> Vec<String> {
         let mut v: Vec<String> = items
@@ -353,7 +353,7 @@ async fn attempt_writes_and_sparse_indexes_agree_with_dynamodb_local() {
         .unwrap()
         .unwrap();
     assert_eq!(
-        (end.state, end.attempt, end.worker.as_deref()),
+        (end.state, end.attempt.number, end.runner.worker.as_deref()),
         (ActivityState::Running, 2, Some("w2"))
     );
 }

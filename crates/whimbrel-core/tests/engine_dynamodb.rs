@@ -87,7 +87,7 @@ async fn states(h: &Harness, wf: &str, names: &[&str]) -> Vec<ActivityState> {
 }
 
 fn count_in_history(x: &ActivityExec, state: ActivityState) -> usize {
-    x.history.iter().filter(|e| e.state == state).count()
+    x.trail.history.iter().filter(|e| e.state == state).count()
 }
 
 #[tokio::test]
@@ -112,22 +112,25 @@ async fn every_client_transition_of_the_contract_through_real_tables() {
             x.last_event().as_deref(),
             Some(ev.activity_event_id.as_str())
         );
-        assert_eq!(x.history.last().map(|e| e.state), Some(*to));
+        assert_eq!(x.trail.history.last().map(|e| e.state), Some(*to));
         if to.is_terminal() {
             assert!(
-                x.end_time_epoch.is_some(),
+                x.timing.end_time_epoch.is_some(),
                 "{from} x {transition}: end time"
             );
             assert!(
-                x.due_epoch.is_none() && x.due_shard.is_none(),
+                x.timing.due_epoch.is_none() && x.timing.due_shard.is_none(),
                 "{from} x {transition}: side effects done, marker cleared"
             );
             let (c, f, x) = h.counted(&wf).await;
             assert_eq!(c + f + x, 1, "{from} x {transition}: counted once");
         } else if *to != ActivityState::Ready {
             // Every non-terminal state after launch has a deadline.
-            assert!(x.due_epoch.is_some(), "{from} x {transition}: deadline");
-            assert_eq!(x.due_shard, Some(shard_of(&x.activity_exec_id)));
+            assert!(
+                x.timing.due_epoch.is_some(),
+                "{from} x {transition}: deadline"
+            );
+            assert_eq!(x.timing.due_shard, Some(shard_of(&x.activity_exec_id)));
         }
         // The same record again changes nothing.
         let again = h.engine.apply_event(&ev).await;
@@ -155,7 +158,7 @@ async fn rejected_and_not_yet_transitions() {
     }
     let x = h.activity(&wf, "x").await;
     assert_eq!(x.state, ActivityState::Requested);
-    assert!(x.parked.is_empty());
+    assert!(x.trail.parked.is_empty());
     // root is launched (QUEUED): COMPLETED is not valid yet -> parked.
     let early = h.event(&wf, "root", "COMPLETED");
     assert_eq!(
@@ -167,7 +170,11 @@ async fn rejected_and_not_yet_transitions() {
         Applied::Parked(ActivityState::Queued),
         "redelivered: still parked"
     );
-    assert_eq!(h.activity(&wf, "root").await.parked.len(), 1, "parked once");
+    assert_eq!(
+        h.activity(&wf, "root").await.trail.parked.len(),
+        1,
+        "parked once"
+    );
     // Clients may not request QUEUED or TIMED_OUT.
     let r = h.engine.apply_event(&h.event(&wf, "x", "QUEUED")).await;
     assert!(matches!(r, Err(EngineError::Rejected(_))), "{r:?}");
@@ -197,7 +204,7 @@ async fn rejected_and_not_yet_transitions() {
     );
     let root = h.activity(&wf, "root").await;
     assert_eq!(root.state, ActivityState::Completed);
-    assert!(root.parked.is_empty());
+    assert!(root.trail.parked.is_empty());
     assert_eq!(h.launcher.launches_of("x").len(), 1);
     // Terminal states accept nothing.
     for end in [
@@ -216,7 +223,7 @@ async fn rejected_and_not_yet_transitions() {
         }
         let x = h.activity(&wf, "x").await;
         assert_eq!(x.state, end);
-        assert!(x.parked.is_empty(), "{end}: nothing parked");
+        assert!(x.trail.parked.is_empty(), "{end}: nothing parked");
     }
 }
 
@@ -248,9 +255,9 @@ async fn diamond_runs_to_completed_and_releases_each_edge_once_under_redelivery(
     let token = a[0]["attempt_token"].as_str().expect("attempt token");
     let a_exec = h.activity(&wf, "a").await;
     assert_eq!(a_exec.state, ActivityState::Queued);
-    assert_eq!(a_exec.attempt, 1);
+    assert_eq!(a_exec.attempt.number, 1);
     assert_eq!(
-        a_exec.attempt_token_hash.as_deref(),
+        a_exec.attempt.token_hash.as_deref(),
         Some(ids::token_hash(token).as_str()),
         "the item keeps the token's hash only"
     );
@@ -271,8 +278,8 @@ async fn diamond_runs_to_completed_and_releases_each_edge_once_under_redelivery(
         tokens.push(launches[0]["attempt_token"].as_str().unwrap().to_string());
         let x = h.activity(&wf, name).await;
         assert_eq!(x.state, ActivityState::Completed);
-        assert_eq!(x.pending_dependency_count, 0, "{name}");
-        assert!(x.due_epoch.is_none(), "{name}: nothing owed");
+        assert_eq!(x.links.pending_dependency_count, 0, "{name}");
+        assert!(x.timing.due_epoch.is_none(), "{name}: nothing owed");
     }
     tokens.sort();
     tokens.dedup();
@@ -331,12 +338,12 @@ async fn fan_in_of_50_completing_in_one_batch_launches_the_dependent_once() {
     assert_eq!(h.launcher.launches_of("join").len(), 1);
     let join = h.activity(&wf, "join").await;
     assert_eq!(join.state, ActivityState::Queued);
-    assert_eq!(join.attempt, 1);
-    assert_eq!(join.pending_dependency_count, 0);
+    assert_eq!(join.attempt.number, 1);
+    assert_eq!(join.links.pending_dependency_count, 0);
     // Wider than a join group: released through two groups (32 + 18).
-    assert_eq!(join.join_groups, Some(2));
+    assert_eq!(join.links.join_groups, Some(2));
     // Its markers go with the claim: at 0 pending they guard nothing.
-    assert!(join.released_prerequisites.is_empty());
+    assert!(join.links.released_prerequisites.is_empty());
     assert_eq!(
         h.launcher.launches_of("join")[0]["prerequisites"]
             .as_object()
@@ -372,8 +379,8 @@ async fn failed_cancels_everything_downstream_and_fails_the_workflow() {
     for name in ["b", "c", "d"] {
         let x = h.activity(&wf, name).await;
         assert_eq!(x.state, ActivityState::Cancelled, "{name}");
-        assert!(x.error.unwrap().contains("ended"), "{name}");
-        assert!(x.due_epoch.is_none(), "{name}");
+        assert!(x.outcome.error.unwrap().contains("ended"), "{name}");
+        assert!(x.timing.due_epoch.is_none(), "{name}");
     }
     let w = h.workflow(&wf).await;
     assert_eq!(w.state, WorkflowState::Failed);
@@ -407,8 +414,8 @@ async fn heartbeat_timeout_found_by_the_monitor_propagates_like_failed() {
         .unwrap();
     let slow = h.activity(&wf, "slow").await;
     assert_eq!(
-        slow.due_epoch,
-        Some(slow.start_time_epoch + 30),
+        slow.timing.due_epoch,
+        Some(slow.timing.start_time_epoch + 30),
         "due at the heartbeat deadline"
     );
     let now = h.now();
@@ -420,7 +427,7 @@ async fn heartbeat_timeout_found_by_the_monitor_propagates_like_failed() {
     let report = h.tick(now + 10).await;
     assert_eq!(report.timed_out, 0);
     // Past the deadline but within the report grace: not yet.
-    let hb = h.activity(&wf, "slow").await.heartbeat_time_epoch;
+    let hb = h.activity(&wf, "slow").await.timing.heartbeat_time_epoch;
     let report = h.tick(hb + 35).await;
     assert_eq!(report.timed_out, 0);
     assert_eq!(h.activity(&wf, "slow").await.state, ActivityState::Running);
@@ -430,12 +437,13 @@ async fn heartbeat_timeout_found_by_the_monitor_propagates_like_failed() {
     let slow = h.activity(&wf, "slow").await;
     assert_eq!(slow.state, ActivityState::TimedOut);
     assert!(slow
+        .outcome
         .error
         .as_deref()
         .unwrap()
         .contains("no heartbeat for 30s"));
     assert!(
-        slow.due_epoch.is_none() && slow.due_shard.is_none(),
+        slow.timing.due_epoch.is_none() && slow.timing.due_shard.is_none(),
         "left the sparse index"
     );
     assert_eq!(
@@ -481,7 +489,7 @@ async fn cancel_while_running_is_seen_at_the_next_heartbeat() {
         .unwrap();
     let w = h.activity(&wf, "w").await;
     assert_eq!(w.state, ActivityState::CancelledRunning);
-    assert_eq!(w.heartbeat_timeout_seconds, Some(300));
+    assert_eq!(w.timeouts.heartbeat_timeout_seconds, Some(300));
     assert_eq!(
         h.engine.heartbeat(&w.activity_exec_id).await.unwrap(),
         ActivityState::CancelledRunning
@@ -515,9 +523,9 @@ async fn completed_delivered_before_running_is_parked_then_applied() {
     assert_eq!(counts(&sum), (1, 0, 0, 0, 1));
     let solo = h.activity(&wf, "solo").await;
     assert_eq!(solo.state, ActivityState::Queued);
-    assert_eq!(solo.parked.len(), 1);
+    assert_eq!(solo.trail.parked.len(), 1);
     assert_eq!(
-        solo.parked[0].activity_event_id,
+        solo.trail.parked[0].activity_event_id,
         completed.activity_event_id
     );
     // RUNNING arrives in a later batch: applied, then the parked COMPLETED.
@@ -526,8 +534,8 @@ async fn completed_delivered_before_running_is_parked_then_applied() {
     assert_eq!(counts(&sum), (1, 0, 0, 0, 0));
     let solo = h.activity(&wf, "solo").await;
     assert_eq!(solo.state, ActivityState::Completed);
-    assert!(solo.parked.is_empty());
-    assert_eq!(solo.output, Some(json!({"from": "solo"})));
+    assert!(solo.trail.parked.is_empty());
+    assert_eq!(solo.outcome.output, Some(json!({"from": "solo"})));
     assert_eq!(h.workflow(&wf).await.state, WorkflowState::Completed);
     // Both redelivered (as the stream may): nothing changes.
     let version = solo.version;
@@ -690,9 +698,9 @@ async fn a_launch_lambda_rejects_fails_the_activity() {
     let wf = h.start("missing").await;
     let a = h.activity(&wf, "a").await;
     assert_eq!(a.state, ActivityState::Failed);
-    assert_eq!(a.attempt, 1);
-    assert!(a.error.unwrap().starts_with("LAUNCH_FAILED: "));
-    assert!(a.due_epoch.is_none());
+    assert_eq!(a.attempt.number, 1);
+    assert!(a.outcome.error.unwrap().starts_with("LAUNCH_FAILED: "));
+    assert!(a.timing.due_epoch.is_none());
     assert_eq!(h.activity(&wf, "b").await.state, ActivityState::Cancelled);
     assert_eq!(h.workflow(&wf).await.state, WorkflowState::Failed);
 }
@@ -705,11 +713,11 @@ async fn the_monitor_relaunches_an_activity_that_never_starts_then_fails_it() {
     let solo = h.activity(&wf, "solo").await;
     // Launch times are opt-in (WHIMBREL_RECORD_LAUNCHES): one write less
     // per launch. The claim's queue time is always there.
-    assert!(solo.launched_time_epoch.is_none());
-    assert!(solo.queued_time_epoch.is_some());
-    let queued = solo.queued_time_epoch.unwrap();
+    assert!(solo.timing.launched_time_epoch.is_none());
+    assert!(solo.timing.queued_time_epoch.is_some());
+    let queued = solo.timing.queued_time_epoch.unwrap();
     assert_eq!(
-        solo.due_epoch,
+        solo.timing.due_epoch,
         Some(queued + h.config().relaunch_after_seconds),
         "watched until it starts (schedule-to-start)"
     );
@@ -730,7 +738,10 @@ async fn the_monitor_relaunches_an_activity_that_never_starts_then_fails_it() {
             launches[i - 2]["attempt_token"]
         );
         let solo = h.activity(&wf, "solo").await;
-        assert_eq!((solo.attempt, solo.launch as usize), (1, i));
+        assert_eq!(
+            (solo.attempt.number, solo.attempt.launches as usize),
+            (1, i)
+        );
         assert_eq!(solo.state, ActivityState::Queued);
     }
     // Still nothing after max_launch_attempts: it fails with the reason.
@@ -739,14 +750,15 @@ async fn the_monitor_relaunches_an_activity_that_never_starts_then_fails_it() {
     let solo = h.activity(&wf, "solo").await;
     assert_eq!(solo.state, ActivityState::Failed);
     assert!(
-        solo.error
+        solo.outcome
+            .error
             .as_deref()
             .unwrap()
             .starts_with("NOT_STARTED: attempt 1 not started after 3 launches"),
         "{:?}",
-        solo.error
+        solo.outcome.error
     );
-    assert!(solo.due_epoch.is_none());
+    assert!(solo.timing.due_epoch.is_none());
     assert_eq!(h.launcher.launches_of("solo").len(), 3);
     assert_eq!(
         h.activity(&wf, "next").await.state,
@@ -762,14 +774,14 @@ async fn the_monitor_relaunches_an_activity_that_never_starts_then_fails_it() {
     let solo = h.activity(&wf, "solo").await;
     assert_eq!(
         h.deadline(&solo),
-        solo.start_time_epoch + h.config().default_start_to_close_seconds
+        solo.timing.start_time_epoch + h.config().default_start_to_close_seconds
     );
     let before = h.launcher.launch_count();
-    let report = h.tick(solo.start_time_epoch + 3000).await;
+    let report = h.tick(solo.timing.start_time_epoch + 3000).await;
     assert_eq!((report.relaunched, report.timed_out), (0, 0));
     assert_eq!(h.launcher.launch_count(), before);
     assert_eq!(h.activity(&wf, "solo").await.state, ActivityState::Running);
-    let report = h.tick(solo.start_time_epoch + 3600 + 10).await;
+    let report = h.tick(solo.timing.start_time_epoch + 3600 + 10).await;
     assert_eq!((report.relaunched, report.timed_out), (0, 1));
     assert_eq!(h.launcher.launch_count(), before);
 }
@@ -802,8 +814,8 @@ async fn oversized_input_and_output_fail_with_the_reason() {
         Applied::State(ActivityState::Failed)
     );
     let solo = h.activity(&wf, "solo").await;
-    assert!(solo.error.unwrap().contains("output is"));
-    assert!(solo.output.is_none());
+    assert!(solo.outcome.error.unwrap().contains("output is"));
+    assert!(solo.outcome.output.is_none());
     assert_eq!(h.workflow(&wf).await.state, WorkflowState::Failed);
 }
 
@@ -832,7 +844,10 @@ async fn a_monitor_timeout_whose_side_effects_were_interrupted_is_resumed_by_the
         "slow",
         Transition::TimedOut,
         ActivityState::TimedOut,
-        &format!("timed-out:{}:{}", slow.activity_exec_id, slow.attempt),
+        &format!(
+            "timed-out:{}:{}",
+            slow.activity_exec_id, slow.attempt.number
+        ),
         Details {
             error: Some("no heartbeat for 30s (heartbeat timeout)".into()),
             ..Details::default()
@@ -855,12 +870,12 @@ async fn a_monitor_timeout_whose_side_effects_were_interrupted_is_resumed_by_the
     );
     assert_eq!(h.workflow(&wf).await.state, WorkflowState::Failed);
     let slow = h.activity(&wf, "slow").await;
-    assert!(slow.due_epoch.is_none() && slow.due_shard.is_none());
+    assert!(slow.timing.due_epoch.is_none() && slow.timing.due_shard.is_none());
     assert_eq!(
         count_in_history(&slow, ActivityState::TimedOut),
         1,
         "no second TIMED_OUT: {:?}",
-        slow.history
+        slow.trail.history
     );
     // Settled: the next tick finds nothing.
     let report = h.tick(at + 600).await;
@@ -908,7 +923,7 @@ async fn a_refused_launch_whose_side_effects_were_interrupted_is_resumed() {
     let w = h.workflow(&wf).await;
     assert_eq!(w.state, WorkflowState::Failed);
     assert!(w.error.unwrap().contains("launch failed"));
-    assert!(h.activity(&wf, "a").await.due_epoch.is_none());
+    assert!(h.activity(&wf, "a").await.timing.due_epoch.is_none());
 }
 
 #[tokio::test]
@@ -979,7 +994,7 @@ async fn the_monitor_applies_a_running_row_still_in_flight_instead_of_relaunchin
     assert_eq!(h.launcher.launches_of("solo").len(), 1);
     let solo = h.activity(&wf, "solo").await;
     assert_eq!(solo.state, ActivityState::Running);
-    assert_eq!(solo.attempt, 1);
+    assert_eq!(solo.attempt.number, 1);
     assert_eq!(solo.last_event().as_deref(), Some(event_id.as_str()));
     // Then the stream delivers the row: already applied, nothing changes.
     let ev = h.event_row(&solo.activity_exec_id, &event_id).await;
@@ -1011,7 +1026,7 @@ async fn a_start_to_close_timeout_times_out_a_running_activity_with_or_without_h
             .unwrap();
     }
     let quiet = h.activity(&wf, "quiet").await;
-    let start = quiet.start_time_epoch;
+    let start = quiet.timing.start_time_epoch;
     assert_eq!(
         h.deadline(&quiet),
         start + 100,
@@ -1020,16 +1035,16 @@ async fn a_start_to_close_timeout_times_out_a_running_activity_with_or_without_h
     let free = h.activity(&wf, "free").await;
     assert_eq!(
         h.deadline(&free),
-        free.start_time_epoch + 3600,
+        free.timing.start_time_epoch + 3600,
         "no limit given: the default start-to-close"
     );
     let chatty = h.activity(&wf, "chatty").await;
-    assert_eq!(h.deadline(&chatty), chatty.start_time_epoch + 30);
+    assert_eq!(h.deadline(&chatty), chatty.timing.start_time_epoch + 30);
     // Well within both limits: nothing.
     assert_eq!(h.tick(start + 20).await.timed_out, 0);
     // Heartbeats keep `chatty` alive, but never past start + 100: at
     // start + 200 it heartbeated 5 s ago.
-    raw_heartbeat(&h, &wf, "chatty", chatty.start_time_epoch + 195).await;
+    raw_heartbeat(&h, &wf, "chatty", chatty.timing.start_time_epoch + 195).await;
     // Past start + 100: both time out, with the start-to-close reason.
     let report = h.tick(start + 200).await;
     assert_eq!(report.timed_out, 2);
@@ -1037,12 +1052,13 @@ async fn a_start_to_close_timeout_times_out_a_running_activity_with_or_without_h
         let x = h.activity(&wf, name).await;
         assert_eq!(x.state, ActivityState::TimedOut, "{name}");
         assert!(
-            x.error
+            x.outcome
+                .error
                 .as_deref()
                 .unwrap()
                 .contains("not finished within 100s"),
             "{name}: {:?}",
-            x.error
+            x.outcome.error
         );
     }
     assert_eq!(h.activity(&wf, "free").await.state, ActivityState::Running);
@@ -1098,11 +1114,14 @@ async fn finding_1_interrupted_completed_is_finished_by_the_monitor_without_rede
     assert_eq!((report.settled, report.errors), (1, 0));
     assert_eq!(h.counted(&wf).await, (1, 0, 0));
     let a = h.activity(&wf, "a").await;
-    assert!(a.due_epoch.is_none() && a.due_shard.is_none(), "settled");
+    assert!(
+        a.timing.due_epoch.is_none() && a.timing.due_shard.is_none(),
+        "settled"
+    );
     let b = h.activity(&wf, "b").await;
     assert_eq!(b.state, ActivityState::Queued);
-    assert_eq!(b.attempt, 1);
-    assert_eq!(b.pending_dependency_count, 0);
+    assert_eq!(b.attempt.number, 1);
+    assert_eq!(b.links.pending_dependency_count, 0);
     let launches = h.launcher.launches_of("b");
     assert_eq!(launches.len(), 1);
     assert_eq!(launches[0]["prerequisites"], json!({"a": {"from": "a"}}));
@@ -1239,17 +1258,20 @@ async fn finding_2_early_completed_is_parked_and_running_for_a_requested_activit
     assert_eq!(counts(&sum), (1, 0, 0, 0, 1));
     let a = h.activity(&wf, "a").await;
     assert_eq!(a.state, ActivityState::Queued);
-    assert_eq!(a.parked.len(), 1);
-    assert_eq!(a.parked[0].activity_event_id, completed.activity_event_id);
-    assert_eq!(a.parked[0].output, Some(json!({"from": "a"})));
+    assert_eq!(a.trail.parked.len(), 1);
+    assert_eq!(
+        a.trail.parked[0].activity_event_id,
+        completed.activity_event_id
+    );
+    assert_eq!(a.trail.parked[0].output, Some(json!({"from": "a"})));
     // RUNNING arrives: applied, and the parked COMPLETED with it.
     let (retry, sum) = h.deliver(&[h.event(&wf, "a", "RUNNING")], 2).await;
     assert!(retry.is_empty());
     assert_eq!(counts(&sum), (1, 0, 0, 0, 0));
     let a = h.activity(&wf, "a").await;
     assert_eq!(a.state, ActivityState::Completed);
-    assert!(a.parked.is_empty());
-    assert_eq!(a.output, Some(json!({"from": "a"})));
+    assert!(a.trail.parked.is_empty());
+    assert_eq!(a.outcome.output, Some(json!({"from": "a"})));
     assert_eq!(
         a.last_event().as_deref(),
         Some(completed.activity_event_id.as_str())
@@ -1268,8 +1290,8 @@ async fn finding_2_early_completed_is_parked_and_running_for_a_requested_activit
     assert_eq!(counts(&sum), (0, 0, 2, 0, 0));
     let c = h.activity(&wf, "c").await;
     assert_eq!(c.state, ActivityState::Requested);
-    assert!(c.parked.is_empty());
-    assert!(c.history.is_empty());
+    assert!(c.trail.parked.is_empty());
+    assert!(c.trail.history.is_empty());
 }
 
 /// Every non-terminal state after launch has a deadline:
@@ -1302,11 +1324,11 @@ async fn finding_3_preparing_and_running_without_limits_time_out_at_the_default_
     let prep = h.activity(&wf, "prep").await;
     let run = h.activity(&wf, "run").await;
     assert_eq!(prep.state, ActivityState::Preparing);
-    assert!(!run.heartbeat_enabled && run.start_to_close_seconds == Some(stc));
+    assert!(!run.timeouts.heartbeat_enabled && run.timeouts.start_to_close_seconds == Some(stc));
     let prep_due = h.deadline(&prep);
     let run_due = h.deadline(&run);
-    assert_eq!(run_due, run.start_time_epoch + stc);
-    assert!(prep_due >= run.start_time_epoch - 1 + stc && prep_due <= run_due + 1);
+    assert_eq!(run_due, run.timing.start_time_epoch + stc);
+    assert!(prep_due >= run.timing.start_time_epoch - 1 + stc && prep_due <= run_due + 1);
     let last = prep_due.max(run_due);
     // Well before, and then past the deadline but within the report grace.
     for at in [last - 60, last + grace / 2] {
@@ -1322,24 +1344,26 @@ async fn finding_3_preparing_and_running_without_limits_time_out_at_the_default_
     let prep = h.activity(&wf, "prep").await;
     assert_eq!(prep.state, ActivityState::TimedOut);
     assert!(
-        prep.error
+        prep.outcome
+            .error
             .as_deref()
             .unwrap()
             .contains("PREPARING for more than 3600s"),
         "{:?}",
-        prep.error
+        prep.outcome.error
     );
     let run = h.activity(&wf, "run").await;
     assert_eq!(run.state, ActivityState::TimedOut);
     assert!(
-        run.error
+        run.outcome
+            .error
             .as_deref()
             .unwrap()
             .contains("not finished within 3600s"),
         "{:?}",
-        run.error
+        run.outcome.error
     );
-    assert!(prep.due_epoch.is_none() && run.due_epoch.is_none());
+    assert!(prep.timing.due_epoch.is_none() && run.timing.due_epoch.is_none());
     let w = h.workflow(&wf).await;
     assert_eq!(w.state, WorkflowState::Failed);
     assert_eq!(w.failed_count, 2);
@@ -1380,7 +1404,7 @@ async fn finding_4_redelivered_prerequisite_invokes_once_and_stale_tokens_are_re
     h.store.update(release, false).await.unwrap();
     let b = h.activity(&wf, "b").await;
     assert_eq!(
-        (b.state, b.pending_dependency_count, b.attempt),
+        (b.state, b.links.pending_dependency_count, b.attempt.number),
         (ActivityState::Requested, 0, 0)
     );
     // Redelivered twice at once, then again through the handler.
@@ -1391,12 +1415,12 @@ async fn finding_4_redelivered_prerequisite_invokes_once_and_stale_tokens_are_re
     assert!(retry.is_empty());
     assert_eq!(h.launcher.launches_of("b").len(), 1, "invoked once");
     let b = h.activity(&wf, "b").await;
-    assert_eq!((b.state, b.attempt), (ActivityState::Queued, 1));
-    assert_eq!(b.pending_dependency_count, 0);
+    assert_eq!((b.state, b.attempt.number), (ActivityState::Queued, 1));
+    assert_eq!(b.links.pending_dependency_count, 0);
     assert_eq!(count_in_history(&b, ActivityState::Queued), 1);
 
     // Attempt 1 is lost; the monitor claims attempt 2 with a new token.
-    let due = b.due_epoch.expect("schedule-to-start");
+    let due = b.timing.due_epoch.expect("schedule-to-start");
     let report = h.tick(due + h.config().report_grace_seconds + 1).await;
     assert_eq!(report.relaunched, 1);
     let first = h.launcher.payload("b", 0);
@@ -1406,7 +1430,7 @@ async fn finding_4_redelivered_prerequisite_invokes_once_and_stale_tokens_are_re
     assert_ne!(first.attempt_token, second.attempt_token);
     let b = h.activity(&wf, "b").await;
     assert_eq!(
-        b.attempt_token_hash.as_deref(),
+        b.attempt.token_hash.as_deref(),
         Some(ids::token_hash(second.attempt_token.as_deref().unwrap()).as_str())
     );
     // Reports of the stale launch (its token, with or without the attempt
@@ -1445,7 +1469,10 @@ async fn finding_4_redelivered_prerequisite_invokes_once_and_stale_tokens_are_re
     let b_now = h.activity(&wf, "b").await;
     assert_eq!(b_now.state, ActivityState::Queued);
     assert_eq!(b_now.version, b.version);
-    assert!(b_now.parked.is_empty(), "a stale report is not parked");
+    assert!(
+        b_now.trail.parked.is_empty(),
+        "a stale report is not parked"
+    );
     // The live attempt's reports apply.
     for t in ["RUNNING", "COMPLETED"] {
         h.engine
@@ -1468,11 +1495,16 @@ async fn finding_5_at_the_attempt_limit_the_monitor_applies_running_instead_of_f
     let wf = h.start("one").await;
     let cfg = h.config();
     let step = cfg.relaunch_after_seconds + cfg.report_grace_seconds + 1;
-    let mut at = h.activity(&wf, "solo").await.queued_time_epoch.unwrap();
+    let mut at = h
+        .activity(&wf, "solo")
+        .await
+        .timing
+        .queued_time_epoch
+        .unwrap();
     for attempt in 2..=cfg.max_launch_attempts {
         at += step;
         assert_eq!(h.tick(at).await.relaunched, 1);
-        assert_eq!(h.activity(&wf, "solo").await.launch, attempt);
+        assert_eq!(h.activity(&wf, "solo").await.attempt.launches, attempt);
     }
     let last = cfg.max_launch_attempts as usize - 1;
     // The last attempt starts and writes RUNNING; so does a stale copy of
@@ -1491,16 +1523,20 @@ async fn finding_5_at_the_attempt_limit_the_monitor_applies_running_instead_of_f
     );
     let solo = h.activity(&wf, "solo").await;
     assert_eq!(solo.state, ActivityState::Running);
-    assert_eq!((solo.attempt, solo.launch), (1, cfg.max_launch_attempts));
+    assert_eq!(
+        (solo.attempt.number, solo.attempt.launches),
+        (1, cfg.max_launch_attempts)
+    );
     assert_eq!(solo.last_event().as_deref(), Some(live.as_str()));
-    assert!(solo.error.is_none());
+    assert!(solo.outcome.error.is_none());
     assert!(!solo
+        .trail
         .history
         .iter()
         .any(|e| e.names(&solo.activity_exec_id, &stale)));
     assert_eq!(
-        solo.due_epoch,
-        Some(solo.start_time_epoch + cfg.default_start_to_close_seconds)
+        solo.timing.due_epoch,
+        Some(solo.timing.start_time_epoch + cfg.default_start_to_close_seconds)
     );
     assert_eq!(h.workflow(&wf).await.state, WorkflowState::Running);
     assert_eq!(h.workflow(&wf).await.failed_count, 0);
@@ -1545,11 +1581,11 @@ async fn finding_6_failed_with_a_1mb_error_is_applied_with_a_capped_error() {
     for name in ["direct", "streamed"] {
         let x = h.activity(&wf, name).await;
         assert_eq!(x.state, ActivityState::Failed, "{name}");
-        let e = x.error.unwrap();
+        let e = x.outcome.error.unwrap();
         assert!(e.starts_with("eeee"), "{name}");
         assert!(e.contains("bytes cut"), "{name}: {}", &e[e.len() - 40..]);
         assert!(e.len() <= MAX_ERROR_BYTES, "{name}: {} bytes", e.len());
-        assert!(x.due_epoch.is_none(), "{name}: side effects done");
+        assert!(x.timing.due_epoch.is_none(), "{name}: side effects done");
     }
     let w = h.workflow(&wf).await;
     assert_eq!(w.state, WorkflowState::Failed);
@@ -1603,7 +1639,7 @@ async fn finding_7_a_second_tokenless_cancel_does_not_end_cancelled_running() {
     assert_eq!(counts(&sum), (1, 0, 0, 0, 0));
     let acks = h.activity(&wf, "acks").await;
     assert_eq!(acks.state, ActivityState::Cancelled);
-    assert!(acks.due_epoch.is_none());
+    assert!(acks.timing.due_epoch.is_none());
     // The one that never acknowledges is timed out after the cancel grace.
     let silent = h.activity(&wf, "silent").await;
     let due = h.deadline(&silent);
@@ -1617,12 +1653,13 @@ async fn finding_7_a_second_tokenless_cancel_does_not_end_cancelled_running() {
     assert_eq!(silent.state, ActivityState::TimedOut);
     assert!(
         silent
+            .outcome
             .error
             .as_deref()
             .unwrap()
             .contains("cancel not acknowledged"),
         "{:?}",
-        silent.error
+        silent.outcome.error
     );
     let w = h.workflow(&wf).await;
     assert_eq!(
@@ -1651,8 +1688,11 @@ async fn finding_8_raw_heartbeat_updates_keep_an_activity_alive() {
         .apply_event(&h.attempt_event(&wf, "w", "RUNNING", 0))
         .await
         .unwrap();
-    let start = h.activity(&wf, "w").await.start_time_epoch;
-    assert_eq!(h.activity(&wf, "w").await.due_epoch, Some(start + 30));
+    let start = h.activity(&wf, "w").await.timing.start_time_epoch;
+    assert_eq!(
+        h.activity(&wf, "w").await.timing.due_epoch,
+        Some(start + 30)
+    );
     // The activity heartbeats only with raw UpdateItems; every tick finds
     // it due by its marker, and each time a fresh heartbeat keeps it alive.
     for k in 1..=4 {
@@ -1662,7 +1702,11 @@ async fn finding_8_raw_heartbeat_updates_keep_an_activity_alive() {
         assert_eq!((report.timed_out, report.errors), (0, 0), "tick {k}");
         let w = h.activity(&wf, "w").await;
         assert_eq!(w.state, ActivityState::Running, "tick {k}");
-        assert_eq!(w.due_epoch, Some(at - 5 + 30), "tick {k}: deadline moved");
+        assert_eq!(
+            w.timing.due_epoch,
+            Some(at - 5 + 30),
+            "tick {k}: deadline moved"
+        );
     }
     // A heartbeat that lands between the monitor's read and its write: the
     // TIMED_OUT transaction (built from the stale read) is refused.
@@ -1675,7 +1719,10 @@ async fn finding_8_raw_heartbeat_updates_keep_an_activity_alive() {
         Change {
             transition: Transition::TimedOut,
             next: ActivityState::TimedOut,
-            event_id: &format!("timed-out:{}:{}", stale.activity_exec_id, stale.attempt),
+            event_id: &format!(
+                "timed-out:{}:{}",
+                stale.activity_exec_id, stale.attempt.number
+            ),
         },
         &Details {
             error: Some("no heartbeat for 30s (heartbeat timeout)".into()),
@@ -1707,7 +1754,12 @@ async fn finding_8_raw_heartbeat_updates_keep_an_activity_alive() {
     assert_eq!(report.timed_out, 1);
     let w = h.activity(&wf, "w").await;
     assert_eq!(w.state, ActivityState::TimedOut);
-    assert!(w.error.as_deref().unwrap().contains("no heartbeat for 30s"));
+    assert!(w
+        .outcome
+        .error
+        .as_deref()
+        .unwrap()
+        .contains("no heartbeat for 30s"));
 }
 
 /// A COMPLETED row written before the deadline but not yet
@@ -1732,15 +1784,18 @@ async fn finding_10_completed_written_before_the_deadline_wins_over_the_timeout(
         .await
         .unwrap();
     let work = h.activity(&wf, "work").await;
-    assert_eq!(work.due_epoch, Some(work.start_time_epoch + 100));
+    assert_eq!(
+        work.timing.due_epoch,
+        Some(work.timing.start_time_epoch + 100)
+    );
     // Written well before the deadline; the stream has not delivered it.
     let done = attempt.completed(json!({"words": 42})).await.unwrap();
-    let report = h.tick(work.start_time_epoch + 200).await;
+    let report = h.tick(work.timing.start_time_epoch + 200).await;
     assert_eq!((report.timed_out, report.reports_applied), (0, 1));
     let work = h.activity(&wf, "work").await;
     assert_eq!(work.state, ActivityState::Completed);
-    assert_eq!(work.output, Some(json!({"words": 42})));
-    assert!(work.error.is_none());
+    assert_eq!(work.outcome.output, Some(json!({"words": 42})));
+    assert!(work.outcome.error.is_none());
     assert_eq!(count_in_history(&work, ActivityState::TimedOut), 0);
     assert_eq!(h.launcher.launches_of("next").len(), 1);
     assert_eq!(
@@ -1801,17 +1856,17 @@ async fn a_completed_parked_behind_a_running_write_that_died_is_applied_by_the_m
     h.store.update(update, false).await.unwrap();
     let solo = h.activity(&wf, "solo").await;
     assert_eq!(solo.state, ActivityState::Running);
-    assert_eq!(solo.parked.len(), 1, "COMPLETED still parked");
+    assert_eq!(solo.trail.parked.len(), 1, "COMPLETED still parked");
     // The parked event is owed: the marker comes up after the settle grace,
     // not at the RUNNING deadline (now + 100).
-    let due = solo.due_epoch.expect("due marker");
+    let due = solo.timing.due_epoch.expect("due marker");
     assert_eq!(due, now + h.config().settle_grace_seconds.min(100));
     let report = h.tick(due + 1).await;
     assert_eq!((report.timed_out, report.reports_applied), (0, 1));
     let solo = h.activity(&wf, "solo").await;
     assert_eq!(solo.state, ActivityState::Completed);
-    assert!(solo.parked.is_empty());
-    assert_eq!(solo.output, Some(json!({"from": "solo"})));
+    assert!(solo.trail.parked.is_empty());
+    assert_eq!(solo.outcome.output, Some(json!({"from": "solo"})));
     assert_eq!(h.launcher.launches_of("next").len(), 1);
 }
 
@@ -1833,14 +1888,15 @@ async fn a_parked_completed_whose_running_row_is_never_delivered_is_applied_by_t
     let (retry, sum) = h.deliver(&[h.event_row(&solo_id, &done).await], 1).await;
     assert!(retry.is_empty());
     assert_eq!(counts(&sum), (1, 0, 0, 0, 1));
-    let due = h.activity(&wf, "solo").await.due_epoch.unwrap();
+    let due = h.activity(&wf, "solo").await.timing.due_epoch.unwrap();
     let report = h.tick(due + h.config().report_grace_seconds).await;
     assert_eq!(report.relaunched, 0);
     assert!(report.reports_applied >= 1, "{report:?}");
     let solo = h.activity(&wf, "solo").await;
     assert_eq!(solo.state, ActivityState::Completed);
-    assert_eq!(solo.output, Some(json!({"n": 7})));
+    assert_eq!(solo.outcome.output, Some(json!({"n": 7})));
     assert!(solo
+        .trail
         .history
         .iter()
         .any(|e| e.names(&solo.activity_exec_id, &running)));
@@ -1866,7 +1922,7 @@ async fn a_heartbeating_activity_in_cancelled_running_gets_its_cancel_grace() {
         .apply_event(&h.attempt_event(&wf, "w", "RUNNING", 0))
         .await
         .unwrap();
-    let start = h.activity(&wf, "w").await.start_time_epoch;
+    let start = h.activity(&wf, "w").await.timing.start_time_epoch;
     // Alive for 200 s by heartbeats (the monitor moves its deadline).
     for k in 1..=2 {
         h.clock.set(start + 100 * k - 5);
@@ -1892,11 +1948,11 @@ async fn a_heartbeating_activity_in_cancelled_running_gets_its_cancel_grace() {
         (report.timed_out, w.state),
         (0, ActivityState::CancelledRunning),
         "heartbeated 10 s ago, cancelled 30 s ago (grace 300 s): {:?}, due {:?}",
-        w.error,
-        w.due_epoch
+        w.outcome.error,
+        w.timing.due_epoch
     );
     let grace = h.config().cancel_grace_seconds;
-    assert_eq!(w.due_epoch, Some(start + 210 + grace));
+    assert_eq!(w.timing.due_epoch, Some(start + 210 + grace));
     // Not acknowledged within the grace (+ the report grace): timed out.
     let report = h.tick(start + 210 + grace + 5).await;
     assert_eq!(report.timed_out, 0);
@@ -1937,21 +1993,29 @@ async fn repeated_early_completed_rows_do_not_fail_an_activity_with_a_large_inpu
         solo.state,
         ActivityState::Queued,
         "not ended before RUNNING: {:?}",
-        solo.error
+        solo.outcome.error
     );
     h.deliver(&[h.event(&wf, "solo", "RUNNING")], 10).await;
     let solo = h.activity(&wf, "solo").await;
-    assert_eq!(solo.state, ActivityState::Completed, "{:?}", solo.error);
+    assert_eq!(
+        solo.state,
+        ActivityState::Completed,
+        "{:?}",
+        solo.outcome.error
+    );
     // Neither payload is on the item (engine::payloads): the input is on
     // its input row, the output on the COMPLETED row that applied.
-    assert_eq!((solo.input.as_ref(), solo.output.as_ref()), (None, None));
-    assert!(solo.input_ref.is_some() && solo.output_event_id.is_some());
+    assert_eq!(
+        (solo.runner.input.as_ref(), solo.outcome.output.as_ref()),
+        (None, None)
+    );
+    assert!(solo.runner.input_ref.is_some() && solo.outcome.output_event_id.is_some());
     // The stored plan keeps the input once too: on the row, by its key.
     let stored = h.engine.load_plan(&wf, "large").await.unwrap().unwrap();
     let planned = &stored.plan.activities[0];
     assert_eq!(
         (planned.input.as_ref(), planned.input_ref.as_ref()),
-        (None, solo.input_ref.as_ref())
+        (None, solo.runner.input_ref.as_ref())
     );
     assert_eq!(
         h.engine.input_of(&solo).await.unwrap(),
@@ -2108,7 +2172,7 @@ async fn launch_times_are_written_only_when_asked_for() {
     h.register("l", chain_plan(&["a"])).await;
     let wf = h.start("l").await;
     let plain = h.activity(&wf, "a").await;
-    assert!(plain.launched_time_epoch.is_none() && plain.launched_time.is_none());
+    assert!(plain.timing.launched_time_epoch.is_none() && plain.timing.launched_time.is_none());
     let config = EngineConfig {
         record_launches: true,
         ..h.config()
@@ -2117,8 +2181,8 @@ async fn launch_times_are_written_only_when_asked_for() {
         Engine::with_environment(h.store.clone(), h.launcher.clone(), config, h.clock.clone());
     let wf = h.start("l").await;
     let recorded = h.activity(&wf, "a").await;
-    assert_eq!(recorded.launched_time_epoch, Some(h.now()));
-    assert!(recorded.launched_time.is_some());
+    assert_eq!(recorded.timing.launched_time_epoch, Some(h.now()));
+    assert!(recorded.timing.launched_time.is_some());
 }
 
 /// A start that dies between storing the plan item and marking the exec

@@ -105,8 +105,8 @@ async fn every_sample_event_is_handled_as_documented() {
     assert!(failures(&resp).is_empty());
     let count0 = h.activity(&wf, "count-0").await;
     assert_eq!(count0.state, ActivityState::Queued);
-    assert_eq!(count0.parked.len(), 1);
-    assert_eq!(count0.parked[0].transition, "COMPLETED");
+    assert_eq!(count0.trail.parked.len(), 1);
+    assert_eq!(count0.trail.parked[0].transition, "COMPLETED");
     let cases: &[(&str, Counts, ActivityState)] = &[
         // RUNNING, then the parked COMPLETED.
         (
@@ -143,8 +143,8 @@ async fn every_sample_event_is_handled_as_documented() {
         assert!(failures(&resp).is_empty(), "{file}");
         assert_eq!(h.activity(&wf, "count-0").await.state, *state, "{file}");
     }
-    assert!(h.activity(&wf, "count-0").await.parked.is_empty());
-    let out = h.activity(&wf, "count-0").await.output;
+    assert!(h.activity(&wf, "count-0").await.trail.parked.is_empty());
+    let out = h.activity(&wf, "count-0").await.outcome.output;
     assert!(out.is_some(), "COMPLETED stored the output");
 
     // The Scheduled Event runs a monitor tick; a stream event is not one.

@@ -48,14 +48,18 @@ async fn a_wide_fan_out_keeps_its_dependents_in_the_plan_and_launches_each_once(
     h.register("fan", fan(width)).await;
     let wf = h.start("fan").await;
     let start = h.activity(&wf, "start").await;
-    assert!(start.dependents.is_empty(), "{:?}", start.dependents);
-    assert_eq!(start.dependents_in_plan, Some(width as u32));
-    assert!(start.join_slots.is_empty());
+    assert!(
+        start.links.dependents.is_empty(),
+        "{:?}",
+        start.links.dependents
+    );
+    assert_eq!(start.links.dependents_in_plan, Some(width as u32));
+    assert!(start.links.join_slots.is_empty());
     // A narrow prerequisite of the wide join still lists it, with its slot.
     let w0 = h.activity(&wf, "work-0").await;
     let join_id = ids::activity_exec_id(&wf, "join");
-    assert_eq!(w0.dependents, vec![join_id.clone()]);
-    assert!(w0.join_slots.contains_key(&join_id));
+    assert_eq!(w0.links.dependents, vec![join_id.clone()]);
+    assert!(w0.links.join_slots.contains_key(&join_id));
 
     // start COMPLETED, delivered twice through the stream: every work
     // activity is launched once.

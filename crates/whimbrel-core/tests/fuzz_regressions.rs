@@ -62,13 +62,13 @@ fn running_with_heartbeat(heartbeat: i64) -> (WorkflowExec, ActivityExec) {
         .0
         .remove(0);
     a.state = ActivityState::Running;
-    a.attempt = 1;
-    a.first_queued_epoch = Some(START);
-    a.scheduled_epoch = Some(START);
-    a.start_time_epoch = START;
-    a.heartbeat_time_epoch = heartbeat;
-    a.due_epoch = Some(START + 30);
-    a.due_shard = Some(store::shard_of(&a.activity_exec_id));
+    a.attempt.number = 1;
+    a.timing.first_queued_epoch = Some(START);
+    a.timing.scheduled_epoch = Some(START);
+    a.timing.start_time_epoch = START;
+    a.timing.heartbeat_time_epoch = heartbeat;
+    a.timing.due_epoch = Some(START + 30);
+    a.timing.due_shard = Some(store::shard_of(&a.activity_exec_id));
     (wf, a)
 }
 

@@ -174,8 +174,11 @@ async fn activity_event_calls() -> Calls {
     assert!(retry.is_empty() && sum.parked == 1, "{retry:?} {sum:?}");
     deliver_events(&h, &[h.attempt_event(&deep, "a", "RUNNING", 2)], 41).await;
     let a = h.activity(&deep, "a").await;
-    assert_eq!((a.state.as_str(), a.error.as_deref()), ("COMPLETED", None));
-    assert_eq!(a.output, Some(output));
+    assert_eq!(
+        (a.state.as_str(), a.outcome.error.as_deref()),
+        ("COMPLETED", None)
+    );
+    assert_eq!(a.outcome.output, Some(output));
     let made: Calls = made.union(&calls(&h)).cloned().collect();
     // A wide join: its prerequisites release join groups (one COMPLETED
     // delivered twice reads its group back), the join launches with their
@@ -244,10 +247,10 @@ async fn heartbeat_monitor_calls() -> Calls {
     let report = h.tick(now + 5).await;
     assert_eq!(report.restarted, 1, "{report:?}");
     let a = h.activity(&wf, "a").await;
-    let report = h.tick(a.due_epoch.unwrap() + 200).await;
+    let report = h.tick(a.timing.due_epoch.unwrap() + 200).await;
     assert!(report.reports_applied >= 1, "{report:?}");
     let c = h.activity(&wf, "c").await;
-    let report = h.tick(c.due_epoch.unwrap() + 200).await;
+    let report = h.tick(c.timing.due_epoch.unwrap() + 200).await;
     assert!(report.relaunched + report.timed_out >= 1, "{report:?}");
     let made = calls(&h);
     // A wide join whose last prerequisite's COMPLETED and group release

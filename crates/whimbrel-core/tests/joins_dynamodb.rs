@@ -45,11 +45,11 @@ async fn a_wide_join_is_released_through_its_groups_once_per_edge() {
     let join = h.activity(&wf, "join").await;
     let join_id = join.activity_exec_id.clone();
     // Two groups, no list of prerequisites on the join item.
-    assert_eq!(join.join_groups, Some(2));
-    assert_eq!(join.pending_dependency_count, 2);
-    assert!(join.prerequisites.is_empty());
+    assert_eq!(join.links.join_groups, Some(2));
+    assert_eq!(join.links.pending_dependency_count, 2);
+    assert!(join.links.prerequisites.is_empty());
     assert_eq!(
-        h.activity(&wf, "p0").await.join_slots.get(&join_id),
+        h.activity(&wf, "p0").await.links.join_slots.get(&join_id),
         Some(&GroupSlot {
             group: 0,
             size: JOIN_GROUP_SIZE as u32
@@ -58,6 +58,7 @@ async fn a_wide_join_is_released_through_its_groups_once_per_edge() {
     assert_eq!(
         h.activity(&wf, &format!("p{}", width - 1))
             .await
+            .links
             .join_slots
             .get(&join_id),
         Some(&GroupSlot { group: 1, size: 8 })
@@ -83,10 +84,14 @@ async fn a_wide_join_is_released_through_its_groups_once_per_edge() {
         }
         let j = h.activity(&wf, "join").await;
         let groups_done = u64::from(i + 1 >= JOIN_GROUP_SIZE) + u64::from(i + 1 == width);
-        assert_eq!(j.pending_dependency_count, 2 - groups_done, "after {name}");
+        assert_eq!(
+            j.links.pending_dependency_count,
+            2 - groups_done,
+            "after {name}"
+        );
         // The claim that releases the last group drops the markers.
         let kept = if groups_done == 2 { 0 } else { groups_done };
-        assert_eq!(j.released_prerequisites.len() as u64, kept);
+        assert_eq!(j.links.released_prerequisites.len() as u64, kept);
         let expect_launch = usize::from(i + 1 == width);
         assert_eq!(
             h.launcher.launches_of("join").len(),
@@ -101,8 +106,8 @@ async fn a_wide_join_is_released_through_its_groups_once_per_edge() {
     assert!(second.released.contains(&format!("p{}", width - 1)));
     let j = h.activity(&wf, "join").await;
     assert_eq!(j.state, ActivityState::Queued);
-    assert_eq!(j.pending_dependency_count, 0);
-    assert!(j.released_prerequisites.is_empty());
+    assert_eq!(j.links.pending_dependency_count, 0);
+    assert!(j.links.released_prerequisites.is_empty());
     // The launch carries every prerequisite's output, read through the plan.
     let payload = h.launcher.payload("join", 0);
     assert_eq!(payload.prerequisites.len(), width);
@@ -128,7 +133,10 @@ async fn a_group_completed_by_a_function_that_died_is_released_by_the_monitor() 
     for i in 0..JOIN_GROUP_SIZE {
         h.run_to_completion(&wf, &format!("p{i}")).await;
     }
-    assert_eq!(h.activity(&wf, "join").await.pending_dependency_count, 1);
+    assert_eq!(
+        h.activity(&wf, "join").await.links.pending_dependency_count,
+        1
+    );
     // The last prerequisite: its COMPLETED is written, its group's update
     // done, and the function dies before it releases the join.
     let last = format!("p{JOIN_GROUP_SIZE}");
@@ -157,7 +165,10 @@ async fn a_group_completed_by_a_function_that_died_is_released_by_the_monitor() 
         group(&h, &join_id, 1).await.unwrap().released,
         vec![last.clone()]
     );
-    assert_eq!(h.activity(&wf, "join").await.pending_dependency_count, 1);
+    assert_eq!(
+        h.activity(&wf, "join").await.links.pending_dependency_count,
+        1
+    );
     assert!(h.launcher.launches_of("join").is_empty());
 
     // The monitor resumes the owed side effects: the group is complete, so
@@ -165,15 +176,16 @@ async fn a_group_completed_by_a_function_that_died_is_released_by_the_monitor() 
     let report = h.tick(owed).await;
     assert_eq!(report.settled, 1, "{report:?}");
     let j = h.activity(&wf, "join").await;
-    assert_eq!(j.pending_dependency_count, 0);
+    assert_eq!(j.links.pending_dependency_count, 0);
     assert_eq!(j.state, ActivityState::Queued);
     assert_eq!(h.launcher.launches_of("join").len(), 1);
     // A late redelivery of the report changes nothing.
     h.deliver(&[h.event(&wf, &last, "COMPLETED")], 100).await;
     assert_eq!(h.launcher.launches_of("join").len(), 1);
     let j = h.activity(&wf, "join").await;
-    assert_eq!(j.pending_dependency_count, 0);
+    assert_eq!(j.links.pending_dependency_count, 0);
     let queued = j
+        .trail
         .history
         .iter()
         .filter(|e| e.state == ActivityState::Queued);

@@ -42,11 +42,11 @@ async fn a_tick_reads_the_stale_and_raw_heartbeating_activities_only() {
             .unwrap();
         let exec = h.activity(&wf, a).await;
         assert_eq!(
-            exec.due_epoch,
-            Some(exec.start_time_epoch + HEARTBEAT),
+            exec.timing.due_epoch,
+            Some(exec.timing.start_time_epoch + HEARTBEAT),
             "{a}"
         );
-        assert!(exec.start_time_epoch < t0 + 10);
+        assert!(exec.timing.start_time_epoch < t0 + 10);
     }
 
     // Half-way through the heartbeat timeout and after: every helper
@@ -57,11 +57,11 @@ async fn a_tick_reads_the_stale_and_raw_heartbeating_activities_only() {
         assert_eq!(state, ActivityState::Running);
         let exec = h.activity(&wf, a).await;
         assert_eq!(
-            exec.due_epoch,
-            Some(exec.heartbeat_time_epoch + HEARTBEAT - SKEW),
+            exec.timing.due_epoch,
+            Some(exec.timing.heartbeat_time_epoch + HEARTBEAT - SKEW),
             "{a}: moved"
         );
-        assert!(exec.heartbeat_time_epoch >= t0 + 60);
+        assert!(exec.timing.heartbeat_time_epoch >= t0 + 60);
     }
     for a in &raw {
         let req = UpdateRequest::new(
@@ -76,12 +76,12 @@ async fn a_tick_reads_the_stale_and_raw_heartbeating_activities_only() {
     h.clock.set(t0 + 70);
     h.store.metrics().take();
     h.store.metrics().take_capacity();
-    let before = h.activity(&wf, &helper[0]).await.due_epoch;
+    let before = h.activity(&wf, &helper[0]).await.timing.due_epoch;
     h.attempt(&helper[0], 0).heartbeat().await.unwrap();
     let ops = h.store.metrics().take();
     assert_eq!(ops["UpdateItem"].requests, 1, "{ops:?}");
     let exec = h.activity(&wf, &helper[0]).await;
-    assert_eq!(exec.due_epoch, before, "left alone");
+    assert_eq!(exec.timing.due_epoch, before, "left alone");
 
     // Past the first deadline and its report grace.
     let report = h.tick(t0 + HEARTBEAT + 15).await;
@@ -97,7 +97,11 @@ async fn a_tick_reads_the_stale_and_raw_heartbeating_activities_only() {
     for a in &raw {
         let exec = h.activity(&wf, a).await;
         assert_eq!(exec.state, ActivityState::Running, "{a}");
-        assert_eq!(exec.due_epoch, Some(t0 + 60 + HEARTBEAT), "{a}: extended");
+        assert_eq!(
+            exec.timing.due_epoch,
+            Some(t0 + 60 + HEARTBEAT),
+            "{a}: extended"
+        );
     }
     for a in &helper {
         assert_eq!(h.activity(&wf, a).await.state, ActivityState::Running);
@@ -147,9 +151,9 @@ async fn a_moving_heartbeat_that_lost_to_an_engine_write_is_written_plain() {
     h.clock.set(t0 + 60);
     h.attempt("a", 0).heartbeat().await.unwrap();
     let after = h.activity(&wf, "a").await;
-    assert!(after.heartbeat_time_epoch >= t0 + 60);
+    assert!(after.timing.heartbeat_time_epoch >= t0 + 60);
     assert_eq!(
-        after.due_epoch,
-        Some(after.heartbeat_time_epoch + HEARTBEAT - SKEW)
+        after.timing.due_epoch,
+        Some(after.timing.heartbeat_time_epoch + HEARTBEAT - SKEW)
     );
 }

@@ -73,7 +73,7 @@ pub const JOIN_GROUP_SIZE: usize = 32;
 
 /// Most dependents listed on an activity exec item: an activity
 /// with more is a wide fan-out, whose dependents are derived from the
-/// stored plan when it ends (`ActivityExec::dependents_in_plan`).
+/// stored plan when it ends (`Links::dependents_in_plan` of `ActivityExec`).
 /// [`Plan::validate`] sizes items assuming this.
 pub const FAN_OUT_LIST_MAX: usize = 32;
 

@@ -82,16 +82,20 @@ fn with_outputs(
         .map(|e| (e.activity_event_id, e.output))
         .collect();
     for a in &mut acts {
-        if let Some(row) = &a.output_event_id {
+        if let Some(row) = &a.outcome.output_event_id {
             match rows.get(row) {
-                Some(out) => a.output = out.clone(),
+                Some(out) => a.outcome.output = out.clone(),
                 None => v.push(format!(
                     "activity {}: its output is on event row {row}, which does not exist",
                     a.activity_exec_id
                 )),
             }
         }
-        if a.input.as_ref().is_some_and(|i| !payloads::inline(i)) {
+        if a.runner
+            .input
+            .as_ref()
+            .is_some_and(|i| !payloads::inline(i))
+        {
             v.push(format!(
                 "activity {}: an input over {} bytes is kept on the item",
                 a.activity_exec_id,
@@ -194,14 +198,18 @@ fn with_planned_dependents(
     cfg: &EngineConfig,
 ) -> Vec<ActivityExec> {
     let plans = stored_plans(mem, t);
-    for a in acts.iter_mut().filter(|a| a.dependents_in_plan.is_some()) {
+    for a in acts
+        .iter_mut()
+        .filter(|a| a.links.dependents_in_plan.is_some())
+    {
         if let Some(p) = plans.get(&a.workflow_exec_id) {
-            (a.dependents, a.join_slots) = whimbrel_core::engine::items::planned_dependents(
-                &a.workflow_exec_id,
-                &p.plan,
-                &a.activity_name,
-                cfg,
-            );
+            (a.links.dependents, a.links.join_slots) =
+                whimbrel_core::engine::items::planned_dependents(
+                    &a.workflow_exec_id,
+                    &p.plan,
+                    &a.activity_name,
+                    cfg,
+                );
         }
     }
     acts
@@ -284,19 +292,25 @@ impl Checker {
         let mut out = std::collections::BTreeMap::new();
         let mut add = |k: &str, n: u64| *out.entry(k.to_string()).or_insert(0) += n;
         for a in activities(mem, t).0 {
-            let retried = a.history.iter().filter(|h| h.attempt.is_some()).count() as u64;
+            let retried = a
+                .trail
+                .history
+                .iter()
+                .filter(|h| h.attempt.is_some())
+                .count() as u64;
             add("retried attempts", retried);
             if retried > 0 && a.state == ActivityState::Completed {
                 add("completed after a retry", 1);
             }
             add(
                 "worker claims",
-                a.history
+                a.trail
+                    .history
                     .iter()
                     .filter(|h| h.event_id.starts_with("claim:"))
                     .count() as u64,
             );
-            let err = a.error.as_deref().unwrap_or("");
+            let err = a.outcome.error.as_deref().unwrap_or("");
             if a.state == ActivityState::TimedOut && err.contains("(schedule-to-") {
                 add("schedule timeouts", 1);
             }
@@ -323,7 +337,7 @@ impl Checker {
             && activities(mem, t)
                 .0
                 .iter()
-                .all(|a| a.state.is_terminal() && a.due_epoch.is_none())
+                .all(|a| a.state.is_terminal() && a.timing.due_epoch.is_none())
     }
 
     /// The safety invariants on the tables as they are now (checked

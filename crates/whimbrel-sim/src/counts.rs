@@ -105,7 +105,7 @@ fn count_group_violations(
                 v.push(format!("{key}: counts {name}, which is {}", a.state))
             }
             Some(a) => {
-                match a.count_slot {
+                match a.links.count_slot {
                     Some(slot) if slot.group == g => size = Some(slot.size),
                     other => v.push(format!("{key}: counts {name}, whose slot is {other:?}")),
                 }

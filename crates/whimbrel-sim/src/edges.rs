@@ -76,7 +76,7 @@ fn join_group_violations<'a>(
                 "{join}: group {n} released by {name}, which is {:?}",
                 p.state
             )),
-            Some(p) => match p.join_slots.get(join.as_str()) {
+            Some(p) => match p.links.join_slots.get(join.as_str()) {
                 Some(slot) if slot.group == n => size = Some(slot.size),
                 other => v.push(format!(
                     "{join}: group {n} released by {name}, whose slot is {other:?}"
@@ -101,28 +101,36 @@ fn join_group_violations<'a>(
 fn pending_count_violations(a: &ActivityExec) -> Vec<String> {
     let mut v = vec![];
     let id = &a.activity_exec_id;
-    let released: HashSet<&String> = a.released_prerequisites.iter().collect();
-    let expected = a.join_groups.map_or(a.prerequisites.len(), |g| g as usize);
-    let known = |r: &String| match a.join_groups {
-        None => a.prerequisites.contains(r),
+    let released: HashSet<&String> = a.links.released_prerequisites.iter().collect();
+    let expected = a
+        .links
+        .join_groups
+        .map_or(a.links.prerequisites.len(), |g| g as usize);
+    let known = |r: &String| match a.links.join_groups {
+        None => a.links.prerequisites.contains(r),
         Some(g) => (0..g).any(|k| *r == ids::join_marker(k)),
     };
     // The first claim removes the markers with the count at 0
     // (`queue_after`): a claimed activity may hold none.
-    let dropped_at_claim = a.attempt >= 1 && a.pending_dependency_count == 0 && released.is_empty();
-    if released.len() != a.released_prerequisites.len()
+    let dropped_at_claim =
+        a.attempt.number >= 1 && a.links.pending_dependency_count == 0 && released.is_empty();
+    if released.len() != a.links.released_prerequisites.len()
         || !released.iter().all(|r| known(r))
-        || (a.pending_dependency_count as usize + released.len() != expected && !dropped_at_claim)
+        || (a.links.pending_dependency_count as usize + released.len() != expected
+            && !dropped_at_claim)
     {
         v.push(format!(
             "{id}: edges released wrongly: pending {} released {:?} of {:?} (groups {:?})",
-            a.pending_dependency_count, a.released_prerequisites, a.prerequisites, a.join_groups
+            a.links.pending_dependency_count,
+            a.links.released_prerequisites,
+            a.links.prerequisites,
+            a.links.join_groups
         ));
     }
-    if a.state == ActivityState::Queued && a.pending_dependency_count > 0 {
+    if a.state == ActivityState::Queued && a.links.pending_dependency_count > 0 {
         v.push(format!(
             "{id}: queued with {} prerequisites pending",
-            a.pending_dependency_count
+            a.links.pending_dependency_count
         ));
     }
     v
@@ -139,8 +147,8 @@ fn release_violations(
 ) -> Vec<String> {
     let mut v = vec![];
     let id = &a.activity_exec_id;
-    for r in &a.released_prerequisites {
-        if a.join_groups.is_some() {
+    for r in &a.links.released_prerequisites {
+        if a.links.join_groups.is_some() {
             // A group marker: its group is complete.
             let n = r
                 .trim_start_matches("#join-")
@@ -149,7 +157,12 @@ fn release_violations(
             let names = group_of.get(&(id.clone(), n)).map_or(0, HashSet::len);
             let members = acts
                 .iter()
-                .filter(|p| p.join_slots.get(id.as_str()).is_some_and(|s| s.group == n))
+                .filter(|p| {
+                    p.links
+                        .join_slots
+                        .get(id.as_str())
+                        .is_some_and(|s| s.group == n)
+                })
                 .count();
             if names == 0 || names != members {
                 v.push(format!(

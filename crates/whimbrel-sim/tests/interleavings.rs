@@ -354,9 +354,10 @@ fn redelivered_request_reclaims_a_preparing_root() {
     eprintln!(
         "state {} attempt {} invokes {:?} history {:?}",
         after.state,
-        after.attempt,
+        after.attempt.number,
         invokes,
         after
+            .trail
             .history
             .iter()
             .map(|h| (h.state, h.event_id.clone()))
@@ -370,7 +371,7 @@ fn redelivered_request_reclaims_a_preparing_root() {
         ActivityState::Preparing,
         "PREPARING went back to {} (attempt {})",
         after.state,
-        after.attempt
+        after.attempt.number
     );
 }
 
@@ -398,7 +399,7 @@ fn redelivered_prerequisite_completed_reclaims_a_preparing_dependent() {
     eprintln!(
         "b: state {} attempt {} invokes {:?}",
         after.state,
-        after.attempt,
+        after.attempt.number,
         w.invokes_of(&b.activity_exec_id)
     );
     assert_eq!(
@@ -406,7 +407,7 @@ fn redelivered_prerequisite_completed_reclaims_a_preparing_dependent() {
         ActivityState::Preparing,
         "PREPARING went back to {} (attempt {})",
         after.state,
-        after.attempt
+        after.attempt.number
     );
 }
 
@@ -518,7 +519,7 @@ fn slow_planner_overwrites_activities_a_monitor_restart_already_claimed() {
     let inv = w.invokes_of(&a.activity_exec_id);
     eprintln!(
         "a: state {} attempt {} version {} invokes {:?}",
-        a.state, a.attempt, a.version, inv
+        a.state, a.attempt.number, a.version, inv
     );
     let attempt1: Vec<_> = inv.iter().filter(|(n, _)| *n == 1).collect();
     assert!(
@@ -544,7 +545,7 @@ fn stale_parked_event_turns_the_preparing_deadline_into_sixty_seconds() {
     w.advance(128);
     w.report(&e, &a.activity_exec_id, "COMPLETED", Some(t1.clone()), "c1")
         .unwrap();
-    assert_eq!(w.act("a").parked.len(), 1);
+    assert_eq!(w.act("a").trail.parked.len(), 1);
     // ... and its RUNNING row is not in the event index when the monitor
     // judges (written later than COMPLETED was delivered, or index lag).
     w.advance(3);
@@ -561,16 +562,16 @@ fn stale_parked_event_turns_the_preparing_deadline_into_sixty_seconds() {
     let p = w.act("a");
     eprintln!(
         "PREPARING at {now}, due {:?} (+{}), parked {}",
-        p.due_epoch,
-        p.due_epoch.unwrap() - now,
-        p.parked.len()
+        p.timing.due_epoch,
+        p.timing.due_epoch.unwrap() - now,
+        p.trail.parked.len()
     );
     w.advance(75);
     let rep = block_on(e.monitor_tick(now + 75)).unwrap();
     let after = w.act("a");
     eprintln!(
         "monitor 75 s after PREPARING: {rep:?}; state {} error {:?}",
-        after.state, after.error
+        after.state, after.outcome.error
     );
     assert_eq!(
         after.state,
@@ -788,7 +789,7 @@ fn monitor_fails_a_workflow_whose_start_is_storing_its_plan_and_the_start_launch
         wf.state,
         wf.error,
         acts.iter()
-            .map(|a| (a.activity_name.clone(), a.state, a.attempt))
+            .map(|a| (a.activity_name.clone(), a.state, a.attempt.number))
             .collect::<Vec<_>>(),
         rec.invokes.lock().unwrap().len()
     );

@@ -55,11 +55,15 @@ pub fn critical_path(
         .map(|s| s.start_ms)
         .collect();
     let (mut latency_ms, mut max_hops) = (Vec::new(), 0);
-    for a in activities.iter().filter(|a| !a.prerequisites.is_empty()) {
+    for a in activities
+        .iter()
+        .filter(|a| !a.links.prerequisites.is_empty())
+    {
         let Some(launch) = first_launch.get(a.activity_exec_id.as_str()) else {
             continue;
         };
         let done = a
+            .links
             .prerequisites
             .iter()
             .filter_map(|p| first_launch.get(p.as_str()).map(|s| s.end_ms))

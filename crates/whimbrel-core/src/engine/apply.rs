@@ -133,7 +133,7 @@ impl<L: Launcher> Engine<L> {
     /// A redelivery: resume what the write that applied it owes, parked
     /// events included (the first try may have died).
     async fn resume(&self, exec: ActivityExec) -> Result<Applied, EngineError> {
-        if !exec.state.is_terminal() && !exec.parked.is_empty() {
+        if !exec.state.is_terminal() && !exec.trail.parked.is_empty() {
             Box::pin(self.apply_parked(exec.clone())).await?;
         }
         self.settle(&exec).await?;
@@ -197,7 +197,7 @@ impl<L: Launcher> Engine<L> {
             }
             Err(e) => return Err(e.into()),
         };
-        info!(activity_exec_id = %exec.activity_exec_id, attempt = exec.attempt, next_attempt_epoch = at, "attempt failed; the next attempt is queued");
+        info!(activity_exec_id = %exec.activity_exec_id, attempt = exec.attempt.number, next_attempt_epoch = at, "attempt failed; the next attempt is queued");
         crate::metrics::transition_retried();
         let after = match item.map(serde_dynamo::from_item::<_, ActivityExec>) {
             Some(Ok(e)) => e,
@@ -246,7 +246,7 @@ impl<L: Launcher> Engine<L> {
             Some(Ok(e)) => e,
             _ => decide::applied_locally(exec.clone(), next, event_id, applied.now, &self.config),
         };
-        if !after.state.is_terminal() && !after.parked.is_empty() {
+        if !after.state.is_terminal() && !after.trail.parked.is_empty() {
             Box::pin(self.apply_parked(after.clone())).await?;
         }
         self.settle(&after).await?;
@@ -256,7 +256,7 @@ impl<L: Launcher> Engine<L> {
     /// Apply the first parked event the state now allows (which applies the
     /// next, and so on). Returns whether one was applied.
     pub(crate) async fn apply_parked(&self, exec: ActivityExec) -> Result<bool, EngineError> {
-        for p in exec.parked.clone() {
+        for p in exec.trail.parked.clone() {
             let Ok(transition) = p.transition.parse::<Transition>() else {
                 continue;
             };

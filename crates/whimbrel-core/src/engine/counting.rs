@@ -87,7 +87,7 @@ pub fn count_group_into_workflow(
 /// is there (the first failure counted wins): what the terminal
 /// transaction's counter update does for an item without a count slot.
 pub fn first_failure(tables: &Tables, exec: &ActivityExec) -> UpdateRequest {
-    let why = exec.error.as_deref().unwrap_or("no reason given");
+    let why = exec.outcome.error.as_deref().unwrap_or("no reason given");
     let reason = cap_error(&format!(
         "activity {} {}: {why}",
         exec.activity_name, exec.state
@@ -107,7 +107,7 @@ impl<L: Launcher> Engine<L> {
     ///
     /// Errors: [`EngineError::Retry`] when DynamoDB is unavailable.
     pub(crate) async fn count_ended(&self, exec: &ActivityExec) -> Result<(), EngineError> {
-        let Some(slot) = exec.count_slot else {
+        let Some(slot) = exec.links.count_slot else {
             return Ok(());
         };
         let t = self.store.tables();

@@ -43,7 +43,7 @@ impl<L: Launcher> Engine<L> {
             // launch is the monitor's (schedule-to-start).
             _ => return Ok(()),
         }
-        if exec.due_epoch.is_some() {
+        if exec.timing.due_epoch.is_some() {
             match self
                 .store
                 .update(decide::clear_due(self.store.tables(), exec), false)
@@ -61,9 +61,9 @@ impl<L: Launcher> Engine<L> {
     /// the claim; anything else (claimed meanwhile, cancelled, a task-list
     /// activity) is left alone.
     pub(crate) async fn launch_attempt(&self, exec: ActivityExec) -> Result<bool, EngineError> {
-        if exec.task_list.is_some()
+        if exec.runner.task_list.is_some()
             || exec.state != ActivityState::Queued
-            || exec.attempt_token_hash.is_some()
+            || exec.attempt.token_hash.is_some()
         {
             return Ok(false);
         }
@@ -78,7 +78,7 @@ impl<L: Launcher> Engine<L> {
         match self.store.update(req, true).await {
             Ok(Some(item)) => {
                 let claimed = decoded(&exec.activity_exec_id, item)?;
-                info!(activity_exec_id = %claimed.activity_exec_id, attempt = claimed.attempt, "launching the next attempt");
+                info!(activity_exec_id = %claimed.activity_exec_id, attempt = claimed.attempt.number, "launching the next attempt");
                 self.launch(&claimed, &token).await?;
                 Ok(true)
             }
@@ -117,11 +117,11 @@ impl<L: Launcher> Engine<L> {
             activity_name: exec.activity_name.clone(),
             workflow_exec_id: exec.workflow_exec_id.clone(),
             workflow_name: exec.workflow_name.clone(),
-            attempt: exec.attempt,
-            launch: exec.launch,
+            attempt: exec.attempt.number,
+            launch: exec.attempt.launches,
             input: self.input_of(exec).await?,
             prerequisites,
-            timeout_seconds: exec.start_to_close_seconds,
+            timeout_seconds: exec.timeouts.start_to_close_seconds,
             heartbeat_timeout_seconds: decide::heartbeat_timeout(exec, &self.config),
             attempt_token: Some(token.to_string()),
             prerequisites_by_reference: vec![],
@@ -137,8 +137,8 @@ impl<L: Launcher> Engine<L> {
     /// Errors: [`EngineError::Retry`] if the plan cannot be read or lacks
     /// the activity.
     async fn prerequisite_ids(&self, exec: &ActivityExec) -> Result<Vec<String>, EngineError> {
-        if exec.join_groups.is_none() {
-            return Ok(exec.prerequisites.clone());
+        if exec.links.join_groups.is_none() {
+            return Ok(exec.links.prerequisites.clone());
         }
         let stored = self.plan_of(exec).await?;
         let planned = stored
@@ -161,16 +161,16 @@ impl<L: Launcher> Engine<L> {
     /// A function that refuses for good fails the attempt (retried per the
     /// policy); one that cannot be reached is retried a little, then left
     /// to the monitor's relaunch.
-    #[tracing::instrument(skip_all, fields(activity_exec_id = %exec.activity_exec_id, workflow_exec_id = %exec.workflow_exec_id, attempt = exec.attempt, launch = exec.launch))]
+    #[tracing::instrument(skip_all, fields(activity_exec_id = %exec.activity_exec_id, workflow_exec_id = %exec.workflow_exec_id, attempt = exec.attempt.number, launch = exec.attempt.launches))]
     pub(crate) async fn launch(&self, exec: &ActivityExec, token: &str) -> Result<(), EngineError> {
         let payload = self.launch_payload(exec, token).await?;
         let body = serde_json::to_value(&payload).expect("serializable");
         let mut tries = 0;
         loop {
             tries += 1;
-            match self.launcher.invoke_async(&exec.lambda, &body).await {
+            match self.launcher.invoke_async(&exec.runner.lambda, &body).await {
                 Ok(()) => {
-                    info!(activity_exec_id = %exec.activity_exec_id, lambda = %exec.lambda, attempt = exec.attempt, "activity launched");
+                    info!(activity_exec_id = %exec.activity_exec_id, lambda = %exec.runner.lambda, attempt = exec.attempt.number, "activity launched");
                     if self.config.record_launches {
                         let req =
                             decide::launched_update(self.store.tables(), exec, self.now().epoch);
@@ -192,7 +192,7 @@ impl<L: Launcher> Engine<L> {
                     warn!(activity_exec_id = %exec.activity_exec_id, error = %e, "launch refused; failing the activity");
                     crate::metrics::launch_failure();
                     let event_id =
-                        ids::EngineStep::LaunchFailed(&exec.activity_exec_id, exec.attempt)
+                        ids::EngineStep::LaunchFailed(&exec.activity_exec_id, exec.attempt.number)
                             .event_id();
                     let details = Details {
                         error: Some(format!("LAUNCH_FAILED: {e}")),

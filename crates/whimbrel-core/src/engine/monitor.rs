@@ -199,7 +199,7 @@ impl<L: Launcher> Engine<L> {
             return Ok(());
         };
         if !exec.state.is_terminal()
-            && !exec.parked.is_empty()
+            && !exec.trail.parked.is_empty()
             && self.apply_parked(exec.clone()).await?
         {
             report.reports_applied += 1;
@@ -212,7 +212,7 @@ impl<L: Launcher> Engine<L> {
             // Reports already parked on the item, then those still in the
             // event table, decide before any deadline does.
             let applied =
-                u64::from(!exec.parked.is_empty() && self.apply_parked(exec.clone()).await?)
+                u64::from(!exec.trail.parked.is_empty() && self.apply_parked(exec.clone()).await?)
                     + self.apply_in_flight(&exec).await?;
             if applied > 0 {
                 report.reports_applied += applied;
@@ -296,7 +296,8 @@ impl<L: Launcher> Engine<L> {
         exec: ActivityExec,
         details: Details,
     ) -> Result<Option<ActivityState>, EngineError> {
-        let event_id = ids::EngineStep::TimedOut(&exec.activity_exec_id, exec.attempt).event_id();
+        let event_id =
+            ids::EngineStep::TimedOut(&exec.activity_exec_id, exec.attempt.number).event_id();
         self.decree(
             exec,
             Transition::TimedOut,
@@ -320,7 +321,8 @@ impl<L: Launcher> Engine<L> {
             at: Some(now),
             ..Details::default()
         };
-        let event_id = ids::EngineStep::NotStarted(&exec.activity_exec_id, exec.attempt).event_id();
+        let event_id =
+            ids::EngineStep::NotStarted(&exec.activity_exec_id, exec.attempt.number).event_id();
         self.decree(exec, Transition::Failed, Source::Engine, &event_id, details)
             .await
     }
@@ -339,7 +341,7 @@ impl<L: Launcher> Engine<L> {
         match self.store.update(req, true).await {
             Ok(Some(item)) => {
                 let next = decoded(&exec.activity_exec_id, item)?;
-                warn!(activity_exec_id = %next.activity_exec_id, attempt = next.attempt, launch = next.launch, "attempt did not start; launching it again");
+                warn!(activity_exec_id = %next.activity_exec_id, attempt = next.attempt.number, launch = next.attempt.launches, "attempt did not start; launching it again");
                 self.launch(&next, &token).await?;
                 crate::metrics::relaunch();
                 report.relaunched += 1;
@@ -370,10 +372,11 @@ impl<L: Launcher> Engine<L> {
         let seen = |id: &str| {
             exec.is_last_event(id)
                 || exec
+                    .trail
                     .history
                     .iter()
                     .any(|h| h.names(&exec.activity_exec_id, id))
-                || exec.parked.iter().any(|p| p.activity_event_id == id)
+                || exec.trail.parked.iter().any(|p| p.activity_event_id == id)
         };
         let wanted: Vec<_> = keys
             .into_iter()
@@ -454,7 +457,7 @@ impl<L: Launcher> Engine<L> {
         // where the activity requires one, is refused.
         decide::report_actor(&exec, None, token)
             .map_err(|r| EngineError::Rejected(format!("{activity_exec_id}: {r}")))?;
-        if !exec.state.is_running() || !exec.heartbeat_enabled {
+        if !exec.state.is_running() || !exec.timeouts.heartbeat_enabled {
             return Ok(exec.state);
         }
         let now = self.now();
@@ -471,7 +474,7 @@ impl<L: Launcher> Engine<L> {
         ))
         .set(attr::HEARTBEAT_TIME, av(&now.date_list()))
         .set(attr::HEARTBEAT_TIME_EPOCH, n(now.epoch));
-        if let Some(h) = &exec.attempt_token_hash {
+        if let Some(h) = &exec.attempt.token_hash {
             if token.is_some() {
                 req = req.when(Cond::eq(attr::ATTEMPT_TOKEN_HASH, s(h)));
             }

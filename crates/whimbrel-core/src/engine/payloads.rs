@@ -42,13 +42,13 @@ pub async fn outputs_of(
     let mut keys = Vec::new();
     let mut name_of = HashMap::new();
     for a in execs {
-        match a.output_event_id {
+        match a.outcome.output_event_id {
             Some(row) => {
                 keys.push(event_key(&row, &a.activity_exec_id));
                 name_of.insert(row, a.activity_name);
             }
             None => {
-                out.insert(a.activity_name, a.output.unwrap_or(Value::Null));
+                out.insert(a.activity_name, a.outcome.output.unwrap_or(Value::Null));
             }
         }
     }
@@ -131,8 +131,8 @@ impl<L: Launcher> Engine<L> {
     /// Errors: [`EngineError::Retry`] when the row cannot be read or is
     /// missing (it is put before the activity item exists).
     pub async fn input_of(&self, exec: &ActivityExec) -> Result<Value, EngineError> {
-        let Some(key) = &exec.input_ref else {
-            return Ok(exec.input.clone().unwrap_or(Value::Null));
+        let Some(key) = &exec.runner.input_ref else {
+            return Ok(exec.runner.input.clone().unwrap_or(Value::Null));
         };
         let item = HashMap::from([
             (attr::WORKFLOW_EXEC_ID.to_string(), s(key)),

@@ -53,8 +53,8 @@ impl<L: Launcher> Engine<L> {
         &self,
         exec: &ActivityExec,
     ) -> Result<(Vec<String>, BTreeMap<String, GroupSlot>), EngineError> {
-        if exec.dependents_in_plan.is_none() {
-            return Ok((exec.dependents.clone(), exec.join_slots.clone()));
+        if exec.links.dependents_in_plan.is_none() {
+            return Ok((exec.links.dependents.clone(), exec.links.join_slots.clone()));
         }
         let stored = self.plan_of(exec).await?;
         Ok(items::planned_dependents(
@@ -132,15 +132,19 @@ impl<L: Launcher> Engine<L> {
     ) -> Result<(), EngineError> {
         loop {
             if let Some(marker) = release {
-                let done = exec.released_prerequisites.iter().any(|r| r == marker);
-                if done || exec.pending_dependency_count == 0 {
+                let done = exec
+                    .links
+                    .released_prerequisites
+                    .iter()
+                    .any(|r| r == marker);
+                if done || exec.links.pending_dependency_count == 0 {
                     // Released already (a redelivery, or a crash after the
                     // release): resume from the item.
                     release = None;
                 }
             }
             let claimable = matches!(exec.state, ActivityState::Requested | ActivityState::Ready);
-            let pending = exec.pending_dependency_count - u64::from(release.is_some());
+            let pending = exec.links.pending_dependency_count - u64::from(release.is_some());
             if let Some(marker) = release.filter(|_| pending > 0 || !claimable) {
                 let req = decide::release_update(
                     self.store.tables(),
@@ -164,7 +168,11 @@ impl<L: Launcher> Engine<L> {
                 return Ok(());
             }
             // A task-list activity is queued unclaimed: a worker claims it.
-            let token = exec.task_list.is_none().then(|| self.env.new_token());
+            let token = exec
+                .runner
+                .task_list
+                .is_none()
+                .then(|| self.env.new_token());
             let hash = token.as_deref().map(ids::token_hash);
             let now = self.now().epoch;
             let t = self.store.tables();
@@ -185,7 +193,7 @@ impl<L: Launcher> Engine<L> {
                     return match token {
                         Some(token) => self.launch(&queued, &token).await,
                         None => {
-                            info!(activity_exec_id = %queued.activity_exec_id, task_list = ?queued.task_list, "activity queued for a worker");
+                            info!(activity_exec_id = %queued.activity_exec_id, task_list = ?queued.runner.task_list, "activity queued for a worker");
                             Ok(())
                         }
                     };

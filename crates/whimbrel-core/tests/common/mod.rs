@@ -354,6 +354,7 @@ impl Harness {
         let (at, kind) = whimbrel_core::engine::decide::next_deadline(exec, &self.config())
             .unwrap_or_else(|| panic!("{} ({}) has no deadline", exec.activity_name, exec.state));
         let marker = exec
+            .timing
             .due_epoch
             .unwrap_or_else(|| panic!("{} has no due marker", exec.activity_name));
         assert!(
@@ -573,7 +574,7 @@ pub async fn terminal_write_only(
     // As the engine writes it: a plain update for an item with a count
     // slot (its end is counted by the settle), else the transaction with
     // the workflow's counter.
-    if exec.count_slot.is_some() {
+    if exec.links.count_slot.is_some() {
         h.store.update(update, false).await.expect("terminal write");
     } else {
         let count = decide::count_end(t, &exec, end, details.error.as_deref());
@@ -588,6 +589,7 @@ pub async fn terminal_write_only(
     // settle grace, and the monitor looks at most one grace later (a marker
     // already in that window is kept).
     let owed = after
+        .timing
         .due_epoch
         .expect("the terminal write leaves its side effects owed (due marker)");
     let grace = cfg.settle_grace_seconds;

@@ -32,7 +32,7 @@ pub fn task_list_shard(task_list: &str, activity_exec_id: &str) -> String {
 /// Put a task-list activity's attempt in its list's index, claimable from
 /// `at` (epoch seconds).
 fn offer(req: UpdateRequest, exec: &ActivityExec, at: i64) -> UpdateRequest {
-    match &exec.task_list {
+    match &exec.runner.task_list {
         Some(list) => req
             .set(
                 attr::TASK_LIST_SHARD,
@@ -89,7 +89,7 @@ fn queue_after(
     now: i64,
     release: Option<&str>,
 ) -> UpdateRequest {
-    let attempt = exec.attempt + 1;
+    let attempt = exec.attempt.number + 1;
     let event_id = launcher_event_id(attempt);
     let mut entries = vec![];
     if exec.state == ActivityState::Requested && exec.has_prerequisites() {
@@ -110,9 +110,9 @@ fn queue_after(
     ));
     let mut after = exec.clone();
     after.state = ActivityState::Queued;
-    after.attempt = attempt;
-    after.first_queued_epoch = Some(now);
-    after.scheduled_epoch = Some(now);
+    after.attempt.number = attempt;
+    after.timing.first_queued_epoch = Some(now);
+    after.timing.scheduled_epoch = Some(now);
     let req = match release {
         None => versioned(tables, exec).when(Cond::eq(attr::PENDING_DEPENDENCY_COUNT, n(0))),
         Some(marker) => versioned(tables, exec)
@@ -154,10 +154,10 @@ pub fn relaunch_update(
     token_hash: &str,
     now: i64,
 ) -> UpdateRequest {
-    let launch = exec.launch.max(1) + 1;
+    let launch = exec.attempt.launches.max(1) + 1;
     let event_id = format!(
         "relaunch:{}:{}:{launch}",
-        exec.activity_exec_id, exec.attempt
+        exec.activity_exec_id, exec.attempt.number
     );
     let req = versioned(tables, exec).act(queued_again(exec, now, &event_id));
     claim(req, cfg, exec.clone(), token_hash, launch, now)
@@ -195,9 +195,13 @@ pub fn launch_update(
         .when(Cond::eq(attr::STATE, s(ActivityState::Queued.as_str())))
         .when(Cond::not_exists(attr::ATTEMPT_TOKEN_HASH))
         .remove(attr::NEXT_ATTEMPT_EPOCH)
-        .act(queued_again(exec, now, &launcher_event_id(exec.attempt)));
+        .act(queued_again(
+            exec,
+            now,
+            &launcher_event_id(exec.attempt.number),
+        ));
     let mut after = exec.clone();
-    after.next_attempt_epoch = None;
+    after.timing.next_attempt_epoch = None;
     claim(req, cfg, after, token_hash, 1, now)
 }
 
@@ -214,9 +218,9 @@ fn claim(
 ) -> UpdateRequest {
     let t = Timestamp::from_epoch(now);
     let before = after.clone();
-    after.attempt_token_hash = Some(token_hash.into());
-    after.queued_time_epoch = Some(now);
-    after.launch = launch;
+    after.attempt.token_hash = Some(token_hash.into());
+    after.timing.queued_time_epoch = Some(now);
+    after.attempt.launches = launch;
     let req = req
         .set(attr::ATTEMPT_TOKEN_HASH, s(token_hash))
         .set(attr::LAUNCH, n(launch))
@@ -245,10 +249,11 @@ pub fn claim_task_update(
     now: i64,
 ) -> UpdateRequest {
     let t = Timestamp::from_epoch(now);
-    let event_id = crate::ids::EngineStep::Claim(&exec.activity_exec_id, exec.attempt).event_id();
+    let event_id =
+        crate::ids::EngineStep::Claim(&exec.activity_exec_id, exec.attempt.number).event_id();
     let mut after = exec.clone();
     after.state = ActivityState::Running;
-    after.start_time_epoch = now;
+    after.timing.start_time_epoch = now;
     let mut req = versioned(tables, exec)
         .when(Cond::eq(attr::STATE, s(ActivityState::Queued.as_str())))
         .when(Cond::exists(attr::TASK_LIST_SHARD))
@@ -275,11 +280,11 @@ pub fn claim_task_update(
                 &event_id,
             )],
         ));
-    if exec.heartbeat_enabled {
+    if exec.timeouts.heartbeat_enabled {
         req = req
             .set(attr::HEARTBEAT_TIME, av(&t.date_list()))
             .set(attr::HEARTBEAT_TIME_EPOCH, n(now));
-        after.heartbeat_time_epoch = now;
+        after.timing.heartbeat_time_epoch = now;
     }
     let due = next_deadline(&after, cfg).map(|d| d.0);
     with_due(req, exec, due, live_keep(now, due))
@@ -293,10 +298,10 @@ pub fn launched_update(tables: &Tables, exec: &ActivityExec, now: i64) -> Update
         tables.activity_exec(),
         super::activity_key(&exec.activity_exec_id, &exec.workflow_exec_id),
     )
-    .when(Cond::eq(attr::ATTEMPT, n(exec.attempt)))
+    .when(Cond::eq(attr::ATTEMPT, n(exec.attempt.number)))
     .set(attr::LAUNCHED_TIME, av(&t.date_list()))
     .set(attr::LAUNCHED_TIME_EPOCH, n(now));
-    if let Some(h) = &exec.attempt_token_hash {
+    if let Some(h) = &exec.attempt.token_hash {
         req = req.when(Cond::eq(attr::ATTEMPT_TOKEN_HASH, s(h)));
     }
     req
@@ -316,8 +321,8 @@ pub fn retry_after(
     now: i64,
 ) -> Option<i64> {
     contract::retry_state(exec.state, change.transition)?;
-    let policy = exec.retry.as_ref().filter(|_| retryable)?;
-    if exec.attempt >= policy.attempts() {
+    let policy = exec.attempt.retry.as_ref().filter(|_| retryable)?;
+    if exec.attempt.number >= policy.attempts() {
         return None;
     }
     let name = if change.transition == Transition::TimedOut {
@@ -328,11 +333,12 @@ pub fn retry_after(
     if !policy.retries(name) {
         return None;
     }
-    let unit = retry::jitter_unit(&exec.activity_exec_id, exec.attempt);
-    let at = now + policy.delay_seconds(exec.attempt, unit);
+    let unit = retry::jitter_unit(&exec.activity_exec_id, exec.attempt.number);
+    let at = now + policy.delay_seconds(exec.attempt.number, unit);
     let close = exec
+        .timeouts
         .schedule_to_close_seconds
-        .zip(exec.first_queued_epoch)
+        .zip(exec.timing.first_queued_epoch)
         .map(|(t, from)| from + t);
     match close {
         Some(c) if at >= c => None,
@@ -365,7 +371,7 @@ pub fn retry_update(
         short.truncate(end);
     }
     let entry = HistoryEntry {
-        attempt: Some(exec.attempt),
+        attempt: Some(exec.attempt.number),
         error: Some(short),
         next_attempt_epoch: Some(at),
         ..HistoryEntry::new(
@@ -378,7 +384,7 @@ pub fn retry_update(
     let mut req = versioned(tables, exec)
         .when(super::state_in(&contract::RETRY_FROM))
         .set(attr::STATE, s(ActivityState::Queued.as_str()))
-        .set(attr::ATTEMPT, n(exec.attempt + 1))
+        .set(attr::ATTEMPT, n(exec.attempt.number + 1))
         .set(attr::LAUNCH, n(0))
         .remove(attr::LAST_EVENT_ID)
         .set(attr::ERROR, s(cap_error(error)))
@@ -396,7 +402,7 @@ pub fn retry_update(
             attr::HISTORY.into(),
             vec![av(&entry.stored(&exec.activity_exec_id))],
         ));
-    if !exec.parked.is_empty() {
+    if !exec.trail.parked.is_empty() {
         // Reports of the failed attempt can never apply to the next one.
         req = req.remove(attr::PARKED);
     }
@@ -405,10 +411,10 @@ pub fn retry_update(
     }
     let mut after = exec.clone();
     after.state = ActivityState::Queued;
-    after.attempt += 1;
-    after.attempt_token_hash = None;
-    after.next_attempt_epoch = Some(at);
-    after.scheduled_epoch = Some(at);
+    after.attempt.number += 1;
+    after.attempt.token_hash = None;
+    after.timing.next_attempt_epoch = Some(at);
+    after.timing.scheduled_epoch = Some(at);
     let req = offer(req, exec, at);
     let due = next_deadline(&after, cfg).map(|d| d.0);
     with_due(req, exec, due, live_keep(now, due))

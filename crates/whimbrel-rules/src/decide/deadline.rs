@@ -55,8 +55,9 @@ impl Deadline {
 /// The heartbeat timeout of an activity, seconds; `None` when heartbeats
 /// are disabled.
 pub fn heartbeat_timeout(exec: &ActivityExec, cfg: &EngineConfig) -> Option<i64> {
-    exec.heartbeat_enabled.then(|| {
-        exec.heartbeat_timeout_seconds
+    exec.timeouts.heartbeat_enabled.then(|| {
+        exec.timeouts
+            .heartbeat_timeout_seconds
             .unwrap_or(cfg.default_heartbeat_timeout_seconds)
     })
 }
@@ -64,7 +65,8 @@ pub fn heartbeat_timeout(exec: &ActivityExec, cfg: &EngineConfig) -> Option<i64>
 /// The start-to-close timeout of an activity, seconds: its own
 /// (`timeout_seconds`) or the configured default. Also the PREPARING limit.
 pub fn start_to_close(exec: &ActivityExec, cfg: &EngineConfig) -> i64 {
-    exec.start_to_close_seconds
+    exec.timeouts
+        .start_to_close_seconds
         .unwrap_or(cfg.default_start_to_close_seconds)
 }
 
@@ -76,10 +78,14 @@ pub fn running_deadline(exec: &ActivityExec, cfg: &EngineConfig) -> (i64, bool) 
     // (a raw heartbeat near i64::MAX, fuzz crash 1); start-to-close still
     // bounds the attempt.
     let close = exec
+        .timing
         .start_time_epoch
         .max(0)
         .saturating_add(start_to_close(exec, cfg));
-    let beat = exec.heartbeat_time_epoch.max(exec.start_time_epoch);
+    let beat = exec
+        .timing
+        .heartbeat_time_epoch
+        .max(exec.timing.start_time_epoch);
     match heartbeat_timeout(exec, cfg).map(|t| beat.saturating_add(t)) {
         Some(at) if at < close => (at, true),
         _ => (close, false),
@@ -90,7 +96,8 @@ pub fn running_deadline(exec: &ActivityExec, cfg: &EngineConfig) -> (i64, bool) 
 /// epoch seconds. The deadlines of PREPARING and CANCELLED_RUNNING count
 /// from it; the due marker only says when to look.
 fn entered_at(exec: &ActivityExec) -> Option<i64> {
-    exec.history
+    exec.trail
+        .history
         .iter()
         .rev()
         .find(|h| h.state == exec.state)
@@ -103,25 +110,33 @@ fn entered_at(exec: &ActivityExec) -> Option<i64> {
 pub fn next_deadline(exec: &ActivityExec, cfg: &EngineConfig) -> Option<(i64, Deadline)> {
     let mut all: Vec<(i64, Deadline)> = Vec::new();
     let close = exec
+        .timeouts
         .schedule_to_close_seconds
-        .zip(exec.first_queued_epoch)
+        .zip(exec.timing.first_queued_epoch)
         .map(|(t, from)| (from.saturating_add(t), Deadline::ScheduleToClose));
     match exec.state {
         ActivityState::Queued => {
-            let claimed = exec.attempt_token_hash.is_some();
-            if exec.task_list.is_none() {
+            let claimed = exec.attempt.token_hash.is_some();
+            if exec.runner.task_list.is_none() {
                 all.push(if claimed {
                     let at = exec
+                        .timing
                         .queued_time_epoch
                         .unwrap_or(0)
                         .saturating_add(cfg.relaunch_after_seconds);
                     (at, Deadline::Relaunch)
                 } else {
-                    let at = exec.next_attempt_epoch.or(exec.scheduled_epoch);
+                    let at = exec
+                        .timing
+                        .next_attempt_epoch
+                        .or(exec.timing.scheduled_epoch);
                     (at.unwrap_or(0), Deadline::NextAttempt)
                 });
             }
-            if let (Some(t), Some(from)) = (exec.schedule_to_start_seconds, exec.scheduled_epoch) {
+            if let (Some(t), Some(from)) = (
+                exec.timeouts.schedule_to_start_seconds,
+                exec.timing.scheduled_epoch,
+            ) {
                 all.push((from.saturating_add(t), Deadline::ScheduleToStart));
             }
             all.extend(close);
@@ -159,7 +174,7 @@ pub fn next_deadline(exec: &ActivityExec, cfg: &EngineConfig) -> Option<(i64, De
 /// A deadline not passed yet: wait if the marker already says it, else
 /// move the marker there.
 fn look_again(exec: &ActivityExec, deadline: i64) -> Verdict {
-    if exec.due_epoch == Some(deadline) {
+    if exec.timing.due_epoch == Some(deadline) {
         Verdict::Wait
     } else {
         Verdict::Extend(deadline)
@@ -242,18 +257,18 @@ pub fn monitor_verdict(exec: &ActivityExec, cfg: &EngineConfig, now: i64) -> Ver
     };
     match kind {
         Deadline::NextAttempt => Verdict::Launch,
-        Deadline::Relaunch if exec.launch.max(1) >= cfg.max_launch_attempts => {
+        Deadline::Relaunch if exec.attempt.launches.max(1) >= cfg.max_launch_attempts => {
             Verdict::FailNotStarted(format!(
                 "NOT_STARTED: attempt {} not started after {} launches ({}s each)",
-                exec.attempt,
-                exec.launch.max(1),
+                exec.attempt.number,
+                exec.attempt.launches.max(1),
                 cfg.relaunch_after_seconds
             ))
         }
         Deadline::Relaunch => Verdict::Relaunch,
         Deadline::ScheduleToStart => time_out(format!(
             "not started within {}s of being scheduled (schedule-to-start)",
-            exec.schedule_to_start_seconds.unwrap_or(0)
+            exec.timeouts.schedule_to_start_seconds.unwrap_or(0)
         )),
         Deadline::StartToClose if exec.state == ActivityState::Preparing => time_out(format!(
             "PREPARING for more than {}s (start-to-close)",
@@ -275,7 +290,7 @@ pub fn monitor_verdict(exec: &ActivityExec, cfg: &EngineConfig, now: i64) -> Ver
         Deadline::ScheduleToClose => Verdict::TimeOut {
             reason: format!(
                 "not completed within {}s of first being scheduled (schedule-to-close)",
-                exec.schedule_to_close_seconds.unwrap_or(0)
+                exec.timeouts.schedule_to_close_seconds.unwrap_or(0)
             ),
             stale_before: None,
             retryable: false,
@@ -313,14 +328,12 @@ pub fn heartbeat_marker(exec: &ActivityExec, cfg: &EngineConfig, now: i64) -> Op
         return None;
     }
     let timeout = heartbeat_timeout(exec, cfg)?;
-    let due = exec.due_epoch?;
+    let due = exec.timing.due_epoch?;
     if due.saturating_sub(now) > timeout / 2 {
         return None;
     }
-    let beat = ActivityExec {
-        heartbeat_time_epoch: now,
-        ..exec.clone()
-    };
+    let mut beat = exec.clone();
+    beat.timing.heartbeat_time_epoch = now;
     let (at, _) = next_deadline(&beat, cfg)?;
     let at = at.saturating_sub(HEARTBEAT_MARKER_SKEW_SECONDS);
     (at > due).then_some(at)

@@ -19,7 +19,10 @@ use std::collections::{BTreeMap, HashMap};
 use crate::config::EngineConfig;
 use crate::contract::ActivityState;
 use crate::ids;
-use crate::model::{ActivityExec, ActivityExecDependency, GroupSlot, WorkflowExec};
+use crate::model::{
+    ActivityExec, ActivityExecDependency, Attempt, GroupSlot, Links, Outcome, Runner, Timeouts,
+    Timing, Trail, WorkflowExec,
+};
 use crate::plan::{Plan, PlannedActivity};
 use crate::retry::RetryPolicy;
 
@@ -58,7 +61,7 @@ pub fn activity_items(
             .get(a.name.as_str())
             .map_or(&[][..], Vec::as_slice);
         let wide_fan_out = waiting.len() > fan_out_list_max(config);
-        let links = Links {
+        let links = PlanLinks {
             count_slot: count_slot(index, group_size, total),
             join_slots: if wide_fan_out {
                 BTreeMap::new()
@@ -79,8 +82,9 @@ pub fn activity_items(
     (execs, edges)
 }
 
-/// How one activity of a plan is linked to the others.
-struct Links {
+/// How one activity of a plan is linked to the others, before its item
+/// decides how to keep the links ([`PlanLinks::into_links`]).
+struct PlanLinks {
     /// Its count group (design.md § 3.3): plan order, `group_size` each.
     count_slot: GroupSlot,
     /// The join groups its end releases, by dependent.
@@ -93,6 +97,29 @@ struct Links {
     prerequisites: Vec<String>,
     /// Prerequisites per join group.
     group_size: usize,
+}
+
+impl PlanLinks {
+    /// The item's links: a wide join (more prerequisites than
+    /// `group_size`) keeps no list and counts its join groups instead.
+    fn into_links(self) -> Links {
+        let count = self.prerequisites.len();
+        let join_groups = (count > self.group_size).then(|| count.div_ceil(self.group_size) as u32);
+        Links {
+            pending_dependency_count: join_groups.map_or(count as u64, u64::from),
+            prerequisites: if join_groups.is_some() {
+                vec![]
+            } else {
+                self.prerequisites
+            },
+            join_groups,
+            count_slot: Some(self.count_slot),
+            join_slots: self.join_slots,
+            dependents: self.dependents,
+            dependents_in_plan: self.dependents_in_plan,
+            released_prerequisites: vec![],
+        }
+    }
 }
 
 /// The count slot of the activity at `index` of a plan of `total`.
@@ -132,41 +159,56 @@ fn requested_item(
     a: &PlannedActivity,
     config: &EngineConfig,
     id: String,
-    links: Links,
+    links: PlanLinks,
 ) -> ActivityExec {
-    // An explicit `heartbeat_enabled` wins; otherwise a timeout enables.
-    let heartbeat_enabled = a
-        .heartbeat_enabled
-        .unwrap_or(a.heartbeat_timeout_seconds.is_some());
-    let prerequisite_count = links.prerequisites.len();
-    let join_groups = (prerequisite_count > links.group_size)
-        .then(|| prerequisite_count.div_ceil(links.group_size) as u32);
     ActivityExec {
         activity_exec_id: id,
         workflow_exec_id: wf.workflow_exec_id.clone(),
         workflow_name: wf.workflow_name.clone(),
         activity_name: a.name.clone(),
         state: ActivityState::Requested,
-        lambda: a.lambda.clone(),
-        task_list: a.task_list.clone(),
-        retry: retry_of(a, plan),
+        version: 0,
+        runner: Runner {
+            lambda: a.lambda.clone(),
+            task_list: a.task_list.clone(),
+            input: a.input.clone().filter(crate::payloads::inline),
+            // A stored plan names the row; a plan stored before inputs went
+            // by reference (or not stored) still has the input.
+            input_ref: a
+                .input_ref
+                .clone()
+                .or_else(|| crate::payloads::input_ref(&wf.workflow_exec_id, a.input.as_ref())),
+            ..Runner::default()
+        },
+        attempt: Attempt {
+            retry: retry_of(a, plan),
+            require_tokens: a
+                .require_tokens
+                .or(plan.require_tokens)
+                .unwrap_or(config.require_tokens),
+            ..Attempt::default()
+        },
+        timeouts: timeouts_of(a, config),
+        timing: Timing::default(),
+        links: links.into_links(),
+        outcome: Outcome::default(),
+        trail: Trail::default(),
+    }
+}
+
+/// The timeouts of planned activity `a`: its own, or the engine's defaults.
+fn timeouts_of(a: &PlannedActivity, config: &EngineConfig) -> Timeouts {
+    // An explicit `heartbeat_enabled` wins; otherwise a timeout enables.
+    let heartbeat_enabled = a
+        .heartbeat_enabled
+        .unwrap_or(a.heartbeat_timeout_seconds.is_some());
+    Timeouts {
         schedule_to_start_seconds: a
             .schedule_to_start_seconds
             .or(config.default_schedule_to_start_seconds),
         schedule_to_close_seconds: a
             .schedule_to_close_seconds
             .or(config.default_schedule_to_close_seconds),
-        input: a.input.clone().filter(crate::payloads::inline),
-        // A stored plan names the row; a plan stored before inputs went by
-        // reference (or not stored) still has the input.
-        input_ref: a
-            .input_ref
-            .clone()
-            .or_else(|| crate::payloads::input_ref(&wf.workflow_exec_id, a.input.as_ref())),
-        require_tokens: a
-            .require_tokens
-            .or(plan.require_tokens)
-            .unwrap_or(config.require_tokens),
         heartbeat_enabled,
         heartbeat_timeout_seconds: heartbeat_enabled.then(|| {
             a.heartbeat_timeout_seconds
@@ -178,77 +220,6 @@ fn requested_item(
             a.start_to_close_seconds
                 .unwrap_or(config.default_start_to_close_seconds),
         ),
-        pending_dependency_count: join_groups.map_or(prerequisite_count as u64, u64::from),
-        prerequisites: if join_groups.is_some() {
-            vec![]
-        } else {
-            links.prerequisites
-        },
-        join_groups,
-        count_slot: Some(links.count_slot),
-        join_slots: links.join_slots,
-        dependents: links.dependents,
-        dependents_in_plan: links.dependents_in_plan,
-        ..unstarted_item()
-    }
-}
-
-/// An activity item before anything happened to it: no identity yet, no
-/// attempt, no times, no links. [`requested_item`] fills it from a plan.
-fn unstarted_item() -> ActivityExec {
-    ActivityExec {
-        activity_exec_id: String::new(),
-        workflow_exec_id: String::new(),
-        workflow_name: String::new(),
-        activity_name: String::new(),
-        state: ActivityState::Requested,
-        lambda: String::new(),
-        task_list: None,
-        task_list_shard: None,
-        task_queued_epoch: None,
-        worker: None,
-        retry: None,
-        schedule_to_start_seconds: None,
-        schedule_to_close_seconds: None,
-        first_queued_epoch: None,
-        scheduled_epoch: None,
-        next_attempt_epoch: None,
-        launch: 0,
-        input: None,
-        input_ref: None,
-        attempt: 0,
-        attempt_token_hash: None,
-        require_tokens: false,
-        parked: vec![],
-        heartbeat_enabled: false,
-        heartbeat_timeout_seconds: None,
-        start_to_close_seconds: None,
-        heartbeat_time: None,
-        heartbeat_time_epoch: -1,
-        due_epoch: None,
-        due_shard: None,
-        queued_time: None,
-        queued_time_epoch: None,
-        launched_time: None,
-        launched_time_epoch: None,
-        start_time: None,
-        start_time_epoch: -1,
-        end_time: None,
-        end_time_epoch: None,
-        output: None,
-        output_event_id: None,
-        error: None,
-        pending_dependency_count: 0,
-        released_prerequisites: vec![],
-        prerequisites: vec![],
-        join_groups: None,
-        count_slot: None,
-        join_slots: BTreeMap::new(),
-        dependents: vec![],
-        dependents_in_plan: None,
-        last_event_id: None,
-        version: 0,
-        history: vec![],
     }
 }
 

@@ -69,19 +69,21 @@ pub fn report_actor(
     token: Option<&str>,
 ) -> Result<Actor, String> {
     if let Some(a) = attempt {
-        if a != exec.attempt {
+        if a != exec.attempt.number {
             return Err(format!(
                 "report for attempt {a}; the live attempt is {}",
-                exec.attempt
+                exec.attempt.number
             ));
         }
     }
     match token {
-        Some(t) if exec.attempt_token_hash.as_deref() == Some(ids::token_hash(t).as_str()) => {
+        Some(t) if exec.attempt.token_hash.as_deref() == Some(ids::token_hash(t).as_str()) => {
             Ok(Actor::Attempt)
         }
         Some(_) => Err("attempt token does not match the live attempt (stale or forged)".into()),
-        None if exec.require_tokens => Err("this activity requires the attempt token".into()),
+        None if exec.attempt.require_tokens => {
+            Err("this activity requires the attempt token".into())
+        }
         None => Ok(Actor::Client),
     }
 }
@@ -112,7 +114,7 @@ pub fn heartbeat_moving_marker(
         plain
             .clone()
             .when(Cond::eq(attr::VERSION, n(exec.version)))
-            .when(Cond::eq(attr::DUE_EPOCH, n(exec.due_epoch?)))
+            .when(Cond::eq(attr::DUE_EPOCH, n(exec.timing.due_epoch?)))
             .set(attr::DUE_EPOCH, n(at)),
     )
 }
@@ -137,17 +139,21 @@ pub(crate) fn with_due(
     keep: std::ops::RangeInclusive<i64>,
 ) -> UpdateRequest {
     match at {
-        Some(_) if exec.due_epoch.is_some_and(|cur| keep.contains(&cur)) => req.when(Cond::eq(
-            attr::DUE_EPOCH,
-            n(exec.due_epoch.expect("checked above")),
-        )),
+        Some(_) if exec.timing.due_epoch.is_some_and(|cur| keep.contains(&cur)) => {
+            req.when(Cond::eq(
+                attr::DUE_EPOCH,
+                n(exec.timing.due_epoch.expect("checked above")),
+            ))
+        }
         Some(at) => {
             for a in due(&exec.activity_exec_id, at) {
                 req = req.act(a);
             }
             req
         }
-        None if exec.due_epoch.is_some() => req.remove(attr::DUE_EPOCH).remove(attr::DUE_SHARD),
+        None if exec.timing.due_epoch.is_some() => {
+            req.remove(attr::DUE_EPOCH).remove(attr::DUE_SHARD)
+        }
         None => req,
     }
 }
@@ -228,6 +234,7 @@ pub fn transition_update(
         .remove(attr::LAST_EVENT_ID)
         .act(Action::Append(attr::HISTORY.into(), vec![entry]));
     let rest: Vec<&ParkedEvent> = exec
+        .trail
         .parked
         .iter()
         .filter(|p| p.activity_event_id != event_id)
@@ -236,12 +243,13 @@ pub fn transition_update(
     // The state's own deadline, judged on the item as it will be.
     let mut after = exec.clone();
     after.state = next;
-    after.last_event_id = None;
+    after.trail.last_event_id = None;
     after
+        .trail
         .history
         .push(HistoryEntry::new(transition, next, now, event_id));
     let mut req = set_times(req, exec, &mut after, now);
-    if next != ActivityState::Queued && exec.task_list_shard.is_some() {
+    if next != ActivityState::Queued && exec.runner.task_list_shard.is_some() {
         // Out of the task-list index: no worker may claim it any more.
         req = req
             .remove(attr::TASK_LIST_SHARD)
@@ -276,12 +284,12 @@ fn keep_parked(
     rest: &[&ParkedEvent],
 ) -> UpdateRequest {
     if next.is_terminal() || rest.is_empty() {
-        if exec.parked.is_empty() {
+        if exec.trail.parked.is_empty() {
             req
         } else {
             req.remove(attr::PARKED)
         }
-    } else if rest.len() != exec.parked.len() {
+    } else if rest.len() != exec.trail.parked.len() {
         req.set(attr::PARKED, av(&rest))
     } else {
         req
@@ -302,19 +310,19 @@ fn set_times(
         req = req
             .set(attr::START_TIME, av(&t.date_list()))
             .set(attr::START_TIME_EPOCH, n(now));
-        after.start_time_epoch = now;
-        if exec.heartbeat_enabled {
+        after.timing.start_time_epoch = now;
+        if exec.timeouts.heartbeat_enabled {
             req = req
                 .set(attr::HEARTBEAT_TIME, av(&t.date_list()))
                 .set(attr::HEARTBEAT_TIME_EPOCH, n(now));
-            after.heartbeat_time_epoch = now;
+            after.timing.heartbeat_time_epoch = now;
         }
     }
     if after.state.is_terminal() {
         req = req
             .set(attr::END_TIME, av(&t.date_list()))
             .set(attr::END_TIME_EPOCH, n(now));
-        if exec.next_attempt_epoch.is_some() {
+        if exec.timing.next_attempt_epoch.is_some() {
             req = req.remove(attr::NEXT_ATTEMPT_EPOCH);
         }
     }
@@ -337,7 +345,7 @@ fn set_outcome(
         if let Some(row) = &details.output_event_id {
             req = req.set(attr::OUTPUT_EVENT_ID, s(row));
         }
-        if exec.error.is_some() {
+        if exec.outcome.error.is_some() {
             req = req.remove(attr::ERROR);
         }
     } else if let Some(err) = details.error.as_deref() {

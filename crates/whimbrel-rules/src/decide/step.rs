@@ -83,10 +83,14 @@ pub fn transition_step(
         return TransitionStep::Redelivered;
     }
     let id = &exec.activity_exec_id;
-    if exec.history.iter().any(|h| h.names(id, event_id)) {
+    if exec.trail.history.iter().any(|h| h.names(id, event_id)) {
         return TransitionStep::Superseded;
     }
-    let parked = exec.parked.iter().any(|p| p.activity_event_id == event_id);
+    let parked = exec
+        .trail
+        .parked
+        .iter()
+        .any(|p| p.activity_event_id == event_id);
     if parked && !applicable(exec, transition, source) {
         return TransitionStep::AlreadyParked;
     }
@@ -107,7 +111,7 @@ pub fn transition_step(
     let update = transition_update(tables, cfg, exec, change, details, now);
     // An item with a count slot is counted by its settle; an older one in
     // the transaction of its terminal write.
-    let count = (next.is_terminal() && exec.count_slot.is_none())
+    let count = (next.is_terminal() && exec.links.count_slot.is_none())
         .then(|| count_end(tables, exec, next, details.error.as_deref()));
     TransitionStep::Apply {
         actor,
@@ -135,7 +139,7 @@ fn next_state(
         Source::Report { attempt, token } => {
             let actor = report_actor(exec, *attempt, token.as_deref())
                 .map_err(|r| Refusal::Reject(r.to_string()))?;
-            let tokened = exec.attempt_token_hash.is_some();
+            let tokened = exec.attempt.token_hash.is_some();
             let next = contract::next_state_of_report(exec.state, tokened, transition, actor);
             (actor, next)
         }
@@ -174,7 +178,7 @@ fn park_step(
                 && p.attempt == *attempt
                 && p.attempt_token == *token)
     };
-    if exec.parked.iter().any(same) {
+    if exec.trail.parked.iter().any(same) {
         return TransitionStep::AlreadyParked;
     }
     TransitionStep::Park(ParkedEvent {
@@ -199,7 +203,7 @@ pub fn applicable(exec: &ActivityExec, transition: Transition, source: &Source) 
     report_actor(exec, *attempt, token.as_deref())
         .ok()
         .is_some_and(|actor| {
-            let tokened = exec.attempt_token_hash.is_some();
+            let tokened = exec.attempt.token_hash.is_some();
             contract::next_state_of_report(exec.state, tokened, transition, actor).is_ok()
         })
 }
@@ -263,13 +267,13 @@ pub fn applied_locally(
 ) -> ActivityExec {
     exec.state = next;
     exec.version += 1;
-    exec.task_list_shard = None;
-    exec.last_event_id = Some(event_id.to_string());
+    exec.runner.task_list_shard = None;
+    exec.trail.last_event_id = Some(event_id.to_string());
     if next.is_terminal() {
-        exec.parked.clear();
-        exec.end_time_epoch = Some(now);
-        exec.due_epoch = Some(now + cfg.settle_grace_seconds);
-        exec.due_shard = Some(keys::shard_of(&exec.activity_exec_id));
+        exec.trail.parked.clear();
+        exec.timing.end_time_epoch = Some(now);
+        exec.timing.due_epoch = Some(now + cfg.settle_grace_seconds);
+        exec.timing.due_shard = Some(keys::shard_of(&exec.activity_exec_id));
     }
     exec
 }

@@ -29,7 +29,7 @@ fn step(exec: &ActivityExec, t: Transition, source: &Source, event_id: &str) -> 
 #[test]
 fn a_report_that_caused_the_last_change_is_a_redelivery() {
     let mut a = running(None, None);
-    a.last_event_id = Some("a::e1".into());
+    a.trail.last_event_id = Some("a::e1".into());
     let got = step(&a, Transition::Completed, &report(1), "a::e1");
     assert_eq!(got, TransitionStep::Redelivered);
 }
@@ -37,7 +37,7 @@ fn a_report_that_caused_the_last_change_is_a_redelivery() {
 #[test]
 fn completed_while_running_is_applied_with_a_contract_condition() {
     let mut a = running(None, None);
-    a.attempt_token_hash = Some("h".into());
+    a.attempt.token_hash = Some("h".into());
     let TransitionStep::Apply { next, update, .. } =
         step(&a, Transition::Completed, &report(1), "e2")
     else {
@@ -63,12 +63,12 @@ fn completed_while_running_is_applied_with_a_contract_condition() {
 fn a_report_not_valid_yet_is_parked_once() {
     let mut a = running(None, None);
     a.state = ActivityState::Queued;
-    a.attempt_token_hash = Some("h".into());
+    a.attempt.token_hash = Some("h".into());
     let TransitionStep::Park(parked) = step(&a, Transition::Completed, &report(1), "e3") else {
         panic!("not parked");
     };
     assert_eq!(parked.activity_event_id, "e3");
-    a.parked.push(parked);
+    a.trail.parked.push(parked);
     let again = step(&a, Transition::Completed, &report(1), "e4");
     assert_eq!(again, TransitionStep::AlreadyParked, "same report, new row");
 }
@@ -76,7 +76,7 @@ fn a_report_not_valid_yet_is_parked_once() {
 #[test]
 fn a_report_from_a_stale_attempt_is_rejected() {
     let mut a = running(None, None);
-    a.attempt = 2;
+    a.attempt.number = 2;
     let got = step(&a, Transition::Completed, &report(1), "e5");
     assert!(matches!(got, TransitionStep::Reject(_)), "{got:?}");
 }

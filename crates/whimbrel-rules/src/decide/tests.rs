@@ -41,9 +41,9 @@ pub(super) fn running(hb: Option<i64>, timeout: Option<i64>) -> ActivityExec {
     .unwrap();
     let mut a = activity_items(&wf, &plan, &cfg()).0.remove(0);
     a.state = ActivityState::Running;
-    a.attempt = 1;
-    a.start_time_epoch = 1000;
-    a.heartbeat_time_epoch = 1000;
+    a.attempt.number = 1;
+    a.timing.start_time_epoch = 1000;
+    a.timing.heartbeat_time_epoch = 1000;
     a
 }
 
@@ -56,7 +56,7 @@ fn running_deadline_is_the_earlier_of_heartbeat_and_start_to_close() {
     let a = running(Some(30), Some(100));
     assert_eq!(running_deadline(&a, &cfg()), (1030, true));
     let mut beat = a.clone();
-    beat.heartbeat_time_epoch = 1090;
+    beat.timing.heartbeat_time_epoch = 1090;
     assert_eq!(running_deadline(&beat, &cfg()), (1100, false));
     // Neither given: the default start-to-close still catches it.
     let quiet = running(None, None);
@@ -66,7 +66,7 @@ fn running_deadline_is_the_earlier_of_heartbeat_and_start_to_close() {
 #[test]
 fn the_monitor_waits_the_report_grace_then_times_out_by_heartbeat() {
     let mut a = running(Some(30), None);
-    a.due_epoch = Some(1030);
+    a.timing.due_epoch = Some(1030);
     assert_eq!(monitor_verdict(&a, &cfg(), 1035), Verdict::Wait);
     match monitor_verdict(&a, &cfg(), 1040) {
         Verdict::TimeOut {
@@ -82,7 +82,7 @@ fn the_monitor_waits_the_report_grace_then_times_out_by_heartbeat() {
     }
     // A raw heartbeat (only heartbeat_time_epoch changed) moves the
     // deadline: the marker is extended, nothing times out.
-    a.heartbeat_time_epoch = 1030;
+    a.timing.heartbeat_time_epoch = 1030;
     assert_eq!(monitor_verdict(&a, &cfg(), 1040), Verdict::Extend(1060));
 }
 
@@ -91,8 +91,8 @@ fn queued_relaunches_then_fails_preparing_and_cancelled_running_time_out() {
     let c = cfg();
     let mut q = running(None, None);
     q.state = ActivityState::Queued;
-    q.attempt_token_hash = Some("h".into());
-    q.queued_time_epoch = Some(0);
+    q.attempt.token_hash = Some("h".into());
+    q.timing.queued_time_epoch = Some(0);
     assert_eq!(
         monitor_verdict(&q, &c, c.relaunch_after_seconds),
         Verdict::Wait
@@ -101,8 +101,8 @@ fn queued_relaunches_then_fails_preparing_and_cancelled_running_time_out() {
         monitor_verdict(&q, &c, c.relaunch_after_seconds + c.report_grace_seconds),
         Verdict::Relaunch
     );
-    q.attempt_token_hash = Some("h".into());
-    q.launch = c.max_launch_attempts;
+    q.attempt.token_hash = Some("h".into());
+    q.attempt.launches = c.max_launch_attempts;
     assert!(matches!(
         monitor_verdict(&q, &c, 10_000),
         Verdict::FailNotStarted(_)
@@ -113,8 +113,8 @@ fn queued_relaunches_then_fails_preparing_and_cancelled_running_time_out() {
     // (an owed parked event may have lowered it).
     let mut p = running(None, None);
     p.state = ActivityState::Preparing;
-    p.history.push(entered(ActivityState::Preparing, 500));
-    p.due_epoch = Some(560);
+    p.trail.history.push(entered(ActivityState::Preparing, 500));
+    p.timing.due_epoch = Some(560);
     assert_eq!(monitor_verdict(&p, &c, 570), Verdict::Extend(500 + 3600));
     assert!(matches!(
         monitor_verdict(&p, &c, 500 + 3600 + c.report_grace_seconds),
@@ -123,10 +123,11 @@ fn queued_relaunches_then_fails_preparing_and_cancelled_running_time_out() {
     // CANCELLED_RUNNING since 2000: the cancel grace alone.
     let mut cr = running(Some(30), None);
     cr.state = ActivityState::CancelledRunning;
-    cr.history
+    cr.trail
+        .history
         .push(entered(ActivityState::CancelledRunning, 2000));
     let d = 2000 + c.cancel_grace_seconds;
-    cr.due_epoch = Some(d);
+    cr.timing.due_epoch = Some(d);
     assert_eq!(monitor_verdict(&cr, &c, d + 5), Verdict::Wait);
     assert!(matches!(
         monitor_verdict(&cr, &c, d + c.report_grace_seconds),
@@ -140,13 +141,13 @@ fn queued_relaunches_then_fails_preparing_and_cancelled_running_time_out() {
 #[test]
 fn tokens_fence_reports() {
     let mut a = running(None, None);
-    a.attempt = 2;
-    a.attempt_token_hash = Some(ids::token_hash("live"));
+    a.attempt.number = 2;
+    a.attempt.token_hash = Some(ids::token_hash("live"));
     assert_eq!(report_actor(&a, Some(2), Some("live")), Ok(Actor::Attempt));
     assert!(report_actor(&a, Some(2), Some("stale")).is_err());
     assert!(report_actor(&a, Some(1), None).is_err(), "an older attempt");
     assert_eq!(report_actor(&a, None, None), Ok(Actor::Client));
-    a.require_tokens = true;
+    a.attempt.require_tokens = true;
     assert!(report_actor(&a, None, None).is_err());
 }
 
@@ -154,7 +155,7 @@ fn tokens_fence_reports() {
 fn a_terminal_write_leaves_its_obligation_and_drops_parked_events() {
     let t = Tables::new("t_");
     let mut a = running(Some(30), None);
-    a.parked.push(ParkedEvent {
+    a.trail.parked.push(ParkedEvent {
         activity_event_id: "e1".into(),
         transition: "COMPLETED".into(),
         output: None,
@@ -180,12 +181,12 @@ fn a_terminal_write_leaves_its_obligation_and_drops_parked_events() {
     assert_eq!(got.state, ActivityState::Failed);
     assert_eq!(got.version, a.version + 1);
     assert_eq!(
-        got.due_epoch,
+        got.timing.due_epoch,
         Some(2000 + cfg().settle_grace_seconds),
         "side effects owed"
     );
-    assert!(got.parked.is_empty());
-    assert!(got.error.unwrap().len() <= MAX_ERROR_BYTES);
+    assert!(got.trail.parked.is_empty());
+    assert!(got.outcome.error.unwrap().len() <= MAX_ERROR_BYTES);
     // The same write again (a stale copy) fails its version condition.
     assert!(!eval(req.cond.as_ref().unwrap(), Some(&after)));
 }
@@ -215,13 +216,13 @@ fn claims_are_exclusive_and_count_attempts() {
     let t = Tables::new("t_");
     let mut a = running(None, None);
     a.state = ActivityState::Requested;
-    a.attempt = 0;
+    a.attempt.number = 0;
     let req = queue_update(&t, &cfg(), &a, Some("h1"), 50);
     let before = item(&a);
     let after = apply(&req.key, Some(&before), &req.actions).unwrap();
     let q: ActivityExec = serde_dynamo::from_item(after.clone()).unwrap();
-    assert_eq!((q.state, q.attempt), (ActivityState::Queued, 1));
-    assert_eq!(q.due_epoch, Some(50 + cfg().relaunch_after_seconds));
+    assert_eq!((q.state, q.attempt.number), (ActivityState::Queued, 1));
+    assert_eq!(q.timing.due_epoch, Some(50 + cfg().relaunch_after_seconds));
     // A second claimer read the same version: its claim fails.
     assert!(!eval(req.cond.as_ref().unwrap(), Some(&after)));
     let re = relaunch_update(&t, &cfg(), &q, "h2", 500);
@@ -229,12 +230,12 @@ fn claims_are_exclusive_and_count_attempts() {
         serde_dynamo::from_item(apply(&re.key, Some(&after), &re.actions).unwrap()).unwrap();
     // A relaunch is the same attempt with a new token (the lost
     // invocation's reports are refused from now on).
-    assert_eq!((again.attempt, again.launch), (1, 2));
-    assert_eq!(again.attempt_token_hash.as_deref(), Some("h2"));
+    assert_eq!((again.attempt.number, again.attempt.launches), (1, 2));
+    assert_eq!(again.attempt.token_hash.as_deref(), Some("h2"));
 }
 
 fn with_retry(mut a: ActivityExec, json: serde_json::Value) -> ActivityExec {
-    a.retry = Some(serde_json::from_value(json).unwrap());
+    a.attempt.retry = Some(serde_json::from_value(json).unwrap());
     a
 }
 
@@ -246,8 +247,8 @@ fn a_failed_attempt_with_attempts_left_goes_back_to_queued_after_the_backoff() {
         running(None, None),
         serde_json::json!({"max_attempts": 3, "interval_seconds": 5, "backoff_rate": 2.0, "no_retry_on": ["Bad"]}),
     );
-    a.attempt_token_hash = Some("h".into());
-    a.first_queued_epoch = Some(900);
+    a.attempt.token_hash = Some("h".into());
+    a.timing.first_queued_epoch = Some(900);
     let change = Change {
         transition: Transition::Failed,
         next: ActivityState::Failed,
@@ -269,7 +270,7 @@ fn a_failed_attempt_with_attempts_left_goes_back_to_queued_after_the_backoff() {
     );
     assert_eq!(retry_after(&a, &change, &failed("Busy"), false, 1000), None);
     let mut last = a.clone();
-    last.attempt = 3;
+    last.attempt.number = 3;
     assert_eq!(
         retry_after(&last, &change, &failed("Busy"), true, 1000),
         None
@@ -282,14 +283,14 @@ fn a_failed_attempt_with_attempts_left_goes_back_to_queued_after_the_backoff() {
     );
     // Schedule-to-close would pass before the next attempt: final.
     let mut closing = a.clone();
-    closing.schedule_to_close_seconds = Some(104);
+    closing.timeouts.schedule_to_close_seconds = Some(104);
     assert_eq!(
         retry_after(&closing, &change, &failed("Busy"), true, 1000),
         None
     );
     // Attempt 2 fails: twice the interval.
     let mut second = a.clone();
-    second.attempt = 2;
+    second.attempt.number = 2;
     assert_eq!(
         retry_after(&second, &change, &failed("Busy"), true, 1000),
         Some(1010)
@@ -298,11 +299,14 @@ fn a_failed_attempt_with_attempts_left_goes_back_to_queued_after_the_backoff() {
     let req = retry_update(&t, &c, &a, &change, &failed("Busy: later"), 1005, 1000);
     let after: ActivityExec =
         serde_dynamo::from_item(apply(&req.key, Some(&item(&a)), &req.actions).unwrap()).unwrap();
-    assert_eq!((after.state, after.attempt), (ActivityState::Queued, 2));
-    assert_eq!(after.attempt_token_hash, None);
-    assert_eq!(after.next_attempt_epoch, Some(1005));
-    assert_eq!(after.due_epoch, Some(1005));
-    let h = after.history.last().unwrap();
+    assert_eq!(
+        (after.state, after.attempt.number),
+        (ActivityState::Queued, 2)
+    );
+    assert_eq!(after.attempt.token_hash, None);
+    assert_eq!(after.timing.next_attempt_epoch, Some(1005));
+    assert_eq!(after.timing.due_epoch, Some(1005));
+    let h = after.trail.history.last().unwrap();
     assert_eq!((h.attempt, h.next_attempt_epoch), (Some(1), Some(1005)));
     assert_eq!(h.transition, "FAILED");
     // The monitor launches it when the delay ends (no report grace).
@@ -311,8 +315,11 @@ fn a_failed_attempt_with_attempts_left_goes_back_to_queued_after_the_backoff() {
     let l = launch_update(&t, &c, &after, "h2", 1006);
     let launched: ActivityExec =
         serde_dynamo::from_item(apply(&l.key, Some(&item(&after)), &l.actions).unwrap()).unwrap();
-    assert_eq!((launched.attempt, launched.launch), (2, 1));
-    assert_eq!(launched.due_epoch, Some(1006 + c.relaunch_after_seconds));
+    assert_eq!((launched.attempt.number, launched.attempt.launches), (2, 1));
+    assert_eq!(
+        launched.timing.due_epoch,
+        Some(1006 + c.relaunch_after_seconds)
+    );
     // A second launcher read the same version: its claim fails.
     assert!(!eval(l.cond.as_ref().unwrap(), Some(&item(&launched))));
 }
@@ -322,10 +329,10 @@ fn schedule_to_start_and_schedule_to_close_fire_and_only_the_first_retries() {
     let c = cfg();
     let mut q = running(None, None);
     q.state = ActivityState::Queued;
-    q.task_list = Some("tl".into());
-    q.schedule_to_start_seconds = Some(50);
-    q.scheduled_epoch = Some(1000);
-    q.first_queued_epoch = Some(1000);
+    q.runner.task_list = Some("tl".into());
+    q.timeouts.schedule_to_start_seconds = Some(50);
+    q.timing.scheduled_epoch = Some(1000);
+    q.timing.first_queued_epoch = Some(1000);
     assert_eq!(
         next_deadline(&q, &c),
         Some((1050, Deadline::ScheduleToStart))
@@ -340,7 +347,7 @@ fn schedule_to_start_and_schedule_to_close_fire_and_only_the_first_retries() {
         }
         v => panic!("{v:?}"),
     }
-    q.schedule_to_close_seconds = Some(20);
+    q.timeouts.schedule_to_close_seconds = Some(20);
     match monitor_verdict(&q, &c, 1020 + c.report_grace_seconds) {
         Verdict::TimeOut {
             reason,
@@ -353,8 +360,8 @@ fn schedule_to_start_and_schedule_to_close_fire_and_only_the_first_retries() {
     }
     // A task waiting for a worker without schedule timeouts is not watched.
     let mut idle = q.clone();
-    idle.schedule_to_start_seconds = None;
-    idle.schedule_to_close_seconds = None;
+    idle.timeouts.schedule_to_start_seconds = None;
+    idle.timeouts.schedule_to_close_seconds = None;
     assert_eq!(next_deadline(&idle, &c), None);
 }
 
@@ -364,27 +371,30 @@ fn a_worker_claim_is_exclusive_and_sets_the_running_deadline() {
     let c = cfg();
     let mut a = running(Some(30), Some(600));
     a.state = ActivityState::Requested;
-    a.attempt = 0;
-    a.task_list = Some("tl".into());
+    a.attempt.number = 0;
+    a.runner.task_list = Some("tl".into());
     let q = queue_update(&t, &c, &a, None, 50);
     let queued: ActivityExec =
         serde_dynamo::from_item(apply(&q.key, Some(&item(&a)), &q.actions).unwrap()).unwrap();
-    assert_eq!((queued.state, queued.attempt), (ActivityState::Queued, 1));
-    assert_eq!(queued.attempt_token_hash, None);
     assert_eq!(
-        queued.task_list_shard,
+        (queued.state, queued.attempt.number),
+        (ActivityState::Queued, 1)
+    );
+    assert_eq!(queued.attempt.token_hash, None);
+    assert_eq!(
+        queued.runner.task_list_shard,
         Some(task_list_shard("tl", &a.activity_exec_id))
     );
-    assert_eq!(queued.task_queued_epoch, Some(50));
+    assert_eq!(queued.runner.task_queued_epoch, Some(50));
     let claim = claim_task_update(&t, &c, &queued, "tok", "w1", 60);
     let before = item(&queued);
     assert!(eval(claim.cond.as_ref().unwrap(), Some(&before)));
     let running: ActivityExec =
         serde_dynamo::from_item(apply(&claim.key, Some(&before), &claim.actions).unwrap()).unwrap();
     assert_eq!(running.state, ActivityState::Running);
-    assert_eq!(running.worker.as_deref(), Some("w1"));
-    assert_eq!(running.task_list_shard, None);
-    assert_eq!(running.due_epoch, Some(60 + 30));
+    assert_eq!(running.runner.worker.as_deref(), Some("w1"));
+    assert_eq!(running.runner.task_list_shard, None);
+    assert_eq!(running.timing.due_epoch, Some(60 + 30));
     // The second worker's claim, on the version it read, fails.
     assert!(!eval(claim.cond.as_ref().unwrap(), Some(&item(&running))));
 }
@@ -403,7 +413,7 @@ fn a_heartbeat_moves_the_marker_only_when_it_is_due_within_half_the_timeout() {
     let c = cfg();
     // Heartbeat timeout 100 s, start-to-close 1,000 s from 1000.
     let mut a = running(Some(100), Some(1000));
-    a.due_epoch = Some(1100);
+    a.timing.due_epoch = Some(1100);
     // Marker 80 s ahead, more than half the timeout: left alone (1 WRU).
     assert_eq!(heartbeat_marker(&a, &c, 1020), None);
     // 40 s ahead: moved to this heartbeat's deadline, less the clock skew
@@ -414,24 +424,24 @@ fn a_heartbeat_moves_the_marker_only_when_it_is_due_within_half_the_timeout() {
     assert_eq!(heartbeat_marker(&a, &c, 1120), Some(1220 - skew));
     // Start-to-close (2000) caps it: the marker is never later than a
     // deadline.
-    a.due_epoch = Some(2000 - skew);
+    a.timing.due_epoch = Some(2000 - skew);
     assert_eq!(heartbeat_marker(&a, &c, 1960), None);
-    a.due_epoch = Some(1940);
+    a.timing.due_epoch = Some(1940);
     assert_eq!(heartbeat_marker(&a, &c, 1930), Some(2000 - skew));
     // Schedule-to-close caps it as well.
     let mut s2c = a.clone();
-    s2c.schedule_to_close_seconds = Some(1000);
-    s2c.first_queued_epoch = Some(900);
+    s2c.timeouts.schedule_to_close_seconds = Some(1000);
+    s2c.timing.first_queued_epoch = Some(900);
     assert_eq!(heartbeat_marker(&s2c, &c, 1930), None);
     // Not RUNNING, no heartbeats, or no marker: nothing to move.
     let mut cancelled = a.clone();
     cancelled.state = ActivityState::CancelledRunning;
     assert_eq!(heartbeat_marker(&cancelled, &c, 1930), None);
     let mut quiet = running(None, Some(1000));
-    quiet.due_epoch = Some(1010);
+    quiet.timing.due_epoch = Some(1010);
     assert_eq!(heartbeat_marker(&quiet, &c, 1005), None);
     let mut unmarked = a.clone();
-    unmarked.due_epoch = None;
+    unmarked.timing.due_epoch = None;
     assert_eq!(heartbeat_marker(&unmarked, &c, 1930), None);
 }
 
@@ -439,8 +449,8 @@ fn a_heartbeat_moves_the_marker_only_when_it_is_due_within_half_the_timeout() {
 fn the_moving_heartbeat_is_conditioned_on_the_version_and_marker_read() {
     let c = cfg();
     let mut a = running(Some(100), Some(1000));
-    a.due_epoch = Some(1100);
-    a.due_shard = Some(3);
+    a.timing.due_epoch = Some(1100);
+    a.timing.due_shard = Some(3);
     a.version = 7;
     let plain = UpdateRequest::new(
         "t".into(),
@@ -460,7 +470,7 @@ fn the_moving_heartbeat_is_conditioned_on_the_version_and_marker_read() {
     assert!(!eval(cond, Some(&item(&newer))));
     // The monitor moved the marker meanwhile: fails too.
     let mut moved = a.clone();
-    moved.due_epoch = Some(1130);
+    moved.timing.due_epoch = Some(1130);
     assert!(!eval(cond, Some(&item(&moved))));
     assert!(heartbeat_moving_marker(&plain, &a, &c, 1020).is_none());
 }

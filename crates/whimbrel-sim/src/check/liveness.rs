@@ -106,19 +106,19 @@ pub(super) fn activity_violations(
     if !a.state.is_terminal() {
         v.push(format!(
             "activity {} stuck in {} (attempt {})",
-            a.activity_exec_id, a.state, a.attempt
+            a.activity_exec_id, a.state, a.attempt.number
         ));
     }
-    if a.due_epoch.is_some() {
+    if a.timing.due_epoch.is_some() {
         v.push(format!(
             "activity {} still has an obligation ({})",
             a.activity_exec_id, a.state
         ));
     }
-    if a.attempt > cfg.max_launch_attempts {
+    if a.attempt.number > cfg.max_launch_attempts {
         v.push(format!(
             "activity {} has {} attempts",
-            a.activity_exec_id, a.attempt
+            a.activity_exec_id, a.attempt.number
         ));
     }
     if a.state == ActivityState::Completed {
@@ -141,13 +141,13 @@ fn output_violation(
     let prereqs: serde_json::Map<String, serde_json::Value> = acts
         .iter()
         .filter(|p| {
-            a.prerequisites.contains(&p.activity_exec_id)
-                || p.join_slots.contains_key(&a.activity_exec_id)
+            a.links.prerequisites.contains(&p.activity_exec_id)
+                || p.links.join_slots.contains_key(&a.activity_exec_id)
         })
         .map(|p| {
             (
                 p.activity_name.clone(),
-                p.output.clone().unwrap_or_default(),
+                p.outcome.output.clone().unwrap_or_default(),
             )
         })
         .collect();
@@ -161,10 +161,10 @@ fn output_violation(
         &input,
         &serde_json::Value::Object(prereqs),
     );
-    (a.output.as_ref() != Some(&expected)).then(|| {
+    (a.outcome.output.as_ref() != Some(&expected)).then(|| {
         format!(
             "activity {}: output {:?} is not {expected}",
-            a.activity_exec_id, a.output
+            a.activity_exec_id, a.outcome.output
         )
     })
 }
@@ -178,20 +178,21 @@ fn timed_out_despite_report(
     seen: &Evidence<'_>,
 ) -> Option<String> {
     let at = a
+        .trail
         .history
         .iter()
         .find(|h| h.state == ActivityState::TimedOut)
         .map_or(i64::MAX, |h| h.at_epoch);
     let r = seen.reports.iter().find(|r| {
         r.activity_exec_id == a.activity_exec_id
-            && r.attempt == a.attempt
+            && r.attempt == a.attempt.number
             && matches!(r.transition.as_str(), "COMPLETED" | "FAILED")
             && r.at + cfg.report_grace_seconds + 2 <= at
     })?;
     Some(format!(
         "activity {} TIMED_OUT at {at} though its {} report {} was written at {} (outcomes {:?}; history {:?})",
         a.activity_exec_id, r.transition, r.event_id, r.at, seen.outcomes.get(&r.event_id),
-        a.history.iter().map(|h| format!("{}@{} by {}", h.state, h.at_epoch, h.full_event_id(&a.activity_exec_id))).collect::<Vec<_>>()
+        a.trail.history.iter().map(|h| format!("{}@{} by {}", h.state, h.at_epoch, h.full_event_id(&a.activity_exec_id))).collect::<Vec<_>>()
     ))
 }
 

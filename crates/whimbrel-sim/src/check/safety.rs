@@ -51,7 +51,7 @@ pub(super) fn due_marker_violation(a: &ActivityExec, cfg: &EngineConfig) -> Opti
     }
     let id = &a.activity_exec_id;
     let (deadline, kind) = whimbrel_core::engine::decide::next_deadline(a, cfg)?;
-    match a.due_epoch {
+    match a.timing.due_epoch {
         None => Some(format!(
             "{id}: {} with a {kind:?} deadline at {deadline} but no due marker",
             a.state
@@ -72,7 +72,7 @@ pub(super) fn history_violations(a: &ActivityExec) -> Vec<String> {
     let mut v = vec![];
     let id = &a.activity_exec_id;
     let mut from = ActivityState::Requested;
-    for h in &a.history {
+    for h in &a.trail.history {
         let retried = h
             .transition
             .parse::<contract::Transition>()
@@ -94,7 +94,12 @@ pub(super) fn history_violations(a: &ActivityExec) -> Vec<String> {
         }
         from = h.state;
     }
-    let ends = a.history.iter().filter(|h| h.state.is_terminal()).count();
+    let ends = a
+        .trail
+        .history
+        .iter()
+        .filter(|h| h.state.is_terminal())
+        .count();
     if ends > 1 {
         v.push(format!("{id}: {ends} terminal transitions accepted"));
     }
@@ -108,19 +113,23 @@ pub(super) fn history_violations(a: &ActivityExec) -> Vec<String> {
 pub(super) fn attempt_violations(a: &ActivityExec) -> Vec<String> {
     let mut v = vec![];
     let id = &a.activity_exec_id;
-    let max = a.retry.as_ref().map_or(1, |r| r.attempts());
-    if a.attempt > max {
-        v.push(format!("{id}: attempt {} of at most {max}", a.attempt));
+    let max = a.attempt.retry.as_ref().map_or(1, |r| r.attempts());
+    if a.attempt.number > max {
+        v.push(format!(
+            "{id}: attempt {} of at most {max}",
+            a.attempt.number
+        ));
     }
-    let failed: Vec<u32> = a.history.iter().filter_map(|h| h.attempt).collect();
-    let want: Vec<u32> = (1..a.attempt.max(1)).collect();
+    let failed: Vec<u32> = a.trail.history.iter().filter_map(|h| h.attempt).collect();
+    let want: Vec<u32> = (1..a.attempt.number.max(1)).collect();
     if failed != want {
         v.push(format!(
             "{id}: attempt {} with failures recorded for {failed:?}",
-            a.attempt
+            a.attempt.number
         ));
     }
     let mut claims: Vec<&str> = a
+        .trail
         .history
         .iter()
         .filter(|h| h.event_id.starts_with("claim:"))
