@@ -2247,3 +2247,86 @@ async fn a_plan_stored_by_a_start_that_died_before_marking_the_exec_is_replayed(
     h.engine.start_workflow(&req).await.unwrap();
     assert_eq!(h.launcher.launches_of("stored").len(), 1);
 }
+
+/// A decider that fails for good, slowly: while it is being asked, another
+/// start of the same workflow (the first start redelivered, or the
+/// monitor's restart) stores its plan and marks the exec planned, as a
+/// start does before it creates the activity items.
+struct SlowFailingDecider {
+    store: whimbrel_core::store::Store,
+    plan: whimbrel_core::model::WorkflowPlan,
+}
+
+impl whimbrel_core::launcher::Launcher for SlowFailingDecider {
+    async fn invoke_sync(&self, function: &str, _: &Value) -> Result<Value, InvokeError> {
+        let t = self.store.tables();
+        self.store
+            .put(&t.workflow_plan(), &self.plan)
+            .await
+            .unwrap();
+        let (id, name) = (&self.plan.workflow_exec_id, &self.plan.workflow_name);
+        let mut exec: whimbrel_core::model::WorkflowExec = self
+            .store
+            .get(&t.workflow_exec(), decide::workflow_key(id, name))
+            .await
+            .unwrap()
+            .expect("exec");
+        exec.planned_epoch = Some(self.plan.recorded_epoch);
+        exec.activity_count = self.plan.plan.activities.len() as u64;
+        self.store.put(&t.workflow_exec(), &exec).await.unwrap();
+        Err(InvokeError::FunctionError {
+            function: function.into(),
+            message: "decider crashed".into(),
+        })
+    }
+
+    async fn invoke_async(&self, function: &str, _: &Value) -> Result<(), InvokeError> {
+        panic!("a start whose decider failed launched {function}");
+    }
+}
+
+/// A start whose decider fails for good must not fail a workflow that
+/// another start planned meanwhile: that start goes on to create and
+/// launch the activities, which a FAILED workflow would strand REQUESTED
+/// with no due marker.
+#[tokio::test]
+async fn a_start_whose_decider_failed_leaves_a_workflow_planned_meanwhile_to_its_planner() {
+    use whimbrel_core::engine::{Engine, Environment};
+    use whimbrel_core::model::{WorkflowLambda, WorkflowPlan};
+    let h = Harness::new().await;
+    let reg = WorkflowLambda {
+        workflow_name: "raced".into(),
+        lambda: Some("raced-decider".into()),
+        definition: None,
+    };
+    let t = h.store.tables();
+    h.store.put(&t.workflow_lambda(), &reg).await.unwrap();
+    let plan = chain_plan(&["a", "b"]);
+    h.launcher
+        .deciders
+        .lock()
+        .unwrap()
+        .insert("raced-decider".into(), Ok(plan.clone()));
+    let req = h.request("raced", None);
+    let wf = ids::workflow_exec_id("raced", &req.workflow_request_id);
+    let racer = SlowFailingDecider {
+        store: h.store.clone(),
+        plan: WorkflowPlan {
+            workflow_exec_id: wf.clone(),
+            workflow_name: "raced".into(),
+            plan: serde_json::from_value(plan).unwrap(),
+            input: None,
+            recorded_epoch: h.clock.now().epoch,
+            parts: None,
+        },
+    };
+    let loser = Engine::with_environment(h.store.clone(), racer, h.config(), h.clock.clone());
+    let applied = loser.start_workflow(&req).await.unwrap();
+    assert_ne!(applied, Applied::Workflow(WorkflowState::Failed));
+    assert_eq!(h.workflow(&wf).await.state, WorkflowState::Requested);
+    // The planner goes on from its stored plan.
+    h.engine.start_workflow(&req).await.unwrap();
+    assert_eq!(h.workflow(&wf).await.state, WorkflowState::Running);
+    assert_eq!(h.launcher.launches_of("a").len(), 1);
+    assert_eq!(h.activity(&wf, "b").await.state, ActivityState::Requested);
+}

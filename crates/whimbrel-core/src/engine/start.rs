@@ -465,8 +465,10 @@ impl<L: Launcher> Engine<L> {
     }
 
     /// REQUESTED → FAILED with `reason`, only while no plan is stored: a
-    /// start storing its plan meanwhile wins (the monitor's give-up).
-    async fn fail_unplanned(&self, exec: &WorkflowExec, reason: &str) -> Result<(), EngineError> {
+    /// start that stored its plan meanwhile wins, and goes on to create
+    /// the activities (the monitor's give-up, a start that could not plan).
+    /// Whether this write ended the workflow.
+    async fn fail_unplanned(&self, exec: &WorkflowExec, reason: &str) -> Result<bool, EngineError> {
         let (from, to) = (WorkflowState::Requested, WorkflowState::Failed);
         let mv = WorkflowMove {
             unplanned: true,
@@ -477,26 +479,25 @@ impl<L: Launcher> Engine<L> {
             .map_err(EngineError::Rejected)?;
         match self.store.update(req, false).await {
             Ok(_) => {
-                warn!(workflow_exec_id = %exec.workflow_exec_id, %reason, "workflow failed before it started");
-                Ok(())
+                warn!(workflow_exec_id = %id, %reason, "workflow failed before it started");
+                Ok(true)
             }
-            Err(StoreError::ConditionFailed) => Ok(()),
+            Err(StoreError::ConditionFailed) => Ok(false),
             Err(e) => Err(e.into()),
         }
     }
 
-    /// REQUESTED → FAILED with `reason` (conditional; clears the marker).
+    /// A start that cannot plan fails the workflow ([`Self::fail_unplanned`]):
+    /// unless another start planned it meanwhile, whose plan stands. Returns
+    /// the workflow's state as it then is.
     async fn fail_start(&self, exec: &WorkflowExec, reason: &str) -> Result<Applied, EngineError> {
-        warn!(workflow_exec_id = %exec.workflow_exec_id, %reason, "workflow failed before it started");
-        self.move_workflow(
-            &exec.workflow_exec_id,
-            &exec.workflow_name,
-            WorkflowState::Requested,
-            WorkflowState::Failed,
-            Some(reason),
-        )
-        .await?;
-        Ok(Applied::Workflow(WorkflowState::Failed))
+        if self.fail_unplanned(exec, reason).await? {
+            return Ok(Applied::Workflow(WorkflowState::Failed));
+        }
+        let (id, name) = (&exec.workflow_exec_id, &exec.workflow_name);
+        let now = self.load_workflow(id, name).await?;
+        info!(workflow_exec_id = %id, %reason, state = %now.state, "start could not plan; another start planned or ended the workflow meanwhile");
+        Ok(Applied::Workflow(now.state))
     }
 }
 
