@@ -182,10 +182,7 @@ fn requested_item(
         },
         attempt: Attempt {
             retry: retry_of(a, plan),
-            require_tokens: a
-                .require_tokens
-                .or(plan.require_tokens)
-                .unwrap_or(config.require_tokens),
+            require_tokens: requires_tokens(a, plan, config),
             ..Attempt::default()
         },
         timeouts: timeouts_of(a, config),
@@ -194,6 +191,16 @@ fn requested_item(
         outcome: Outcome::default(),
         trail: Trail::default(),
     }
+}
+
+/// Whether reports of planned activity `a` must carry the live attempt's
+/// token: the deployment's setting (`WHIMBREL_REQUIRE_TOKENS`) is a floor.
+/// Where it does not require them, the activity's own `require_tokens`
+/// decides, else the plan's; where it does, neither can lift it, so a plan
+/// never opens its activities to reports forged by a holder of the
+/// activity role (docs/contract.md § 2).
+fn requires_tokens(a: &PlannedActivity, plan: &Plan, config: &EngineConfig) -> bool {
+    config.require_tokens || a.require_tokens.or(plan.require_tokens).unwrap_or(false)
 }
 
 /// The timeouts of planned activity `a`: its own, or the engine's defaults.
@@ -294,4 +301,36 @@ pub fn planned_dependents(
         .remove(name)
         .unwrap_or_default();
     (dependents, slots)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tokens_of(plan: serde_json::Value, deployment: bool) -> Vec<bool> {
+        let wf = super::super::tests::workflow();
+        let plan: Plan = serde_json::from_value(plan).unwrap();
+        let config = EngineConfig {
+            require_tokens: deployment,
+            ..EngineConfig::default()
+        };
+        let (items, _) = activity_items(&wf, &plan, &config);
+        items.iter().map(|a| a.attempt.require_tokens).collect()
+    }
+
+    #[test]
+    fn the_deployments_token_requirement_is_a_floor_no_plan_lifts() {
+        let plan = serde_json::json!({"require_tokens": false, "activities": [
+            {"name": "a", "lambda": "f"},
+            {"name": "b", "lambda": "f", "require_tokens": false},
+            {"name": "c", "lambda": "f", "require_tokens": true},
+        ]});
+        assert_eq!(tokens_of(plan.clone(), true), [true, true, true]);
+        assert_eq!(tokens_of(plan, false), [false, false, true]);
+        let plan = serde_json::json!({"require_tokens": true, "activities": [
+            {"name": "a", "lambda": "f"},
+            {"name": "b", "lambda": "f", "require_tokens": false},
+        ]});
+        assert_eq!(tokens_of(plan, false), [true, false]);
+    }
 }

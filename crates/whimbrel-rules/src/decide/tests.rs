@@ -10,8 +10,9 @@ pub(super) fn cfg() -> EngineConfig {
     EngineConfig::default()
 }
 
-pub(super) fn running(hb: Option<i64>, timeout: Option<i64>) -> ActivityExec {
-    let wf = WorkflowExec {
+/// A RUNNING workflow exec `w::1` of one activity.
+pub(super) fn workflow() -> WorkflowExec {
+    WorkflowExec {
         workflow_exec_id: "w::1".into(),
         workflow_name: "w".into(),
         state: crate::contract::WorkflowState::Running,
@@ -34,7 +35,11 @@ pub(super) fn running(hb: Option<i64>, timeout: Option<i64>) -> ActivityExec {
         start_attempts: 0,
         result: None,
         result_in_activities: None,
-    };
+    }
+}
+
+pub(super) fn running(hb: Option<i64>, timeout: Option<i64>) -> ActivityExec {
+    let wf = workflow();
     let plan: Plan = serde_json::from_value(serde_json::json!({"activities": [
         {"name": "a", "lambda": "f", "heartbeat_timeout_seconds": hb, "timeout_seconds": timeout}
     ]}))
