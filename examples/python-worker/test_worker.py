@@ -286,6 +286,20 @@ class WorkerTest(unittest.TestCase):
         [row] = self.rows(bad)
         self.assertEqual((row["transition"], row["error"]), ("FAILED", "EXIT_3: disk full"))
 
+    def test_a_command_gets_no_credentials_unless_passed_on(self):
+        worker_env = {"PATH": "/usr/bin", "HOME": "/root", "AWS_ACCESS_KEY_ID": "AKIA",
+                      "AWS_SECRET_ACCESS_KEY": "secret", "AWS_SESSION_TOKEN": "token",
+                      "WHIMBREL_TABLE_PREFIX": "whimbrel_", "MY_SETTING": "1"}
+        self.assertEqual(sorted(worker.command_env(worker_env)), ["HOME", "PATH"])
+        self.assertEqual(sorted(worker.command_env(worker_env, ["MY_SETTING"])),
+                         ["HOME", "MY_SETTING", "PATH"])
+        tl, now = f"tl-{uuid.uuid4().hex[:6]}", int(time.time())
+        task = self.put(queued_task(tl, "env", now - 5))
+        cmd = "echo \"{\\\"key\\\": \\\"${AWS_SECRET_ACCESS_KEY:-none}\\\"}\""
+        self.assertEqual(self.run_cli(tl, "--exec", cmd)["completed"], 1)
+        [row] = self.rows(task)
+        self.assertEqual(row["output"], {"key": "none"})
+
     def test_cancel_stops_the_command_and_is_acknowledged(self):
         tl = f"tl-{uuid.uuid4().hex[:6]}"
         task = self.put(queued_task(tl, "long", int(time.time()) - 5, heartbeat=3))

@@ -131,13 +131,27 @@ def example_handler(payload, stop):
     return {"by": "python", "input": payload["input"], "prerequisites": payload["prerequisites"]}, None
 
 
-def exec_handler(cmd):
+# What a command inherits from the worker's environment, as `whimbrel
+# worker`: what a shell needs, never the worker's AWS credentials or
+# settings unless passed on by name (--pass-env).
+INHERITED_ENV = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "LC_ALL",
+                 "LC_CTYPE", "LC_MESSAGES", "TZ", "TMPDIR", "TERM")
+
+
+def command_env(environ, passed=()):
+    """The environment of a command: of `environ`, the names in
+    INHERITED_ENV or in `passed`."""
+    return {k: v for k, v in environ.items() if k in INHERITED_ENV or k in passed}
+
+
+def exec_handler(cmd, passed=()):
     """`--exec CMD`: the payload JSON on stdin, the output JSON from stdout
     (other text becomes {"stdout": text}); exit code n != 0 is FAILED with
     "EXIT_n: <last stderr line>" (killed by signal s: n = 128 + s)."""
     def run(payload, stop):
         proc = subprocess.Popen(cmd, shell=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, start_new_session=True)
+                                stderr=subprocess.PIPE, text=True, start_new_session=True,
+                                env=command_env(os.environ, passed))
         got = {}
         talk = threading.Thread(target=lambda: got.update(
             zip(("out", "err"), proc.communicate(json.dumps(payload, default=plain)))))
@@ -337,9 +351,11 @@ def main(argv=None):
     a.add_argument("--max-tasks", type=int)
     a.add_argument("--idle-exit", type=float, metavar="SECONDS")
     a.add_argument("--exec", dest="cmd", metavar="CMD", help="run CMD per task: payload on stdin, output on stdout")
+    a.add_argument("--pass-env", action="append", default=[], metavar="NAME",
+                   help="pass this variable of the worker's environment on to CMD (repeatable)")
     o = a.parse_args(argv)
     w = Worker(o.task_list, o.name, o.table_prefix, o.endpoint_url, o.region,
-               exec_handler(o.cmd) if o.cmd else None)
+               exec_handler(o.cmd, o.pass_env) if o.cmd else None)
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # print the summary on a plain kill too
     try:
         w.run(o.max_tasks, o.idle_exit)

@@ -48,6 +48,43 @@ pub struct WorkerArgs {
     /// Stop after this many seconds without an activity.
     #[arg(long)]
     pub idle_exit: Option<u64>,
+    /// A variable of the worker's environment to pass on to the command
+    /// (repeatable). Otherwise it gets only PATH, HOME, USER, LOGNAME,
+    /// SHELL, the locale, TZ, TMPDIR and TERM: never the worker's AWS
+    /// credentials or settings.
+    #[arg(long = "pass-env", value_name = "NAME")]
+    pub pass_env: Vec<String>,
+}
+
+/// The variables of the worker's environment every command gets: what a
+/// shell and common tools need, and nothing that grants access. The
+/// command is the activity's code, not the worker's: it must not act with
+/// the worker's AWS credentials (which may claim and report any task of
+/// the list) unless the operator passes them on (`--pass-env`).
+pub const INHERITED_ENV: &[&str] = &[
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "LANG",
+    "LANGUAGE",
+    "LC_ALL",
+    "LC_CTYPE",
+    "LC_MESSAGES",
+    "TZ",
+    "TMPDIR",
+    "TERM",
+];
+
+/// The environment of a command: of `vars` (the worker's), those in
+/// [`INHERITED_ENV`] or named in `pass`.
+pub fn command_env(
+    vars: impl Iterator<Item = (String, String)>,
+    pass: &[String],
+) -> Vec<(String, String)> {
+    vars.filter(|(k, _)| INHERITED_ENV.contains(&k.as_str()) || pass.contains(k))
+        .collect()
 }
 
 /// Run the command for one claimed activity.
@@ -59,6 +96,8 @@ async fn run_command(args: &WorkerArgs, payload: LaunchPayload) -> Result<Value,
     let mut child = tokio::process::Command::new("sh")
         .arg("-c")
         .arg(&args.exec)
+        .env_clear()
+        .envs(command_env(std::env::vars(), &args.pass_env))
         .env("WHIMBREL_ACTIVITY_EXEC_ID", &payload.activity_exec_id)
         .env("WHIMBREL_ACTIVITY_NAME", &payload.activity_name)
         .env("WHIMBREL_ATTEMPT", payload.attempt.to_string())
@@ -112,4 +151,35 @@ pub async fn run(g: &Global, args: WorkerArgs) -> Result<(), CliError> {
     let stats = worker.run(|p| run_command(&args, p)).await?;
     println!("{}", serde_json::to_string(&stats).expect("serializable"));
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_command_gets_no_credentials_unless_passed_on() {
+        let worker = [
+            ("PATH", "/usr/bin"),
+            ("HOME", "/root"),
+            ("AWS_ACCESS_KEY_ID", "AKIA"),
+            ("AWS_SECRET_ACCESS_KEY", "secret"),
+            ("AWS_SESSION_TOKEN", "token"),
+            ("AWS_ENDPOINT_URL_DYNAMODB", "http://127.0.0.1:8000"),
+            ("WHIMBREL_TABLE_PREFIX", "whimbrel_"),
+            ("MY_SETTING", "1"),
+        ]
+        .map(|(k, v)| (k.to_string(), v.to_string()));
+        let names =
+            |env: Vec<(String, String)>| env.into_iter().map(|(k, _)| k).collect::<Vec<_>>();
+        assert_eq!(
+            names(command_env(worker.clone().into_iter(), &[])),
+            ["PATH", "HOME"]
+        );
+        let pass = ["MY_SETTING".to_string()];
+        assert_eq!(
+            names(command_env(worker.into_iter(), &pass)),
+            ["PATH", "HOME", "MY_SETTING"]
+        );
+    }
 }
