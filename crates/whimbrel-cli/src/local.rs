@@ -30,6 +30,7 @@
 mod chaos;
 mod checkpoint;
 mod front;
+mod guard;
 pub(crate) mod instances;
 mod invoke;
 pub(crate) mod mapping;
@@ -79,6 +80,11 @@ pub struct LocalArgs {
     /// Where the Invoke API front listens (point AWS_ENDPOINT_URL_LAMBDA here).
     #[arg(long, default_value = "127.0.0.1:9001")]
     listen: SocketAddr,
+    /// Listen on a non-loopback `--listen` address. The front has no
+    /// authentication and invokes any function of the stack: anyone who
+    /// can reach the address can.
+    #[arg(long)]
+    allow_non_loopback: bool,
     /// The SAM template the mappings, timeouts and async settings are read
     /// from.
     #[arg(long, env = "WHIMBREL_TEMPLATE", default_value = "template.yaml")]
@@ -322,11 +328,13 @@ fn front_routes(runner: Arc<Runner>) -> Router {
         )
         .route("/whimbrel/invocations", get(front::counters))
         .route("/whimbrel/timeline", get(timeline::serve))
+        .layer(axum::middleware::from_fn(guard::require_local_host))
         .with_state(runner)
 }
 
 /// Run the local runner until interrupted.
 pub async fn run(g: Global, args: LocalArgs) -> Result<(), CliError> {
+    guard::check_listen(args.listen, args.allow_non_loopback).map_err(CliError)?;
     let template = read_template(&args.template, &g.table_prefix)?;
     let mappings = mappings(&template, &args)?;
     let sdk = whimbrel_core::aws_config(g.endpoint_url.as_deref()).await;
