@@ -42,11 +42,13 @@ fuzz:
 	  cargo +nightly fuzz run $$t -- -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 $$dict || status=1; \
 	done; exit $$status
 
-## fmt, clippy and rustdoc, as CI runs them.
+## fmt, clippy, rustdoc and cargo-deny (deny.toml), as CI runs them.
 lint:
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets --locked -- -D warnings
 	RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --workspace --locked
+	bash scripts/venv.sh
+	.local/venv/bin/cargo-deny --locked check --hide-inclusion-graph bans licenses sources
 
 ## Cost and latency figures on the local stack (not part of the tests).
 bench:
