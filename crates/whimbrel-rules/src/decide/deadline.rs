@@ -309,7 +309,8 @@ pub fn monitor_verdict(exec: &ActivityExec, cfg: &EngineConfig, now: i64) -> Ver
 /// cost, grow with the stale activities, not the live ones.
 ///
 /// `Some(at)` when `exec` (the item as read) is RUNNING with heartbeats, its
-/// marker is due within half its heartbeat timeout (or already passed), and
+/// marker is due within half its heartbeat timeout but not yet (more than
+/// [`HEARTBEAT_MARKER_SKEW_SECONDS`] ahead), and
 /// the earliest deadline after this heartbeat, `at` ([`next_deadline`] with
 /// `heartbeat_time_epoch = now`: start-to-close and schedule-to-close still
 /// count), is later than the marker. The marker is then never later than a
@@ -317,6 +318,13 @@ pub fn monitor_verdict(exec: &ActivityExec, cfg: &EngineConfig, now: i64) -> Ver
 /// marker (one write unit); when it comes due the monitor moves it
 /// ([`Verdict::Extend`]), as for a client's raw `heartbeat_time_epoch`
 /// update (contract: Heartbeat), which never moves it.
+///
+/// A marker already due is the monitor's, never moved by a heartbeat: it
+/// may be an obligation owed now, such as events parked on the item by an
+/// engine write that died before applying them (that write sets the marker
+/// to its own time), which a heartbeat must not postpone to the heartbeat
+/// deadline. The monitor applies what is owed and, for a live activity,
+/// moves the marker itself.
 ///
 /// The marker is set [`HEARTBEAT_MARKER_SKEW_SECONDS`] before that deadline:
 /// a later heartbeat from a writer whose clock is behind this one's (by up
@@ -329,7 +337,8 @@ pub fn heartbeat_marker(exec: &ActivityExec, cfg: &EngineConfig, now: i64) -> Op
     }
     let timeout = heartbeat_timeout(exec, cfg)?;
     let due = exec.timing.due_epoch?;
-    if due.saturating_sub(now) > timeout / 2 {
+    let ahead = due.saturating_sub(now);
+    if ahead > timeout / 2 || ahead <= HEARTBEAT_MARKER_SKEW_SECONDS {
         return None;
     }
     let mut beat = exec.clone();

@@ -1,7 +1,7 @@
 //! Unit tests of the pure rules: no server, no clock.
 
 use super::*;
-use crate::model::{HistoryEntry, WorkflowExec};
+use crate::model::{HistoryEntry, ParkedEvent, WorkflowExec};
 use crate::plan::Plan;
 use crate::write::eval::{apply, eval};
 use crate::write::Item;
@@ -425,8 +425,11 @@ fn a_heartbeat_moves_the_marker_only_when_it_is_due_within_half_the_timeout() {
     // writers may have.
     let skew = HEARTBEAT_MARKER_SKEW_SECONDS;
     assert_eq!(heartbeat_marker(&a, &c, 1060), Some(1160 - skew));
-    // Already passed (the monitor has not looked yet): moved too.
-    assert_eq!(heartbeat_marker(&a, &c, 1120), Some(1220 - skew));
+    // Already passed, or due within the writers' clock skew: the
+    // monitor's to look at (it may be owed now), never moved.
+    assert_eq!(heartbeat_marker(&a, &c, 1120), None);
+    assert_eq!(heartbeat_marker(&a, &c, 1100 - skew), None);
+    assert_eq!(heartbeat_marker(&a, &c, 1099 - skew), Some(1199 - 2 * skew));
     // Start-to-close (2000) caps it: the marker is never later than a
     // deadline.
     a.timing.due_epoch = Some(2000 - skew);
@@ -448,6 +451,31 @@ fn a_heartbeat_moves_the_marker_only_when_it_is_due_within_half_the_timeout() {
     let mut unmarked = a.clone();
     unmarked.timing.due_epoch = None;
     assert_eq!(heartbeat_marker(&unmarked, &c, 1930), None);
+}
+
+/// An engine write that parks a report (RUNNING applied with a COMPLETED
+/// parked, say) and dies before applying it leaves the marker at its own
+/// time: owed now. A heartbeat right after must leave it there, or the
+/// parked COMPLETED waits for the heartbeat deadline.
+#[test]
+fn a_heartbeat_never_postpones_a_marker_owed_now() {
+    let c = cfg();
+    let mut a = running(Some(100), Some(1000));
+    a.trail.parked.push(ParkedEvent {
+        activity_event_id: "a::1::done".into(),
+        transition: "COMPLETED".into(),
+        output: None,
+        output_in_row: false,
+        error: None,
+        attempt: Some(1),
+        attempt_token: None,
+    });
+    // The dying write's marker, at its own time (1050); heartbeats at
+    // that time, a second later, and from a clock a little behind.
+    a.timing.due_epoch = Some(1050);
+    for now in [1050, 1051, 1048] {
+        assert_eq!(heartbeat_marker(&a, &c, now), None, "heartbeat at {now}");
+    }
 }
 
 #[test]
