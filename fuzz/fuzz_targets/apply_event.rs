@@ -459,6 +459,7 @@ fn exec_of(i: &Input, cfg: &EngineConfig, now: i64) -> Option<ActivityExec> {
                 output_in_row: false,
                 error: p.error.as_deref().map(decide::cap_error),
                 attempt: p.attempt.get(attempt),
+                attempt_token_hash: None,
                 attempt_token: p.token.get(),
             })
             .collect()

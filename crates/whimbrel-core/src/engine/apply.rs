@@ -65,7 +65,7 @@ impl<L: Launcher> Engine<L> {
         super::payloads::output_by_reference(&mut details, ev);
         let source = Source::Report {
             attempt: ev.attempt,
-            token: ev.attempt_token.clone(),
+            token_hash: ev.attempt_token.as_deref().map(ids::token_hash),
         };
         self.transition(exec, transition, source, &ev.activity_event_id, details)
             .await
@@ -262,7 +262,7 @@ impl<L: Launcher> Engine<L> {
             };
             let source = Source::Report {
                 attempt: p.attempt,
-                token: p.attempt_token.clone(),
+                token_hash: p.token_hash(),
             };
             if !decide::applicable(&exec, transition, &source) {
                 continue;

@@ -68,6 +68,18 @@ pub fn report_actor(
     attempt: Option<u32>,
     token: Option<&str>,
 ) -> Result<Actor, String> {
+    let hash = token.map(ids::token_hash);
+    report_actor_by_hash(exec, attempt, hash.as_deref())
+}
+
+/// [`report_actor`] for a report known by its token's hash
+/// ([`ids::token_hash`]): the engine keeps only hashes (of parked reports
+/// too), never a token.
+pub fn report_actor_by_hash(
+    exec: &ActivityExec,
+    attempt: Option<u32>,
+    token_hash: Option<&str>,
+) -> Result<Actor, String> {
     if let Some(a) = attempt {
         if a != exec.attempt.number {
             return Err(format!(
@@ -76,10 +88,8 @@ pub fn report_actor(
             ));
         }
     }
-    match token {
-        Some(t) if exec.attempt.token_hash.as_deref() == Some(ids::token_hash(t).as_str()) => {
-            Ok(Actor::Attempt)
-        }
+    match token_hash {
+        Some(h) if exec.attempt.token_hash.as_deref() == Some(h) => Ok(Actor::Attempt),
         Some(_) => Err("attempt token does not match the live attempt (stale or forged)".into()),
         None if exec.attempt.require_tokens => {
             Err("this activity requires the attempt token".into())

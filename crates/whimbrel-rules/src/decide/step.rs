@@ -12,8 +12,8 @@ use crate::plan::MAX_OUTPUT_BYTES;
 use crate::write::UpdateRequest;
 
 use super::{
-    cap_error, count_end, report_actor, retry_after, retry_update, transition_update, Change,
-    Details,
+    cap_error, count_end, report_actor_by_hash, retry_after, retry_update, transition_update,
+    Change, Details,
 };
 
 /// Who asks for a transition.
@@ -23,8 +23,10 @@ pub enum Source {
     Report {
         /// The attempt the report names (from the launch payload).
         attempt: Option<u32>,
-        /// The attempt token the report carries.
-        token: Option<String>,
+        /// The hash ([`crate::ids::token_hash`]) of the attempt token the
+        /// report carries: the token is hashed where the report is read,
+        /// so no decision can store it.
+        token_hash: Option<String>,
     },
     /// The engine itself (cancel propagation, launch refused, not started).
     Engine,
@@ -136,8 +138,11 @@ fn next_state(
     source: &Source,
 ) -> Result<(Actor, ActivityState), Refusal> {
     let (actor, next) = match source {
-        Source::Report { attempt, token } => {
-            let actor = report_actor(exec, *attempt, token.as_deref())
+        Source::Report {
+            attempt,
+            token_hash,
+        } => {
+            let actor = report_actor_by_hash(exec, *attempt, token_hash.as_deref())
                 .map_err(|r| Refusal::Reject(r.to_string()))?;
             let tokened = exec.attempt.token_hash.is_some();
             let next = contract::next_state_of_report(exec.state, tokened, transition, actor);
@@ -169,14 +174,18 @@ fn park_step(
     event_id: &str,
     details: &Details,
 ) -> TransitionStep {
-    let Source::Report { attempt, token } = source else {
+    let Source::Report {
+        attempt,
+        token_hash,
+    } = source
+    else {
         unreachable!("only reports are parked")
     };
     let same = |p: &ParkedEvent| {
         p.activity_event_id == event_id
             || (p.transition == transition.as_str()
                 && p.attempt == *attempt
-                && p.attempt_token == *token)
+                && p.token_hash() == *token_hash)
     };
     if exec.trail.parked.iter().any(same) {
         return TransitionStep::AlreadyParked;
@@ -189,7 +198,8 @@ fn park_step(
         output_in_row: details.output_event_id.is_some(),
         error: details.error.as_deref().map(cap_error),
         attempt: *attempt,
-        attempt_token: token.clone(),
+        attempt_token_hash: token_hash.clone(),
+        attempt_token: None,
     })
 }
 
@@ -197,10 +207,14 @@ fn park_step(
 /// (for events that were parked). Engine and monitor decisions always are
 /// asked.
 pub fn applicable(exec: &ActivityExec, transition: Transition, source: &Source) -> bool {
-    let Source::Report { attempt, token } = source else {
+    let Source::Report {
+        attempt,
+        token_hash,
+    } = source
+    else {
         return true;
     };
-    report_actor(exec, *attempt, token.as_deref())
+    report_actor_by_hash(exec, *attempt, token_hash.as_deref())
         .ok()
         .is_some_and(|actor| {
             let tokened = exec.attempt.token_hash.is_some();

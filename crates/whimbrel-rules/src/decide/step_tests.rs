@@ -10,7 +10,7 @@ use crate::write::eval::{apply, eval};
 fn report(attempt: u32) -> Source {
     Source::Report {
         attempt: Some(attempt),
-        token: None,
+        token_hash: None,
     }
 }
 
@@ -71,6 +71,51 @@ fn a_report_not_valid_yet_is_parked_once() {
     a.trail.parked.push(parked);
     let again = step(&a, Transition::Completed, &report(1), "e4");
     assert_eq!(again, TransitionStep::AlreadyParked, "same report, new row");
+}
+
+/// Anyone who may read the item must not learn the live attempt's token
+/// from a parked report: only its hash is kept. A report parked by an
+/// earlier version, token and all, is still judged by that token.
+#[test]
+fn a_parked_report_keeps_the_hash_of_its_token_never_the_token() {
+    let token = "live-token";
+    let mut a = running(None, None);
+    a.state = ActivityState::Queued;
+    a.attempt.token_hash = Some(crate::ids::token_hash(token));
+    let tokened = Source::Report {
+        attempt: Some(1),
+        token_hash: Some(crate::ids::token_hash(token)),
+    };
+    let TransitionStep::Park(parked) = step(&a, Transition::Completed, &tokened, "e3") else {
+        panic!("not parked");
+    };
+    assert_eq!(parked.attempt_token, None);
+    assert_eq!(parked.attempt_token_hash, Some(crate::ids::token_hash(token)));
+    let stored = serde_json::to_string(&parked).unwrap();
+    assert!(!stored.contains(token), "{stored}");
+    // Once RUNNING, the parked report applies as the attempt's own.
+    a.state = ActivityState::Running;
+    let source = Source::Report {
+        attempt: parked.attempt,
+        token_hash: parked.token_hash(),
+    };
+    assert!(applicable(&a, Transition::Completed, &source));
+    let legacy = ParkedEvent {
+        attempt_token_hash: None,
+        attempt_token: Some(token.into()),
+        ..parked.clone()
+    };
+    assert_eq!(legacy.token_hash(), parked.token_hash());
+    let forged = ParkedEvent {
+        attempt_token_hash: None,
+        attempt_token: Some("guessed".into()),
+        ..parked
+    };
+    let source = Source::Report {
+        attempt: forged.attempt,
+        token_hash: forged.token_hash(),
+    };
+    assert!(!applicable(&a, Transition::Completed, &source));
 }
 
 #[test]

@@ -167,6 +167,7 @@ fn a_terminal_write_leaves_its_obligation_and_drops_parked_events() {
         output_in_row: false,
         error: None,
         attempt: None,
+        attempt_token_hash: None,
         attempt_token: None,
     });
     let change = Change {
@@ -468,6 +469,7 @@ fn a_heartbeat_never_postpones_a_marker_owed_now() {
         output_in_row: false,
         error: None,
         attempt: Some(1),
+        attempt_token_hash: None,
         attempt_token: None,
     });
     // The dying write's marker, at its own time (1050); heartbeats at

@@ -33,9 +33,25 @@ pub struct ParkedEvent {
     /// Its attempt, if it named one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attempt: Option<u32>,
-    /// Its attempt token, if it carried one.
+    /// The hash of its attempt token ([`crate::ids::token_hash`]), if it
+    /// carried one: a parked entry never holds the token itself, which
+    /// would let any reader of the item report as the live attempt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempt_token_hash: Option<String>,
+    /// The token itself, on entries parked by earlier versions only: read
+    /// (through [`ParkedEvent::token_hash`]), never written.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attempt_token: Option<String>,
+}
+
+impl ParkedEvent {
+    /// The hash of the attempt token the parked report carried, if any,
+    /// whichever way the entry holds it.
+    pub fn token_hash(&self) -> Option<String> {
+        self.attempt_token_hash
+            .clone()
+            .or_else(|| self.attempt_token.as_deref().map(crate::ids::token_hash))
+    }
 }
 
 /// An item of `whimbrel_activity_exec`: one execution of one activity.
