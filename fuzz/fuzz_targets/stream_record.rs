@@ -198,6 +198,8 @@ fn worlds() -> &'static [Snapshot] {
                         manual: None,
                         input: None,
                         expires_at_epoch: None,
+                        cancel_workflow_exec_id: None,
+                        reason: None,
                     };
                     e.start_workflow(&req).await.expect("setup start");
                     for (n, (transition, output)) in steps.iter().enumerate() {

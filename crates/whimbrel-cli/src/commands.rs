@@ -5,14 +5,12 @@
 use std::path::PathBuf;
 
 use serde_json::Value;
-use whimbrel_core::contract::{next_state, Actor, Transition, WorkflowState};
+use whimbrel_core::contract::{ActivityState, Transition};
 use whimbrel_core::dates::Timestamp;
 use whimbrel_core::engine::{Engine, EngineConfig};
 use whimbrel_core::install;
 use whimbrel_core::model::WorkflowLambda;
-use whimbrel_core::store::Store;
 
-use crate::status::Snapshot;
 use crate::{
     insert_event, insert_request, output, parse_json, show, status, store_for, CliError, Global,
 };
@@ -109,60 +107,60 @@ pub async fn event(
     Ok(())
 }
 
-/// `whimbrel cancel`: a workflow not started yet is cancelled as a whole;
-/// a started one gets a CANCEL event row for each activity that has not
-/// ended.
-pub async fn cancel(g: &Global, workflow_exec_id: &str, reason: &str) -> Result<(), CliError> {
+/// `whimbrel cancel`: insert a request to cancel the workflow execution
+/// (a row of `whimbrel_workflow_request`, which the workflow-request
+/// function applies: docs/contract.md § 6, "Cancel requests"), print its id, then watch the
+/// workflow for up to `wait_seconds` and print what the request came to.
+/// A cancel needs no attempt token, so it works where tokens are required.
+///
+/// Errors: an unknown workflow, or one that already ended (nothing is
+/// inserted).
+pub async fn cancel(
+    g: &Global,
+    workflow_exec_id: &str,
+    reason: &str,
+    wait_seconds: u64,
+) -> Result<(), CliError> {
     let store = store_for(g).await;
     let snap = status::snapshot(&store, workflow_exec_id).await?;
-    if snap.workflow.state == WorkflowState::Requested {
-        let workflow_name = &snap.workflow.workflow_name;
-        return cancel_requested_workflow(&store, workflow_exec_id, workflow_name, reason).await;
+    let state = snap.workflow.state;
+    if state.is_terminal() {
+        return Err(CliError(format!(
+            "{workflow_exec_id} already ended {state}: nothing to cancel"
+        )));
     }
-    let sent = insert_activity_cancels(&store, snap, reason).await?;
-    eprintln!("cancel requested for {sent} activities of {workflow_exec_id}");
-    Ok(())
-}
-
-/// Cancel a workflow execution still REQUESTED (before any activity) and
-/// print the state it reached.
-async fn cancel_requested_workflow(
-    store: &Store,
-    workflow_exec_id: &str,
-    workflow_name: &str,
-    reason: &str,
-) -> Result<(), CliError> {
-    let config = EngineConfig {
-        table_prefix: store.tables().prefix.clone(),
-        ..Default::default()
-    };
-    let engine = Engine::new(store.clone(), (), config);
-    let state = engine
-        .cancel_requested_workflow(workflow_exec_id, workflow_name, reason)
-        .await
-        .map_err(|e| CliError(e.to_string()))?;
-    println!("{workflow_exec_id}: {state}");
-    Ok(())
-}
-
-/// Insert a CANCEL event row, printing its id, for each activity of `snap`
-/// whose state accepts a client's CANCEL now; returns how many.
-async fn insert_activity_cancels(
-    store: &Store,
-    snap: Snapshot,
-    reason: &str,
-) -> Result<usize, CliError> {
-    let mut sent = 0;
-    for a in snap.activities {
-        if next_state(a.state, Transition::Cancel, Actor::Client).is_err() {
-            continue;
+    let name = &snap.workflow.workflow_name;
+    let id = crate::insert_cancel_request(&store, name, workflow_exec_id, reason).await?;
+    println!("workflow_request_id\t{id}");
+    if wait_seconds == 0 {
+        return Ok(());
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(wait_seconds);
+    loop {
+        let snap = status::snapshot(&store, workflow_exec_id).await?;
+        let ending = snap
+            .activities
+            .iter()
+            .filter(|a| a.state == ActivityState::CancelledRunning)
+            .count();
+        let cancelled = snap
+            .activities
+            .iter()
+            .filter(|a| a.state == ActivityState::Cancelled)
+            .count();
+        let ended = snap.workflow.state.is_terminal();
+        if ended || std::time::Instant::now() >= deadline {
+            let state = snap.workflow.state;
+            println!("{workflow_exec_id}\t{state}");
+            if !ended && ending + cancelled == 0 {
+                eprintln!("the cancel request was not applied within {wait_seconds} s: is the workflow-request function running? (its log says why a request is refused)");
+            } else if !ended {
+                eprintln!("{cancelled} activities CANCELLED, {ending} CANCELLED_RUNNING until they acknowledge or the cancel grace ends them");
+            }
+            return Ok(());
         }
-        let reason = Some(reason.to_string());
-        let id = insert_event(store, a.activity_exec_id, Transition::Cancel, None, reason).await?;
-        println!("activity_event_id\t{id}");
-        sent += 1;
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
     }
-    Ok(sent)
 }
 
 /// `whimbrel heartbeat`: record a heartbeat and print the activity's state.

@@ -110,6 +110,10 @@ enum Command {
         /// The reason, stored as each activity's `error`.
         #[arg(long, default_value = "cancelled by the user")]
         reason: String,
+        /// How long to watch the workflow for the request to take effect,
+        /// seconds (0: only insert the request).
+        #[arg(long, default_value_t = 15)]
+        wait: u64,
     },
     /// Record a heartbeat for a running activity; prints its state.
     Heartbeat {
@@ -229,28 +233,62 @@ pub async fn insert_request(
     input: Option<Value>,
     source: &str,
 ) -> Result<(String, String), CliError> {
-    let now = Timestamp::now();
     let row = WorkflowRequest {
+        input,
+        ..request_row(name, source)?
+    };
+    put_request(store, &row).await?;
+    let exec_id = ids::workflow_exec_id(name, &row.workflow_request_id);
+    Ok((row.workflow_request_id, exec_id))
+}
+
+/// Insert a request to cancel workflow exec `workflow_exec_id` (of workflow
+/// `name`) into `whimbrel_workflow_request`, and return its
+/// `workflow_request_id`.
+pub async fn insert_cancel_request(
+    store: &Store,
+    name: &str,
+    workflow_exec_id: &str,
+    reason: &str,
+) -> Result<String, CliError> {
+    let row = WorkflowRequest {
+        cancel_workflow_exec_id: Some(workflow_exec_id.into()),
+        reason: Some(reason.into()),
+        ..request_row(name, "whimbrel cancel")?
+    };
+    put_request(store, &row).await?;
+    Ok(row.workflow_request_id)
+}
+
+/// A fresh row of `whimbrel_workflow_request` for workflow `name`, dated
+/// now, with the retention the environment sets.
+fn request_row(name: &str, source: &str) -> Result<WorkflowRequest, CliError> {
+    let now = Timestamp::now();
+    Ok(WorkflowRequest {
         workflow_request_id: ids::new_id(name),
         workflow_name: name.into(),
         when: Some(now.date_list()),
         when_epoch: Some(now.epoch as f64),
         source: Some(source.into()),
         manual: None,
-        input,
+        input: None,
         expires_at_epoch: EngineConfig::from_env()
             .map_err(CliError)?
             .row_expiry(now.epoch),
-    };
+        cancel_workflow_exec_id: None,
+        reason: None,
+    })
+}
+
+async fn put_request(store: &Store, row: &WorkflowRequest) -> Result<(), CliError> {
     store
         .put_new(
             &store.tables().workflow_request(),
             attr::WORKFLOW_REQUEST_ID,
-            &row,
+            row,
         )
         .await?;
-    let exec_id = ids::workflow_exec_id(name, &row.workflow_request_id);
-    Ok((row.workflow_request_id, exec_id))
+    Ok(())
 }
 
 /// Insert one `whimbrel_activity_event` row (Simple Lambda API) and return
@@ -312,7 +350,8 @@ async fn run(cli: Cli) -> Result<(), CliError> {
         Command::Cancel {
             workflow_exec_id,
             reason,
-        } => commands::cancel(g, &workflow_exec_id, &reason).await?,
+            wait,
+        } => commands::cancel(g, &workflow_exec_id, &reason, wait).await?,
         Command::Heartbeat { activity_exec_id } => {
             commands::heartbeat(g, &activity_exec_id).await?
         }

@@ -8,6 +8,7 @@ mod common;
 use std::process::{Command, Output};
 
 use serde_json::Value;
+use whimbrel_core::engine::Applied;
 
 fn whimbrel(endpoint: &str, prefix: &str, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_whimbrel"))
@@ -237,6 +238,28 @@ fn errors_are_one_line_with_a_non_zero_exit() {
     }
 }
 
+/// Apply the cancel request the CLI printed (`workflow_request_id\t<id>`)
+/// as the workflow-request function does from the stream.
+async fn apply_cancel_request(h: &common::Harness, out: &str) -> Applied {
+    let id = out
+        .lines()
+        .find_map(|l| l.strip_prefix("workflow_request_id\t"))
+        .expect("the request's id");
+    let key = std::collections::HashMap::from([
+        ("workflow_request_id".to_string(), common::sv(id)),
+        ("workflow_name".to_string(), common::sv("three")),
+    ]);
+    let row: whimbrel_core::model::WorkflowRequest = h
+        .store
+        .get(&h.store.tables().workflow_request(), key)
+        .await
+        .unwrap()
+        .expect("cancel request inserted");
+    h.engine.cancel_workflow(&row).await.unwrap()
+}
+
+/// `whimbrel cancel` works where tokens are required: it asks through the
+/// workflow request table, not with tokenless activity rows.
 #[test]
 fn cancel_requests_a_cancel_for_every_activity_that_has_not_ended() {
     let endpoint = common::dynamodb_endpoint();
@@ -247,7 +270,7 @@ fn cancel_requests_a_cancel_for_every_activity_that_has_not_ended() {
         let h = common::Harness::with_prefix(&prefix).await;
         h.register(
             "three",
-            serde_json::json!({"activities": [
+            serde_json::json!({"require_tokens": true, "activities": [
                 {"name": "done", "lambda": "noop"},
                 {"name": "busy", "lambda": "noop"},
                 {"name": "waiting", "lambda": "noop", "depends_on": ["busy"]}
@@ -255,52 +278,49 @@ fn cancel_requests_a_cancel_for_every_activity_that_has_not_ended() {
         )
         .await;
         let wf = h.start("three").await;
-        h.run_to_completion(&wf, "done").await;
-        h.engine
-            .apply_event(&h.event(&wf, "busy", "RUNNING"))
-            .await
-            .unwrap();
+        for t in ["RUNNING", "COMPLETED"] {
+            let ev = h.attempt_event(&wf, "done", t, 0);
+            h.engine.apply_event(&ev).await.unwrap();
+        }
+        let running = h.attempt_event(&wf, "busy", "RUNNING", 0);
+        h.engine.apply_event(&running).await.unwrap();
         // The running attempt's own acknowledgement, for later.
         (wf.clone(), h.attempt_event(&wf, "busy", "CANCEL", 0))
     });
     let (wf, acknowledgement) = wf;
-    let out = stdout(&run(&["cancel", &wf, "--reason", "operator said so"]));
-    let ids: Vec<&str> = out
-        .lines()
-        .filter_map(|l| l.strip_prefix("activity_event_id\t"))
-        .collect();
-    assert_eq!(ids.len(), 2, "busy and waiting, not done: {out}");
+    let out = stdout(&run(&[
+        "cancel",
+        &wf,
+        "--reason",
+        "operator said so",
+        "--wait",
+        "0",
+    ]));
     rt.block_on(async {
         let h = common::Harness::with_prefix(&prefix).await;
-        for id in &ids {
-            let exec_id = id.rsplit_once("::").unwrap().0;
-            let key = std::collections::HashMap::from([
-                ("activity_event_id".to_string(), common::sv(id)),
-                ("activity_exec_id".to_string(), common::sv(exec_id)),
-            ]);
-            let ev: whimbrel_core::model::ActivityEvent = h
-                .store
-                .get(&h.store.tables().activity_event(), key)
-                .await
-                .unwrap()
-                .expect("cancel row inserted");
-            assert_eq!(ev.transition, "CANCEL");
-            h.engine.apply_event(&ev).await.unwrap();
-        }
         use whimbrel_core::contract::{ActivityState, WorkflowState};
-        assert_eq!(
-            h.activity(&wf, "busy").await.state,
-            ActivityState::CancelledRunning
-        );
+        let applied = apply_cancel_request(&h, &out).await;
+        assert_eq!(applied, Applied::Workflow(WorkflowState::Running));
+        let busy = h.activity(&wf, "busy").await;
+        assert_eq!(busy.state, ActivityState::CancelledRunning);
+        assert_eq!(busy.outcome.error.as_deref(), Some("operator said so"));
         assert_eq!(
             h.activity(&wf, "waiting").await.state,
             ActivityState::Cancelled
         );
+        assert_eq!(
+            h.activity(&wf, "done").await.state,
+            ActivityState::Completed
+        );
         assert_eq!(h.workflow(&wf).await.state, WorkflowState::Running);
-        // A second cancel from the CLI asks nothing of CANCELLED_RUNNING,
-        // and a tokenless CANCEL row cannot end it.
-        let again = stdout(&run(&["cancel", &wf, "--reason", "again"]));
-        assert!(!again.contains("activity_event_id"), "{again}");
+        // A second request changes nothing, and a tokenless CANCEL row
+        // cannot end CANCELLED_RUNNING.
+        let again = stdout(&run(&["cancel", &wf, "--reason", "again", "--wait", "0"]));
+        apply_cancel_request(&h, &again).await;
+        assert_eq!(
+            h.activity(&wf, "busy").await.state,
+            ActivityState::CancelledRunning
+        );
         assert!(h
             .engine
             .apply_event(&h.event(&wf, "busy", "CANCEL"))
@@ -310,6 +330,11 @@ fn cancel_requests_a_cancel_for_every_activity_that_has_not_ended() {
         // The running attempt acknowledges at its next heartbeat.
         h.engine.apply_event(&acknowledgement).await.unwrap();
         assert_eq!(h.workflow(&wf).await.state, WorkflowState::Cancelled);
+        // Nothing to cancel any more: refused, nothing inserted.
+        let ended = run(&["cancel", &wf, "--wait", "0"]);
+        assert!(!ended.status.success());
+        let err = String::from_utf8_lossy(&ended.stderr);
+        assert!(err.contains("already ended CANCELLED"), "{err}");
     });
 }
 

@@ -43,8 +43,12 @@ const fn ix(table: &'static str, index: &'static str) -> Grant {
 /// `whimbrel-workflow-request`: start a workflow (`engine/start.rs`):
 /// read its definition, create the exec, the activity items (conditional
 /// puts) and the edges (batch), move it to RUNNING, claim the roots, and
-/// count one whose launch is refused for good (its count group item).
+/// count one whose launch is refused for good (its count group item); and
+/// apply a cancel request (`engine/cancel.rs`): read the plan, cancel each
+/// activity that has not ended (found by a Query on its hash key, as a
+/// report's is), count its end and finish the workflow.
 pub const WORKFLOW_REQUEST: &[Grant] = &[
+    g("dynamodb:Query", "activity_exec"),
     g("dynamodb:GetItem", "workflow_lambda"),
     g("dynamodb:GetItem", "workflow_exec"),
     g("dynamodb:PutItem", "workflow_exec"),

@@ -275,7 +275,8 @@ fn summarize(table: &str, reports: Vec<RecordReport>) -> (DynamoDbEventResponse,
 }
 
 /// Handle a DynamoDB stream batch of `whimbrel_workflow_request`: start each
-/// inserted workflow (see [`Engine::start_workflow`]).
+/// inserted workflow (see [`Engine::start_workflow`]), or, for a row with
+/// `cancel_workflow_exec_id`, cancel that one ([`Engine::cancel_workflow`]).
 ///
 /// Errors: [`PayloadError`] if the payload has no `Records` array.
 pub async fn workflow_requests<L: Launcher>(
@@ -294,6 +295,9 @@ pub async fn workflow_requests<L: Launcher>(
             // workflow itself.
             if row.manual == Some(true) {
                 return Ok(Applied::Skipped);
+            }
+            if row.cancel_workflow_exec_id.is_some() {
+                return engine.cancel_workflow(&row).await;
             }
             engine.start_workflow(&row).await
         },

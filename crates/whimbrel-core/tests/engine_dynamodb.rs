@@ -2330,3 +2330,68 @@ async fn a_start_whose_decider_failed_leaves_a_workflow_planned_meanwhile_to_its
     assert_eq!(h.launcher.launches_of("a").len(), 1);
     assert_eq!(h.activity(&wf, "b").await.state, ActivityState::Requested);
 }
+
+/// A cancel request is one row of `whimbrel_workflow_request`, applied from
+/// that table's stream, and works where the deployment requires tokens: a
+/// running workflow's activities are cancelled and it ends CANCELLED once
+/// the running one acknowledges; a request for an ended or unknown
+/// workflow is rejected in the same batch without holding up the others.
+#[tokio::test]
+async fn a_cancel_request_row_cancels_a_running_workflow_with_tokens_required() {
+    use whimbrel_core::engine::Engine;
+    use whimbrel_core::model::WorkflowRequest;
+    let h = Harness::new().await;
+    let config = whimbrel_core::engine::EngineConfig {
+        require_tokens: true,
+        ..h.config()
+    };
+    let engine =
+        Engine::with_environment(h.store.clone(), h.launcher.clone(), config, h.clock.clone());
+    h.register("c", chain_plan(&["a", "b"])).await;
+    let req = h.request("c", None);
+    engine.start_workflow(&req).await.unwrap();
+    let wf = ids::workflow_exec_id("c", &req.workflow_request_id);
+    engine
+        .apply_event(&h.attempt_event(&wf, "a", "RUNNING", 0))
+        .await
+        .unwrap();
+    // A tokenless CANCEL row, as clients wrote before, is refused here.
+    assert!(engine
+        .apply_event(&h.event(&wf, "a", "CANCEL"))
+        .await
+        .is_err());
+    let cancel = |target: &str| WorkflowRequest {
+        cancel_workflow_exec_id: Some(target.into()),
+        reason: Some("changed my mind".into()),
+        ..h.request("c", None)
+    };
+    let unknown = ids::workflow_exec_id("c", "c::no-such-request");
+    let rows = [cancel(&wf), cancel(&unknown)];
+    let table = h.store.tables().workflow_request();
+    let keys = ["workflow_request_id", "workflow_name"];
+    let batch = stream_event(&table, &keys, &rows, 1);
+    let (resp, summary) = handlers::workflow_requests(&engine, &batch).await.unwrap();
+    assert!(failures(&resp).is_empty());
+    assert_eq!((summary.applied, summary.rejected), (1, 1));
+    let a = h.activity(&wf, "a").await;
+    assert_eq!(a.state, ActivityState::CancelledRunning);
+    assert_eq!(a.outcome.error.as_deref(), Some("changed my mind"));
+    assert_eq!(h.activity(&wf, "b").await.state, ActivityState::Cancelled);
+    // Redelivered: nothing more happens.
+    handlers::workflow_requests(&engine, &batch).await.unwrap();
+    assert_eq!(
+        h.activity(&wf, "a").await.state,
+        ActivityState::CancelledRunning
+    );
+    engine
+        .apply_event(&h.attempt_event(&wf, "a", "CANCEL", 0))
+        .await
+        .unwrap();
+    assert_eq!(h.workflow(&wf).await.state, WorkflowState::Cancelled);
+    // Once ended, a cancel request is rejected with the reason.
+    let late = [cancel(&wf)];
+    let batch = stream_event(&table, &keys, &late, 10);
+    let (resp, summary) = handlers::workflow_requests(&engine, &batch).await.unwrap();
+    assert!(failures(&resp).is_empty());
+    assert_eq!(summary.rejected, 1);
+}

@@ -83,6 +83,7 @@ async fn workflow_request_calls() -> Calls {
     )
     .await;
     let req = h.request("d", Some(json!({"n": 1})));
+    let req_id = req.workflow_request_id.clone();
     let missing = h.request("m", None);
     // As if a concurrent start (the monitor's) had counted the refused
     // root already: this start reads the group back.
@@ -110,6 +111,22 @@ async fn workflow_request_calls() -> Calls {
             .await
             .unwrap();
     }
+    // A cancel request for the running one: its activities are cancelled.
+    let d_id = whimbrel_core::ids::workflow_exec_id("d", &req_id);
+    let cancel = WorkflowRequest {
+        cancel_workflow_exec_id: Some(d_id.clone()),
+        ..h.request("d", None)
+    };
+    let event = stream_event(
+        &h.store.tables().workflow_request(),
+        &["workflow_request_id", "workflow_name"],
+        &[cancel],
+        10,
+    );
+    handlers::workflow_requests(&h.engine, &event)
+        .await
+        .unwrap();
+    assert_eq!(h.activity(&d_id, "a").await.state.as_str(), "CANCELLED");
     calls(&h)
 }
 

@@ -132,6 +132,9 @@ pub enum EngineStep<'a> {
     NotStarted(&'a str, u32),
     /// The workflow's execution timeout passed: `execution-timeout:(workflow)`.
     ExecutionTimeout(&'a str),
+    /// A client's cancel request (a row of `whimbrel_workflow_request`):
+    /// `cancel-request:(workflow_request_id)`.
+    CancelRequest(&'a str),
     /// A worker's claim: `claim:(activity):(attempt)`.
     Claim(&'a str, u32),
     /// A launcher's claim, `launcher:(attempt)`. It names no activity: it
@@ -148,6 +151,7 @@ impl EngineStep<'_> {
             EngineStep::TimedOut(id, a) => format!("timed-out:{id}:{a}"),
             EngineStep::NotStarted(id, a) => format!("not-started:{id}:{a}"),
             EngineStep::ExecutionTimeout(id) => format!("execution-timeout:{id}"),
+            EngineStep::CancelRequest(id) => format!("cancel-request:{id}"),
             EngineStep::Claim(id, a) => format!("claim:{id}:{a}"),
             EngineStep::Launcher(a) => format!("launcher:{a}"),
         }

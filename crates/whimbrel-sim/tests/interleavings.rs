@@ -232,6 +232,8 @@ impl World {
             manual: None,
             input: None,
             expires_at_epoch: None,
+            cancel_workflow_exec_id: None,
+            reason: None,
         }
     }
     fn activities(&self) -> Vec<ActivityExec> {

@@ -133,6 +133,8 @@ pub(super) async fn start_many<L: Launcher>(
                 manual: Some(true),
                 input: None,
                 expires_at_epoch: None,
+                cancel_workflow_exec_id: None,
+                reason: None,
             };
             engine.start_workflow(&row).await
         })

@@ -26,6 +26,7 @@
 //!   keeps; only the claimer invokes.
 
 pub mod apply;
+pub mod cancel;
 pub mod counting;
 pub mod effects;
 pub mod monitor;

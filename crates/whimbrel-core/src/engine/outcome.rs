@@ -191,7 +191,9 @@ impl<L: Launcher> Engine<L> {
         } else if wf.state != WorkflowState::Failed {
             return Ok(false);
         }
-        self.cancel_all(wf).await?;
+        let event_id = ids::EngineStep::ExecutionTimeout(&wf.workflow_exec_id).event_id();
+        self.cancel_all(wf, &event_id, "workflow execution timeout")
+            .await?;
         let done = UpdateRequest::new(
             self.store.tables().workflow_exec(),
             self.workflow_key(&wf.workflow_exec_id, &wf.workflow_name),
@@ -203,8 +205,14 @@ impl<L: Launcher> Engine<L> {
         Ok(true)
     }
 
-    /// Cancel every activity of the workflow that has not ended.
-    async fn cancel_all(&self, wf: &WorkflowExec) -> Result<(), EngineError> {
+    /// Cancel every activity of the workflow that has not ended, as the
+    /// engine (event id `event_id`, error `reason`).
+    pub(crate) async fn cancel_all(
+        &self,
+        wf: &WorkflowExec,
+        event_id: &str,
+        reason: &str,
+    ) -> Result<(), EngineError> {
         let Some(plan) = self
             .load_plan(&wf.workflow_exec_id, &wf.workflow_name)
             .await?
@@ -212,33 +220,29 @@ impl<L: Launcher> Engine<L> {
         else {
             return Ok(());
         };
-        let event_id = ids::EngineStep::ExecutionTimeout(&wf.workflow_exec_id).event_id();
         let results: Vec<Result<(), EngineError>> = stream::iter(plan.activities.iter())
-            .map(|a| {
-                let event_id = event_id.clone();
-                async move {
-                    let id = ids::activity_exec_id(&wf.workflow_exec_id, &a.name);
-                    let Some(exec) = self
-                        .store
-                        .get::<ActivityExec>(
-                            &self.store.tables().activity_exec(),
-                            self.activity_key(&id, &wf.workflow_exec_id),
-                        )
-                        .await?
-                    else {
-                        return Ok(());
-                    };
-                    if exec.state.is_terminal() {
-                        return Ok(());
-                    }
-                    let details = Details {
-                        error: Some("workflow execution timeout".into()),
-                        ..Details::default()
-                    };
-                    self.decree(exec, Transition::Cancel, Source::Engine, &event_id, details)
-                        .await
-                        .map(|_| ())
+            .map(|a| async move {
+                let id = ids::activity_exec_id(&wf.workflow_exec_id, &a.name);
+                let Some(exec) = self
+                    .store
+                    .get::<ActivityExec>(
+                        &self.store.tables().activity_exec(),
+                        self.activity_key(&id, &wf.workflow_exec_id),
+                    )
+                    .await?
+                else {
+                    return Ok(());
+                };
+                if exec.state.is_terminal() {
+                    return Ok(());
                 }
+                let details = Details {
+                    error: Some(reason.to_string()),
+                    ..Details::default()
+                };
+                self.decree(exec, Transition::Cancel, Source::Engine, event_id, details)
+                    .await
+                    .map(|_| ())
             })
             .buffer_unordered(self.config.concurrency)
             .collect()

@@ -308,6 +308,8 @@ impl<L: Launcher> Engine<L> {
             manual: None,
             input: exec.input.clone(),
             expires_at_epoch: None,
+            cancel_workflow_exec_id: None,
+            reason: None,
         });
         warn!(workflow_exec_id = %exec.workflow_exec_id, state = %exec.state, attempt = exec.start_attempts + 1, "monitor: starting the workflow again");
         self.start_workflow(&request).await.map(|_| true)

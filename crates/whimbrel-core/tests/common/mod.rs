@@ -281,6 +281,8 @@ impl Harness {
             manual: None,
             input,
             expires_at_epoch: None,
+            cancel_workflow_exec_id: None,
+            reason: None,
         }
     }
 

@@ -90,7 +90,10 @@ fn a_parked_report_keeps_the_hash_of_its_token_never_the_token() {
         panic!("not parked");
     };
     assert_eq!(parked.attempt_token, None);
-    assert_eq!(parked.attempt_token_hash, Some(crate::ids::token_hash(token)));
+    assert_eq!(
+        parked.attempt_token_hash,
+        Some(crate::ids::token_hash(token))
+    );
     let stored = serde_json::to_string(&parked).unwrap();
     assert!(!stored.contains(token), "{stored}");
     // Once RUNNING, the parked report applies as the attempt's own.

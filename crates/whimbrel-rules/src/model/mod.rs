@@ -13,7 +13,8 @@ use crate::dates::DateList;
 use crate::plan::Plan;
 
 /// A row of `whimbrel_workflow_request` (write-once): a client's request to
-/// start a workflow (contract: Simple Lambda API, "Initiate a New Workflow").
+/// start a workflow (contract: Simple Lambda API, "Initiate a New Workflow"),
+/// or, with `cancel_workflow_exec_id`, to cancel one (docs/contract.md § 6, "Cancel requests").
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct WorkflowRequest {
     /// Hash key, `(workflow_name)::(uuid)`.
@@ -41,6 +42,16 @@ pub struct WorkflowRequest {
     /// [`crate::config::EngineConfig::row_expiry`]; absent = kept).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires_at_epoch: Option<i64>,
+    /// Set on a cancel request: the workflow execution to cancel (of the
+    /// workflow `workflow_name`). The row then starts nothing. Cancels
+    /// are rows of this table, not of `whimbrel_activity_event`, so that
+    /// whoever may start and cancel workflows is granted apart from
+    /// whoever may report as an activity, and a cancel needs no token.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cancel_workflow_exec_id: Option<String>,
+    /// A cancel request's reason, recorded on the activities it cancels.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 /// A row of `whimbrel_activity_event` (write-once): a requested transition
@@ -462,6 +473,8 @@ mod tests {
             manual: None,
             input: None,
             expires_at_epoch: None,
+            cancel_workflow_exec_id: None,
+            reason: None,
         };
         let i: Item = serde_dynamo::to_item(&r).unwrap();
         assert_eq!(i.len(), 2);

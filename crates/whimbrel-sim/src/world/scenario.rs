@@ -160,6 +160,8 @@ impl Sim {
             manual: None,
             input: None,
             expires_at_epoch: None,
+            cancel_workflow_exec_id: None,
+            reason: None,
         };
         self.log(format!("request {}", request.workflow_request_id));
         self.put_raw(
