@@ -34,6 +34,9 @@
 //!     input: None,
 //!     // The TTL attribute, when the stack keeps rows for a set time.
 //!     expires_at_epoch: engine.config().row_expiry(now.epoch),
+//!     // A start, not a cancel request.
+//!     cancel_workflow_exec_id: None,
+//!     reason: None,
 //! };
 //! let store = engine.store();
 //! store

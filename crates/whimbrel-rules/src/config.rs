@@ -49,8 +49,12 @@ pub struct EngineConfig {
     /// Schedule-to-close for activities whose plan gives none
     /// (`WHIMBREL_SCHEDULE_TO_CLOSE_SECONDS`, default none; 0 = none).
     pub default_schedule_to_close_seconds: Option<i64>,
-    /// Refuse reports without the live attempt's token for every workflow
-    /// (`WHIMBREL_REQUIRE_TOKENS`, default false).
+    /// Refuse reports without the live attempt's token for every workflow,
+    /// whatever its plan says (`WHIMBREL_REQUIRE_TOKENS`). A deployment
+    /// ([`EngineConfig::from_env`]) requires them unless told
+    /// `WHIMBREL_REQUIRE_TOKENS=false`, so that no holder of the activity
+    /// role can report as another activity; [`EngineConfig::default`], for
+    /// in-process use and tests of tokenless clients, does not.
     pub require_tokens: bool,
     /// How many activities to release, launch or cancel at once, and how
     /// many items of one stream batch the handlers process at once (each
@@ -157,7 +161,8 @@ impl EngineConfig {
             },
             None => Ok(dflt),
         };
-        let require_tokens = flag("WHIMBREL_REQUIRE_TOKENS", d.require_tokens)?;
+        // Required unless the operator says otherwise (docs/contract.md § 2).
+        let require_tokens = flag("WHIMBREL_REQUIRE_TOKENS", true)?;
         Ok(EngineConfig {
             table_prefix: var("WHIMBREL_TABLE_PREFIX").unwrap_or(d.table_prefix),
             default_heartbeat_timeout_seconds: num(
@@ -196,5 +201,20 @@ impl EngineConfig {
     pub fn row_expiry(&self, now_epoch: i64) -> Option<i64> {
         self.row_retention_days
             .map(|d| now_epoch.saturating_add(d.saturating_mul(86_400)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_deployment_requires_tokens_unless_told_otherwise() {
+        let none = EngineConfig::from_vars(|_| None).unwrap();
+        assert!(none.require_tokens);
+        let off = |k: &str| (k == "WHIMBREL_REQUIRE_TOKENS").then(|| "false".to_string());
+        assert!(!EngineConfig::from_vars(off).unwrap().require_tokens);
+        let bad = |k: &str| (k == "WHIMBREL_REQUIRE_TOKENS").then(|| "maybe".to_string());
+        assert!(EngineConfig::from_vars(bad).is_err());
     }
 }
