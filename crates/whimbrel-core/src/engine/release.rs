@@ -131,18 +131,8 @@ impl<L: Launcher> Engine<L> {
         mut release: Option<&str>,
     ) -> Result<(), EngineError> {
         loop {
-            if let Some(marker) = release {
-                let done = exec
-                    .links
-                    .released_prerequisites
-                    .iter()
-                    .any(|r| r == marker);
-                if done || exec.links.pending_dependency_count == 0 {
-                    // Released already (a redelivery, or a crash after the
-                    // release): resume from the item.
-                    release = None;
-                }
-            }
+            // Released already: resume from the item.
+            release = release.filter(|m| !decide::release_counted(&exec, m));
             let claimable = matches!(exec.state, ActivityState::Requested | ActivityState::Ready);
             let pending = exec.links.pending_dependency_count - u64::from(release.is_some());
             if let Some(marker) = release.filter(|_| pending > 0 || !claimable) {

@@ -394,6 +394,19 @@ pub fn park_update(tables: &Tables, exec: &ActivityExec, event: &ParkedEvent) ->
     versioned(tables, exec).act(Action::Append(attr::PARKED.into(), vec![av(event)]))
 }
 
+/// Whether the release of edge `marker` is already counted on `exec` (the
+/// item as read): its marker is in `released_prerequisites`, or nothing is
+/// pending any more (a redelivery, or a crash after the release). The same
+/// test as [`release_update`]'s condition, on the item in hand.
+pub fn release_counted(exec: &ActivityExec, marker: &str) -> bool {
+    exec.links.pending_dependency_count == 0
+        || exec
+            .links
+            .released_prerequisites
+            .iter()
+            .any(|r| r == marker)
+}
+
 /// Release one edge: lower the waiting activity's pending count and add the
 /// prerequisite to its `released_prerequisites` set, in one conditional
 /// update that succeeds once per edge (design.md § 3.2). For a wide join,

@@ -245,10 +245,9 @@ fn with_retry(mut a: ActivityExec, json: serde_json::Value) -> ActivityExec {
     a
 }
 
-#[test]
-fn a_failed_attempt_with_attempts_left_goes_back_to_queued_after_the_backoff() {
-    let t = Tables::new("t_");
-    let c = cfg();
+/// A RUNNING attempt 1 of 3 (5 s interval, backoff 2, `Bad` not retried)
+/// and its FAILED change.
+fn failing_with_retries() -> (ActivityExec, Change<'static>) {
     let mut a = with_retry(
         running(None, None),
         serde_json::json!({"max_attempts": 3, "interval_seconds": 5, "backoff_rate": 2.0, "no_retry_on": ["Bad"]}),
@@ -260,10 +259,19 @@ fn a_failed_attempt_with_attempts_left_goes_back_to_queued_after_the_backoff() {
         next: ActivityState::Failed,
         event_id: "ev1",
     };
-    let failed = |e: &str| Details {
+    (a, change)
+}
+
+fn failed(e: &str) -> Details {
+    Details {
         error: Some(e.into()),
         ..Details::default()
-    };
+    }
+}
+
+#[test]
+fn a_failed_attempt_with_attempts_left_is_retried_after_the_backoff() {
+    let (a, change) = failing_with_retries();
     assert_eq!(
         retry_after(&a, &change, &failed("Busy: later"), true, 1000),
         Some(1005)
@@ -301,7 +309,13 @@ fn a_failed_attempt_with_attempts_left_goes_back_to_queued_after_the_backoff() {
         retry_after(&second, &change, &failed("Busy"), true, 1000),
         Some(1010)
     );
+}
 
+#[test]
+fn a_retried_attempt_goes_back_to_queued_and_launches_when_its_delay_ends() {
+    let t = Tables::new("t_");
+    let c = cfg();
+    let (a, change) = failing_with_retries();
     let req = retry_update(&t, &c, &a, &change, &failed("Busy: later"), 1005, 1000);
     let after: ActivityExec =
         serde_dynamo::from_item(apply(&req.key, Some(&item(&a)), &req.actions).unwrap()).unwrap();
