@@ -2182,9 +2182,19 @@ async fn launch_times_are_written_only_when_asked_for() {
     };
     h.engine =
         Engine::with_environment(h.store.clone(), h.launcher.clone(), config, h.clock.clone());
+    // The clock is real time: the launch's second lies between these two.
+    let before = h.now();
     let wf = h.start("l").await;
+    let after = h.now();
     let recorded = h.activity(&wf, "a").await;
-    assert_eq!(recorded.timing.launched_time_epoch, Some(h.now()));
+    let launched = recorded
+        .timing
+        .launched_time_epoch
+        .expect("launched_time_epoch");
+    assert!(
+        (before..=after).contains(&launched),
+        "{before} <= {launched} <= {after}"
+    );
     assert!(recorded.timing.launched_time.is_some());
 }
 
