@@ -62,12 +62,13 @@ pub const HEARTBEAT_WRITES: [&str; 6] = [
 /// The attributes [`Activity::prerequisite_outputs`] reads of a
 /// prerequisite (keys first): the IAM `dynamodb:Attributes` of its role's
 /// second GetItem statement (template.yaml `ReadPrerequisiteOutputs`).
-pub const PREREQUISITE_READS: [&str; 5] = [
+pub const PREREQUISITE_READS: [&str; 6] = [
     attr::ACTIVITY_EXEC_ID,
     attr::WORKFLOW_EXEC_ID,
     attr::ACTIVITY_NAME,
     attr::OUTPUT,
     attr::OUTPUT_EVENT_ID,
+    attr::OUTPUT_SHA256,
 ];
 
 /// Why a report failed.
@@ -145,6 +146,8 @@ impl Activity {
             output: Option<Value>,
             #[serde(default)]
             output_event_id: Option<String>,
+            #[serde(default)]
+            output_sha256: Option<String>,
         }
         let p = &self.payload;
         let store = self.engine.store();
@@ -163,7 +166,9 @@ impl Activity {
                     let output = match seen.output_event_id {
                         // Kept on its event row (engine::payloads).
                         Some(row) => {
-                            crate::engine::payloads::output_of_row(store, &id, &row).await?
+                            let expected = seen.output_sha256.as_deref();
+                            crate::engine::payloads::output_of_row(store, &id, &row, expected)
+                                .await?
                         }
                         None => seen.output.unwrap_or(Value::Null),
                     };

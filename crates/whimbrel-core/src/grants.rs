@@ -124,8 +124,28 @@ pub const ACTIVITY: &[Grant] = &[
     g("dynamodb:UpdateItem", "activity_exec"),
 ];
 
+/// A task-list worker (`worker.rs`, `whimbrel worker`; the row-level
+/// protocol of `docs/workers.md`, which `examples/python-worker` follows
+/// with a subset of these calls): poll its lists' shards of the task-list
+/// index, read a candidate and claim it, build the launch payload (the
+/// prerequisites' items, outputs kept on event rows, an input row or the
+/// plan), heartbeat, and report (template.yaml `TaskListWorkerPolicy`,
+/// whose poll is limited to the `TaskLists` parameter's lists).
+pub const WORKER: &[Grant] = &[
+    ix("activity_exec", "task_list_shard-task_queued_epoch-index"),
+    g("dynamodb:GetItem", "activity_exec"),
+    g("dynamodb:UpdateItem", "activity_exec"),
+    g("dynamodb:BatchGetItem", "activity_exec"),
+    g("dynamodb:PutItem", "activity_event"),
+    g("dynamodb:BatchGetItem", "activity_event"),
+    g("dynamodb:GetItem", "workflow_plan"),
+];
+
 /// What the platform does with each function's role, not through the
-/// store: (template role or function, IAM action).
+/// store: (template role or function, IAM action). `kms`: with a
+/// customer managed key (template.yaml `KmsKeyArn`), DynamoDB and SQS use
+/// it on the caller's behalf; every role and policy that touches a table
+/// grants these (`UseTableKey`), and only then.
 pub const PLATFORM: &[(&str, &str)] = &[
     ("stream", "dynamodb:DescribeStream"),
     ("stream", "dynamodb:GetRecords"),
@@ -135,4 +155,6 @@ pub const PLATFORM: &[(&str, &str)] = &[
     ("any", "sqs:SendMessage"),
     ("any", "xray:PutTraceSegments"),
     ("any", "xray:PutTelemetryRecords"),
+    ("kms", "kms:Decrypt"),
+    ("kms", "kms:GenerateDataKey"),
 ];

@@ -45,6 +45,10 @@ pub struct BatchSummary {
     /// Of the records applied, those parked on their activity until its
     /// state catches up.
     pub parked: u64,
+    /// Of the records skipped, the MODIFY records: a row written again
+    /// under an id already used (the engine never overwrites a request or
+    /// event row), logged and counted as `RowsOverwritten`. Never applied.
+    pub overwritten: u64,
     /// Each record's outcome, in batch order of items.
     #[serde(skip)]
     pub records: Vec<RecordReport>,
@@ -60,6 +64,8 @@ pub struct RecordReport {
     pub key: Option<String>,
     /// What happened.
     pub outcome: Outcome,
+    /// A MODIFY record (skipped): its row's id was written again.
+    pub overwrite: bool,
 }
 
 /// What happened to one stream record.
@@ -163,6 +169,7 @@ where
                     sequence: p.seq,
                     key: p.id,
                     outcome,
+                    overwrite: false,
                 });
             }
             out
@@ -202,6 +209,19 @@ fn group_records<T: DeserializeOwned>(
                 groups[g].push(p);
                 continue;
             }
+            Err(None) if raw["eventName"] == "MODIFY" => {
+                // Filtered in by the event source mapping for this alone:
+                // a reused id may be an attempt to change what was applied.
+                warn!(table, key = ?key, "stream record skipped: a row was overwritten under an id already used");
+                crate::metrics::row_overwritten();
+                reports.push(RecordReport {
+                    sequence,
+                    key,
+                    outcome: Outcome::Skipped,
+                    overwrite: true,
+                });
+                continue;
+            }
             Err(None) => Outcome::Skipped,
             Err(Some(reason)) => {
                 warn!(table, reason = %reason, "stream record rejected");
@@ -212,6 +232,7 @@ fn group_records<T: DeserializeOwned>(
             sequence,
             key,
             outcome,
+            overwrite: false,
         });
     }
     (groups, reports)
@@ -246,7 +267,10 @@ fn summarize(table: &str, reports: Vec<RecordReport>) -> (DynamoDbEventResponse,
                 summary.applied += 1;
                 summary.parked += 1;
             }
-            Outcome::Skipped => summary.skipped += 1,
+            Outcome::Skipped => {
+                summary.skipped += 1;
+                summary.overwritten += u64::from(r.overwrite);
+            }
             Outcome::Rejected(reason) => {
                 crate::metrics::transition_rejected(reason);
                 summary.rejected += 1;

@@ -19,18 +19,25 @@ pub const NAMESPACE: &str = "Whimbrel";
 
 static EMF: OnceLock<&'static metrics_cloudwatch_embedded::Collector> = OnceLock::new();
 
-/// Install the EMF recorder for `function` (a `Function` dimension on
-/// nothing: the template's widgets read the metrics without dimensions,
-/// except `Kind` on `Timeouts` and `Reason` on `TransitionsRejected`).
-/// Call once from a Lambda `main`; later calls do nothing.
+/// The environment variable naming the stack (template.yaml sets it to
+/// `AWS::StackName`): every metric carries it as the `Stack` dimension, so
+/// two stacks in one account keep their metrics apart.
+pub const STACK_VAR: &str = "WHIMBREL_STACK";
+
+/// Install the EMF recorder for `function` (a `function` property, not a
+/// dimension). Every metric's dimensions are `Stack` (from [`STACK_VAR`],
+/// when set), plus `Kind` on `Timeouts` and `Reason` on
+/// `TransitionsRejected`: exactly the sets template.yaml's dashboard and
+/// alarms read. Call once from a Lambda `main`; later calls do nothing.
 pub fn init(function: &str) {
     if EMF.get().is_some() {
         return;
     }
-    match metrics_cloudwatch_embedded::Builder::new()
-        .cloudwatch_namespace(NAMESPACE)
-        .init()
-    {
+    let mut builder = metrics_cloudwatch_embedded::Builder::new().cloudwatch_namespace(NAMESPACE);
+    if let Some(stack) = std::env::var(STACK_VAR).ok().filter(|s| !s.is_empty()) {
+        builder = builder.with_dimension("Stack", stack);
+    }
+    match builder.init() {
         Ok(c) => {
             c.set_property("function", function.to_string());
             let _ = EMF.set(c);
@@ -47,6 +54,20 @@ pub fn transition_applied() {
 /// A report arrived before its state allowed it and was parked.
 pub fn transition_parked() {
     ::metrics::counter!("TransitionsParked").increment(1);
+}
+
+/// An output read back from its event row did not match the digest stored
+/// when it was applied: the row was overwritten, and its content not used
+/// (template.yaml alarms on it).
+pub fn output_mismatch() {
+    ::metrics::counter!("OutputMismatches").increment(1);
+}
+
+/// A MODIFY stream record: a request or event row was written again under
+/// an id already used (the log names the table and key; template.yaml
+/// alarms on it).
+pub fn row_overwritten() {
+    ::metrics::counter!("RowsOverwritten").increment(1);
 }
 
 /// A failed attempt was sent back to QUEUED for a retry.

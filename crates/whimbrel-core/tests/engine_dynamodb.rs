@@ -571,6 +571,7 @@ async fn malformed_and_foreign_records_are_rejected_while_valid_ones_apply() {
     let (resp, sum) = handlers::activity_events(&h.engine, &batch).await.unwrap();
     assert!(failures(&resp).is_empty(), "{resp:?}");
     assert_eq!(counts(&sum), (1, 1, 4, 0, 0));
+    assert_eq!(sum.overwritten, 1, "the MODIFY is counted as an overwrite");
     assert_eq!(sum.records.len(), 6);
     assert_eq!(h.activity(&wf, "solo").await.state, ActivityState::Running);
     // A payload that is not a stream event at all is an invocation error.

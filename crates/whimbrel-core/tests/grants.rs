@@ -3,7 +3,11 @@
 //!   its paths, is in that function's list in `src/grants.rs`;
 //! * `template.yaml` grants each function exactly its list (plus the
 //!   platform's actions): a call without a grant, or a grant without a
-//!   listed call, fails.
+//!   listed call, fails;
+//! * the same for an activity (`ExampleActivityPolicy`) and a task-list
+//!   worker (`TaskListWorkerPolicy`, whose poll is limited to its
+//!   `TaskLists` by `dynamodb:LeadingKeys` on the key format the code
+//!   queries), and each may use the tables' KMS key when one is set.
 
 mod common;
 
@@ -344,6 +348,161 @@ async fn activity_calls() -> Calls {
     made.union(&calls(&h)).cloned().collect()
 }
 
+/// A task-list worker's calls (`Worker`, as `whimbrel worker` runs it):
+/// poll and claim a task whose input is on an input row, heartbeat, report
+/// COMPLETED with an output kept on its event row; then claim its
+/// dependent, whose launch payload reads that output back.
+async fn worker_calls() -> Calls {
+    use whimbrel_core::worker::{Worker, WorkerOptions};
+    let h = Harness::new().await;
+    h.register(
+        "tl",
+        json!({"activities": [
+            {"name": "a", "task_list": "pool", "heartbeat_timeout_seconds": 30,
+             "input": {"pad": "x".repeat(300)}},
+            {"name": "b", "task_list": "pool", "depends_on": ["a"]}
+        ]}),
+    )
+    .await;
+    let wf = h.start("tl").await;
+    let engine = whimbrel_core::engine::Engine::with_environment(
+        h.store.clone(),
+        (),
+        h.config(),
+        h.clock.clone(),
+    );
+    let worker = Worker::new(engine, "pool", "w1", WorkerOptions::default());
+    calls(&h);
+    let a = worker.claim().await.unwrap().expect("a claimed");
+    assert_eq!(a.payload.input, json!({"pad": "x".repeat(300)}));
+    assert_eq!(
+        a.heartbeat().await.unwrap(),
+        whimbrel_core::contract::ActivityState::Running
+    );
+    // An output too large for the activity item: kept on its event row.
+    let output = json!({"ok": "x".repeat(300)});
+    let row = a.completed(output.clone()).await.unwrap();
+    let made = calls(&h);
+    // The engine applies the report (its calls are not the worker's) and
+    // offers `b` to the list.
+    let done = h
+        .event_row(&h.activity(&wf, "a").await.activity_exec_id, &row)
+        .await;
+    h.engine.apply_event(&done).await.unwrap();
+    calls(&h);
+    let b = worker.claim().await.unwrap().expect("b claimed");
+    assert_eq!(b.payload.prerequisites["a"], output);
+    b.failed("given up").await.unwrap();
+    made.union(&calls(&h)).cloned().collect()
+}
+
+/// Evaluates the intrinsics a list-valued policy condition is built with
+/// (`!Split`, `!Sub` with a map, `!Join`, `!Ref TaskLists`), `TaskLists`
+/// standing for `lists`.
+fn eval_list(v: &Y, lists: &[&str]) -> Vec<String> {
+    match v {
+        Y::Tagged(t) if t.tag == "!Split" => {
+            let args = t.value.as_sequence().unwrap();
+            let sep = args[0].as_str().unwrap();
+            eval_str(&args[1], lists)
+                .split(sep)
+                .map(String::from)
+                .collect()
+        }
+        Y::Tagged(t) if t.tag == "!Ref" && t.value.as_str() == Some("TaskLists") => {
+            lists.iter().map(|l| l.to_string()).collect()
+        }
+        Y::Sequence(s) => s.iter().map(|x| eval_str(x, lists)).collect(),
+        v => panic!("cannot evaluate {v:?}"),
+    }
+}
+
+fn eval_str(v: &Y, lists: &[&str]) -> String {
+    match v {
+        Y::String(s) => s.clone(),
+        Y::Tagged(t) if t.tag == "!Join" => {
+            let args = t.value.as_sequence().unwrap();
+            eval_list(&args[1], lists).join(args[0].as_str().unwrap())
+        }
+        Y::Tagged(t) if t.tag == "!Sub" => {
+            let args = t.value.as_sequence().unwrap();
+            let mut text = args[0].as_str().unwrap().to_string();
+            for (k, x) in args[1].as_mapping().unwrap() {
+                let k = format!("${{{}}}", k.as_str().unwrap());
+                text = text.replace(&k, &eval_str(x, lists));
+            }
+            text
+        }
+        v => panic!("cannot evaluate {v:?}"),
+    }
+}
+
+/// IAM's `StringLike`: `*` any characters, `?` one.
+fn like(pattern: &str, s: &str) -> bool {
+    match pattern.chars().next() {
+        None => s.is_empty(),
+        Some('*') => (0..=s.len())
+            .filter(|i| s.is_char_boundary(*i))
+            .any(|i| like(&pattern[1..], &s[i..])),
+        Some(c) => {
+            let mut rest = s.chars();
+            match rest.next() {
+                Some(d) if c == '?' || c == d => like(&pattern[c.len_utf8()..], rest.as_str()),
+                _ => false,
+            }
+        }
+    }
+}
+
+/// The worker policy's poll is limited to its `TaskLists`: the index key
+/// values the code queries for a list (`task_list_shard`, every shard)
+/// match the policy's `dynamodb:LeadingKeys` patterns, and another list's
+/// do not.
+fn check_task_list_scope(template: &Y, problems: &mut Vec<String>) {
+    let statements =
+        &template["Resources"]["TaskListWorkerPolicy"]["Properties"]["PolicyDocument"]["Statement"];
+    let poll = statements
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .find(|s| s["Sid"].as_str() == Some("PollTaskLists"))
+        .expect("TaskListWorkerPolicy: statement PollTaskLists");
+    let keys = &poll["Condition"]["ForAllValues:StringLike"]["dynamodb:LeadingKeys"];
+    assert_eq!(
+        template["Parameters"]["TaskLists"]["Default"].as_str(),
+        Some("*")
+    );
+    let shard_keys = |list: &str| -> Vec<String> {
+        (0..64)
+            .map(|i| whimbrel_core::engine::decide::task_list_shard(list, &format!("x::{i}")))
+            .collect()
+    };
+    let cases: [(&[&str], &str, bool); 6] = [
+        (&["pool"], "pool", true),
+        (&["pool"], "pool2", false),
+        (&["pool"], "other", false),
+        (&["images", "pool"], "pool", true),
+        (&["img-*"], "img-small", true),
+        (&["*"], "anything.at_all-1", true),
+    ];
+    for (lists, list, allowed) in cases {
+        let patterns = eval_list(keys, lists);
+        let all: std::collections::BTreeSet<String> = shard_keys(list).into_iter().collect();
+        assert_eq!(
+            all.len() as u32,
+            whimbrel_core::engine::decide::TASK_LIST_SHARDS
+        );
+        for k in all {
+            if patterns.iter().any(|p| like(p, &k)) != allowed {
+                problems.push(format!(
+                    "TaskListWorkerPolicy with TaskLists={lists:?} (LeadingKeys {patterns:?}) {} the poll of {k}",
+                    if allowed { "refuses" } else { "allows" }
+                ));
+            }
+        }
+    }
+}
+
 /// The `dynamodb:Attributes` list of the statement `sid` in `statements`.
 fn attributes(statements: &Y, sid: &str) -> Vec<String> {
     statements
@@ -376,6 +535,12 @@ fn granted(
         }
     };
     for st in list(statements) {
+        // `!If [Condition, statement, !Ref AWS::NoValue]`: the statement
+        // as granted when the condition holds.
+        let st = match &st {
+            Y::Tagged(t) if t.tag == "!If" => t.value[1].clone(),
+            st => st.clone(),
+        };
         let actions: Vec<String> = list(&st["Action"])
             .iter()
             .filter_map(|a| a.as_str().map(String::from))
@@ -479,6 +644,12 @@ async fn each_function_is_granted_exactly_the_calls_its_code_makes() {
             grants::ACTIVITY,
             activity_calls().await,
         ),
+        (
+            "a task-list worker (TaskListWorkerPolicy)",
+            resources["TaskListWorkerPolicy"]["Properties"]["PolicyDocument"]["Statement"].clone(),
+            grants::WORKER,
+            worker_calls().await,
+        ),
     ];
     // The activity's heartbeat touches only the attributes its role allows.
     let policy = &resources["ExampleActivityPolicy"]["Properties"]["PolicyDocument"]["Statement"];
@@ -501,6 +672,11 @@ async fn each_function_is_granted_exactly_the_calls_its_code_makes() {
     );
     let platform: BTreeSet<String> = grants::PLATFORM
         .iter()
+        .map(|(_, a)| a.to_string())
+        .collect();
+    let kms_actions: BTreeSet<String> = grants::PLATFORM
+        .iter()
+        .filter(|(scope, _)| *scope == "kms")
         .map(|(_, a)| a.to_string())
         .collect();
     let mut problems = Vec::new();
@@ -530,6 +706,18 @@ async fn each_function_is_granted_exactly_the_calls_its_code_makes() {
         for a in other.difference(&platform) {
             problems.push(format!("{function}: template.yaml grants {a}, which neither the code nor the platform needs"));
         }
+        // Each touches tables: with KmsKeyArn it must be able to use the key.
+        let kms: BTreeSet<String> = other
+            .iter()
+            .filter(|a| a.starts_with("kms:"))
+            .cloned()
+            .collect();
+        if kms != kms_actions {
+            problems.push(format!(
+                "{function}: template.yaml grants {kms:?} on the table key, not {kms_actions:?}"
+            ));
+        }
     }
+    check_task_list_scope(&t, &mut problems);
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }

@@ -107,6 +107,9 @@ pub const OUTPUT: &str = "output";
 pub const OUTPUT_EVENT_ID: &str = "output_event_id";
 /// `output_in_row`: True when the output was too large or too deep to park: it is read back from the event row (`activity_event_id`) when the event applies.
 pub const OUTPUT_IN_ROW: &str = "output_in_row";
+/// The SHA-256 of an output kept on its event row ([`OUTPUT_EVENT_ID`]),
+/// hex: what binds the row to the item ([`crate::payloads::output_digest`]).
+pub const OUTPUT_SHA256: &str = "output_sha256";
 /// `parked`: Reports that arrived before the activity's state allowed them, applied when it catches up.
 pub const PARKED: &str = "parked";
 /// `part`: This part's number, from 0.

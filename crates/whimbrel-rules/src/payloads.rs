@@ -76,11 +76,53 @@ pub fn output_by_reference(details: &mut Details, ev: &ActivityEvent) {
     }
 }
 
-/// [`output_by_reference`] for a row known to be stored (`event_id`). Pure.
+/// [`output_by_reference`] for a row known to be stored (`event_id`): the
+/// details name the row and carry the output's digest, which the item
+/// stores with it. Pure.
 pub fn output_by_row(details: &mut Details, event_id: &str) {
-    if details.output.as_ref().is_some_and(|v| !inline(v)) {
-        details.output = None;
+    if let Some(v) = details.output.take_if(|v| !inline(v)) {
+        details.output_sha256 = Some(output_digest(&v));
         details.output_event_id = Some(event_id.to_string());
+    }
+}
+
+/// The SHA-256 of an output, hex (64 characters), over its compact JSON
+/// with object keys in sorted order (serde_json's map is ordered), so two
+/// reads of one DynamoDB row give the same digest. Pure.
+pub fn output_digest(v: &Value) -> String {
+    use sha2::{Digest, Sha256};
+    let json = serde_json::to_vec(v).unwrap_or_default();
+    hex::encode(Sha256::digest(&json))
+}
+
+/// An output read back from event row `event_id` does not match the digest
+/// stored when it was applied: the row was overwritten since.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("output of {activity_exec_id} on event row {event_id} was changed after it was applied (SHA-256 mismatch): not used")]
+pub struct OutputMismatch {
+    /// The activity whose output it is.
+    pub activity_exec_id: String,
+    /// The event row read.
+    pub event_id: String,
+}
+
+/// `output`, read back from event row `event_id`, if it matches `expected`
+/// (the item's `output_sha256`; `None` on items completed before outputs
+/// were bound, which are taken as they are). Pure.
+///
+/// Errors: [`OutputMismatch`]: the tampered output is never returned.
+pub fn check_output(
+    activity_exec_id: &str,
+    event_id: &str,
+    expected: Option<&str>,
+    output: Value,
+) -> Result<Value, OutputMismatch> {
+    match expected {
+        Some(digest) if output_digest(&output) != digest => Err(OutputMismatch {
+            activity_exec_id: activity_exec_id.to_string(),
+            event_id: event_id.to_string(),
+        }),
+        _ => Ok(output),
     }
 }
 
@@ -118,6 +160,7 @@ mod tests {
             (d.output, d.output_event_id.as_deref()),
             (None, Some("a::1::e"))
         );
+        assert_eq!(d.output_sha256, Some(output_digest(&big)));
         ev.manual = Some(true);
         let mut d = Details {
             output: Some(big.clone()),
@@ -131,5 +174,27 @@ mod tests {
         };
         output_by_row(&mut d, "a::1::e");
         assert_eq!(d.output_event_id, None);
+    }
+
+    #[test]
+    fn an_output_read_back_is_used_only_if_its_digest_matches() {
+        let applied = json!({"b": [1, 2.5, "x"], "a": {"z": null, "y": true}});
+        let digest = output_digest(&applied);
+        assert_eq!(digest.len(), 64);
+        // Same content, keys in another order (DynamoDB maps are unordered).
+        let reread: Value =
+            serde_json::from_str(r#"{"a": {"y": true, "z": null}, "b": [1, 2.5, "x"]}"#).unwrap();
+        assert_eq!(
+            check_output("a::1", "a::1::e", Some(&digest), reread.clone()),
+            Ok(reread)
+        );
+        let forged = json!({"b": [1, 2.5, "x"], "a": {"z": null, "y": false}});
+        let err = check_output("a::1", "a::1::e", Some(&digest), forged).unwrap_err();
+        assert_eq!(
+            (err.activity_exec_id.as_str(), err.event_id.as_str()),
+            ("a::1", "a::1::e")
+        );
+        // An item completed before outputs were bound has no digest.
+        assert_eq!(check_output("a::1", "e", None, json!(7)), Ok(json!(7)));
     }
 }

@@ -157,6 +157,7 @@ impl<L: Launcher> Engine<L> {
                 let by_ref = ParkedEvent {
                     output: None,
                     output_in_row: true,
+                    output_sha256: parked.output.as_ref().map(super::payloads::output_digest),
                     ..parked.clone()
                 };
                 let req = decide::park_update(self.store.tables(), exec, &by_ref);
@@ -293,9 +294,11 @@ impl<L: Launcher> Engine<L> {
     }
 
     /// The details of an event parked by reference: its output read back
-    /// from its (write-once) event row. A row that is gone or unreadable
+    /// from its (write-once) event row and checked against the digest taken
+    /// when it was parked. A row that is gone, unreadable or overwritten
     /// (TTL, a foreign write) cannot give the output back: recorded as
-    /// FAILED `UNSTORABLE`, as a report that cannot be stored is.
+    /// FAILED `UNSTORABLE`, as a report that cannot be stored is, and an
+    /// overwritten one counted (`OutputMismatches`).
     async fn parked_output(
         &self,
         exec: &ActivityExec,
@@ -314,28 +317,39 @@ impl<L: Launcher> Engine<L> {
             .store
             .batch_get_each::<ActivityEvent>(&t, vec![key])
             .await?;
-        match row.into_iter().next() {
-            Some(Ok(ev)) => {
-                let (transition, mut details) =
-                    report_details(transition, ev.output, p.error.clone());
+        let read = match row.into_iter().next() {
+            Some(Ok(ev)) => ev
+                .output
+                .map(|o| {
+                    let expected = p.output_sha256.as_deref();
+                    super::payloads::check_output(
+                        &exec.activity_exec_id,
+                        &p.activity_event_id,
+                        expected,
+                        o,
+                    )
+                    .inspect_err(|_| crate::metrics::output_mismatch())
+                })
+                .transpose()
+                .map_err(|e| e.to_string()),
+            Some(Err(e)) => Err(e.to_string()),
+            None => Err("its event row is gone".to_string()),
+        };
+        match read {
+            Ok(output) => {
+                let (transition, mut details) = report_details(transition, output, p.error.clone());
                 super::payloads::output_by_row(&mut details, &p.activity_event_id);
                 Ok((transition, details))
             }
-            other => {
-                let why = match other {
-                    Some(Err(e)) => e.to_string(),
-                    _ => "its event row is gone".to_string(),
-                };
-                Ok((
-                    Transition::Failed,
-                    Details {
-                        error: Some(format!(
-                            "UNSTORABLE: parked {transition} has no readable output: {why}"
-                        )),
-                        ..Details::default()
-                    },
-                ))
-            }
+            Err(why) => Ok((
+                Transition::Failed,
+                Details {
+                    error: Some(format!(
+                        "UNSTORABLE: parked {transition} has no readable output: {why}"
+                    )),
+                    ..Details::default()
+                },
+            )),
         }
     }
 

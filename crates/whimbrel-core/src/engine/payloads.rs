@@ -40,12 +40,12 @@ pub async fn outputs_of(
 ) -> Result<HashMap<String, Value>, StoreError> {
     let mut out = HashMap::new();
     let mut keys = Vec::new();
-    let mut name_of = HashMap::new();
+    let mut kept = HashMap::new();
     for a in execs {
-        match a.outcome.output_event_id {
+        match a.outcome.output_event_id.clone() {
             Some(row) => {
                 keys.push(event_key(&row, &a.activity_exec_id));
-                name_of.insert(row, a.activity_name);
+                kept.insert(row, a);
             }
             None => {
                 out.insert(a.activity_name, a.outcome.output.unwrap_or(Value::Null));
@@ -63,17 +63,33 @@ pub async fn outputs_of(
     }
     let table = store.tables().activity_event();
     for row in store.batch_get::<Row>(&table, keys).await? {
-        if let Some(name) = name_of.remove(&row.activity_event_id) {
-            out.insert(name, row.output.unwrap_or(Value::Null));
+        if let Some(a) = kept.remove(&row.activity_event_id) {
+            let output = checked(&a, &row.activity_event_id, row.output)?;
+            out.insert(a.activity_name, output);
         }
     }
-    if let Some((row, name)) = name_of.into_iter().next() {
+    if let Some((row, a)) = kept.into_iter().next() {
         return Err(StoreError::Transient {
             op: "BatchGetItem",
-            message: format!("the output of {name} is on event row {row}, which is gone"),
+            message: format!(
+                "the output of {} is on event row {row}, which is gone",
+                a.activity_name
+            ),
         });
     }
     Ok(out)
+}
+
+/// The output `read` from event row `event_id`, checked against the digest
+/// on `exec` ([`check_output`]); a mismatch is counted.
+fn checked(exec: &ActivityExec, event_id: &str, read: Option<Value>) -> Result<Value, StoreError> {
+    let expected = exec.outcome.output_sha256.as_deref();
+    let output = read.unwrap_or(Value::Null);
+    check_output(&exec.activity_exec_id, event_id, expected, output).map_err(|e| {
+        tracing::error!(error = %e, "an output row was overwritten after it was applied");
+        crate::metrics::output_mismatch();
+        e.into()
+    })
 }
 
 /// The attributes [`output_of_row`] reads of an event row (keys first):
@@ -86,14 +102,17 @@ pub const OUTPUT_ROW_READS: [&str; 3] = [
 ];
 
 /// The output kept on event row `event_id` of activity `activity_exec_id`
-/// (one GetItem of [`OUTPUT_ROW_READS`]): for a reader that is not the
+/// (one GetItem of [`OUTPUT_ROW_READS`]), checked against `expected`, the
+/// item's `output_sha256` ([`check_output`]): for a reader that is not the
 /// engine, such as the activity helper.
 ///
-/// Errors: the store's; a row that is gone is [`StoreError::Transient`].
+/// Errors: the store's; a row that is gone is [`StoreError::Transient`];
+/// one overwritten since it was applied is [`StoreError::Mismatch`].
 pub async fn output_of_row(
     store: &Store,
     activity_exec_id: &str,
     event_id: &str,
+    expected: Option<&str>,
 ) -> Result<Value, StoreError> {
     #[derive(serde::Deserialize)]
     struct Row {
@@ -114,7 +133,11 @@ pub async fn output_of_row(
             "the output of {activity_exec_id} is on event row {event_id}, which is gone"
         ),
     })?;
-    Ok(row.output.unwrap_or(Value::Null))
+    let output = row.output.unwrap_or(Value::Null);
+    check_output(activity_exec_id, event_id, expected, output).map_err(|e| {
+        crate::metrics::output_mismatch();
+        e.into()
+    })
 }
 
 fn event_key(event_id: &str, activity_exec_id: &str) -> Item {

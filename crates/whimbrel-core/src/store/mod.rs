@@ -69,6 +69,12 @@ pub enum StoreError {
         /// The error text.
         message: String,
     },
+    /// An output read back from its event row does not match the digest
+    /// its activity item stored when the output was applied: the row was
+    /// overwritten, and its content is not used. Retried (an operator may
+    /// restore the row), counted as `OutputMismatches`.
+    #[error(transparent)]
+    Mismatch(#[from] whimbrel_rules::payloads::OutputMismatch),
     /// An item that does not have the expected shape.
     #[error("{table}: item does not match its type: {source}")]
     Shape {

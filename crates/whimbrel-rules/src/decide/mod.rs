@@ -40,6 +40,9 @@ pub struct Details {
     /// The event row that keeps the output (COMPLETED), instead of
     /// `output` ([`crate::payloads`]).
     pub output_event_id: Option<String>,
+    /// With `output_event_id`: the output's digest
+    /// ([`crate::payloads::output_digest`]), stored on the item.
+    pub output_sha256: Option<String>,
     /// Error text (FAILED, CANCEL, TIMED_OUT), capped when written.
     pub error: Option<String>,
     /// The time of the change, epoch seconds; the engine's now when absent.
@@ -354,6 +357,9 @@ fn set_outcome(
         }
         if let Some(row) = &details.output_event_id {
             req = req.set(attr::OUTPUT_EVENT_ID, s(row));
+        }
+        if let Some(digest) = &details.output_sha256 {
+            req = req.set(attr::OUTPUT_SHA256, s(digest));
         }
         if exec.outcome.error.is_some() {
             req = req.remove(attr::ERROR);

@@ -196,6 +196,7 @@ fn park_step(
         output: details.output.clone(),
         // A large output stays on its row (payloads).
         output_in_row: details.output_event_id.is_some(),
+        output_sha256: details.output_sha256.clone(),
         error: details.error.as_deref().map(cap_error),
         attempt: *attempt,
         attempt_token_hash: token_hash.clone(),

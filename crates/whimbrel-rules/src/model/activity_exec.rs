@@ -27,6 +27,11 @@ pub struct ParkedEvent {
     /// back from the event row (`activity_event_id`) when the event applies.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub output_in_row: bool,
+    /// With `output_in_row`: the output's digest when it was parked
+    /// ([`crate::payloads::output_digest`]), so a row overwritten while
+    /// the event waited is detected when it applies.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_sha256: Option<String>,
     /// Its error (FAILED, CANCEL), capped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -317,6 +322,13 @@ pub struct Outcome {
     /// the engine's `payloads::outputs_of`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_event_id: Option<String>,
+    /// With `output_event_id`: the SHA-256 (hex) of that output as it was
+    /// applied ([`crate::payloads::output_digest`]). Every read of the row
+    /// checks it ([`crate::payloads::check_output`]): an event row may be
+    /// overwritten by anyone who may put event rows, this item may not.
+    /// Absent on items completed before outputs were bound.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_sha256: Option<String>,
     /// Reason reported with FAILED, or why the engine cancelled it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
