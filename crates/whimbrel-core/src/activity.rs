@@ -21,43 +21,42 @@ use crate::plan::LaunchPayload;
 use crate::store::{Store, StoreError, Tables};
 
 /// The attributes an activity's heartbeat reads (keys first): the IAM
-/// `dynamodb:Attributes` of its role's GetItem statement. Beyond the state
-/// and the fencing attributes, those of its deadlines
-/// ([`crate::engine::deadline::heartbeat_marker`]).
-pub const HEARTBEAT_READS: [&str; 16] = [
+/// `dynamodb:Attributes` of its role's GetItem statement. The state and
+/// the fencing attributes only.
+pub const HEARTBEAT_READS: [&str; 6] = [
     attr::ACTIVITY_EXEC_ID,
     attr::WORKFLOW_EXEC_ID,
-    attr::WORKFLOW_NAME,
-    attr::ACTIVITY_NAME,
     attr::STATE,
     attr::ATTEMPT_TOKEN_HASH,
     attr::HEARTBEAT_ENABLED,
     attr::REQUIRE_TOKENS,
-    attr::HEARTBEAT_TIMEOUT_SECONDS,
-    attr::HEARTBEAT_TIME_EPOCH,
-    attr::START_TIME_EPOCH,
-    attr::TIMEOUT_SECONDS,
-    attr::SCHEDULE_TO_CLOSE_SECONDS,
-    attr::FIRST_QUEUED_EPOCH,
-    attr::DUE_EPOCH,
-    attr::VERSION,
 ];
 
 /// The attributes an activity's heartbeat writes (keys first): the IAM
-/// `dynamodb:Attributes` of its role's UpdateItem statement. `state` is not
-/// among them: an activity's role cannot change a state by hand. It may
-/// move `due_epoch` (the monitor's due marker) to its next deadline, at
-/// most once per half heartbeat timeout, conditioned on the `version` it
-/// read (named in the condition only; a role that wrote it would only make
-/// the engine's next write re-read the item).
-pub const HEARTBEAT_WRITES: [&str; 6] = [
+/// `dynamodb:Attributes` of its role's UpdateItem statement. The heartbeat
+/// time only, as the reference heartbeat client writes it (contract:
+/// Heartbeat): not `state`, not the due marker, not `version`, so no holder
+/// of the role can change another activity's state or deadlines, or take
+/// it out of the monitor's index. The monitor moves the marker itself
+/// when it finds a live heartbeat (docs/design.md § 3.10).
+pub const HEARTBEAT_WRITES: [&str; 4] = [
     attr::ACTIVITY_EXEC_ID,
     attr::WORKFLOW_EXEC_ID,
     attr::HEARTBEAT_TIME,
     attr::HEARTBEAT_TIME_EPOCH,
-    attr::DUE_EPOCH,
-    attr::VERSION,
 ];
+
+/// What a heartbeat reads of its activity ([`HEARTBEAT_READS`]).
+#[derive(serde::Deserialize)]
+struct HeartbeatSeen {
+    state: ActivityState,
+    #[serde(default)]
+    attempt_token_hash: Option<String>,
+    #[serde(default)]
+    heartbeat_enabled: bool,
+    #[serde(default)]
+    require_tokens: bool,
+}
 
 /// The attributes [`Activity::prerequisite_outputs`] reads of a
 /// prerequisite (keys first): the IAM `dynamodb:Attributes` of its role's
@@ -268,11 +267,8 @@ impl Activity {
     /// heartbeats enabled, one UpdateItem of [`HEARTBEAT_WRITES`] only, so
     /// an activity's role can be limited to those attributes
     /// (`dynamodb:Attributes`, template.yaml `ExampleActivityPolicy`).
-    /// When the due marker is within half the heartbeat timeout, the
-    /// update also moves it to the deadline after this heartbeat
-    /// ([`crate::engine::deadline::heartbeat_marker`]), so the monitor
-    /// never reads a live activity; if the engine wrote the item meanwhile
-    /// that update fails its condition and the plain heartbeat is written.
+    /// The due marker stays where the engine put it: the monitor, finding
+    /// a fresh heartbeat when it comes due, moves it.
     ///
     /// Errors: [`EngineError::Rejected`] for an unknown activity, or when
     /// this attempt is no longer the live one (a newer attempt was
@@ -282,7 +278,7 @@ impl Activity {
         let store = self.engine.store();
         let table = store.tables().activity_exec();
         let key = crate::engine::decide::activity_key(&p.activity_exec_id, &p.workflow_exec_id);
-        let seen: crate::model::ActivityExec = store
+        let seen: HeartbeatSeen = store
             .get_projected(&table, key.clone(), &HEARTBEAT_READS)
             .await?
             .ok_or_else(|| {
@@ -295,27 +291,23 @@ impl Activity {
             )))
         };
         match p.attempt_token.as_deref() {
-            Some(t) if seen.attempt.token_hash.as_deref() != Some(&crate::ids::token_hash(t)) => {
+            Some(t) if seen.attempt_token_hash.as_deref() != Some(&crate::ids::token_hash(t)) => {
                 return Err(rejected(
                     "attempt token does not match the live attempt (stale or forged)",
                 ))
             }
-            None if seen.attempt.require_tokens => {
+            None if seen.require_tokens => {
                 return Err(rejected("this activity requires the attempt token"))
             }
             _ => {}
         }
-        if seen.state == ActivityState::Running && seen.timeouts.heartbeat_enabled {
+        if seen.state == ActivityState::Running && seen.heartbeat_enabled {
             let now = self.engine.now();
-            let plain = crate::store::UpdateRequest::new(table, key)
+            let beat = crate::store::UpdateRequest::new(table, key)
                 .when(crate::store::Cond::exists(attr::ACTIVITY_EXEC_ID))
                 .set(attr::HEARTBEAT_TIME, crate::store::av(&now.date_list()))
                 .set(attr::HEARTBEAT_TIME_EPOCH, crate::store::n(now.epoch));
-            match self
-                .engine
-                .write_heartbeat(plain, &seen, now.epoch, false)
-                .await
-            {
+            match store.update(beat, false).await {
                 Ok(_) | Err(StoreError::ConditionFailed) => {}
                 Err(e) => return Err(e.into()),
             }

@@ -70,6 +70,12 @@ pub fn row_overwritten() {
     ::metrics::counter!("RowsOverwritten").increment(1);
 }
 
+/// The monitor skipped an item it cannot read as its type
+/// ([`crate::engine::QUARANTINED`]).
+pub fn item_quarantined() {
+    ::metrics::counter!("ItemsQuarantined").increment(1);
+}
+
 /// A failed attempt was sent back to QUEUED for a retry.
 pub fn transition_retried() {
     ::metrics::counter!("TransitionsRetried").increment(1);
@@ -83,7 +89,8 @@ pub fn transition_rejected(reason: &str) {
 
 /// A stable kind for a rejection reason (the engine's texts).
 pub fn reject_kind(reason: &str) -> &'static str {
-    const KINDS: [(&str, &str); 9] = [
+    const KINDS: [(&str, &str); 10] = [
+        ("quarantined", "Quarantined"),
         ("unknown transition", "UnknownTransition"),
         ("unknown activity exec", "UnknownActivity"),
         ("token", "Fenced"),

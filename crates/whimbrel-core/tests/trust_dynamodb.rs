@@ -9,9 +9,10 @@ use common::Harness;
 use serde_json::{json, Value};
 use whimbrel_core::contract::{ActivityState, WorkflowState};
 use whimbrel_core::engine::payloads;
+use whimbrel_core::engine::{decide, QUARANTINED};
 use whimbrel_core::handlers;
 use whimbrel_core::model::ActivityEvent;
-use whimbrel_core::store::StoreError;
+use whimbrel_core::store::{StoreError, UpdateRequest, Value as AttributeValue};
 
 /// A payload too large to keep on the activity item, so it stays on its
 /// COMPLETED event row (engine::payloads).
@@ -163,4 +164,115 @@ async fn an_output_overwritten_while_parked_is_not_applied() {
         "{error}"
     );
     assert!(e.outcome.output.is_none() && e.outcome.output_event_id.is_none());
+}
+
+/// Set `attr` of activity `name`'s item to `value`, as a raw UpdateItem by
+/// someone other than the engine.
+async fn scribble(h: &Harness, wf: &str, name: &str, attr: &str, value: AttributeValue) {
+    let id = whimbrel_core::ids::activity_exec_id(wf, name);
+    let req = UpdateRequest::new(
+        h.store.tables().activity_exec(),
+        decide::activity_key(&id, wf),
+    )
+    .set(attr, value);
+    h.store.update(req, false).await.expect("raw write");
+}
+
+/// What the activity role may write of another activity's item is its
+/// heartbeat time (contract: Heartbeat), nothing the monitor's index or the
+/// engine's fencing reads. Garbage there reads as "no heartbeat": the item
+/// stays readable, its reports apply, and its deadline stays the engine's.
+#[tokio::test]
+async fn a_heartbeat_cannot_poison_or_unmark_another_activity() {
+    use whimbrel_core::activity::HEARTBEAT_WRITES;
+    for owned in [
+        "due_epoch",
+        "due_shard",
+        "version",
+        "state",
+        "attempt_token_hash",
+    ] {
+        assert!(
+            !HEARTBEAT_WRITES.contains(&owned),
+            "{owned} is the engine's"
+        );
+    }
+    let h = Harness::new().await;
+    let plan = json!({"activities": [
+        {"name": "victim", "lambda": "noop", "heartbeat_timeout_seconds": 60, "timeout_seconds": 3600},
+    ]});
+    h.register("beats", plan).await;
+    let wf = h.start("beats").await;
+    h.deliver(&[h.event(&wf, "victim", "RUNNING")], 1).await;
+    let marked = h.activity(&wf, "victim").await.timing.due_epoch;
+    assert!(marked.is_some());
+    scribble(
+        &h,
+        &wf,
+        "victim",
+        "heartbeat_time_epoch",
+        AttributeValue::S("soon".into()),
+    )
+    .await;
+    scribble(
+        &h,
+        &wf,
+        "victim",
+        "heartbeat_time",
+        AttributeValue::S("never".into()),
+    )
+    .await;
+    let victim = h.activity(&wf, "victim").await;
+    assert_eq!(
+        victim.timing.heartbeat_time_epoch, -1,
+        "read as no heartbeat"
+    );
+    assert_eq!(victim.timing.due_epoch, marked, "still marked");
+    // The monitor still times it out when its heartbeat deadline passes.
+    let report = h.tick(marked.unwrap() + 60).await;
+    assert_eq!((report.timed_out, report.errors), (1, 0), "{report:?}");
+    assert_eq!(
+        h.activity(&wf, "victim").await.state,
+        ActivityState::TimedOut
+    );
+}
+
+/// An item a writer beyond the activity role broke (a `version` of the
+/// wrong type) cannot be read as an activity. It is quarantined: its
+/// records are rejected with the reason, not retried, so the stream flows
+/// on; a monitor tick skips it, counted, and sweeps the rest.
+#[tokio::test]
+async fn an_unreadable_item_is_quarantined_and_the_stream_flows_on() {
+    let h = Harness::new().await;
+    let plan = json!({"activities": [
+        {"name": "broken", "lambda": "noop", "heartbeat_timeout_seconds": 60},
+        {"name": "fine", "lambda": "noop", "heartbeat_timeout_seconds": 60},
+    ]});
+    h.register("q", plan).await;
+    let wf = h.start("q").await;
+    let running = [
+        h.event(&wf, "broken", "RUNNING"),
+        h.event(&wf, "fine", "RUNNING"),
+    ];
+    h.deliver(&running, 1).await;
+    scribble(&h, &wf, "broken", "version", AttributeValue::S("x".into())).await;
+    let done = [
+        h.event(&wf, "broken", "COMPLETED"),
+        h.event(&wf, "fine", "COMPLETED"),
+    ];
+    let (retry, sum) = h.deliver(&done, 3).await;
+    assert!(retry.is_empty(), "nothing blocks the shard: {retry:?}");
+    assert_eq!((sum.applied, sum.rejected), (1, 1), "{sum:?}");
+    let rejected = sum.records.iter().find_map(|r| match &r.outcome {
+        handlers::Outcome::Rejected(why) => Some(why.clone()),
+        _ => None,
+    });
+    assert!(rejected.unwrap_or_default().starts_with(QUARANTINED));
+    assert_eq!(
+        h.activity(&wf, "fine").await.state,
+        ActivityState::Completed
+    );
+    // The monitor skips it and goes on.
+    let report = h.tick(h.now() + 3600).await;
+    assert_eq!((report.quarantined, report.errors), (1, 0), "{report:?}");
 }

@@ -64,11 +64,28 @@ pub enum EngineError {
     Retry(String),
 }
 
+/// How a rejection for an item that cannot be read as its type begins
+/// ([`StoreError::Shape`]: something other than the engine wrote it).
+/// Such an item is quarantined, not retried: a stream record for it is
+/// rejected with this reason (its row stays in its table, and the monitor
+/// applies it once the item is repaired), and the monitor's tick skips it.
+/// Neither blocks a shard or aborts a sweep (docs/design.md § 3.10).
+pub const QUARANTINED: &str = "quarantined (item unreadable)";
+
+/// True for the rejection of a quarantined item ([`QUARANTINED`]).
+pub fn is_quarantined(e: &EngineError) -> bool {
+    matches!(e, EngineError::Rejected(r) if r.starts_with(QUARANTINED))
+}
+
 impl From<StoreError> for EngineError {
     /// Transient and deployment errors are retried; an invalid request
-    /// (which can never succeed) is a rejection. Callers that can turn an
+    /// (which can never succeed) is a rejection, and so is an item that
+    /// cannot be read as its type ([`QUARANTINED`]). Callers that can turn an
     /// invalid write into a recorded failure do so before this conversion.
     fn from(e: StoreError) -> Self {
+        if let StoreError::Shape { .. } = e {
+            return EngineError::Rejected(format!("{QUARANTINED}: {e}"));
+        }
         if e.is_permanent() {
             EngineError::Rejected(e.to_string())
         } else {

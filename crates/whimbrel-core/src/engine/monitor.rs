@@ -47,6 +47,10 @@ pub struct MonitorReport {
     pub workflows_timed_out: u64,
     /// Items the tick could not handle (logged); the next tick tries again.
     pub errors: u64,
+    /// Items that cannot be read as their type (written by something other
+    /// than the engine): logged, counted as `ItemsQuarantined`, skipped.
+    /// The rest of the tick goes on; an operator repairs or deletes them.
+    pub quarantined: u64,
     /// Items the due indexes returned (workflow and activity execs whose
     /// marker came due), each then read consistently: what a tick costs
     /// grows with this, never with the live items.
@@ -66,6 +70,7 @@ impl MonitorReport {
         self.restarted += other.restarted;
         self.workflows_timed_out += other.workflows_timed_out;
         self.errors += other.errors;
+        self.quarantined += other.quarantined;
         self.swept += other.swept;
     }
 }
@@ -175,6 +180,12 @@ impl<L: Launcher> Engine<L> {
         for (k, r, res) in swept_each {
             report.absorb(&r);
             if let Err(e) = res {
+                if super::is_quarantined(&e) {
+                    warn!(activity_exec_id = %k.activity_exec_id, error = %e, "heartbeat monitor: item quarantined, skipped");
+                    crate::metrics::item_quarantined();
+                    report.quarantined += 1;
+                    continue;
+                }
                 warn!(activity_exec_id = %k.activity_exec_id, error = %e, "heartbeat monitor: will try again next tick");
                 report.errors += 1;
             }
@@ -479,7 +490,7 @@ impl<L: Launcher> Engine<L> {
                 req = req.when(Cond::eq(attr::ATTEMPT_TOKEN_HASH, s(h)));
             }
         }
-        match self.write_heartbeat(req, &exec, now.epoch, true).await {
+        match self.store.update(req, true).await {
             Ok(Some(item)) => Ok(serde_dynamo::from_item::<_, ActivityExec>(item)
                 .map(|e| e.state)
                 .unwrap_or(exec.state)),
@@ -490,34 +501,6 @@ impl<L: Launcher> Engine<L> {
                 .map_or(exec.state, |e| e.state)),
             Err(e) => Err(e.into()),
         }
-    }
-}
-
-impl<L: Launcher> Engine<L> {
-    /// Write a heartbeat of `exec` (the item as read) at `now` (epoch
-    /// seconds): `plain` holds the writer's conditions and the heartbeat
-    /// attributes. When [`decide::heartbeat_moving_marker`] says so, first
-    /// the same update moving the due marker; if that one loses its
-    /// condition (the engine or the monitor wrote meanwhile), `plain`.
-    /// The one write path of `Engine::heartbeat_attempt` and
-    /// `Activity::heartbeat`.
-    ///
-    /// Returns what [`crate::store::Store::update`] returns (the new item
-    /// when `return_new`); a `ConditionFailed` is `plain`'s.
-    pub(crate) async fn write_heartbeat(
-        &self,
-        plain: UpdateRequest,
-        exec: &ActivityExec,
-        now: i64,
-        return_new: bool,
-    ) -> Result<Option<store::Item>, StoreError> {
-        if let Some(moving) = decide::heartbeat_moving_marker(&plain, exec, &self.config, now) {
-            match self.store.update(moving, return_new).await {
-                Err(StoreError::ConditionFailed) => {}
-                written => return written,
-            }
-        }
-        self.store.update(plain, return_new).await
     }
 }
 

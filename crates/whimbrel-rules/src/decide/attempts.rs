@@ -407,7 +407,7 @@ pub fn retry_update(
         req = req.remove(attr::PARKED);
     }
     if let Some(cut) = details.stale_before {
-        req = req.when(Cond::lt(attr::HEARTBEAT_TIME_EPOCH, n(cut)));
+        req = req.when(super::stale_heartbeat(cut));
     }
     let mut after = exec.clone();
     after.state = ActivityState::Queued;

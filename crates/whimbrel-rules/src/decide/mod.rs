@@ -108,30 +108,6 @@ fn due(id: &str, epoch: i64) -> [Action; 2] {
     ]
 }
 
-/// A heartbeat's update `plain` (the caller's conditions, and
-/// `heartbeat_time` / `heartbeat_time_epoch` at `now`, epoch seconds) that
-/// also moves the due marker of `exec` (the item as read), when
-/// [`deadline::heartbeat_marker`] says so. The move is conditioned
-/// on the `version` and the marker read (not on `state`, which an
-/// activity's role may not name): if the engine changed the item or the
-/// monitor moved the marker meanwhile, the write fails and the caller
-/// writes `plain`. `None`: write `plain`.
-pub fn heartbeat_moving_marker(
-    plain: &UpdateRequest,
-    exec: &ActivityExec,
-    cfg: &EngineConfig,
-    now: i64,
-) -> Option<UpdateRequest> {
-    let at = deadline::heartbeat_marker(exec, cfg, now)?;
-    Some(
-        plain
-            .clone()
-            .when(Cond::eq(attr::VERSION, n(exec.version)))
-            .when(Cond::eq(attr::DUE_EPOCH, n(exec.timing.due_epoch?)))
-            .set(attr::DUE_EPOCH, n(at)),
-    )
-}
-
 /// The due marker a write of `exec` leaves, for a state whose deadline is
 /// `at` (epoch seconds; `None` = nothing owed): set to `at`, removed, or
 /// kept. Lazy, because every move of it is a GSI write: a marker within
@@ -283,9 +259,26 @@ pub fn transition_update(
     };
     req = with_due(req, exec, due, keep);
     if let Some(cut) = details.stale_before {
-        req = req.when(Cond::lt(attr::HEARTBEAT_TIME_EPOCH, n(cut)));
+        req = req.when(stale_heartbeat(cut));
     }
     set_outcome(req, exec, next, details)
+}
+
+/// The condition of a heartbeat timeout's write (architecture: Heartbeat
+/// Monitor): the heartbeat is still older than `cut` (epoch seconds), so
+/// one that lands meanwhile wins. A `heartbeat_time_epoch` that is missing
+/// or not a number (the activity role may write it, docs/design.md
+/// § 3.10) is no heartbeat: it cannot hold the timeout off for ever.
+pub(crate) fn stale_heartbeat(cut: i64) -> Cond {
+    let a_number = Cond::Compare(
+        attr::HEARTBEAT_TIME_EPOCH.into(),
+        crate::write::Cmp::Ge,
+        n(i64::MIN),
+    );
+    Cond::Or(vec![
+        Cond::lt(attr::HEARTBEAT_TIME_EPOCH, n(cut)),
+        Cond::Not(Box::new(a_number)),
+    ])
 }
 
 /// The parked events left once `event_id` applied (`rest`): none once

@@ -429,99 +429,24 @@ fn errors_are_capped_on_a_character_boundary() {
     assert_eq!(cap_error("short"), "short");
 }
 
+/// The heartbeat timeout's guard holds for an older heartbeat, and for a
+/// heartbeat time that is missing or not a number (the activity role may
+/// write it); a newer heartbeat fails it.
 #[test]
-fn a_heartbeat_moves_the_marker_only_when_it_is_due_within_half_the_timeout() {
-    let c = cfg();
-    // Heartbeat timeout 100 s, start-to-close 1,000 s from 1000.
-    let mut a = running(Some(100), Some(1000));
-    a.timing.due_epoch = Some(1100);
-    // Marker 80 s ahead, more than half the timeout: left alone (1 WRU).
-    assert_eq!(heartbeat_marker(&a, &c, 1020), None);
-    // 40 s ahead: moved to this heartbeat's deadline, less the clock skew
-    // writers may have.
-    let skew = HEARTBEAT_MARKER_SKEW_SECONDS;
-    assert_eq!(heartbeat_marker(&a, &c, 1060), Some(1160 - skew));
-    // Already passed, or due within the writers' clock skew: the
-    // monitor's to look at (it may be owed now), never moved.
-    assert_eq!(heartbeat_marker(&a, &c, 1120), None);
-    assert_eq!(heartbeat_marker(&a, &c, 1100 - skew), None);
-    assert_eq!(heartbeat_marker(&a, &c, 1099 - skew), Some(1199 - 2 * skew));
-    // Start-to-close (2000) caps it: the marker is never later than a
-    // deadline.
-    a.timing.due_epoch = Some(2000 - skew);
-    assert_eq!(heartbeat_marker(&a, &c, 1960), None);
-    a.timing.due_epoch = Some(1940);
-    assert_eq!(heartbeat_marker(&a, &c, 1930), Some(2000 - skew));
-    // Schedule-to-close caps it as well.
-    let mut s2c = a.clone();
-    s2c.timeouts.schedule_to_close_seconds = Some(1000);
-    s2c.timing.first_queued_epoch = Some(900);
-    assert_eq!(heartbeat_marker(&s2c, &c, 1930), None);
-    // Not RUNNING, no heartbeats, or no marker: nothing to move.
-    let mut cancelled = a.clone();
-    cancelled.state = ActivityState::CancelledRunning;
-    assert_eq!(heartbeat_marker(&cancelled, &c, 1930), None);
-    let mut quiet = running(None, Some(1000));
-    quiet.timing.due_epoch = Some(1010);
-    assert_eq!(heartbeat_marker(&quiet, &c, 1005), None);
-    let mut unmarked = a.clone();
-    unmarked.timing.due_epoch = None;
-    assert_eq!(heartbeat_marker(&unmarked, &c, 1930), None);
-}
-
-/// An engine write that parks a report (RUNNING applied with a COMPLETED
-/// parked, say) and dies before applying it leaves the marker at its own
-/// time: owed now. A heartbeat right after must leave it there, or the
-/// parked COMPLETED waits for the heartbeat deadline.
-#[test]
-fn a_heartbeat_never_postpones_a_marker_owed_now() {
-    let c = cfg();
-    let mut a = running(Some(100), Some(1000));
-    a.trail.parked.push(ParkedEvent {
-        activity_event_id: "a::1::done".into(),
-        transition: "COMPLETED".into(),
-        output: None,
-        output_in_row: false,
-        output_sha256: None,
-        error: None,
-        attempt: Some(1),
-        attempt_token_hash: None,
-        attempt_token: None,
-    });
-    // The dying write's marker, at its own time (1050); heartbeats at
-    // that time, a second later, and from a clock a little behind.
-    a.timing.due_epoch = Some(1050);
-    for now in [1050, 1051, 1048] {
-        assert_eq!(heartbeat_marker(&a, &c, now), None, "heartbeat at {now}");
+fn a_stale_heartbeat_is_an_older_one_or_none_at_all() {
+    let a = running(Some(100), Some(1000));
+    let cond = super::stale_heartbeat(1050);
+    let mut stored = item(&a);
+    for (value, holds) in [
+        (n(1049), true),
+        (n(1050), false),
+        (n(1060), false),
+        (crate::write::s("soon"), true),
+        (AttributeValue::Bool(true), true),
+    ] {
+        stored.insert("heartbeat_time_epoch".into(), value.clone());
+        assert_eq!(eval(&cond, Some(&stored)), holds, "{value:?}");
     }
-}
-
-#[test]
-fn the_moving_heartbeat_is_conditioned_on_the_version_and_marker_read() {
-    let c = cfg();
-    let mut a = running(Some(100), Some(1000));
-    a.timing.due_epoch = Some(1100);
-    a.timing.due_shard = Some(3);
-    a.version = 7;
-    let plain = UpdateRequest::new(
-        "t".into(),
-        activity_key(&a.activity_exec_id, &a.workflow_exec_id),
-    )
-    .set("heartbeat_time_epoch", n(1060));
-    let moving = heartbeat_moving_marker(&plain, &a, &c, 1060).expect("moves");
-    let stored = item(&a);
-    let cond = moving.cond.as_ref().expect("conditioned");
-    assert!(eval(cond, Some(&stored)));
-    let after = apply(&moving.key, Some(&stored), &moving.actions).unwrap();
-    assert_eq!(after["due_epoch"], n(1160 - HEARTBEAT_MARKER_SKEW_SECONDS));
-    assert_eq!(after["heartbeat_time_epoch"], n(1060));
-    // The engine wrote the item meanwhile (version 8): the condition fails.
-    let mut newer = a.clone();
-    newer.version = 8;
-    assert!(!eval(cond, Some(&item(&newer))));
-    // The monitor moved the marker meanwhile: fails too.
-    let mut moved = a.clone();
-    moved.timing.due_epoch = Some(1130);
-    assert!(!eval(cond, Some(&item(&moved))));
-    assert!(heartbeat_moving_marker(&plain, &a, &c, 1020).is_none());
+    stored.remove("heartbeat_time_epoch");
+    assert!(eval(&cond, Some(&stored)), "missing");
 }

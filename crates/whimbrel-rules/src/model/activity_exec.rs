@@ -230,11 +230,20 @@ pub struct Timing {
     pub start_time: Option<DateList>,
     /// When it started running, epoch seconds; negative until then.
     pub start_time_epoch: i64,
-    /// Last heartbeat, UTC date list.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Last heartbeat, UTC date list. Read leniently, as
+    /// `heartbeat_time_epoch` is.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lenient"
+    )]
     pub heartbeat_time: Option<DateList>,
     /// Last heartbeat, epoch seconds; negative when heartbeats are disabled
-    /// or the activity has not started.
+    /// or the activity has not started. The activity role may write it
+    /// (contract: Heartbeat), so it is read leniently: a value that is
+    /// missing or of another type reads as `-1` (no heartbeat), never as
+    /// an unreadable item (docs/design.md § 3.10).
+    #[serde(default = "no_heartbeat", deserialize_with = "lenient_epoch")]
     pub heartbeat_time_epoch: i64,
     /// When it ended, UTC date list.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -413,6 +422,28 @@ impl ActivityExec {
     pub fn has_prerequisites(&self) -> bool {
         !self.links.prerequisites.is_empty() || self.links.join_groups.is_some()
     }
+}
+
+/// `T` as stored, or its default when the stored value has another shape:
+/// for the attributes the activity role may write, which must never make
+/// an item unreadable (docs/design.md § 3.10).
+fn lenient<'de, D, T>(d: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: serde::de::DeserializeOwned + Default,
+{
+    Ok(T::deserialize(Value::deserialize(d)?).unwrap_or_default())
+}
+
+/// [`lenient`] for `heartbeat_time_epoch`: [`no_heartbeat`] when it is
+/// not an integer.
+fn lenient_epoch<'de, D: serde::Deserializer<'de>>(d: D) -> Result<i64, D::Error> {
+    Ok(i64::deserialize(Value::deserialize(d)?).unwrap_or_else(|_| no_heartbeat()))
+}
+
+/// The `heartbeat_time_epoch` of an activity without a heartbeat.
+fn no_heartbeat() -> i64 {
+    -1
 }
 
 #[cfg(test)]
