@@ -276,3 +276,39 @@ async fn an_unreadable_item_is_quarantined_and_the_stream_flows_on() {
     let report = h.tick(h.now() + 3600).await;
     assert_eq!((report.quarantined, report.errors), (1, 0), "{report:?}");
 }
+
+/// A plan may invoke only the deployment's launch targets, never one of the
+/// engine's own functions: a plan (or a decider) naming one fails the
+/// workflow with the reason, before anything is invoked.
+#[tokio::test]
+async fn a_plan_naming_a_function_outside_the_launch_targets_fails_with_the_reason() {
+    use whimbrel_core::engine::{Engine, EngineConfig};
+    use whimbrel_core::targets::LaunchTargets;
+    let mut h = Harness::new().await;
+    let config = EngineConfig {
+        launch_targets: LaunchTargets {
+            allowed: vec!["whimbrel-task-*".into()],
+            engine_functions: vec!["whimbrel-task-engine".into()],
+            ..LaunchTargets::default()
+        },
+        ..h.config()
+    };
+    h.engine =
+        Engine::with_environment(h.store.clone(), h.launcher.clone(), config, h.clock.clone());
+    for (name, lambda, why) in [
+        ("own", "whimbrel-task-engine", "is one of the engine's own functions"),
+        ("far", "payroll", "is not among the deployment's launch targets"),
+    ] {
+        let plan = json!({"activities": [
+            {"name": "fine", "lambda": "whimbrel-task-noop"},
+            {"name": "bad", "lambda": lambda, "depends_on": ["fine"]},
+        ]});
+        h.register(name, plan).await;
+        let wf = h.start(name).await;
+        let w = h.workflow(&wf).await;
+        assert_eq!(w.state, WorkflowState::Failed, "{name}");
+        let error = w.error.unwrap_or_default();
+        assert!(error.contains(&format!("activity \"bad\": lambda \"{lambda}\" {why}")), "{error}");
+    }
+    assert_eq!(h.launcher.launch_count(), 0, "nothing was invoked");
+}

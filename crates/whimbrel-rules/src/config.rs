@@ -89,6 +89,10 @@ pub struct EngineConfig {
     /// is stored. Default and largest: [`crate::plan::FAN_OUT_LIST_MAX`]
     /// (larger values count as it).
     pub fan_out_list_max: usize,
+    /// What plans may invoke ([`crate::targets::LaunchTargets`]): from
+    /// `WHIMBREL_LAUNCH_TARGETS` and the variables it names; by default,
+    /// any function.
+    pub launch_targets: crate::targets::LaunchTargets,
 }
 
 impl Default for EngineConfig {
@@ -112,6 +116,7 @@ impl Default for EngineConfig {
             record_launches: false,
             join_group_size: crate::plan::JOIN_GROUP_SIZE,
             fan_out_list_max: crate::plan::FAN_OUT_LIST_MAX,
+            launch_targets: crate::targets::LaunchTargets::default(),
         }
     }
 }
@@ -191,6 +196,7 @@ impl EngineConfig {
             record_launches: flag("WHIMBREL_RECORD_LAUNCHES", d.record_launches)?,
             join_group_size: d.join_group_size,
             fan_out_list_max: d.fan_out_list_max,
+            launch_targets: crate::targets::LaunchTargets::from_vars(&var),
         })
     }
 

@@ -34,4 +34,5 @@ pub mod payloads;
 pub mod plan;
 pub mod retry;
 pub mod schema;
+pub mod targets;
 pub mod write;

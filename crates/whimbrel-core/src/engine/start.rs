@@ -391,6 +391,9 @@ impl<L: Launcher> Engine<L> {
                 workflow_request_id: req.workflow_request_id.clone(),
                 input: req.input.clone().unwrap_or(Value::Null),
             };
+            if let Some(why) = self.config.launch_targets.refusal(&lambda) {
+                return Ok(Err(format!("decider refused: {why}")));
+            }
             let payload = serde_json::to_value(&request).expect("serializable");
             match self.launcher.invoke_sync(&lambda, &payload).await {
                 Ok(v) => match serde_json::from_value::<Plan>(v) {
@@ -408,10 +411,14 @@ impl<L: Launcher> Engine<L> {
                 exec.workflow_name
             )));
         };
-        Ok(plan
-            .validate()
-            .map(|_| plan)
-            .map_err(|e| format!("invalid plan: {e}")))
+        if let Err(e) = plan.validate() {
+            return Ok(Err(format!("invalid plan: {e}")));
+        }
+        let targets = &self.config.launch_targets;
+        match crate::targets::plan_refusal(&plan, targets) {
+            Some(why) => Ok(Err(format!("invalid plan: {why}"))),
+            None => Ok(Ok(plan)),
+        }
     }
 
     /// Mark the exec planned by the stored `item` (once, while REQUESTED):

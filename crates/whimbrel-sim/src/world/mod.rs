@@ -173,6 +173,7 @@ fn settings(seed: u64) -> EngineConfig {
         // Wide fan-outs (dependents derived from the plan) on two seeds in
         // three, independently of the joins.
         fan_out_list_max: [whimbrel_core::plan::FAN_OUT_LIST_MAX, 1, 0][(seed / 3 % 3) as usize],
+        launch_targets: Default::default(),
     }
 }
 
