@@ -95,3 +95,56 @@ async fn the_monitor_re_arms_live_activities_and_times_out_the_stale() {
     assert_eq!(quiet.timed_out, 0, "{quiet:?}");
     assert!(quiet.swept <= stale.len() as u64, "{quiet:?}");
 }
+
+/// A tick that spent its budget starts no more shards (issue: the monitor
+/// had no time budget, so one shard's work could take every tick); the
+/// first shard turns each minute, so successive ticks cover every shard.
+/// With no budget at all, each tick sweeps exactly its first shard.
+#[tokio::test]
+async fn ticks_out_of_budget_sweep_one_shard_each_and_cover_all_in_turn() {
+    use whimbrel_core::engine::monitor::first_shard;
+    use whimbrel_core::keys::{shard_of, INDEX_SHARDS};
+    let h = Harness::new().await;
+    let names = names("quiet-", 24);
+    let activities: Vec<_> = names
+        .iter()
+        .map(|a| json!({"name": a, "lambda": "noop", "heartbeat_timeout_seconds": HEARTBEAT}))
+        .collect();
+    h.register("wide", json!({ "activities": activities }))
+        .await;
+    let wf = h.start("wide").await;
+    let mut shards = std::collections::BTreeSet::new();
+    for a in &names {
+        h.engine
+            .apply_event(&h.attempt_event(&wf, a, "RUNNING", 0))
+            .await
+            .unwrap();
+        shards.insert(shard_of(&ids::activity_exec_id(&wf, a)));
+    }
+    assert!(shards.len() > 2, "spread over shards: {shards:?}");
+    // Every one went quiet: all due, in their shards.
+    let t = (h.now() + HEARTBEAT + 60).div_euclid(60) * 60;
+    let mut timed_out = 0;
+    for minute in 0..i64::from(INDEX_SHARDS) {
+        let at = t + 60 * minute;
+        h.clock.set(at);
+        let report = h
+            .engine
+            .monitor_tick_within(at, std::time::Duration::ZERO)
+            .await
+            .unwrap();
+        assert_eq!(
+            report.shards_left,
+            u64::from(INDEX_SHARDS) - 1,
+            "{report:?}"
+        );
+        let first = first_shard(at);
+        let here = names
+            .iter()
+            .filter(|a| shard_of(&ids::activity_exec_id(&wf, a)) == first)
+            .count() as u64;
+        assert_eq!(report.timed_out, here, "tick {minute}, shard {first}");
+        timed_out += report.timed_out;
+    }
+    assert_eq!(timed_out, names.len() as u64, "every shard came first once");
+}

@@ -296,8 +296,16 @@ async fn a_plan_naming_a_function_outside_the_launch_targets_fails_with_the_reas
     h.engine =
         Engine::with_environment(h.store.clone(), h.launcher.clone(), config, h.clock.clone());
     for (name, lambda, why) in [
-        ("own", "whimbrel-task-engine", "is one of the engine's own functions"),
-        ("far", "payroll", "is not among the deployment's launch targets"),
+        (
+            "own",
+            "whimbrel-task-engine",
+            "is one of the engine's own functions",
+        ),
+        (
+            "far",
+            "payroll",
+            "is not among the deployment's launch targets",
+        ),
     ] {
         let plan = json!({"activities": [
             {"name": "fine", "lambda": "whimbrel-task-noop"},
@@ -308,7 +316,10 @@ async fn a_plan_naming_a_function_outside_the_launch_targets_fails_with_the_reas
         let w = h.workflow(&wf).await;
         assert_eq!(w.state, WorkflowState::Failed, "{name}");
         let error = w.error.unwrap_or_default();
-        assert!(error.contains(&format!("activity \"bad\": lambda \"{lambda}\" {why}")), "{error}");
+        assert!(
+            error.contains(&format!("activity \"bad\": lambda \"{lambda}\" {why}")),
+            "{error}"
+        );
     }
     assert_eq!(h.launcher.launch_count(), 0, "nothing was invoked");
 }

@@ -23,6 +23,19 @@ use crate::launcher::Launcher;
 use crate::model::{ActivityEvent, ActivityExec, WorkflowExec};
 use crate::store::{self, av, n, s, Cmp, Cond, KeyCond, StoreError, UpdateRequest};
 
+/// The wall-clock time a tick may spend before it starts no more shards:
+/// two thirds of the heartbeat monitor's 60 s function timeout
+/// (template.yaml), so the shard in hand can finish.
+pub const MONITOR_TICK_BUDGET: std::time::Duration = std::time::Duration::from_secs(40);
+
+/// The shard a tick at `now` (epoch seconds) sweeps first: it turns each
+/// minute, so over [`store::INDEX_SHARDS`] one-minute ticks each shard is
+/// swept first once.
+pub fn first_shard(now: i64) -> u32 {
+    (now.div_euclid(60)
+        .rem_euclid(i64::from(store::INDEX_SHARDS))) as u32
+}
+
 /// What one heartbeat monitor tick did.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct MonitorReport {
@@ -51,6 +64,9 @@ pub struct MonitorReport {
     /// than the engine): logged, counted as `ItemsQuarantined`, skipped.
     /// The rest of the tick goes on; an operator repairs or deletes them.
     pub quarantined: u64,
+    /// Shards the tick did not start because its budget was spent
+    /// ([`Engine::monitor_tick_within`]); the next ticks start elsewhere.
+    pub shards_left: u64,
     /// Items the due indexes returned (workflow and activity execs whose
     /// marker came due), each then read consistently: what a tick costs
     /// grows with this, never with the live items.
@@ -71,6 +87,7 @@ impl MonitorReport {
         self.workflows_timed_out += other.workflows_timed_out;
         self.errors += other.errors;
         self.quarantined += other.quarantined;
+        self.shards_left += other.shards_left;
         self.swept += other.swept;
     }
 }
@@ -90,42 +107,83 @@ struct EventKey {
 }
 
 impl<L: Launcher> Engine<L> {
-    /// One heartbeat monitor tick at `now` (epoch seconds). Errors on one
-    /// item are logged and counted, and the tick goes on with the others.
+    /// One heartbeat monitor tick at `now` (epoch seconds), within
+    /// [`MONITOR_TICK_BUDGET`] ([`Engine::monitor_tick_within`]).
+    ///
+    /// Errors: [`EngineError::Retry`] when an index cannot be queried.
+    pub async fn monitor_tick(&self, now: i64) -> Result<MonitorReport, EngineError> {
+        self.monitor_tick_within(now, MONITOR_TICK_BUDGET).await
+    }
+
+    /// One heartbeat monitor tick at `now` (epoch seconds) that starts no
+    /// shard once `budget` (wall-clock time) is spent: the shards are
+    /// swept from [`first_shard`], which turns each minute, so a shard
+    /// whose due items take a whole tick (a restart creating thousands of
+    /// activities) delays the others by one tick at most, never for ever.
+    /// The first shard is always swept. Errors on one item are logged and
+    /// counted, and the tick goes on with the others.
     ///
     /// Errors: [`EngineError::Retry`] when an index cannot be queried.
     #[tracing::instrument(skip(self))]
-    pub async fn monitor_tick(&self, now: i64) -> Result<MonitorReport, EngineError> {
+    pub async fn monitor_tick_within(
+        &self,
+        now: i64,
+        budget: std::time::Duration,
+    ) -> Result<MonitorReport, EngineError> {
+        let started = std::time::Instant::now();
         let mut report = MonitorReport::default();
         let (mut swept, mut oldest) = (0u64, 0i64);
-        let t = self.store.tables().clone();
         let mut count = |due: Option<i64>| {
             swept += 1;
             oldest = oldest.max(now - due.unwrap_or(now));
         };
-        for shard in 0..store::INDEX_SHARDS {
-            let due = KeyCond {
-                hash: (attr::DUE_SHARD.into(), n(shard)),
-                range: Some((attr::DUE_EPOCH.into(), Cmp::Le, n(now))),
-            };
-            let workflows: Vec<WorkflowKey> = self
-                .store
-                .query(&t.workflow_exec(), Some(store::INDEX_DUE), due.clone())
-                .await?;
-            workflows.iter().for_each(|k| count(k.due_epoch));
-            for k in workflows {
-                self.sweep_workflow(&k, now, &mut report).await;
+        let first = first_shard(now);
+        for i in 0..store::INDEX_SHARDS {
+            if i > 0 && started.elapsed() >= budget {
+                warn!(
+                    shards_left = store::INDEX_SHARDS - i,
+                    "heartbeat monitor: tick budget spent; the next tick starts elsewhere"
+                );
+                report.shards_left = u64::from(store::INDEX_SHARDS - i);
+                break;
             }
-            let activities: Vec<ActivityKey> = self
-                .store
-                .query(&t.activity_exec(), Some(store::INDEX_DUE), due)
+            let shard = (first + i) % store::INDEX_SHARDS;
+            self.sweep_shard(shard, now, &mut count, &mut report)
                 .await?;
-            activities.iter().for_each(|k| count(k.due_epoch));
-            self.sweep_activities(activities, now, &mut report).await;
         }
         crate::metrics::swept(swept, oldest);
         report.swept = swept;
         Ok(report)
+    }
+
+    /// The due workflows, then the due activities, of one shard.
+    async fn sweep_shard(
+        &self,
+        shard: u32,
+        now: i64,
+        count: &mut impl FnMut(Option<i64>),
+        report: &mut MonitorReport,
+    ) -> Result<(), EngineError> {
+        let t = self.store.tables().clone();
+        let due = KeyCond {
+            hash: (attr::DUE_SHARD.into(), n(shard)),
+            range: Some((attr::DUE_EPOCH.into(), Cmp::Le, n(now))),
+        };
+        let workflows: Vec<WorkflowKey> = self
+            .store
+            .query(&t.workflow_exec(), Some(store::INDEX_DUE), due.clone())
+            .await?;
+        workflows.iter().for_each(|k| count(k.due_epoch));
+        for k in workflows {
+            self.sweep_workflow(&k, now, report).await;
+        }
+        let activities: Vec<ActivityKey> = self
+            .store
+            .query(&t.activity_exec(), Some(store::INDEX_DUE), due)
+            .await?;
+        activities.iter().for_each(|k| count(k.due_epoch));
+        self.sweep_activities(activities, now, report).await;
+        Ok(())
     }
 
     /// A due workflow: failed by its execution timeout, or started again.
