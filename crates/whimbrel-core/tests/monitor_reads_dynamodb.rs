@@ -122,8 +122,9 @@ async fn ticks_out_of_budget_sweep_one_shard_each_and_cover_all_in_turn() {
         shards.insert(shard_of(&ids::activity_exec_id(&wf, a)));
     }
     assert!(shards.len() > 2, "spread over shards: {shards:?}");
-    // Every one went quiet: all due, in their shards.
-    let t = (h.now() + HEARTBEAT + 60).div_euclid(60) * 60;
+    // Every one went quiet: all due, in their shards, and past the report
+    // grace by the first tick (a minute boundary at least 60 s later).
+    let t = (h.now() + HEARTBEAT + 120).div_euclid(60) * 60;
     let mut timed_out = 0;
     for minute in 0..i64::from(INDEX_SHARDS) {
         let at = t + 60 * minute;
