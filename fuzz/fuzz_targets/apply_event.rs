@@ -457,6 +457,7 @@ fn exec_of(i: &Input, cfg: &EngineConfig, now: i64) -> Option<ActivityExec> {
                 },
                 output: p.output.as_ref().map(Out::get),
                 output_in_row: false,
+                output_sha256: None,
                 error: p.error.as_deref().map(decide::cap_error),
                 attempt: p.attempt.get(attempt),
                 attempt_token_hash: None,
@@ -533,6 +534,7 @@ fn exec_of(i: &Input, cfg: &EngineConfig, now: i64) -> Option<ActivityExec> {
         outcome: Outcome {
             output: i.prior_output.as_ref().map(Out::get),
             output_event_id: None,
+            output_sha256: None,
             error: i.prior_error.clone().map(|e| decide::cap_error(&e)),
         },
         trail: Trail {
@@ -1096,6 +1098,7 @@ fuzz_target!(|i: Input| {
             let details = Details {
                 output: i.output.as_ref().map(Out::get),
                 output_event_id: None,
+                output_sha256: None,
                 error: i.error.clone(),
                 at: if report {
                     None
