@@ -322,13 +322,12 @@ impl<L: Launcher> Engine<L> {
                 .output
                 .map(|o| {
                     let expected = p.output_sha256.as_deref();
-                    super::payloads::check_output(
+                    super::payloads::verified(
                         &exec.activity_exec_id,
                         &p.activity_event_id,
                         expected,
                         o,
                     )
-                    .inspect_err(|_| crate::metrics::output_mismatch())
                 })
                 .transpose()
                 .map_err(|e| e.to_string()),

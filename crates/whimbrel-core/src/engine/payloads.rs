@@ -81,14 +81,32 @@ pub async fn outputs_of(
 }
 
 /// The output `read` from event row `event_id`, checked against the digest
-/// on `exec` ([`check_output`]); a mismatch is counted.
+/// on `exec` ([`verified`]).
 fn checked(exec: &ActivityExec, event_id: &str, read: Option<Value>) -> Result<Value, StoreError> {
     let expected = exec.outcome.output_sha256.as_deref();
     let output = read.unwrap_or(Value::Null);
-    check_output(&exec.activity_exec_id, event_id, expected, output).map_err(|e| {
+    Ok(verified(
+        &exec.activity_exec_id,
+        event_id,
+        expected,
+        output,
+    )?)
+}
+
+/// [`check_output`] as every reader of an output row applies it: a
+/// mismatch is logged and counted (`OutputMismatches`, alarmed) here, once
+/// for all readers.
+///
+/// Errors: [`OutputMismatch`]; the tampered output is not returned.
+pub fn verified(
+    activity_exec_id: &str,
+    event_id: &str,
+    expected: Option<&str>,
+    output: Value,
+) -> Result<Value, OutputMismatch> {
+    check_output(activity_exec_id, event_id, expected, output).inspect_err(|e| {
         tracing::error!(error = %e, "an output row was overwritten after it was applied");
         crate::metrics::output_mismatch();
-        e.into()
     })
 }
 
@@ -134,10 +152,7 @@ pub async fn output_of_row(
         ),
     })?;
     let output = row.output.unwrap_or(Value::Null);
-    check_output(activity_exec_id, event_id, expected, output).map_err(|e| {
-        crate::metrics::output_mismatch();
-        e.into()
-    })
+    Ok(verified(activity_exec_id, event_id, expected, output)?)
 }
 
 fn event_key(event_id: &str, activity_exec_id: &str) -> Item {
