@@ -533,6 +533,7 @@ fn exec_of(i: &Input, cfg: &EngineConfig, now: i64) -> Option<ActivityExec> {
         },
         outcome: Outcome {
             output: i.prior_output.as_ref().map(Out::get),
+            output_ref: None,
             output_event_id: None,
             output_sha256: None,
             error: i.prior_error.clone().map(|e| decide::cap_error(&e)),
@@ -1099,6 +1100,7 @@ fuzz_target!(|i: Input| {
                 output: i.output.as_ref().map(Out::get),
                 output_event_id: None,
                 output_sha256: None,
+                output_copy: None,
                 error: i.error.clone(),
                 at: if report {
                     None

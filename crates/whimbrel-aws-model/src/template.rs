@@ -595,14 +595,15 @@ mod tests {
 
     #[test]
     fn real_template_activities_do_not_retry_async() {
-        // The engine relaunches an activity still QUEUED after
-        // QueuedRedriveSeconds: Lambda's own async retries would only
-        // duplicate that, later.
+        // The engine relaunches an activity still QUEUED after its relaunch
+        // window, the longer of QueuedRedriveSeconds and
+        // LaunchEventAgeSeconds: Lambda's own async retries would only
+        // duplicate that, later, and an event Lambda may keep queued
+        // longer than the window could run beside its relaunch.
         let t = Template::parse(REAL, "whimbrel_").unwrap();
         let root: Value = serde_yaml::from_str(REAL).unwrap();
-        let window: u64 = root["Parameters"]["QueuedRedriveSeconds"]["Default"]
-            .as_u64()
-            .unwrap();
+        let default = |p: &str| root["Parameters"][p]["Default"].as_u64().unwrap();
+        let window = default("QueuedRedriveSeconds").max(default("LaunchEventAgeSeconds"));
         for name in ["wordcount-count", "wordcount-merge", "whimbrel-noop"] {
             let f = t.function(name).unwrap();
             assert_eq!(f.async_config.maximum_retry_attempts, 0, "{name}");

@@ -53,16 +53,16 @@ pub async fn snapshot(store: &Store, workflow_exec_id: &str) -> Result<Snapshot,
             [attr::ACTIVITY_EXEC_ID, attr::WORKFLOW_EXEC_ID],
         )
         .await?;
-    // Outputs kept on event rows (engine::payloads), put back for display.
+    // Outputs kept off the items (engine::payloads), put back for display.
     let kept: Vec<ActivityExec> = activities
         .iter()
-        .filter(|a| a.outcome.output_event_id.is_some())
+        .filter(|a| a.output_kept_off_item())
         .cloned()
         .collect();
     if !kept.is_empty() {
         let mut outputs = whimbrel_core::engine::payloads::outputs_of(store, kept).await?;
         for a in &mut activities {
-            if a.outcome.output_event_id.is_some() {
+            if a.output_kept_off_item() {
                 a.outcome.output = outputs.remove(&a.activity_name);
             }
         }

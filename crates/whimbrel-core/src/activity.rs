@@ -61,11 +61,12 @@ struct HeartbeatSeen {
 /// The attributes [`Activity::prerequisite_outputs`] reads of a
 /// prerequisite (keys first): the IAM `dynamodb:Attributes` of its role's
 /// second GetItem statement (template.yaml `ReadPrerequisiteOutputs`).
-pub const PREREQUISITE_READS: [&str; 6] = [
+pub const PREREQUISITE_READS: [&str; 7] = [
     attr::ACTIVITY_EXEC_ID,
     attr::WORKFLOW_EXEC_ID,
     attr::ACTIVITY_NAME,
     attr::OUTPUT,
+    attr::OUTPUT_REF,
     attr::OUTPUT_EVENT_ID,
     attr::OUTPUT_SHA256,
 ];
@@ -138,11 +139,14 @@ impl Activity {
     pub async fn prerequisite_outputs(
         &self,
     ) -> Result<std::collections::HashMap<String, Value>, ActivityError> {
+        use crate::engine::payloads;
         use futures::stream::{self, StreamExt, TryStreamExt};
         #[derive(serde::Deserialize)]
         struct Seen {
             #[serde(default)]
             output: Option<Value>,
+            #[serde(default)]
+            output_ref: Option<String>,
             #[serde(default)]
             output_event_id: Option<String>,
             #[serde(default)]
@@ -162,14 +166,18 @@ impl Activity {
                     let seen = seen.ok_or_else(|| {
                         EngineError::Rejected(format!("prerequisite {name} ({id}) not found"))
                     })?;
-                    let output = match seen.output_event_id {
-                        // Kept on its event row (engine::payloads).
-                        Some(row) => {
-                            let expected = seen.output_sha256.as_deref();
-                            crate::engine::payloads::output_of_row(store, &id, &row, expected)
-                                .await?
+                    let expected = seen.output_sha256.as_deref();
+                    let output = match (seen.output_ref, seen.output_event_id) {
+                        // Kept on the engine's output row (engine::payloads).
+                        (Some(r), _) => {
+                            let copy = (r.as_str(), p.workflow_name.as_str());
+                            payloads::output_of_copy(store, &id, copy, expected).await?
                         }
-                        None => seen.output.unwrap_or(Value::Null),
+                        // Kept on its event row (completed before copies).
+                        (None, Some(row)) => {
+                            payloads::output_of_row(store, &id, &row, expected).await?
+                        }
+                        (None, None) => seen.output.unwrap_or(Value::Null),
                     };
                     Ok::<_, ActivityError>((name.clone(), output))
                 }

@@ -70,8 +70,9 @@ pub const WORKFLOW_REQUEST: &[Grant] = &[
 /// prerequisites' outputs to launch, finish the workflow with its result,
 /// read back the output of an event parked by reference, count a wide
 /// join's prerequisites in its join groups and every end in its count
-/// group.
+/// group, and keep a rejection on its event row (`decide::mark_rejected`).
 pub const ACTIVITY_EVENT: &[Grant] = &[
+    g("dynamodb:UpdateItem", "activity_event"),
     g("dynamodb:Query", "activity_exec"),
     g("dynamodb:GetItem", "activity_exec"),
     g("dynamodb:UpdateItem", "activity_exec"),
@@ -80,6 +81,8 @@ pub const ACTIVITY_EVENT: &[Grant] = &[
     g("dynamodb:UpdateItem", "workflow_exec"),
     g("dynamodb:BatchGetItem", "activity_event"),
     g("dynamodb:GetItem", "workflow_plan"),
+    g("dynamodb:PutItem", "workflow_plan"),
+    g("dynamodb:BatchGetItem", "workflow_plan"),
     g("dynamodb:UpdateItem", "activity_exec_dependency"),
     g("dynamodb:GetItem", "activity_exec_dependency"),
 ];
@@ -87,8 +90,10 @@ pub const ACTIVITY_EVENT: &[Grant] = &[
 /// `whimbrel-heartbeat-monitor`: sweep the due indexes (`engine/monitor.rs`),
 /// apply reports still in flight (event index + batch read), time out,
 /// relaunch, settle, expire workflows, and start REQUESTED ones again
-/// (everything the workflow-request function does, from the request row).
+/// (everything the workflow-request function does, from the request row);
+/// a rejection of a row in flight is kept on the row.
 pub const HEARTBEAT_MONITOR: &[Grant] = &[
+    g("dynamodb:UpdateItem", "activity_event"),
     ix("activity_exec", "due_shard-due_epoch-index"),
     ix("workflow_exec", "due_shard-due_epoch-index"),
     ix("activity_event", "activity_exec_id-index"),
@@ -108,6 +113,7 @@ pub const HEARTBEAT_MONITOR: &[Grant] = &[
     g("dynamodb:GetItem", "activity_exec_dependency"),
     g("dynamodb:PutItem", "workflow_plan"),
     g("dynamodb:GetItem", "workflow_plan"),
+    g("dynamodb:BatchGetItem", "workflow_plan"),
     g("dynamodb:BatchWriteItem", "workflow_plan"),
 ];
 
@@ -119,6 +125,7 @@ pub const HEARTBEAT_MONITOR: &[Grant] = &[
 /// `ExampleActivityPolicy`).
 pub const ACTIVITY: &[Grant] = &[
     g("dynamodb:PutItem", "activity_event"),
+    g("dynamodb:GetItem", "workflow_plan"),
     g("dynamodb:GetItem", "activity_event"),
     g("dynamodb:GetItem", "activity_exec"),
     g("dynamodb:UpdateItem", "activity_exec"),
@@ -139,6 +146,7 @@ pub const WORKER: &[Grant] = &[
     g("dynamodb:PutItem", "activity_event"),
     g("dynamodb:BatchGetItem", "activity_event"),
     g("dynamodb:GetItem", "workflow_plan"),
+    g("dynamodb:BatchGetItem", "workflow_plan"),
 ];
 
 /// What the platform does with each function's role, not through the

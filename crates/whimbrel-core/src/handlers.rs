@@ -209,6 +209,10 @@ fn group_records<T: DeserializeOwned>(
                 groups[g].push(p);
                 continue;
             }
+            Err(None) if raw["eventName"] == "MODIFY" && is_rejection_mark(raw) => {
+                info!(table, key = ?key, "stream record skipped: the engine kept a rejection on its row");
+                Outcome::Skipped
+            }
             Err(None) if raw["eventName"] == "MODIFY" => {
                 // Filtered in by the event source mapping for this alone:
                 // a reused id may be an attempt to change what was applied.
@@ -236,6 +240,15 @@ fn group_records<T: DeserializeOwned>(
         });
     }
     (groups, reports)
+}
+
+/// Whether a MODIFY record is the engine's own write of a rejection on an
+/// event row ([`crate::engine::decide::mark_rejected`]): its new image
+/// carries `rejected_epoch`. Such a change is expected, not an overwrite.
+fn is_rejection_mark(raw: &Value) -> bool {
+    raw["dynamodb"]["NewImage"]
+        .get(crate::attr::REJECTED_EPOCH)
+        .is_some()
 }
 
 /// What applying one record came to, logged.

@@ -2012,12 +2012,12 @@ async fn repeated_early_completed_rows_do_not_fail_an_activity_with_a_large_inpu
         solo.outcome.error
     );
     // Neither payload is on the item (engine::payloads): the input is on
-    // its input row, the output on the COMPLETED row that applied.
+    // its input row, the output on the engine's output row.
     assert_eq!(
         (solo.runner.input.as_ref(), solo.outcome.output.as_ref()),
         (None, None)
     );
-    assert!(solo.runner.input_ref.is_some() && solo.outcome.output_event_id.is_some());
+    assert!(solo.runner.input_ref.is_some() && solo.outcome.output_ref.is_some());
     // The stored plan keeps the input once too: on the row, by its key.
     let stored = h.engine.load_plan(&wf, "large").await.unwrap().unwrap();
     let planned = &stored.plan.activities[0];

@@ -75,6 +75,33 @@ async fn deliver_events(h: &Harness, evs: &[whimbrel_core::model::ActivityEvent]
     assert!(retry.is_empty(), "{retry:?}");
 }
 
+/// Whether `ev`'s row carries its rejection (read through the clients'
+/// store, so the read is not counted among the engine's calls).
+async fn rejection_kept(h: &Harness, ev: &whimbrel_core::model::ActivityEvent) -> bool {
+    let key = whimbrel_core::keys::event_key(&ev.activity_event_id, &ev.activity_exec_id);
+    let row: whimbrel_core::model::ActivityEvent = h
+        .clients
+        .get(&h.clients.tables().activity_event(), key)
+        .await
+        .unwrap()
+        .expect("row");
+    row.rejected_epoch.is_some()
+}
+
+/// Make activity `name`'s item look as an earlier version completed it:
+/// its large output named by its event row `row` (`output_event_id`), not
+/// by the engine's copy, so readers take the path items of that version
+/// need.
+async fn completed_before_copies(h: &Harness, wf: &str, name: &str, row: &str) {
+    use whimbrel_core::store::UpdateRequest;
+    let a = h.activity(wf, name).await;
+    let key = whimbrel_core::keys::activity_key(&a.activity_exec_id, wf);
+    let req = UpdateRequest::new(h.clients.tables().activity_exec(), key)
+        .remove("output_ref")
+        .set("output_event_id", common::sv(row));
+    h.clients.update(req, false).await.unwrap();
+}
+
 /// The workflow-request function's paths: a new request, the same record
 /// delivered again, and a root whose function does not exist (its launch
 /// is refused for good: FAILED and counted).
@@ -151,15 +178,13 @@ async fn activity_event_calls() -> Calls {
     )
     .await;
     for name in ["b", "c"] {
-        deliver_events(
-            &h,
-            &[
-                h.event(&wf, name, "RUNNING"),
-                h.event(&wf, name, "COMPLETED"),
-            ],
-            10,
-        )
-        .await;
+        // b's output is too large for its item: the engine copies it, and
+        // d's launch reads the copy back.
+        let mut done = h.event(&wf, name, "COMPLETED");
+        if name == "b" {
+            done.output = Some(json!({"pad": "x".repeat(300)}));
+        }
+        deliver_events(&h, &[h.event(&wf, name, "RUNNING"), done], 10).await;
     }
     deliver_events(
         &h,
@@ -168,6 +193,11 @@ async fn activity_event_calls() -> Calls {
     )
     .await;
     assert_eq!(h.workflow(&wf).await.state.as_str(), "COMPLETED");
+    // A report for an ended activity is rejected, and the rejection kept
+    // on its row.
+    let late = h.event(&wf, "d", "FAILED");
+    deliver_events(&h, std::slice::from_ref(&late), 25).await;
+    assert!(rejection_kept(&h, &late).await);
     let made = calls(&h);
     // A failure cancels the dependents (each read before its cancel).
     let failing = h.start("d").await;
@@ -262,8 +292,16 @@ async fn heartbeat_monitor_calls() -> Calls {
         .apply_event(&h.attempt_event(&wf, "a", "RUNNING", 0))
         .await
         .unwrap();
-    h.put_event(&h.attempt_event(&wf, "a", "COMPLETED", 0))
-        .await;
+    // Its output is too large for the item: the monitor copies it, and
+    // the launches of b and c read the copy back.
+    let mut done = h.attempt_event(&wf, "a", "COMPLETED", 0);
+    done.output = Some(json!({"pad": "x".repeat(300)}));
+    h.put_event(&done).await;
+    // A stale attempt's row in flight for `c`: rejected when `c` is due,
+    // and the rejection kept.
+    let mut stale = h.event(&wf, "c", "COMPLETED");
+    stale.attempt = Some(99);
+    h.put_event(&stale).await;
     calls(&h);
     let report = h.tick(now + 5).await;
     assert_eq!(report.restarted, 1, "{report:?}");
@@ -272,6 +310,7 @@ async fn heartbeat_monitor_calls() -> Calls {
     assert!(report.reports_applied >= 1, "{report:?}");
     let c = h.activity(&wf, "c").await;
     let report = h.tick(c.timing.due_epoch.unwrap() + 200).await;
+    assert!(rejection_kept(&h, &stale).await);
     assert!(report.relaunched + report.timed_out >= 1, "{report:?}");
     let made = calls(&h);
     // A wide join whose last prerequisite's COMPLETED and group release
@@ -345,6 +384,11 @@ async fn activity_calls() -> Calls {
     let join = whimbrel_core::activity::Activity::new(payload, h.store.clone(), h.config());
     let outputs = join.prerequisite_outputs().await.unwrap();
     assert_eq!(outputs["a"], output);
+    let made: Calls = made.union(&calls(&h)).cloned().collect();
+    // An item completed before outputs were copied: read from its row.
+    completed_before_copies(&h, &wf, "a", &row).await;
+    calls(&h);
+    assert_eq!(join.prerequisite_outputs().await.unwrap()["a"], output);
     made.union(&calls(&h)).cloned().collect()
 }
 
@@ -360,7 +404,8 @@ async fn worker_calls() -> Calls {
         json!({"activities": [
             {"name": "a", "task_list": "pool", "heartbeat_timeout_seconds": 30,
              "input": {"pad": "x".repeat(300)}},
-            {"name": "b", "task_list": "pool", "depends_on": ["a"]}
+            {"name": "b", "task_list": "pool", "depends_on": ["a"]},
+            {"name": "c", "task_list": "pool", "depends_on": ["a"]}
         ]}),
     )
     .await;
@@ -392,7 +437,13 @@ async fn worker_calls() -> Calls {
     calls(&h);
     let b = worker.claim().await.unwrap().expect("b claimed");
     assert_eq!(b.payload.prerequisites["a"], output);
-    b.failed("given up").await.unwrap();
+    b.completed(json!("b")).await.unwrap();
+    let made: Calls = made.union(&calls(&h)).cloned().collect();
+    // An item completed before outputs were copied: read from its row.
+    completed_before_copies(&h, &wf, "a", &row).await;
+    calls(&h);
+    let c = worker.claim().await.unwrap().expect("c claimed");
+    assert_eq!(c.payload.prerequisites["a"], output);
     made.union(&calls(&h)).cloned().collect()
 }
 
@@ -670,6 +721,17 @@ async fn each_function_is_granted_exactly_the_calls_its_code_makes() {
         attributes(policy, "ReadOutputRows"),
         own(&whimbrel_core::engine::payloads::OUTPUT_ROW_READS)
     );
+    assert_eq!(
+        attributes(policy, "ReadOutputCopies"),
+        own(&whimbrel_core::engine::payloads::OUTPUT_COPY_READS)
+    );
+    // The engine's write to an event row is its rejection mark alone.
+    for statements in [role("ActivityEventRole"), sam("HeartbeatMonitorFunction")] {
+        assert_eq!(
+            attributes(&statements, "KeepRejections"),
+            own(&whimbrel_core::engine::decide::REJECTION_WRITES)
+        );
+    }
     let platform: BTreeSet<String> = grants::PLATFORM
         .iter()
         .map(|(_, a)| a.to_string())

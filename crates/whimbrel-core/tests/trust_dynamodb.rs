@@ -38,11 +38,13 @@ async fn run_to(h: &Harness, wf: &str, name: &str, completed: &ActivityEvent, se
     assert!(retry.is_empty(), "{name}'s COMPLETED applied");
 }
 
-/// A large output is bound to its activity by its SHA-256 when it applies.
-/// Its row overwritten afterwards (the MODIFY record is filtered out, so
-/// nothing else notices) is detected on every read: the dependent is not
-/// launched with it, and once the row holds what was applied again, the
-/// launch goes ahead with the real output.
+/// A large output is copied to a row only the engine writes when it
+/// applies, and bound to its activity by its SHA-256. Its event row
+/// overwritten afterwards (anyone who may report may put event rows)
+/// changes nothing: the MODIFY record is counted, and the dependent is
+/// launched with what p reported. An item completed before outputs were
+/// copied reads its output from the event row, and there the digest
+/// detects the overwrite.
 #[tokio::test]
 async fn an_overwritten_output_never_reaches_a_dependent() {
     let h = Harness::new().await;
@@ -57,13 +59,18 @@ async fn an_overwritten_output_never_reaches_a_dependent() {
     done.output = Some(large("p"));
     run_to(&h, &wf, "p", &done, 1).await;
     let p = h.activity(&wf, "p").await;
+    let digest = payloads::output_digest(&large("p"));
+    assert_eq!(p.outcome.output_sha256.as_ref(), Some(&digest));
     assert_eq!(
-        p.outcome.output_event_id.as_ref(),
-        Some(&done.activity_event_id)
+        p.outcome.output_ref,
+        Some(whimbrel_core::ids::output_row_key(&wf, &digest))
     );
     assert_eq!(
-        p.outcome.output_sha256,
-        Some(payloads::output_digest(&large("p")))
+        (
+            p.outcome.output.as_ref(),
+            p.outcome.output_event_id.as_ref()
+        ),
+        (None, None)
     );
 
     overwrite(&h, &done, large("forged")).await;
@@ -72,35 +79,30 @@ async fn an_overwritten_output_never_reaches_a_dependent() {
     modify["Records"][0]["eventName"] = json!("MODIFY");
     let (_, sum) = handlers::activity_events(&h.engine, &modify).await.unwrap();
     assert_eq!((sum.overwritten, sum.skipped, sum.applied), (1, 1, 0));
-    let read = h.engine.outputs_of(vec![p.clone()]).await;
-    assert!(
-        read.is_err(),
-        "a tampered output is never returned: {read:?}"
-    );
-    let direct = payloads::outputs_of(&h.store, vec![p.clone()]).await;
+    let read = h.engine.outputs_of(vec![p.clone()]).await.unwrap();
+    assert_eq!(read["p"], large("p"), "the copy, not the row");
+    // An item of an earlier version names the row: the digest catches it.
+    let mut legacy = p.clone();
+    legacy.outcome.output_ref = None;
+    legacy.outcome.output_event_id = Some(done.activity_event_id.clone());
+    let direct = payloads::outputs_of(&h.store, vec![legacy]).await;
     assert!(matches!(direct, Err(StoreError::Mismatch(_))), "{direct:?}");
-    // q completes: d is released, but its launch cannot read p's output.
+
+    // q completes: d is launched at once, with what p reported.
     let mut q_done = h.event(&wf, "q", "COMPLETED");
     q_done.output = Some(json!("q"));
     h.deliver(&[h.event(&wf, "q", "RUNNING")], 3).await;
     let (retry, _) = h.deliver(std::slice::from_ref(&q_done), 4).await;
-    assert_eq!(retry.len(), 1, "the launch is retried, not made");
-    assert!(h.launcher.launches_of("d").is_empty());
-
-    // The row restored (say from a backup): the monitor's relaunch of the
-    // claimed attempt launches d with what p reported.
-    overwrite(&h, &done, large("p")).await;
-    assert_eq!(h.activity(&wf, "d").await.state, ActivityState::Queued);
-    let report = h.tick(h.now() + 3600).await;
-    assert_eq!(report.relaunched, 1, "{report:?}");
+    assert!(retry.is_empty(), "{retry:?}");
     let launched = h.launcher.launches_of("d");
     assert_eq!(launched.len(), 1);
     assert_eq!(launched[0]["prerequisites"]["p"], large("p"));
 }
 
-/// A sink's output overwritten between its report and the workflow's end
-/// never becomes the workflow's result: the end is retried until the row
-/// holds what was applied.
+/// A sink's event row overwritten after it was written never becomes the
+/// workflow's result: the stream record carries the row as it was
+/// inserted, the engine applies that and copies it, and the result is
+/// read from the copy.
 #[tokio::test]
 async fn an_overwritten_output_never_becomes_the_result() {
     let h = Harness::new().await;
@@ -117,13 +119,7 @@ async fn an_overwritten_output_never_becomes_the_result() {
     h.put_event(&done).await;
     overwrite(&h, &done, large("forged")).await;
     let (retry, _) = h.deliver(std::slice::from_ref(&done), 2).await;
-    assert_eq!(retry.len(), 1, "the end is retried");
-    assert_eq!(h.activity(&wf, "s").await.state, ActivityState::Completed);
-    assert_eq!(h.workflow(&wf).await.state, WorkflowState::Running);
-
-    overwrite(&h, &done, large("s")).await;
-    let (retry, _) = h.deliver(std::slice::from_ref(&done), 3).await;
-    assert!(retry.is_empty());
+    assert!(retry.is_empty(), "{retry:?}");
     assert_eq!(h.workflow(&wf).await.state, WorkflowState::Completed);
     let result = h.engine.workflow_result(&wf, "sink").await.unwrap();
     assert_eq!(result, Some(json!({"s": large("s")})));
@@ -322,4 +318,220 @@ async fn a_plan_naming_a_function_outside_the_launch_targets_fails_with_the_reas
         );
     }
     assert_eq!(h.launcher.launch_count(), 0, "nothing was invoked");
+}
+
+/// A row the stream rejected stays rejected. Attempt 1 of a retried
+/// activity is invoked twice (Lambda's async invoke is at-least-once);
+/// the duplicate reports COMPLETED, tokenless as the reference clients
+/// write, while attempt 2 waits its backoff, and the stream rejects it.
+/// Attempt 2's invoke is then lost. The monitor, looking for reports
+/// still in flight before it relaunches, must not apply attempt 1's
+/// rejected row to attempt 2: it relaunches attempt 2.
+#[tokio::test]
+async fn a_row_the_stream_rejected_is_never_applied_by_the_monitor() {
+    let h = Harness::new().await;
+    let plan = json!({"activities": [
+        {"name": "flaky", "lambda": "noop",
+         "retry": {"max_attempts": 2, "interval_seconds": 30}},
+    ]});
+    h.register("rejected", plan).await;
+    let wf = h.start("rejected").await;
+    let mut failed = h.event(&wf, "flaky", "FAILED");
+    failed.error = Some("Busy".into());
+    let (retry, _) = h.deliver(&[failed], 1).await;
+    assert!(retry.is_empty());
+    let a = h.activity(&wf, "flaky").await;
+    assert_eq!((a.state, a.attempt.number), (ActivityState::Queued, 2));
+
+    let mut late = h.event(&wf, "flaky", "COMPLETED");
+    late.output = Some(json!({"from": "attempt 1's duplicate"}));
+    let (retry, sum) = h.deliver(&[late.clone()], 2).await;
+    assert!(retry.is_empty());
+    assert_eq!(sum.rejected, 1, "attempt 1's late row: {sum:?}");
+
+    let next = a.timing.next_attempt_epoch.expect("backoff");
+    assert_eq!(h.tick(next).await.retries_launched, 1);
+    assert_eq!(h.launcher.launches_of("flaky").len(), 2);
+    // Attempt 2's invoke is lost: nothing reports. Past its relaunch
+    // deadline the monitor relaunches it.
+    let a = h.activity(&wf, "flaky").await;
+    let at = h.deadline(&a) + h.config().report_grace_seconds + 1;
+    let report = h.tick(at).await;
+    let a = h.activity(&wf, "flaky").await;
+    assert_ne!(
+        a.state,
+        ActivityState::Completed,
+        "the rejected row completed attempt 2: {report:?}"
+    );
+    assert_eq!(report.relaunched, 1, "{report:?}");
+    assert_eq!(h.launcher.launches_of("flaky").len(), 3);
+    assert!(
+        a.trail.parked.is_empty(),
+        "nothing of attempt 1 waits for attempt 2: {:?}",
+        a.trail.parked
+    );
+    // Attempt 2 runs: it is RUNNING, not completed by attempt 1's output.
+    let (retry, _) = h.deliver(&[h.event(&wf, "flaky", "RUNNING")], 3).await;
+    assert!(retry.is_empty());
+    assert_eq!(h.activity(&wf, "flaky").await.state, ActivityState::Running);
+    // The rejection is kept on the row, so no later sweep judges it again.
+    let row = h
+        .event_row(&late.activity_exec_id, &late.activity_event_id)
+        .await;
+    assert!(row.rejected_epoch.is_some(), "the rejection is on the row");
+    assert!(
+        row.rejected_reason
+            .as_deref()
+            .unwrap_or("")
+            .contains("no launched attempt"),
+        "{:?}",
+        row.rejected_reason
+    );
+    // That write's MODIFY record is the engine's own: skipped, and not
+    // counted as an overwrite.
+    let mut modify = h.event_batch(&[row], 20);
+    modify["Records"][0]["eventName"] = json!("MODIFY");
+    let (_, sum) = handlers::activity_events(&h.engine, &modify).await.unwrap();
+    assert_eq!((sum.skipped, sum.overwritten), (1, 0), "{sum:?}");
+}
+
+/// An event row's key, as the event index gives it.
+#[derive(serde::Deserialize)]
+struct EventKey {
+    activity_event_id: String,
+    activity_exec_id: String,
+}
+
+/// How many of activity `id`'s event rows carry their rejection.
+async fn marked(h: &Harness, id: &str) -> usize {
+    let key = whimbrel_core::store::KeyCond {
+        hash: ("activity_exec_id".into(), common::sv(id)),
+        range: None,
+    };
+    let keys: Vec<EventKey> = h
+        .store
+        .query(
+            &h.store.tables().activity_event(),
+            Some(whimbrel_core::store::INDEX_EVENTS_BY_ACTIVITY),
+            key,
+        )
+        .await
+        .unwrap();
+    let mut n = 0;
+    for k in keys {
+        let row = h.event_row(&k.activity_exec_id, &k.activity_event_id).await;
+        n += usize::from(row.rejected_epoch.is_some());
+    }
+    n
+}
+
+/// A flood of junk rows for one activity bounds each sweep's work: a
+/// sweep judges at most `IN_FLIGHT_PER_SWEEP` of its rows, each rejection
+/// is kept on its row so it is never judged again, no deadline acts while
+/// rows are left, and the real report behind the junk is reached.
+#[tokio::test]
+async fn junk_rows_for_one_activity_are_judged_once_and_a_bounded_number_per_sweep() {
+    use whimbrel_core::engine::monitor::IN_FLIGHT_PER_SWEEP;
+    let h = Harness::new().await;
+    h.register(
+        "junk",
+        json!({"activities": [{"name": "a", "lambda": "noop"}]}),
+    )
+    .await;
+    let wf = h.start("junk").await;
+    let junk = IN_FLIGHT_PER_SWEEP * 2 + 10;
+    for _ in 0..junk {
+        let mut ev = h.event(&wf, "a", "COMPLETED");
+        (ev.attempt, ev.when_epoch) = (Some(99), Some(0.0));
+        h.put_event(&ev).await;
+    }
+    for t in ["RUNNING", "COMPLETED"] {
+        h.put_event(&h.event(&wf, "a", t)).await;
+    }
+    let a = h.activity(&wf, "a").await;
+    let mut at = h.deadline(&a) + h.config().report_grace_seconds + 1;
+    for sweep in 1..=2 {
+        let report = h.tick(at).await;
+        let a = h.activity(&wf, "a").await;
+        assert_eq!(a.state, ActivityState::Queued, "sweep {sweep}: {report:?}");
+        assert_eq!(report.timed_out + report.relaunched, 0, "{report:?}");
+        assert_eq!(
+            marked(&h, &a.activity_exec_id).await,
+            sweep * IN_FLIGHT_PER_SWEEP
+        );
+        at += 60;
+    }
+    h.tick(at).await;
+    assert_eq!(marked(&h, &a.activity_exec_id).await, junk);
+    let a = h.activity(&wf, "a").await;
+    assert_eq!(a.state, ActivityState::Completed, "the real rows applied");
+}
+
+/// Delete the event row `ev` as DynamoDB TTL would once its
+/// `expires_at_epoch` passed (`RowRetentionDays`).
+async fn expire(ev: &ActivityEvent, table: &str) {
+    let sdk = common::sdk_config().await;
+    let s = |v: &str| aws_sdk_dynamodb::types::AttributeValue::S(v.into());
+    aws_sdk_dynamodb::Client::new(&sdk)
+        .delete_item()
+        .table_name(table)
+        .key("activity_event_id", s(&ev.activity_event_id))
+        .key("activity_exec_id", s(&ev.activity_exec_id))
+        .send()
+        .await
+        .expect("delete the row");
+}
+
+/// An output kept off the activity item outlives the event row that
+/// reported it. With `RowRetentionDays` set, TTL may delete a COMPLETED
+/// row while the workflow still runs; the engine copied the output to a
+/// row of its own when it applied it, so a dependent launched later, the
+/// activity helper and the workflow's result all still get it.
+#[tokio::test]
+async fn an_output_outlives_its_event_row() {
+    let h = Harness::new().await;
+    let plan = json!({"activities": [
+        {"name": "p", "lambda": "noop"},
+        {"name": "q", "lambda": "noop"},
+        {"name": "d", "lambda": "noop", "depends_on": ["p", "q"]},
+        {"name": "s", "lambda": "noop"},
+    ]});
+    h.register("kept", plan).await;
+    let wf = h.start("kept").await;
+    let mut done = h.event(&wf, "p", "COMPLETED");
+    (done.output, done.expires_at_epoch) = (Some(large("p")), Some(h.now() + 1));
+    run_to(&h, &wf, "p", &done, 1).await;
+    let mut sink = h.event(&wf, "s", "COMPLETED");
+    (sink.output, sink.expires_at_epoch) = (Some(large("s")), Some(h.now() + 1));
+    run_to(&h, &wf, "s", &sink, 3).await;
+    let table = h.store.tables().activity_event();
+    expire(&done, &table).await;
+    expire(&sink, &table).await;
+
+    // q completes: d is launched with p's output, read from the copy.
+    let q_done = h.event(&wf, "q", "COMPLETED");
+    run_to(&h, &wf, "q", &q_done, 5).await;
+    let launches = h.launcher.launches_of("d");
+    assert_eq!(launches.len(), 1, "d launched once");
+    let payload = h.launcher.payload("d", 0);
+    let helper = whimbrel_core::activity::Activity::with_engine(
+        payload,
+        whimbrel_core::engine::Engine::with_environment(
+            h.store.clone(),
+            (),
+            h.config(),
+            h.clock.clone(),
+        ),
+    );
+    let outputs = helper.prerequisite_outputs().await.expect("outputs");
+    assert_eq!(outputs.get("p"), Some(&large("p")));
+
+    // d completes: the workflow's result has s's output, from its copy.
+    let d_done = h.event(&wf, "d", "COMPLETED");
+    run_to(&h, &wf, "d", &d_done, 7).await;
+    assert_eq!(h.workflow(&wf).await.state, WorkflowState::Completed);
+    let result = h.engine.workflow_result(&wf, "kept").await.unwrap();
+    let result = result.expect("a result");
+    assert_eq!(result["s"], large("s"), "{result}");
+    assert_eq!(result["d"], json!({"from": "d"}));
 }

@@ -107,9 +107,20 @@ pub const OUTPUT: &str = "output";
 pub const OUTPUT_EVENT_ID: &str = "output_event_id";
 /// `output_in_row`: True when the output was too large or too deep to park: it is read back from the event row (`activity_event_id`) when the event applies.
 pub const OUTPUT_IN_ROW: &str = "output_in_row";
+/// `output_ref`: Hash key of the [`crate::model::OutputRow`] (on
+/// `whimbrel_workflow_plan`, written by the engine alone) holding this
+/// activity's output, when it is too large to keep on the item.
+pub const OUTPUT_REF: &str = "output_ref";
 /// The SHA-256 of an output kept on its event row ([`OUTPUT_EVENT_ID`]),
 /// hex: what binds the row to the item ([`crate::payloads::output_digest`]).
 pub const OUTPUT_SHA256: &str = "output_sha256";
+/// `rejected_epoch`: When the engine rejected an event row for good, epoch
+/// seconds: set on the row itself, so no later reader (the monitor looking
+/// for reports in flight) judges it again (design.md § 3.8).
+pub const REJECTED_EPOCH: &str = "rejected_epoch";
+/// `rejected_reason`: Why the engine rejected an event row (with
+/// [`REJECTED_EPOCH`]), capped like an error.
+pub const REJECTED_REASON: &str = "rejected_reason";
 /// `parked`: Reports that arrived before the activity's state allowed them, applied when it catches up.
 pub const PARKED: &str = "parked";
 /// `part`: This part's number, from 0.

@@ -15,6 +15,15 @@ pub struct EngineConfig {
     /// (`WHIMBREL_QUEUED_REDRIVE_SECONDS`, the stack's `QueuedRedriveSeconds`:
     /// the deployed names stay; default 120).
     pub relaunch_after_seconds: i64,
+    /// The longest time Lambda may keep a launch's async invoke in its
+    /// event queue before it runs or discards it: the launch targets'
+    /// `MaximumEventAgeInSeconds` (`WHIMBREL_LAUNCH_EVENT_AGE_SECONDS`, the
+    /// stack's `LaunchEventAgeSeconds`). A deployment that is told nothing
+    /// assumes AWS's default, [`AWS_DEFAULT_EVENT_AGE_SECONDS`]; 0 = none
+    /// (in-process use and tests: [`EngineConfig::default`]). A relaunch
+    /// before it could only duplicate an invoke still queued (a throttled
+    /// function): see [`EngineConfig::relaunch_window_seconds`].
+    pub launch_event_age_seconds: Option<i64>,
     /// Launches of one attempt that never starts before the attempt fails
     /// with `NOT_STARTED` (then retried per the policy)
     /// (`WHIMBREL_MAX_LAUNCH_ATTEMPTS`, default 3).
@@ -101,6 +110,7 @@ impl Default for EngineConfig {
             table_prefix: crate::keys::DEFAULT_TABLE_PREFIX.into(),
             default_heartbeat_timeout_seconds: 300,
             relaunch_after_seconds: 120,
+            launch_event_age_seconds: None,
             max_launch_attempts: 3,
             default_start_to_close_seconds: 3600,
             cancel_grace_seconds: 300,
@@ -121,7 +131,24 @@ impl Default for EngineConfig {
     }
 }
 
+/// Lambda's default `MaximumEventAgeInSeconds` for async invokes, and its
+/// largest: 6 hours ("Configuring error handling settings for Lambda
+/// asynchronous invocations", AWS Lambda developer guide).
+pub const AWS_DEFAULT_EVENT_AGE_SECONDS: i64 = 21_600;
+
 impl EngineConfig {
+    /// How long a launched attempt may stay QUEUED (no PREPARING or RUNNING
+    /// report) before it is launched again, seconds: the relaunch window,
+    /// never shorter than the launch targets' event age. Lambda keeps an
+    /// async invoke of a throttled function queued that long and may still
+    /// run it; relaunching sooner gave a wide fan-out at its concurrency
+    /// limit three launches per attempt and `NOT_STARTED` failures, though
+    /// every launch would have run.
+    pub fn relaunch_window_seconds(&self) -> i64 {
+        self.relaunch_after_seconds
+            .max(self.launch_event_age_seconds.unwrap_or(0))
+    }
+
     /// Settings from `WHIMBREL_*` environment variables, defaults otherwise.
     ///
     /// Errors: a variable that is set but not a positive integer (or, for
@@ -178,6 +205,10 @@ impl EngineConfig {
                 "WHIMBREL_QUEUED_REDRIVE_SECONDS",
                 d.relaunch_after_seconds,
             )?,
+            launch_event_age_seconds: match var("WHIMBREL_LAUNCH_EVENT_AGE_SECONDS") {
+                None => Some(AWS_DEFAULT_EVENT_AGE_SECONDS),
+                Some(_) => optional("WHIMBREL_LAUNCH_EVENT_AGE_SECONDS")?,
+            },
             max_launch_attempts: count("WHIMBREL_MAX_LAUNCH_ATTEMPTS", d.max_launch_attempts)?,
             default_start_to_close_seconds: num(
                 "WHIMBREL_START_TO_CLOSE_SECONDS",
@@ -222,5 +253,30 @@ mod tests {
         assert!(!EngineConfig::from_vars(off).unwrap().require_tokens);
         let bad = |k: &str| (k == "WHIMBREL_REQUIRE_TOKENS").then(|| "maybe".to_string());
         assert!(EngineConfig::from_vars(bad).is_err());
+    }
+
+    #[test]
+    fn a_deployment_waits_the_targets_event_age_before_a_relaunch() {
+        let none = EngineConfig::from_vars(|_| None).unwrap();
+        assert_eq!(
+            none.relaunch_window_seconds(),
+            AWS_DEFAULT_EVENT_AGE_SECONDS,
+            "told nothing, a deployment assumes Lambda's default queue age"
+        );
+        let age = |v: &'static str| {
+            move |k: &str| (k == "WHIMBREL_LAUNCH_EVENT_AGE_SECONDS").then(|| v.to_string())
+        };
+        let short = EngineConfig::from_vars(age("60")).unwrap();
+        assert_eq!(short.launch_event_age_seconds, Some(60));
+        assert_eq!(
+            short.relaunch_window_seconds(),
+            120,
+            "never below the window"
+        );
+        let long = EngineConfig::from_vars(age("900")).unwrap();
+        assert_eq!(long.relaunch_window_seconds(), 900);
+        let off = EngineConfig::from_vars(age("0")).unwrap();
+        assert_eq!(off.relaunch_window_seconds(), off.relaunch_after_seconds);
+        assert!(EngineConfig::from_vars(age("soon")).is_err());
     }
 }

@@ -187,6 +187,13 @@ pub fn input_row_key(workflow_exec_id: &str, input_json: &[u8]) -> String {
     format!("{workflow_exec_id}#input#{}", plan_digest(input_json))
 }
 
+/// The hash key of the output row holding an output whose digest
+/// ([`crate::payloads::output_digest`]) is `digest`, for a workflow exec:
+/// `(workflow_exec_id)#output#(digest)`. Same output, same key.
+pub fn output_row_key(workflow_exec_id: &str, digest: &str) -> String {
+    format!("{workflow_exec_id}#output#{digest}")
+}
+
 /// Namespace of [`token_hash`].
 const TOKEN_NAMESPACE: uuid::Uuid =
     uuid::Uuid::from_u128(0x5f1c_2a4e_9b0d_4e6b_8a35_7d21_c0f4_9e12);

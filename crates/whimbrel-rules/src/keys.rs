@@ -104,6 +104,14 @@ pub fn activity_key(id: &str, workflow_exec_id: &str) -> Item {
     ])
 }
 
+/// The key of an event row of `whimbrel_activity_event`.
+pub fn event_key(activity_event_id: &str, activity_exec_id: &str) -> Item {
+    HashMap::from([
+        (attr::ACTIVITY_EVENT_ID.into(), s(activity_event_id)),
+        (attr::ACTIVITY_EXEC_ID.into(), s(activity_exec_id)),
+    ])
+}
+
 /// The key of a workflow exec item.
 pub fn workflow_key(id: &str, name: &str) -> Item {
     HashMap::from([

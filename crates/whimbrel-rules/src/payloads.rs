@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use crate::decide::Details;
 use crate::ids;
-use crate::model::{ActivityEvent, InputRow, WorkflowExec};
+use crate::model::{ActivityEvent, ActivityExec, InputRow, OutputRow, WorkflowExec};
 use crate::plan::Plan;
 
 /// Largest payload (input or output), in bytes of compact JSON, kept on the
@@ -83,7 +83,21 @@ pub fn output_by_row(details: &mut Details, event_id: &str) {
     if let Some(v) = details.output.take_if(|v| !inline(v)) {
         details.output_sha256 = Some(output_digest(&v));
         details.output_event_id = Some(event_id.to_string());
+        details.output_copy = Some(v);
     }
+}
+
+/// The output row a COMPLETED of `exec` with `details` puts before it
+/// applies: for an output kept off the item, a copy the engine owns,
+/// keyed by its digest. `None` for an inline output. Pure.
+pub fn output_row(exec: &ActivityExec, details: &Details) -> Option<OutputRow> {
+    let output = details.output_copy.clone()?;
+    let digest = details.output_sha256.as_deref()?;
+    Some(OutputRow {
+        workflow_exec_id: ids::output_row_key(&exec.workflow_exec_id, digest),
+        workflow_name: exec.workflow_name.clone(),
+        output,
+    })
 }
 
 /// The SHA-256 of an output, hex (64 characters), over its compact JSON

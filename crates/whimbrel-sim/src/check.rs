@@ -24,7 +24,8 @@ use whimbrel_core::engine::{payloads, EngineConfig};
 use whimbrel_core::handlers::Outcome;
 use whimbrel_core::ids;
 use whimbrel_core::model::{
-    ActivityEvent, ActivityExec, InputRow, JoinGroup, WorkflowExec, WorkflowPlan, WorkflowPlanPart,
+    ActivityEvent, ActivityExec, InputRow, JoinGroup, OutputRow, WorkflowExec, WorkflowPlan,
+    WorkflowPlanPart,
 };
 use whimbrel_core::store::memory::MemoryBackend;
 use whimbrel_core::store::Tables;
@@ -65,7 +66,8 @@ fn activities(mem: &MemoryBackend, t: &Tables) -> (Vec<ActivityExec>, Vec<String
     (out, bad)
 }
 
-/// Put back the outputs kept on event rows (`output_event_id`, as
+/// Put back the outputs kept on the engine's output rows (`output_ref`) or
+/// on event rows (`output_event_id`, as
 /// `engine::payloads::outputs_of` reads them) into `output`; a referenced
 /// row that is missing, or an input too large for the item kept on it, is a
 /// violation.
@@ -81,7 +83,22 @@ fn with_outputs(
         .filter_map(|i| serde_dynamo::from_item::<_, ActivityEvent>(i).ok())
         .map(|e| (e.activity_event_id, e.output))
         .collect();
+    let copies: HashMap<String, serde_json::Value> = mem
+        .items(&t.workflow_plan())
+        .into_iter()
+        .filter_map(|i| serde_dynamo::from_item::<_, OutputRow>(i).ok())
+        .map(|r| (r.workflow_exec_id, r.output))
+        .collect();
     for a in &mut acts {
+        if let Some(r) = &a.outcome.output_ref {
+            match copies.get(r) {
+                Some(out) => a.outcome.output = Some(out.clone()),
+                None => v.push(format!(
+                    "activity {}: its output is on output row {r}, which does not exist",
+                    a.activity_exec_id
+                )),
+            }
+        }
         if let Some(row) = &a.outcome.output_event_id {
             match rows.get(row) {
                 Some(out) => a.outcome.output = out.clone(),

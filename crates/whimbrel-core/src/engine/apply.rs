@@ -14,7 +14,7 @@ use crate::contract::{self, ActivityState, Actor, Transition};
 use crate::ids;
 use crate::launcher::Launcher;
 use crate::model::{ActivityEvent, ActivityExec, ParkedEvent};
-use crate::store::{s, StoreError, UpdateRequest};
+use crate::store::{StoreError, UpdateRequest};
 
 pub use whimbrel_rules::decide::step::Source;
 
@@ -38,8 +38,51 @@ impl<L: Launcher> Engine<L> {
     /// malformed id, an unknown activity, a transition the contract never
     /// allows from the current state, a never-launched activity, or a stale
     /// attempt; [`EngineError::Retry`] for an unavailable store.
+    ///
+    /// A rejection is remembered on the row ([`decide::mark_rejected`]),
+    /// so no later reader judges it again, and a row marked so is
+    /// rejected at once. A quarantined item's rejection is not final: its
+    /// rows are judged again once it is repaired. When the mark cannot be
+    /// written the rejection is [`EngineError::Retry`] instead.
     #[tracing::instrument(skip_all, fields(activity_exec_id = %ev.activity_exec_id, workflow_exec_id = ev.workflow_exec_id.as_deref(), event_id = %ev.activity_event_id, transition = %ev.transition))]
     pub async fn apply_event(&self, ev: &ActivityEvent) -> Result<Applied, EngineError> {
+        if let Some(at) = ev.rejected_epoch {
+            let why = ev.rejected_reason.as_deref().unwrap_or("no reason kept");
+            return Err(EngineError::Rejected(format!(
+                "{}: rejected earlier (at {at}): {why}",
+                ev.activity_event_id
+            )));
+        }
+        let judged = self.judge_event(ev).await;
+        if let Err(e @ EngineError::Rejected(why)) = &judged {
+            if !super::is_quarantined(e) {
+                self.remember_rejection(ev, why).await?;
+            }
+        }
+        judged
+    }
+
+    /// Write on the event row that it was rejected for `why`; a row that
+    /// is gone, or marked already, is left as it is.
+    async fn remember_rejection(&self, ev: &ActivityEvent, why: &str) -> Result<(), EngineError> {
+        let row = (ev.activity_event_id.as_str(), ev.activity_exec_id.as_str());
+        let now = self.now().epoch;
+        let req = decide::mark_rejected(self.store.tables(), row, why, now);
+        match self.store.update(req, false).await {
+            Ok(_) | Err(StoreError::ConditionFailed) => Ok(()),
+            Err(e) if e.is_permanent() => {
+                warn!(error = %e, "the rejection cannot be kept on the row");
+                Ok(())
+            }
+            Err(e) => Err(EngineError::Retry(format!(
+                "{}: rejected, but the rejection is not recorded yet: {e}",
+                ev.activity_event_id
+            ))),
+        }
+    }
+
+    /// Judge and apply `ev` (the body of [`Engine::apply_event`]).
+    async fn judge_event(&self, ev: &ActivityEvent) -> Result<Applied, EngineError> {
         let transition: Transition = ev
             .transition
             .parse()
@@ -104,7 +147,11 @@ impl<L: Launcher> Engine<L> {
                     next,
                     update,
                     count,
+                    output_row,
                 } => {
+                    if let Some(row) = output_row {
+                        self.put_output_row(&row).await?;
+                    }
                     let applied = Accepted {
                         change: (transition, next, actor),
                         event_id,
@@ -305,13 +352,7 @@ impl<L: Launcher> Engine<L> {
         p: &ParkedEvent,
         transition: Transition,
     ) -> Result<(Transition, Details), EngineError> {
-        let key = std::collections::HashMap::from([
-            (attr::ACTIVITY_EVENT_ID.to_string(), s(&p.activity_event_id)),
-            (
-                attr::ACTIVITY_EXEC_ID.to_string(),
-                s(&exec.activity_exec_id),
-            ),
-        ]);
+        let key = crate::keys::event_key(&p.activity_event_id, &exec.activity_exec_id);
         let t = self.store.tables().activity_event();
         let row = self
             .store

@@ -19,6 +19,7 @@ use super::decide::{self, Details, Verdict};
 use super::{decoded, ActivityKey, Applied, Engine, EngineError};
 use crate::contract::{ActivityState, Transition};
 use crate::ids;
+use crate::keys;
 use crate::launcher::Launcher;
 use crate::model::{ActivityEvent, ActivityExec, WorkflowExec};
 use crate::store::{self, av, n, s, Cmp, Cond, KeyCond, StoreError, UpdateRequest};
@@ -27,6 +28,13 @@ use crate::store::{self, av, n, s, Cmp, Cond, KeyCond, StoreError, UpdateRequest
 /// two thirds of the heartbeat monitor's 60 s function timeout
 /// (template.yaml), so the shard in hand can finish.
 pub const MONITOR_TICK_BUDGET: std::time::Duration = std::time::Duration::from_secs(40);
+
+/// The most event rows of one activity a sweep judges (applies, parks or
+/// rejects). Each judged row is recorded (history, parked, or its
+/// rejection on the row), so a flood of junk rows for one activity costs
+/// each sweep this many judgements, and the rows behind it are reached in
+/// later sweeps (issue: one item's work is bounded).
+pub const IN_FLIGHT_PER_SWEEP: usize = 64;
 
 /// The shard a tick at `now` (epoch seconds) sweeps first: it turns each
 /// minute, so over [`store::INDEX_SHARDS`] one-minute ticks each shard is
@@ -280,9 +288,14 @@ impl<L: Launcher> Engine<L> {
         if verdict.acts() {
             // Reports already parked on the item, then those still in the
             // event table, decide before any deadline does.
-            let applied =
-                u64::from(!exec.trail.parked.is_empty() && self.apply_parked(exec.clone()).await?)
-                    + self.apply_in_flight(&exec).await?;
+            let parked =
+                u64::from(!exec.trail.parked.is_empty() && self.apply_parked(exec.clone()).await?);
+            let (in_flight, left) = self.apply_in_flight(&exec).await?;
+            let applied = parked + in_flight;
+            if left {
+                report.reports_applied += applied;
+                return Ok(());
+            }
             if applied > 0 {
                 report.reports_applied += applied;
                 exec = self
@@ -422,9 +435,35 @@ impl<L: Launcher> Engine<L> {
     }
 
     /// Apply the activity's event rows that are written but not applied yet
-    /// (the stream is late, or gave up), oldest first. Returns how many
-    /// were applied or parked.
-    async fn apply_in_flight(&self, exec: &ActivityExec) -> Result<u64, EngineError> {
+    /// (the stream is late, or gave up), oldest first, at most
+    /// [`IN_FLIGHT_PER_SWEEP`] of them. Rows judged already (applied,
+    /// parked, or rejected and marked so) are not judged again. Returns
+    /// how many were applied or parked, and whether rows were left for a
+    /// later sweep (then no deadline may act yet: one of them may beat it).
+    async fn apply_in_flight(&self, exec: &ActivityExec) -> Result<(u64, bool), EngineError> {
+        let mut events = self.rows_in_flight(exec).await?;
+        let left = events.len() > IN_FLIGHT_PER_SWEEP;
+        events.truncate(IN_FLIGHT_PER_SWEEP);
+        let mut applied = 0;
+        for ev in events {
+            match self.apply_event(&ev).await {
+                Ok(Applied::State(_) | Applied::Parked(_)) => {
+                    info!(activity_exec_id = %ev.activity_exec_id, event_id = %ev.activity_event_id, transition = %ev.transition, "monitor applied a report still in flight");
+                    applied += 1;
+                }
+                Ok(_) | Err(EngineError::Rejected(_)) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        if left {
+            warn!(activity_exec_id = %exec.activity_exec_id, "more event rows in flight than one sweep judges; the rest wait for the next");
+        }
+        Ok((applied, left))
+    }
+
+    /// The activity's event rows not judged yet, oldest first (by the time
+    /// they name, PREPARING before RUNNING before the rest).
+    async fn rows_in_flight(&self, exec: &ActivityExec) -> Result<Vec<ActivityEvent>, EngineError> {
         let t = self.store.tables();
         let key = KeyCond {
             hash: (attr::ACTIVITY_EXEC_ID.into(), s(&exec.activity_exec_id)),
@@ -438,27 +477,13 @@ impl<L: Launcher> Engine<L> {
                 key,
             )
             .await?;
-        let seen = |id: &str| {
-            exec.is_last_event(id)
-                || exec
-                    .trail
-                    .history
-                    .iter()
-                    .any(|h| h.names(&exec.activity_exec_id, id))
-                || exec.trail.parked.iter().any(|p| p.activity_event_id == id)
-        };
         let wanted: Vec<_> = keys
             .into_iter()
-            .filter(|k| !seen(&k.activity_event_id))
-            .map(|k| {
-                std::collections::HashMap::from([
-                    (attr::ACTIVITY_EVENT_ID.to_string(), s(&k.activity_event_id)),
-                    (attr::ACTIVITY_EXEC_ID.to_string(), s(&k.activity_exec_id)),
-                ])
-            })
+            .filter(|k| !exec.has_judged(&k.activity_event_id))
+            .map(|k| keys::event_key(&k.activity_event_id, &k.activity_exec_id))
             .collect();
         if wanted.is_empty() {
-            return Ok(0);
+            return Ok(Vec::new());
         }
         let mut events: Vec<ActivityEvent> = Vec::new();
         for row in self
@@ -470,7 +495,8 @@ impl<L: Launcher> Engine<L> {
             // wrong type) is the stream's to reject; it must not blind the
             // monitor to the activity's other rows.
             match row {
-                Ok(ev) => events.push(ev),
+                Ok(ev) if ev.rejected_epoch.is_none() => events.push(ev),
+                Ok(_) => {}
                 Err(e) => {
                     info!(activity_exec_id = %exec.activity_exec_id, error = %e, "event row skipped: not an event")
                 }
@@ -486,18 +512,7 @@ impl<L: Launcher> Engine<L> {
                 .partial_cmp(&(b.when_epoch.unwrap_or(0.0), rank(b)))
                 .unwrap_or(std::cmp::Ordering::Equal)
         });
-        let mut applied = 0;
-        for ev in events {
-            match self.apply_event(&ev).await {
-                Ok(Applied::State(_) | Applied::Parked(_)) => {
-                    info!(activity_exec_id = %ev.activity_exec_id, event_id = %ev.activity_event_id, transition = %ev.transition, "monitor applied a report still in flight");
-                    applied += 1;
-                }
-                Ok(_) | Err(EngineError::Rejected(_)) => {}
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(applied)
+        Ok(events)
     }
 
     /// Record a heartbeat for a running activity (a direct conditional

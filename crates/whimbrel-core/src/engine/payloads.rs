@@ -22,38 +22,92 @@ use std::collections::HashMap;
 use serde_json::Value;
 
 use super::{Engine, EngineError};
+use crate::keys::event_key;
 use crate::launcher::Launcher;
-use crate::model::{ActivityExec, InputRow};
+use crate::model::{ActivityExec, InputRow, OutputRow};
 use crate::store::{s, Item, Store, StoreError};
 pub use whimbrel_rules::payloads::*;
 
 /// The outputs of `execs` by activity name: the inline ones, and those kept
-/// on event rows, read with BatchGetItem. `null` for an activity without
-/// an output.
+/// off the item: on the engine's output rows (`output_ref`), or on event
+/// rows for activities completed before outputs were copied
+/// (`output_event_id`), each read with BatchGetItem. `null` for an
+/// activity without an output.
 ///
-/// Errors: the store's; a referenced row that is gone (expired by the
-/// event table's TTL, `RowRetentionDays`) is [`StoreError::Transient`],
-/// never a silent `null`.
+/// Errors: the store's; a referenced row that is gone is
+/// [`StoreError::Transient`], never a silent `null`; one whose output does
+/// not match the item's digest is [`StoreError::Mismatch`].
 pub async fn outputs_of(
     store: &Store,
     execs: Vec<ActivityExec>,
 ) -> Result<HashMap<String, Value>, StoreError> {
     let mut out = HashMap::new();
+    let (mut copied, mut on_rows) = (Vec::new(), Vec::new());
+    for a in execs {
+        if a.outcome.output_ref.is_some() {
+            copied.push(a);
+        } else if a.outcome.output_event_id.is_some() {
+            on_rows.push(a);
+        } else {
+            out.insert(a.activity_name, a.outcome.output.unwrap_or(Value::Null));
+        }
+    }
+    out.extend(copied_outputs(store, copied).await?);
+    out.extend(row_outputs(store, on_rows).await?);
+    Ok(out)
+}
+
+/// The outputs of `execs` from the engine's output rows (`output_ref`).
+async fn copied_outputs(
+    store: &Store,
+    execs: Vec<ActivityExec>,
+) -> Result<Vec<(String, Value)>, StoreError> {
+    let refs: Vec<(String, &ActivityExec)> = execs
+        .iter()
+        .filter_map(|a| Some((a.outcome.output_ref.clone()?, a)))
+        .collect();
+    if refs.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut keys: HashMap<String, Item> = HashMap::new();
+    for (r, a) in &refs {
+        keys.entry(r.clone())
+            .or_insert_with(|| crate::keys::workflow_key(r, &a.workflow_name));
+    }
+    let table = store.tables().workflow_plan();
+    let found: HashMap<String, Value> = store
+        .batch_get::<OutputRow>(&table, keys.into_values().collect())
+        .await?
+        .into_iter()
+        .map(|row| (row.workflow_exec_id, row.output))
+        .collect();
+    let mut out = Vec::new();
+    for (r, a) in refs {
+        let output = found
+            .get(&r)
+            .cloned()
+            .ok_or_else(|| gone(&a.activity_exec_id, &r))?;
+        out.push((a.activity_name.clone(), checked(a, &r, Some(output))?));
+    }
+    Ok(out)
+}
+
+/// The outputs of `execs` from the event rows that reported them
+/// (`output_event_id`: activities completed before outputs were copied).
+async fn row_outputs(
+    store: &Store,
+    execs: Vec<ActivityExec>,
+) -> Result<Vec<(String, Value)>, StoreError> {
     let mut keys = Vec::new();
     let mut kept = HashMap::new();
     for a in execs {
-        match a.outcome.output_event_id.clone() {
-            Some(row) => {
-                keys.push(event_key(&row, &a.activity_exec_id));
-                kept.insert(row, a);
-            }
-            None => {
-                out.insert(a.activity_name, a.outcome.output.unwrap_or(Value::Null));
-            }
+        if let Some(row) = a.outcome.output_event_id.clone() {
+            keys.push(event_key(&row, &a.activity_exec_id));
+            kept.insert(row, a);
         }
     }
     if keys.is_empty() {
-        return Ok(out);
+        return Ok(Vec::new());
     }
     #[derive(serde::Deserialize)]
     struct Row {
@@ -62,22 +116,26 @@ pub async fn outputs_of(
         output: Option<Value>,
     }
     let table = store.tables().activity_event();
+    let mut out = Vec::new();
     for row in store.batch_get::<Row>(&table, keys).await? {
         if let Some(a) = kept.remove(&row.activity_event_id) {
             let output = checked(&a, &row.activity_event_id, row.output)?;
-            out.insert(a.activity_name, output);
+            out.push((a.activity_name, output));
         }
     }
-    if let Some((row, a)) = kept.into_iter().next() {
-        return Err(StoreError::Transient {
-            op: "BatchGetItem",
-            message: format!(
-                "the output of {} is on event row {row}, which is gone",
-                a.activity_name
-            ),
-        });
+    match kept.into_iter().next() {
+        Some((row, a)) => Err(gone(&a.activity_exec_id, &row)),
+        None => Ok(out),
     }
-    Ok(out)
+}
+
+/// A referenced output row (`row`: an output row key or an event id) that
+/// is not there: retried, never read as `null`.
+fn gone(activity_exec_id: &str, row: &str) -> StoreError {
+    StoreError::Transient {
+        op: "GetItem",
+        message: format!("the output of {activity_exec_id} is on row {row}, which is gone"),
+    }
 }
 
 /// The output `read` from event row `event_id`, checked against the digest
@@ -119,10 +177,17 @@ pub const OUTPUT_ROW_READS: [&str; 3] = [
     attr::OUTPUT,
 ];
 
+/// The attributes [`output_of_copy`] reads of an output row (keys
+/// first): the IAM `dynamodb:Attributes` of an activity role's GetItem on
+/// the plan table (template.yaml `ReadOutputCopies`).
+pub const OUTPUT_COPY_READS: [&str; 3] =
+    [attr::WORKFLOW_EXEC_ID, attr::WORKFLOW_NAME, attr::OUTPUT];
+
 /// The output kept on event row `event_id` of activity `activity_exec_id`
 /// (one GetItem of [`OUTPUT_ROW_READS`]), checked against `expected`, the
 /// item's `output_sha256` ([`check_output`]): for a reader that is not the
-/// engine, such as the activity helper.
+/// engine, such as the activity helper, of an activity completed before
+/// outputs were copied.
 ///
 /// Errors: the store's; a row that is gone is [`StoreError::Transient`];
 /// one overwritten since it was applied is [`StoreError::Mismatch`].
@@ -138,31 +203,49 @@ pub async fn output_of_row(
         output: Option<Value>,
     }
     let table = store.tables().activity_event();
-    let row: Option<Row> = store
-        .get_projected(
-            &table,
-            event_key(event_id, activity_exec_id),
-            &OUTPUT_ROW_READS,
-        )
-        .await?;
-    let row = row.ok_or_else(|| StoreError::Transient {
-        op: "GetItem",
-        message: format!(
-            "the output of {activity_exec_id} is on event row {event_id}, which is gone"
-        ),
-    })?;
+    let key = event_key(event_id, activity_exec_id);
+    let row: Option<Row> = store.get_projected(&table, key, &OUTPUT_ROW_READS).await?;
+    let row = row.ok_or_else(|| gone(activity_exec_id, event_id))?;
     let output = row.output.unwrap_or(Value::Null);
     Ok(verified(activity_exec_id, event_id, expected, output)?)
 }
 
-fn event_key(event_id: &str, activity_exec_id: &str) -> Item {
-    HashMap::from([
-        (attr::ACTIVITY_EVENT_ID.to_string(), s(event_id)),
-        (attr::ACTIVITY_EXEC_ID.to_string(), s(activity_exec_id)),
-    ])
+/// The output on the engine's output row `output_ref` of a workflow named
+/// `workflow_name` (one GetItem of [`OUTPUT_COPY_READS`]), checked against
+/// `expected` (the item's `output_sha256`): for a reader that is not the
+/// engine, such as the activity helper.
+///
+/// Errors: the store's; a row that is gone is [`StoreError::Transient`];
+/// a digest that does not match is [`StoreError::Mismatch`].
+pub async fn output_of_copy(
+    store: &Store,
+    activity_exec_id: &str,
+    (output_ref, workflow_name): (&str, &str),
+    expected: Option<&str>,
+) -> Result<Value, StoreError> {
+    let table = store.tables().workflow_plan();
+    let key = crate::keys::workflow_key(output_ref, workflow_name);
+    let row: Option<OutputRow> = store.get_projected(&table, key, &OUTPUT_COPY_READS).await?;
+    let row = row.ok_or_else(|| gone(activity_exec_id, output_ref))?;
+    Ok(verified(
+        activity_exec_id,
+        output_ref,
+        expected,
+        row.output,
+    )?)
 }
 
 impl<L: Launcher> Engine<L> {
+    /// Put the engine's copy of an output ([`OutputRow`], on
+    /// `whimbrel_workflow_plan`), before the COMPLETED that names it is
+    /// written. Content-addressed, so a repeat writes the same item.
+    ///
+    /// Errors: the store's, as [`EngineError`].
+    pub(crate) async fn put_output_row(&self, row: &OutputRow) -> Result<(), EngineError> {
+        let table = self.store.tables().workflow_plan();
+        Ok(self.store.put(&table, row).await?)
+    }
+
     /// The input of `exec`: inline, or read from its input row (GetItem).
     /// `null` when it has none.
     ///

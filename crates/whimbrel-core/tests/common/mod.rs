@@ -182,6 +182,20 @@ impl Environment for TestClock {
 }
 
 /// A fresh set of installed tables on DynamoDB Local and an engine.
+/// The SDK settings of the tests' DynamoDB Local ([`dynamodb_endpoint`]):
+/// test credentials, us-east-1, the engine's HTTP client.
+pub async fn sdk_config() -> aws_config::SdkConfig {
+    aws_config::defaults(aws_config::BehaviorVersion::latest())
+        .http_client(whimbrel_core::http_client())
+        .endpoint_url(dynamodb_endpoint())
+        .region(aws_config::Region::new("us-east-1"))
+        .credentials_provider(aws_sdk_dynamodb::config::Credentials::new(
+            "test", "test", None, None, "tests",
+        ))
+        .load()
+        .await
+}
+
 pub struct Harness {
     pub engine: Engine<RecordingLauncher>,
     pub launcher: RecordingLauncher,
@@ -203,16 +217,7 @@ impl Harness {
     /// Tables with `prefix` (created if missing).
     pub async fn with_prefix(prefix: &str) -> Harness {
         let prefix = prefix.to_string();
-        let endpoint = dynamodb_endpoint();
-        let sdk = aws_config::defaults(aws_config::BehaviorVersion::latest())
-            .http_client(whimbrel_core::http_client())
-            .endpoint_url(&endpoint)
-            .region(aws_config::Region::new("us-east-1"))
-            .credentials_provider(aws_sdk_dynamodb::config::Credentials::new(
-                "test", "test", None, None, "tests",
-            ))
-            .load()
-            .await;
+        let sdk = sdk_config().await;
         let store = Store::new(
             aws_sdk_dynamodb::Client::new(&sdk),
             Tables::new(prefix.clone()),
@@ -327,6 +332,8 @@ impl Harness {
             attempt: None,
             attempt_token: None,
             expires_at_epoch: None,
+            rejected_epoch: None,
+            rejected_reason: None,
         }
     }
 

@@ -123,7 +123,7 @@ pub fn next_deadline(exec: &ActivityExec, cfg: &EngineConfig) -> Option<(i64, De
                         .timing
                         .queued_time_epoch
                         .unwrap_or(0)
-                        .saturating_add(cfg.relaunch_after_seconds);
+                        .saturating_add(cfg.relaunch_window_seconds());
                     (at, Deadline::Relaunch)
                 } else {
                     let at = exec
@@ -262,7 +262,7 @@ pub fn monitor_verdict(exec: &ActivityExec, cfg: &EngineConfig, now: i64) -> Ver
                 "NOT_STARTED: attempt {} not started after {} launches ({}s each)",
                 exec.attempt.number,
                 exec.attempt.launches.max(1),
-                cfg.relaunch_after_seconds
+                cfg.relaunch_window_seconds()
             ))
         }
         Deadline::Relaunch => Verdict::Relaunch,

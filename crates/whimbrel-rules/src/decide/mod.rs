@@ -43,6 +43,10 @@ pub struct Details {
     /// With `output_event_id`: the output's digest
     /// ([`crate::payloads::output_digest`]), stored on the item.
     pub output_sha256: Option<String>,
+    /// With `output_event_id`: the output itself, which a COMPLETED that
+    /// applies copies to its output row ([`crate::model::OutputRow`])
+    /// before the item names the row (`output_ref`). Never stored inline.
+    pub output_copy: Option<serde_json::Value>,
     /// Error text (FAILED, CANCEL, TIMED_OUT), capped when written.
     pub error: Option<String>,
     /// The time of the change, epoch seconds; the engine's now when absent.
@@ -348,8 +352,16 @@ fn set_outcome(
         if let Some(out) = &details.output {
             req = req.set(attr::OUTPUT, av(out));
         }
-        if let Some(row) = &details.output_event_id {
-            req = req.set(attr::OUTPUT_EVENT_ID, s(row));
+        match (&details.output_copy, &details.output_sha256) {
+            (Some(_), Some(digest)) => {
+                let key = crate::ids::output_row_key(&exec.workflow_exec_id, digest);
+                req = req.set(attr::OUTPUT_REF, s(key));
+            }
+            _ => {
+                if let Some(row) = &details.output_event_id {
+                    req = req.set(attr::OUTPUT_EVENT_ID, s(row));
+                }
+            }
         }
         if let Some(digest) = &details.output_sha256 {
             req = req.set(attr::OUTPUT_SHA256, s(digest));
@@ -469,6 +481,33 @@ pub fn clear_due(tables: &Tables, exec: &ActivityExec) -> UpdateRequest {
     .when(Cond::exists(attr::DUE_EPOCH))
     .remove(attr::DUE_EPOCH)
     .remove(attr::DUE_SHARD)
+}
+
+/// Every attribute [`mark_rejected`] names: the event row's key and the
+/// mark (template.yaml `KeepRejections` allows these alone).
+pub const REJECTION_WRITES: [&str; 4] = [
+    attr::ACTIVITY_EVENT_ID,
+    attr::ACTIVITY_EXEC_ID,
+    attr::REJECTED_EPOCH,
+    attr::REJECTED_REASON,
+];
+
+/// Record on the event row `(activity_event_id, activity_exec_id)` that the
+/// engine rejected it for good at `now` (epoch seconds) for `reason`
+/// (capped as an error is). Only an existing, unmarked row is written: the
+/// first rejection stands, and a row TTL removed is not put back.
+/// (design.md § 3.8: a rejection is remembered, so the monitor never
+/// applies a row the stream refused, e.g. an earlier attempt's late report
+/// to the next attempt.)
+pub fn mark_rejected(tables: &Tables, row: (&str, &str), reason: &str, now: i64) -> UpdateRequest {
+    UpdateRequest::new(
+        tables.activity_event(),
+        crate::keys::event_key(row.0, row.1),
+    )
+    .when(Cond::exists(attr::ACTIVITY_EVENT_ID))
+    .when(Cond::not_exists(attr::REJECTED_EPOCH))
+    .set(attr::REJECTED_EPOCH, n(now))
+    .set(attr::REJECTED_REASON, s(cap_error(reason)))
 }
 
 /// Move the due marker of a live activity to `at` (a heartbeat pushed its

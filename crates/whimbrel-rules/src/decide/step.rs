@@ -67,6 +67,9 @@ pub enum TransitionStep {
         update: UpdateRequest,
         /// The workflow's end count, for items without a count slot.
         count: Option<UpdateRequest>,
+        /// The output row to put before `update` (a COMPLETED whose output
+        /// is kept off the item: the engine's copy, which `update` names).
+        output_row: Option<Box<crate::model::OutputRow>>,
     },
 }
 
@@ -115,11 +118,16 @@ pub fn transition_step(
     // the transaction of its terminal write.
     let count = (next.is_terminal() && exec.links.count_slot.is_none())
         .then(|| count_end(tables, exec, next, details.error.as_deref()));
+    let output_row = (next == ActivityState::Completed)
+        .then(|| crate::payloads::output_row(exec, details))
+        .flatten()
+        .map(Box::new);
     TransitionStep::Apply {
         actor,
         next,
         update,
         count,
+        output_row,
     }
 }
 

@@ -91,6 +91,37 @@ fn the_monitor_waits_the_report_grace_then_times_out_by_heartbeat() {
     assert_eq!(monitor_verdict(&a, &cfg(), 1040), Verdict::Extend(1060));
 }
 
+/// A launch whose async invoke may still wait in Lambda's queue (a
+/// throttled target keeps it up to its event age) is not launched again
+/// before that age: a second launch would only race the first.
+#[test]
+fn a_launch_is_not_relaunched_while_lambda_may_still_hold_its_invoke() {
+    let c = EngineConfig {
+        launch_event_age_seconds: Some(900),
+        ..cfg()
+    };
+    let mut q = running(None, None);
+    q.state = ActivityState::Queued;
+    q.attempt.token_hash = Some("h".into());
+    q.timing.queued_time_epoch = Some(0);
+    let grace = c.report_grace_seconds;
+    // Before the window ends the monitor only waits, or moves an early
+    // marker to the window's end.
+    for early in [c.relaunch_after_seconds + grace, 900 + grace - 1] {
+        let v = monitor_verdict(&q, &c, early);
+        assert!(
+            matches!(v, Verdict::Wait | Verdict::Extend(900)),
+            "{early}: {v:?}"
+        );
+    }
+    assert_eq!(monitor_verdict(&q, &c, 900 + grace), Verdict::Relaunch);
+    q.attempt.launches = c.max_launch_attempts;
+    match monitor_verdict(&q, &c, 900 + grace) {
+        Verdict::FailNotStarted(why) => assert!(why.contains("900s each"), "{why}"),
+        v => panic!("{v:?}"),
+    }
+}
+
 #[test]
 fn queued_relaunches_then_fails_preparing_and_cancelled_running_time_out() {
     let c = cfg();

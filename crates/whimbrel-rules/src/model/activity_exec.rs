@@ -331,7 +331,13 @@ pub struct Outcome {
     /// the engine's `payloads::outputs_of`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_event_id: Option<String>,
-    /// With `output_event_id`: the SHA-256 (hex) of that output as it was
+    /// Hash key of the engine's [`super::OutputRow`] that holds the output,
+    /// when it was too large to keep on this item: items completed since
+    /// outputs are copied (design.md § 2.8) have this instead of
+    /// `output_event_id`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_ref: Option<String>,
+    /// With `output_ref` or `output_event_id`: the SHA-256 (hex) of that output as it was
     /// applied ([`crate::payloads::output_digest`]). Every read of the row
     /// checks it ([`crate::payloads::check_output`]): an event row may be
     /// overwritten by anyone who may put event rows, this item may not.
@@ -408,6 +414,30 @@ impl ActivityExec {
     /// (see [`ActivityExec::last_event`]): a redelivery of it.
     pub fn is_last_event(&self, event_id: &str) -> bool {
         self.last_event().as_deref() == Some(event_id)
+    }
+
+    /// Whether the event row `event_id` is on the item already: behind the
+    /// last change, in the history, or parked. (A row rejected for good is
+    /// marked on the row instead, `rejected_epoch`.)
+    pub fn has_judged(&self, event_id: &str) -> bool {
+        self.is_last_event(event_id)
+            || self
+                .trail
+                .history
+                .iter()
+                .any(|h| h.names(&self.activity_exec_id, event_id))
+            || self
+                .trail
+                .parked
+                .iter()
+                .any(|p| p.activity_event_id == event_id)
+    }
+
+    /// Whether its output is kept off the item (on the engine's output row,
+    /// or on an event row for items completed before outputs were copied):
+    /// read it with the engine's `payloads::outputs_of`.
+    pub fn output_kept_off_item(&self) -> bool {
+        self.outcome.output_ref.is_some() || self.outcome.output_event_id.is_some()
     }
 
     /// Whether any activity waits for it (listed, or for a wide fan-out

@@ -108,6 +108,14 @@ pub struct ActivityEvent {
     /// [`crate::config::EngineConfig::row_expiry`]; absent = kept).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires_at_epoch: Option<i64>,
+    /// When the engine rejected this row for good, epoch seconds; written
+    /// by the engine only ([`crate::decide::mark_rejected`]). A marked row
+    /// is never judged again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rejected_epoch: Option<i64>,
+    /// Why the engine rejected it (with `rejected_epoch`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rejected_reason: Option<String>,
 }
 
 impl ActivityEvent {
@@ -139,6 +147,8 @@ impl ActivityEvent {
             attempt: None,
             attempt_token: None,
             expires_at_epoch: None,
+            rejected_epoch: None,
+            rejected_reason: None,
         }
     }
 }
@@ -294,6 +304,22 @@ pub struct InputRow {
     pub workflow_name: String,
     /// The input, as the plan gave it.
     pub input: Value,
+}
+
+/// An item of `whimbrel_workflow_plan` holding one activity output too
+/// large to keep on the activity item (design.md § 2.8). The engine copies
+/// the output there from its COMPLETED event row before it applies it, so
+/// the output outlives the row (which TTL may delete,
+/// `RowRetentionDays`) and no client can change it: only the engine writes
+/// this table. Write-once and content-addressed, like [`InputRow`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OutputRow {
+    /// Hash key: `(workflow_exec_id)#output#(digest)` ([`crate::ids::output_row_key`]).
+    pub workflow_exec_id: String,
+    /// Range key: the workflow's name.
+    pub workflow_name: String,
+    /// The output, as the activity reported it.
+    pub output: Value,
 }
 
 pub use crate::history::{HistoryEntry, HISTORY_ERROR_BYTES};

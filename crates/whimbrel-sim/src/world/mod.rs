@@ -154,6 +154,7 @@ fn settings(seed: u64) -> EngineConfig {
         table_prefix: "sim_".into(),
         default_heartbeat_timeout_seconds: 60,
         relaunch_after_seconds: 120,
+        launch_event_age_seconds: None,
         max_launch_attempts: 3,
         default_start_to_close_seconds: 900,
         cancel_grace_seconds: 120,
