@@ -511,13 +511,28 @@ pub fn mark_rejected(tables: &Tables, row: (&str, &str), reason: &str, now: i64)
 }
 
 /// Move the due marker of a live activity to `at` (a heartbeat pushed its
-/// deadline), if it is still at the version read.
+/// deadline), if it is still at the version read and its heartbeat time
+/// has not gone back below the one read. A heartbeat does not change the
+/// version, and two instances of one launch (Lambda may deliver an invoke
+/// twice) heartbeat with clocks apart: one landing between the read and
+/// this write with an older time would leave the marker after the
+/// heartbeat deadline (contract.md § 4: never later). A newer one only
+/// makes the moved marker early, which is allowed.
 pub fn extend_due(tables: &Tables, exec: &ActivityExec, at: i64) -> UpdateRequest {
     let mut req = UpdateRequest::new(
         tables.activity_exec(),
         activity_key(&exec.activity_exec_id, &exec.workflow_exec_id),
     )
     .when(Cond::eq(attr::VERSION, n(exec.version)));
+    let read = exec.timing.heartbeat_time_epoch;
+    if read >= 0 {
+        let not_older = Cond::Compare(
+            attr::HEARTBEAT_TIME_EPOCH.into(),
+            crate::write::Cmp::Ge,
+            n(read),
+        );
+        req = req.when(not_older);
+    }
     for a in due(&exec.activity_exec_id, at) {
         req = req.act(a);
     }
