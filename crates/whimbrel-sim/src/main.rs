@@ -45,6 +45,7 @@ fn main() {
     let mut ended: std::collections::BTreeMap<String, u64> = Default::default();
     let mut relaunches = 0;
     let mut features = std::collections::BTreeMap::<String, u64>::new();
+    let mut faults = std::collections::BTreeMap::<String, u64>::new();
     for (n, &seed) in seeds.iter().enumerate() {
         match run(seed, &params) {
             Ok(s) => {
@@ -57,6 +58,9 @@ fn main() {
                 relaunches += s.relaunches;
                 for (k, v) in &s.features {
                     *features.entry(k.clone()).or_insert(0) += v;
+                }
+                for (k, v) in &s.faults {
+                    *faults.entry(k.clone()).or_insert(0) += v;
                 }
                 for (k, v) in s.ended {
                     *ended.entry(k).or_insert(0) += v;
@@ -87,5 +91,6 @@ fn main() {
     );
     println!("activities ended: {ended:?}; attempts relaunched: {relaunches}");
     println!("retries, workers, timeouts: {features:?}");
+    println!("faults injected: {faults:?}");
     println!("{} passed, 0 failed", seeds.len());
 }

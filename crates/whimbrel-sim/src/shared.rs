@@ -41,6 +41,10 @@ pub struct Faults {
     pub invoke_error: f64,
     /// A stream batch that succeeded is delivered again.
     pub dup_batch: f64,
+    /// A write applies but its answer is lost (a 5xx or a timeout after
+    /// DynamoDB applied it): the SDK sends it again, or the caller gets a
+    /// retryable error ([`LostAnswer`]).
+    pub lost_answer: f64,
 }
 
 impl Faults {
@@ -53,6 +57,7 @@ impl Faults {
         dup_invoke: 0.0,
         invoke_error: 0.0,
         dup_batch: 0.0,
+        lost_answer: 0.0,
     };
 
     /// An outage: most store calls are throttled, so event source mappings
@@ -74,8 +79,31 @@ impl Faults {
             dup_invoke: 0.1 * level,
             invoke_error: 0.05 * level,
             dup_batch: 0.1 * level,
+            lost_answer: 0.03 * level,
         }
     }
+}
+
+/// What happens to a write whose answer is lost after DynamoDB applied it
+/// ([`Faults::lost_answer`]). A 5xx (InternalServerError) or a timeout
+/// says nothing of whether the write applied: "the request may or may not
+/// have succeeded" (Error handling with DynamoDB,
+/// <https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/Programming.Errors.html>).
+/// The AWS SDK for Rust retries such a request (standard retry mode, 4
+/// attempts for DynamoDB): a resent PutItem or UpdateItem is evaluated
+/// again against the item as it is by then, so a conditional write that
+/// applied answers ConditionalCheckFailed and an unconditional one applies
+/// twice; a resent TransactWriteItems carries the `ClientRequestToken` the
+/// SDK filled in, and answers success without applying again (idempotent
+/// for 10 minutes:
+/// <https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_TransactWriteItems.html>).
+/// When the SDK's retries run out, the caller sees the error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LostAnswer {
+    /// The SDK sends the request again; the caller gets that answer.
+    Resent,
+    /// The caller gets a retryable error, though the write applied.
+    Failed,
 }
 
 /// An async invoke waiting to be delivered.
@@ -112,6 +140,9 @@ pub struct Shared {
     pub violations: Vec<String>,
     /// What happened, for the failure report.
     pub trace: Vec<String>,
+    /// How often each fault was injected (name → count), so a summary
+    /// shows that every fault was exercised.
+    pub exercised: std::collections::BTreeMap<&'static str, u64>,
 }
 
 impl Shared {
@@ -145,7 +176,13 @@ impl Shared {
             decider_down_until: 0,
             violations: vec![],
             trace: vec![],
+            exercised: Default::default(),
         }
+    }
+
+    /// Count one injection of the fault `what`.
+    pub fn exercise(&mut self, what: &'static str) {
+        *self.exercised.entry(what).or_insert(0) += 1;
     }
 
     /// True with probability `p`.
@@ -215,6 +252,57 @@ impl SimBackend {
         Ok(())
     }
 
+    /// Whether the answer to a write that applied is lost, and how
+    /// ([`Faults::lost_answer`]); counted when it is.
+    fn lost_answer(&self) -> Option<LostAnswer> {
+        if !self.invocation.faulty {
+            return None;
+        }
+        let mut w = lock(&self.world);
+        let p = w.faults.lost_answer;
+        if !w.chance(p) {
+            return None;
+        }
+        if w.rng.gen_bool(0.5) {
+            w.exercise("writes applied, answer lost, resent");
+            Some(LostAnswer::Resent)
+        } else {
+            w.exercise("writes applied, answer lost, error");
+            Some(LostAnswer::Failed)
+        }
+    }
+
+    /// One write request `op` (made by `call`), with the store faults: it
+    /// may be throttled or conflict before it runs, and once it applied its
+    /// answer may be lost ([`LostAnswer`]): resent (after other calls may
+    /// have run; a transaction answers success, as its client request token
+    /// makes it idempotent), or answered with a retryable error.
+    async fn write<'a, T>(
+        &'a self,
+        op: &'static str,
+        transaction: bool,
+        call: impl Fn() -> BoxFuture<'a, Result<T, StoreError>>,
+    ) -> Result<T, StoreError> {
+        self.before(transaction).await?;
+        let mut r = call().await;
+        if r.is_ok() {
+            match self.lost_answer() {
+                Some(LostAnswer::Resent) if !transaction => {
+                    YieldNow::new().await;
+                    r = call().await;
+                }
+                Some(LostAnswer::Failed) => {
+                    r = Err(StoreError::Transient {
+                        op,
+                        message: "InternalServerError after the write applied (simulated)".into(),
+                    })
+                }
+                _ => {}
+            }
+        }
+        self.after(r).await
+    }
+
     async fn after<T>(&self, r: T) -> T {
         if self.invocation.called() {
             futures::future::pending::<()>().await;
@@ -243,12 +331,8 @@ impl Backend for SimBackend {
         item: Item,
         cond: Option<Cond>,
     ) -> BoxFuture<'_, Result<(), StoreError>> {
-        async move {
-            self.before(false).await?;
-            let r = self.mem.put(table, item, cond).await;
-            self.after(r).await
-        }
-        .boxed()
+        let call = move || self.mem.put(table.clone(), item.clone(), cond.clone());
+        self.write("PutItem", false, call).boxed()
     }
     fn update(
         &self,
@@ -258,32 +342,28 @@ impl Backend for SimBackend {
         cond: Option<Cond>,
         return_new: bool,
     ) -> BoxFuture<'_, Result<Option<Item>, StoreError>> {
-        async move {
-            self.before(false).await?;
-            let r = self.mem.update(table, key, actions, cond, return_new).await;
-            self.after(r).await
-        }
-        .boxed()
+        let call = move || {
+            self.mem.update(
+                table.clone(),
+                key.clone(),
+                actions.clone(),
+                cond.clone(),
+                return_new,
+            )
+        };
+        self.write("UpdateItem", false, call).boxed()
     }
     fn transact(&self, writes: Vec<Write>) -> BoxFuture<'_, Result<(), StoreError>> {
-        async move {
-            self.before(true).await?;
-            let r = self.mem.transact(writes).await;
-            self.after(r).await
-        }
-        .boxed()
+        let call = move || self.mem.transact(writes.clone());
+        self.write("TransactWriteItems", true, call).boxed()
     }
     fn batch_put(
         &self,
         table: String,
         items: Vec<Item>,
     ) -> BoxFuture<'_, Result<Vec<Item>, StoreError>> {
-        async move {
-            self.before(false).await?;
-            let r = self.mem.batch_put(table, items).await;
-            self.after(r).await
-        }
-        .boxed()
+        let call = move || self.mem.batch_put(table.clone(), items.clone());
+        self.write("BatchWriteItem", false, call).boxed()
     }
     fn batch_get(
         &self,

@@ -10,11 +10,15 @@ fn five_hundred_schedules_hold_every_invariant() {
     let mut ended = std::collections::BTreeMap::<String, u64>::new();
     let mut relaunches = 0;
     let mut features = std::collections::BTreeMap::<String, u64>::new();
+    let mut faults = std::collections::BTreeMap::<String, u64>::new();
     for seed in 1..=500 {
         match run(seed, &params) {
             Ok(stats) => {
                 activities += stats.activities;
                 relaunches += stats.relaunches;
+                for (k, v) in stats.faults {
+                    *faults.entry(k).or_insert(0) += v;
+                }
                 for (k, v) in stats.features {
                     *features.entry(k).or_insert(0) += v;
                 }
@@ -54,7 +58,18 @@ fn five_hundred_schedules_hold_every_invariant() {
             "{f}: {features:?}"
         );
     }
+    // Every injected fault happened.
+    for f in FAULTS {
+        assert!(faults.get(*f).copied().unwrap_or(0) > 10, "{f}: {faults:?}");
+    }
 }
+
+/// The faults the simulation counts as it injects them
+/// (`Stats::faults`).
+const FAULTS: &[&str] = &[
+    "writes applied, answer lost, error",
+    "writes applied, answer lost, resent",
+];
 
 #[test]
 fn a_seed_replays_exactly() {

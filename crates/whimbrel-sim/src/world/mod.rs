@@ -84,6 +84,10 @@ pub struct Stats {
     /// Retries, worker claims and the new timeouts seen at the end
     /// ([`crate::check::Checker::features`]).
     pub features: std::collections::BTreeMap<String, u64>,
+    /// How often each injected fault happened (name → count; see
+    /// [`crate::shared::Shared::exercise`]), so a run shows every fault
+    /// was exercised.
+    pub faults: std::collections::BTreeMap<String, u64>,
 }
 
 /// A run that broke an invariant.

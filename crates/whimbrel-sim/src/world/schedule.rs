@@ -199,6 +199,11 @@ impl Sim {
         self.stats.requests_given_up = requests.saturating_sub(execs) as u64;
         self.stats.ended = self.checker.ended_states(&self.mem, &self.tables);
         self.stats.features = self.checker.features(&self.mem, &self.tables);
+        self.stats.faults = lock(&self.world)
+            .exercised
+            .iter()
+            .map(|(k, v)| (k.to_string(), *v))
+            .collect();
         self.stats.relaunches = lock(&self.world)
             .claims
             .keys()
