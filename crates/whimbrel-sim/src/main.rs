@@ -26,6 +26,10 @@ struct Args {
     /// Steps of the faulty phase.
     #[arg(long, default_value_t = 1500)]
     fault_steps: usize,
+    /// Let clients' clocks be off by minutes (off by default: the engine
+    /// trusts the heartbeat times clients write; issue 22 C).
+    #[arg(long)]
+    client_clock_minutes: bool,
 }
 
 fn main() {
@@ -33,6 +37,7 @@ fn main() {
     let params = Params {
         workflows: args.workflows,
         fault_steps: args.fault_steps,
+        client_clock_minutes: args.client_clock_minutes,
         ..Params::default()
     };
     let seeds: Vec<u64> = match args.seed {

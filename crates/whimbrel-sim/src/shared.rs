@@ -45,6 +45,15 @@ pub struct Faults {
     /// DynamoDB applied it): the SDK sends it again, or the caller gets a
     /// retryable error ([`LostAnswer`]).
     pub lost_answer: f64,
+    /// An EventBridge schedule tick does not run the monitor: the
+    /// monitor's async invoke is throttled past its maximum event age (60
+    /// s in `template.yaml`) and dropped, or the schedule misses it. Now
+    /// and then a run of ticks is missed.
+    pub missed_tick: f64,
+    /// A client (an activity, a worker, a user) runs on a clock off by
+    /// minutes (engine functions' clocks, NTP-synced Lambda hosts, stay
+    /// within seconds).
+    pub client_skew: f64,
 }
 
 impl Faults {
@@ -58,6 +67,8 @@ impl Faults {
         invoke_error: 0.0,
         dup_batch: 0.0,
         lost_answer: 0.0,
+        missed_tick: 0.0,
+        client_skew: 0.0,
     };
 
     /// An outage: most store calls are throttled, so event source mappings
@@ -80,6 +91,8 @@ impl Faults {
             invoke_error: 0.05 * level,
             dup_batch: 0.1 * level,
             lost_answer: 0.03 * level,
+            missed_tick: 0.1 * level,
+            client_skew: 0.2 * level,
         }
     }
 }
