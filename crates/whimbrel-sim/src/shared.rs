@@ -54,6 +54,11 @@ pub struct Faults {
     /// minutes (engine functions' clocks, NTP-synced Lambda hosts, stay
     /// within seconds).
     pub client_skew: f64,
+    /// An async invoke waits in Lambda's queue (its function at its
+    /// concurrency limit) for 20 s to 10 minutes; once older than the
+    /// function's maximum event age ([`Shared::max_event_age`]) it is
+    /// dropped instead.
+    pub async_backlog: f64,
 }
 
 impl Faults {
@@ -69,6 +74,7 @@ impl Faults {
         lost_answer: 0.0,
         missed_tick: 0.0,
         client_skew: 0.0,
+        async_backlog: 0.0,
     };
 
     /// An outage: most store calls are throttled, so event source mappings
@@ -93,6 +99,7 @@ impl Faults {
             lost_answer: 0.03 * level,
             missed_tick: 0.1 * level,
             client_skew: 0.2 * level,
+            async_backlog: 0.1 * level,
         }
     }
 }
@@ -153,6 +160,9 @@ pub struct Shared {
     pub violations: Vec<String>,
     /// What happened, for the failure report.
     pub trace: Vec<String>,
+    /// The activity function's `MaximumEventAgeInSeconds`: an async
+    /// invoke older than this is dropped, never delivered.
+    pub max_event_age: i64,
     /// How often each fault was injected (name → count), so a summary
     /// shows that every fault was exercised.
     pub exercised: std::collections::BTreeMap<&'static str, u64>,
@@ -190,12 +200,36 @@ impl Shared {
             violations: vec![],
             trace: vec![],
             exercised: Default::default(),
+            max_event_age: 60,
         }
     }
 
     /// Count one injection of the fault `what`.
     pub fn exercise(&mut self, what: &'static str) {
         *self.exercised.entry(what).or_insert(0) += 1;
+    }
+
+    /// How long an async invoke waits in Lambda's queue before delivery,
+    /// seconds, or `None` when it is dropped there. Usually under 20 s; with
+    /// probability `backlog` (the function at its concurrency limit) 20 s
+    /// to 10 minutes, and dropped when that is over the function's maximum
+    /// event age. Lambda keeps a throttled async event and retries it for
+    /// up to `MaximumEventAgeInSeconds` (6 hours by default), then discards
+    /// it ("How Lambda handles errors and retries with asynchronous
+    /// invocation",
+    /// <https://docs.aws.amazon.com/lambda/latest/dg/invocation-async-error-handling.html>).
+    pub fn queue_delay(&mut self, backlog: f64) -> Option<i64> {
+        if !self.chance(backlog) {
+            return Some(self.rng.gen_range(0..20));
+        }
+        let delay = self.rng.gen_range(20..=600);
+        if delay > self.max_event_age {
+            self.exercise("async invokes dropped, older than their maximum age");
+            None
+        } else {
+            self.exercise("async invokes delivered late");
+            Some(delay)
+        }
     }
 
     /// True with probability `p`.
@@ -480,7 +514,9 @@ impl Launcher for SimLauncher {
             1
         };
         for _ in 0..copies {
-            let delay = w.rng.gen_range(0..20);
+            let Some(delay) = w.queue_delay(f.async_backlog) else {
+                continue;
+            };
             let not_before = w.now + delay;
             w.invokes.push(PendingInvoke {
                 function: function.into(),

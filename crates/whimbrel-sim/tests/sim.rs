@@ -76,17 +76,17 @@ fn five_hundred_schedules_hold_every_invariant() {
 
 /// Seeds of the 500 that fail on a known engine bug, with a text of the
 /// violation they show. Each must still fail so; remove it once the
-/// engine is fixed.
-///
-/// - 210: two instances of one launch heartbeat with clocks two seconds
-///   apart; the older heartbeat lands after the monitor moved the due
-///   marker, which is then after the heartbeat deadline
-///   (`tests/markers.rs`).
-const KNOWN_ENGINE_BUGS: &[(u64, &str)] = &[(210, "is after its Heartbeat deadline")];
+/// engine is fixed. None at present: seed 210 of an earlier fault mix
+/// (a due marker after the heartbeat deadline, as two instances of one
+/// launch heartbeat with clocks apart) is pinned by `tests/markers.rs`,
+/// which does not depend on the schedules' draws.
+const KNOWN_ENGINE_BUGS: &[(u64, &str)] = &[];
 
 /// The faults the simulation counts as it injects them
 /// (`Stats::faults`).
 const FAULTS: &[&str] = &[
+    "async invokes delivered late",
+    "async invokes dropped, older than their maximum age",
     "monitor ticks missed",
     "writes applied, answer lost, error",
     "writes applied, answer lost, resent",

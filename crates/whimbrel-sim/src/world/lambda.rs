@@ -3,6 +3,8 @@
 //! list, and the EventBridge schedule that runs the heartbeat monitor.
 
 use rand::Rng;
+use whimbrel_core::attr;
+use whimbrel_core::model::ActivityExec;
 use whimbrel_core::plan::LaunchPayload;
 
 use super::{scenario, Clock, Sim};
@@ -177,5 +179,48 @@ impl Sim {
             let now = engine.now().epoch;
             let _ = engine.monitor_tick(now).await;
         });
+    }
+
+    /// Attempts failed NOT_STARTED since the last look while a launch of
+    /// theirs was still in Lambda's async queue, to be delivered: the
+    /// engine gave up on a launch that was only late (issue 22 B.5).
+    pub(super) fn not_started_while_queued(&mut self) -> Vec<String> {
+        let mut v = vec![];
+        let writes = self.mem.writes();
+        if writes == self.not_started_writes {
+            return v;
+        }
+        self.not_started_writes = writes;
+        let items = self.mem.items(&self.tables.activity_exec());
+        let w = lock(&self.world);
+        for a in items
+            .into_iter()
+            .filter_map(|i| serde_dynamo::from_item::<_, ActivityExec>(i).ok())
+        {
+            for h in &a.trail.history {
+                let id = h.full_event_id(&a.activity_exec_id);
+                if !id.starts_with("not-started:") || !self.not_started.insert(id.clone()) {
+                    continue;
+                }
+                let attempt = id.rsplit(':').next().and_then(|n| n.parse::<u64>().ok());
+                let queued: Vec<i64> = w
+                    .invokes
+                    .iter()
+                    .filter(|i| {
+                        i.payload[attr::ACTIVITY_EXEC_ID] == a.activity_exec_id.as_str()
+                            && i.payload[attr::ATTEMPT].as_u64() == attempt
+                    })
+                    .map(|i| i.not_before - w.now)
+                    .collect();
+                if !queued.is_empty() {
+                    v.push(format!(
+                        "{}: failed NOT_STARTED ({id}) with a launch still in Lambda's queue, \
+                         delivered in {queued:?} s (maximum event age {} s)",
+                        a.activity_exec_id, w.max_event_age
+                    ));
+                }
+            }
+        }
+        v
     }
 }

@@ -174,6 +174,10 @@ pub struct Sim {
     next_tick: i64,
     /// Schedule ticks still to miss in a run of missed ticks.
     ticks_to_skip: u32,
+    /// NOT_STARTED steps already checked against the async queue.
+    not_started: HashSet<String>,
+    /// Store writes when the NOT_STARTED steps were last checked.
+    not_started_writes: u64,
     /// When a worker polls the task list next.
     next_poll: i64,
     /// When the GSIs last caught up completely.
@@ -242,8 +246,16 @@ impl Sim {
                 poisoned_until: 0,
             })
             .collect();
+        let mut shared = Shared::new(seed, START);
+        // Activity functions deployed as the template deploys its examples,
+        // or, one schedule in four, with Lambda's default (6 hours).
+        shared.max_event_age = if seed / 9 % 4 == 3 {
+            whimbrel_aws_model::template::AWS_DEFAULT_ASYNC_EVENT_AGE_SECONDS as i64
+        } else {
+            crate::template::activity_max_event_age()
+        };
         Sim {
-            world: Arc::new(Mutex::new(Shared::new(seed, START))),
+            world: Arc::new(Mutex::new(shared)),
             mem,
             tables,
             cfg,
@@ -253,6 +265,8 @@ impl Sim {
             results: Arc::default(),
             next_tick: START + 60,
             ticks_to_skip: 0,
+            not_started: HashSet::new(),
+            not_started_writes: 0,
             next_poll: START + 7,
             gsi_synced: START,
             reports: Arc::default(),
@@ -426,6 +440,7 @@ impl Sim {
 
     fn check_safety(&mut self) -> Result<(), Failure> {
         let mut v = std::mem::take(&mut lock(&self.world).violations);
+        v.extend(self.not_started_while_queued());
         let now = lock(&self.world).now;
         v.extend(
             self.checker
