@@ -34,6 +34,9 @@ use crate::actors::Report;
 
 mod liveness;
 mod safety;
+mod timing;
+
+pub use timing::HEARTBEAT_TOLERANCE;
 
 /// What the world saw happen, for the end-of-run checks.
 #[derive(Debug, Clone, Copy)]
@@ -52,6 +55,7 @@ pub struct Checker {
     seen_writes: u64,
     terminal: HashMap<String, ActivityState>,
     workflow_terminal: HashMap<String, WorkflowState>,
+    timing: timing::Timing,
 }
 
 fn activities(mem: &MemoryBackend, t: &Tables) -> (Vec<ActivityExec>, Vec<String>) {
@@ -360,12 +364,27 @@ impl Checker {
     /// The safety invariants on the tables as they are now (checked
     /// again only when something was written since the last look).
     pub fn safety(&mut self, mem: &MemoryBackend, t: &Tables, cfg: &EngineConfig) -> Vec<String> {
+        self.safety_at(mem, t, cfg, None)
+    }
+
+    /// [`Checker::safety`], and with the world time `now`, the timing
+    /// invariants ([`timing`]).
+    pub fn safety_at(
+        &mut self,
+        mem: &MemoryBackend,
+        t: &Tables,
+        cfg: &EngineConfig,
+        now: Option<i64>,
+    ) -> Vec<String> {
         let writes = mem.writes();
         if writes == self.seen_writes {
             return vec![];
         }
         self.seen_writes = writes;
         let (acts, mut v) = activities(mem, t);
+        if let Some(now) = now {
+            v.extend(self.timing(&acts, cfg, now));
+        }
         let acts = with_planned_dependents(acts, mem, t, cfg);
         for a in &acts {
             v.extend(safety::due_marker_violation(a, cfg));

@@ -26,6 +26,10 @@ struct Args {
     /// Steps of the faulty phase.
     #[arg(long, default_value_t = 1500)]
     fault_steps: usize,
+    /// Let clients' clocks be off by minutes (off by default: the engine
+    /// trusts the heartbeat times clients write; issue 22 C).
+    #[arg(long)]
+    client_clock_minutes: bool,
 }
 
 fn main() {
@@ -33,6 +37,7 @@ fn main() {
     let params = Params {
         workflows: args.workflows,
         fault_steps: args.fault_steps,
+        client_clock_minutes: args.client_clock_minutes,
         ..Params::default()
     };
     let seeds: Vec<u64> = match args.seed {
@@ -45,6 +50,7 @@ fn main() {
     let mut ended: std::collections::BTreeMap<String, u64> = Default::default();
     let mut relaunches = 0;
     let mut features = std::collections::BTreeMap::<String, u64>::new();
+    let mut faults = std::collections::BTreeMap::<String, u64>::new();
     for (n, &seed) in seeds.iter().enumerate() {
         match run(seed, &params) {
             Ok(s) => {
@@ -57,6 +63,9 @@ fn main() {
                 relaunches += s.relaunches;
                 for (k, v) in &s.features {
                     *features.entry(k.clone()).or_insert(0) += v;
+                }
+                for (k, v) in &s.faults {
+                    *faults.entry(k.clone()).or_insert(0) += v;
                 }
                 for (k, v) in s.ended {
                     *ended.entry(k).or_insert(0) += v;
@@ -87,5 +96,6 @@ fn main() {
     );
     println!("activities ended: {ended:?}; attempts relaunched: {relaunches}");
     println!("retries, workers, timeouts: {features:?}");
+    println!("faults injected: {faults:?}");
     println!("{} passed, 0 failed", seeds.len());
 }

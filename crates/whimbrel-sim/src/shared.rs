@@ -41,6 +41,24 @@ pub struct Faults {
     pub invoke_error: f64,
     /// A stream batch that succeeded is delivered again.
     pub dup_batch: f64,
+    /// A write applies but its answer is lost (a 5xx or a timeout after
+    /// DynamoDB applied it): the SDK sends it again, or the caller gets a
+    /// retryable error ([`LostAnswer`]).
+    pub lost_answer: f64,
+    /// An EventBridge schedule tick does not run the monitor: the
+    /// monitor's async invoke is throttled past its maximum event age (60
+    /// s in `template.yaml`) and dropped, or the schedule misses it. Now
+    /// and then a run of ticks is missed.
+    pub missed_tick: f64,
+    /// A client (an activity, a worker, a user) runs on a clock off by
+    /// minutes (engine functions' clocks, NTP-synced Lambda hosts, stay
+    /// within seconds).
+    pub client_skew: f64,
+    /// An async invoke waits in Lambda's queue (its function at its
+    /// concurrency limit) for 20 s to 10 minutes; once older than the
+    /// function's maximum event age ([`Shared::max_event_age`]) it is
+    /// dropped instead.
+    pub async_backlog: f64,
 }
 
 impl Faults {
@@ -53,6 +71,10 @@ impl Faults {
         dup_invoke: 0.0,
         invoke_error: 0.0,
         dup_batch: 0.0,
+        lost_answer: 0.0,
+        missed_tick: 0.0,
+        client_skew: 0.0,
+        async_backlog: 0.0,
     };
 
     /// An outage: most store calls are throttled, so event source mappings
@@ -74,8 +96,34 @@ impl Faults {
             dup_invoke: 0.1 * level,
             invoke_error: 0.05 * level,
             dup_batch: 0.1 * level,
+            lost_answer: 0.03 * level,
+            missed_tick: 0.1 * level,
+            client_skew: 0.2 * level,
+            async_backlog: 0.1 * level,
         }
     }
+}
+
+/// What happens to a write whose answer is lost after DynamoDB applied it
+/// ([`Faults::lost_answer`]). A 5xx (InternalServerError) or a timeout
+/// says nothing of whether the write applied: "the request may or may not
+/// have succeeded" (Error handling with DynamoDB,
+/// <https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/Programming.Errors.html>).
+/// The AWS SDK for Rust retries such a request (standard retry mode, 4
+/// attempts for DynamoDB): a resent PutItem or UpdateItem is evaluated
+/// again against the item as it is by then, so a conditional write that
+/// applied answers ConditionalCheckFailed and an unconditional one applies
+/// twice; a resent TransactWriteItems carries the `ClientRequestToken` the
+/// SDK filled in, and answers success without applying again (idempotent
+/// for 10 minutes:
+/// <https://docs.aws.amazon.com/amazondynamodb/latest/APIReference/API_TransactWriteItems.html>).
+/// When the SDK's retries run out, the caller sees the error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LostAnswer {
+    /// The SDK sends the request again; the caller gets that answer.
+    Resent,
+    /// The caller gets a retryable error, though the write applied.
+    Failed,
 }
 
 /// An async invoke waiting to be delivered.
@@ -112,6 +160,12 @@ pub struct Shared {
     pub violations: Vec<String>,
     /// What happened, for the failure report.
     pub trace: Vec<String>,
+    /// The activity function's `MaximumEventAgeInSeconds`: an async
+    /// invoke older than this is dropped, never delivered.
+    pub max_event_age: i64,
+    /// How often each fault was injected (name → count), so a summary
+    /// shows that every fault was exercised.
+    pub exercised: std::collections::BTreeMap<&'static str, u64>,
 }
 
 impl Shared {
@@ -145,6 +199,36 @@ impl Shared {
             decider_down_until: 0,
             violations: vec![],
             trace: vec![],
+            exercised: Default::default(),
+            max_event_age: 60,
+        }
+    }
+
+    /// Count one injection of the fault `what`.
+    pub fn exercise(&mut self, what: &'static str) {
+        *self.exercised.entry(what).or_insert(0) += 1;
+    }
+
+    /// How long an async invoke waits in Lambda's queue before delivery,
+    /// seconds, or `None` when it is dropped there. Usually under 20 s; with
+    /// probability `backlog` (the function at its concurrency limit) 20 s
+    /// to 10 minutes, and dropped when that is over the function's maximum
+    /// event age. Lambda keeps a throttled async event and retries it for
+    /// up to `MaximumEventAgeInSeconds` (6 hours by default), then discards
+    /// it ("How Lambda handles errors and retries with asynchronous
+    /// invocation",
+    /// <https://docs.aws.amazon.com/lambda/latest/dg/invocation-async-error-handling.html>).
+    pub fn queue_delay(&mut self, backlog: f64) -> Option<i64> {
+        if !self.chance(backlog) {
+            return Some(self.rng.gen_range(0..20));
+        }
+        let delay = self.rng.gen_range(20..=600);
+        if delay > self.max_event_age {
+            self.exercise("async invokes dropped, older than their maximum age");
+            None
+        } else {
+            self.exercise("async invokes delivered late");
+            Some(delay)
         }
     }
 
@@ -215,6 +299,57 @@ impl SimBackend {
         Ok(())
     }
 
+    /// Whether the answer to a write that applied is lost, and how
+    /// ([`Faults::lost_answer`]); counted when it is.
+    fn lost_answer(&self) -> Option<LostAnswer> {
+        if !self.invocation.faulty {
+            return None;
+        }
+        let mut w = lock(&self.world);
+        let p = w.faults.lost_answer;
+        if !w.chance(p) {
+            return None;
+        }
+        if w.rng.gen_bool(0.5) {
+            w.exercise("writes applied, answer lost, resent");
+            Some(LostAnswer::Resent)
+        } else {
+            w.exercise("writes applied, answer lost, error");
+            Some(LostAnswer::Failed)
+        }
+    }
+
+    /// One write request `op` (made by `call`), with the store faults: it
+    /// may be throttled or conflict before it runs, and once it applied its
+    /// answer may be lost ([`LostAnswer`]): resent (after other calls may
+    /// have run; a transaction answers success, as its client request token
+    /// makes it idempotent), or answered with a retryable error.
+    async fn write<'a, T>(
+        &'a self,
+        op: &'static str,
+        transaction: bool,
+        call: impl Fn() -> BoxFuture<'a, Result<T, StoreError>>,
+    ) -> Result<T, StoreError> {
+        self.before(transaction).await?;
+        let mut r = call().await;
+        if r.is_ok() {
+            match self.lost_answer() {
+                Some(LostAnswer::Resent) if !transaction => {
+                    YieldNow::new().await;
+                    r = call().await;
+                }
+                Some(LostAnswer::Failed) => {
+                    r = Err(StoreError::Transient {
+                        op,
+                        message: "InternalServerError after the write applied (simulated)".into(),
+                    })
+                }
+                _ => {}
+            }
+        }
+        self.after(r).await
+    }
+
     async fn after<T>(&self, r: T) -> T {
         if self.invocation.called() {
             futures::future::pending::<()>().await;
@@ -243,12 +378,8 @@ impl Backend for SimBackend {
         item: Item,
         cond: Option<Cond>,
     ) -> BoxFuture<'_, Result<(), StoreError>> {
-        async move {
-            self.before(false).await?;
-            let r = self.mem.put(table, item, cond).await;
-            self.after(r).await
-        }
-        .boxed()
+        let call = move || self.mem.put(table.clone(), item.clone(), cond.clone());
+        self.write("PutItem", false, call).boxed()
     }
     fn update(
         &self,
@@ -258,32 +389,28 @@ impl Backend for SimBackend {
         cond: Option<Cond>,
         return_new: bool,
     ) -> BoxFuture<'_, Result<Option<Item>, StoreError>> {
-        async move {
-            self.before(false).await?;
-            let r = self.mem.update(table, key, actions, cond, return_new).await;
-            self.after(r).await
-        }
-        .boxed()
+        let call = move || {
+            self.mem.update(
+                table.clone(),
+                key.clone(),
+                actions.clone(),
+                cond.clone(),
+                return_new,
+            )
+        };
+        self.write("UpdateItem", false, call).boxed()
     }
     fn transact(&self, writes: Vec<Write>) -> BoxFuture<'_, Result<(), StoreError>> {
-        async move {
-            self.before(true).await?;
-            let r = self.mem.transact(writes).await;
-            self.after(r).await
-        }
-        .boxed()
+        let call = move || self.mem.transact(writes.clone());
+        self.write("TransactWriteItems", true, call).boxed()
     }
     fn batch_put(
         &self,
         table: String,
         items: Vec<Item>,
     ) -> BoxFuture<'_, Result<Vec<Item>, StoreError>> {
-        async move {
-            self.before(false).await?;
-            let r = self.mem.batch_put(table, items).await;
-            self.after(r).await
-        }
-        .boxed()
+        let call = move || self.mem.batch_put(table.clone(), items.clone());
+        self.write("BatchWriteItem", false, call).boxed()
     }
     fn batch_get(
         &self,
@@ -387,7 +514,9 @@ impl Launcher for SimLauncher {
             1
         };
         for _ in 0..copies {
-            let delay = w.rng.gen_range(0..20);
+            let Some(delay) = w.queue_delay(f.async_backlog) else {
+                continue;
+            };
             let not_before = w.now + delay;
             w.invokes.push(PendingInvoke {
                 function: function.into(),

@@ -55,6 +55,19 @@ impl EsmSettings {
     }
 }
 
+/// The maximum event age, seconds, of activity functions deployed as
+/// `template.yaml` deploys its example activities
+/// (`EventInvokeConfig.MaximumEventAgeInSeconds` of `wordcount-count`).
+///
+/// Panics if the template has no such function (a test would fail).
+pub fn activity_max_event_age() -> i64 {
+    let template = Template::parse(TEMPLATE, "").unwrap_or_else(|e| panic!("{e}"));
+    let f = template
+        .function("wordcount-count")
+        .expect("template: the example activity wordcount-count");
+    f.async_config.maximum_event_age.as_secs() as i64
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -69,5 +82,10 @@ mod tests {
         assert!(s.report_batch_item_failures);
         // BatchSize: !Ref StreamBatchSize, the parameter's default.
         assert_eq!(s.batch_size, 100);
+    }
+
+    #[test]
+    fn the_template_keeps_activity_events_a_minute() {
+        assert_eq!(activity_max_event_age(), 60);
     }
 }

@@ -10,11 +10,25 @@ fn five_hundred_schedules_hold_every_invariant() {
     let mut ended = std::collections::BTreeMap::<String, u64>::new();
     let mut relaunches = 0;
     let mut features = std::collections::BTreeMap::<String, u64>::new();
+    let mut faults = std::collections::BTreeMap::<String, u64>::new();
     for seed in 1..=500 {
+        if let Some((_, bug)) = KNOWN_ENGINE_BUGS.iter().find(|k| k.0 == seed) {
+            let v = run(seed, &params).err().map(|f| f.violations);
+            assert!(
+                v.as_ref()
+                    .is_some_and(|v| v.iter().any(|m| m.contains(bug))),
+                "seed {seed} no longer fails on its known engine bug ({bug}): \
+                 remove it from KNOWN_ENGINE_BUGS ({v:?})"
+            );
+            continue;
+        }
         match run(seed, &params) {
             Ok(stats) => {
                 activities += stats.activities;
                 relaunches += stats.relaunches;
+                for (k, v) in stats.faults {
+                    *faults.entry(k).or_insert(0) += v;
+                }
                 for (k, v) in stats.features {
                     *features.entry(k).or_insert(0) += v;
                 }
@@ -54,7 +68,29 @@ fn five_hundred_schedules_hold_every_invariant() {
             "{f}: {features:?}"
         );
     }
+    // Every injected fault happened.
+    for f in FAULTS {
+        assert!(faults.get(*f).copied().unwrap_or(0) > 10, "{f}: {faults:?}");
+    }
 }
+
+/// Seeds of the 500 that fail on a known engine bug, with a text of the
+/// violation they show. Each must still fail so; remove it once the
+/// engine is fixed. None at present: seed 210 of an earlier fault mix
+/// (a due marker after the heartbeat deadline, as two instances of one
+/// launch heartbeat with clocks apart) is pinned by `tests/markers.rs`,
+/// which does not depend on the schedules' draws.
+const KNOWN_ENGINE_BUGS: &[(u64, &str)] = &[];
+
+/// The faults the simulation counts as it injects them
+/// (`Stats::faults`).
+const FAULTS: &[&str] = &[
+    "async invokes delivered late",
+    "async invokes dropped, older than their maximum age",
+    "monitor ticks missed",
+    "writes applied, answer lost, error",
+    "writes applied, answer lost, resent",
+];
 
 #[test]
 fn a_seed_replays_exactly() {

@@ -96,7 +96,7 @@ impl Sim {
             .collect();
         let table = shard.table.clone();
         let payload = json!({ "Records": batch });
-        let (inv, engine) = self.engine(true);
+        let (inv, engine) = self.engine(true, super::Clock::Engine);
         let results = self.results.clone();
         let requests = table == self.tables.workflow_request();
         let id_slot = Arc::new(Mutex::new(0u64));

@@ -12,17 +12,17 @@ use std::sync::{Arc, Mutex};
 use rand::Rng;
 use whimbrel_core::engine::{Engine, EngineConfig};
 use whimbrel_core::handlers::{BatchSummary, Outcome};
-use whimbrel_core::plan::LaunchPayload;
 use whimbrel_core::store::memory::{MemoryBackend, StreamRecord};
 use whimbrel_core::store::{Item, Store, Tables};
 
-use crate::actors::{self, Reports};
+use crate::actors::Reports;
 use crate::check::Checker;
 use crate::exec::{Executor, Invocation, Polled};
 use crate::shared::{lock, Faults, Shared, SimBackend, SimEnv, SimLauncher, World};
 use crate::template::EsmSettings;
 
 mod esm;
+mod lambda;
 mod scenario;
 mod schedule;
 use esm::lock_now;
@@ -42,6 +42,12 @@ pub struct Params {
     pub cancels: bool,
     /// Hostile rows arrive.
     pub hostile: bool,
+    /// Clients' clocks may be off by minutes
+    /// ([`crate::shared::Faults::client_skew`]). Off by default: the
+    /// engine times out an activity whose heartbeating client's clock is
+    /// behind (it trusts the heartbeat time a client writes; issue 22 C,
+    /// `tests/clocks.rs`). Turn it on with `--client-clock-minutes`.
+    pub client_clock_minutes: bool,
 }
 
 impl Default for Params {
@@ -53,6 +59,7 @@ impl Default for Params {
             fault_steps: 1500,
             cancels: true,
             hostile: true,
+            client_clock_minutes: false,
         }
     }
 }
@@ -84,6 +91,10 @@ pub struct Stats {
     /// Retries, worker claims and the new timeouts seen at the end
     /// ([`crate::check::Checker::features`]).
     pub features: std::collections::BTreeMap<String, u64>,
+    /// How often each injected fault happened (name → count; see
+    /// [`crate::shared::Shared::exercise`]), so a run shows every fault
+    /// was exercised.
+    pub faults: std::collections::BTreeMap<String, u64>,
 }
 
 /// A run that broke an invariant.
@@ -116,6 +127,37 @@ struct Shard {
     poisoned_until: i64,
 }
 
+/// Whose clock an invocation runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Clock {
+    /// An engine function's: Lambda hosts keep time with the Amazon Time
+    /// Sync Service (NTP), so it is off by two seconds at most.
+    Engine,
+    /// A client's (an activity, a worker, a user): off by two seconds, or,
+    /// with [`crate::shared::Faults::client_skew`], by one to five minutes
+    /// either way (a host without NTP; nothing in AWS keeps it in time).
+    Client,
+}
+
+impl Clock {
+    /// Draw the skew of one invocation's clock, seconds; a client's off
+    /// by minutes is counted.
+    fn skew(self, w: &mut Shared) -> i64 {
+        let p = w.faults.client_skew;
+        if self == Clock::Client && w.chance(p) {
+            w.exercise("client clocks off by minutes");
+            let minutes = w.rng.gen_range(60..=300);
+            if w.rng.gen_bool(0.5) {
+                minutes
+            } else {
+                -minutes
+            }
+        } else {
+            w.rng.gen_range(-2..=2)
+        }
+    }
+}
+
 /// Per-task results of stream batch invocations.
 type Results = Arc<Mutex<HashMap<u64, Result<BatchSummary, String>>>>;
 
@@ -130,6 +172,12 @@ pub struct Sim {
     shards: Vec<Shard>,
     results: Results,
     next_tick: i64,
+    /// Schedule ticks still to miss in a run of missed ticks.
+    ticks_to_skip: u32,
+    /// NOT_STARTED steps already checked against the async queue.
+    not_started: HashSet<String>,
+    /// Store writes when the NOT_STARTED steps were last checked.
+    not_started_writes: u64,
     /// When a worker polls the task list next.
     next_poll: i64,
     /// When the GSIs last caught up completely.
@@ -199,8 +247,16 @@ impl Sim {
                 poisoned_until: 0,
             })
             .collect();
+        let mut shared = Shared::new(seed, START);
+        // Activity functions deployed as the template deploys its examples,
+        // or, one schedule in four, with Lambda's default (6 hours).
+        shared.max_event_age = if seed / 9 % 4 == 3 {
+            whimbrel_aws_model::template::AWS_DEFAULT_ASYNC_EVENT_AGE_SECONDS as i64
+        } else {
+            crate::template::activity_max_event_age()
+        };
         Sim {
-            world: Arc::new(Mutex::new(Shared::new(seed, START))),
+            world: Arc::new(Mutex::new(shared)),
             mem,
             tables,
             cfg,
@@ -209,6 +265,9 @@ impl Sim {
             shards,
             results: Arc::default(),
             next_tick: START + 60,
+            ticks_to_skip: 0,
+            not_started: HashSet::new(),
+            not_started_writes: 0,
             next_poll: START + 7,
             gsi_synced: START,
             reports: Arc::default(),
@@ -230,8 +289,9 @@ impl Sim {
         lock(&self.world).log(line);
     }
 
-    /// A store and engine for one invocation (its own crash point and skew).
-    fn invocation(&self, faulty: bool) -> (Arc<Invocation>, Store, Arc<SimEnv>) {
+    /// A store and clock for one invocation (its own crash point and
+    /// skew; see [`Clock`]).
+    fn invocation(&self, faulty: bool, clock: Clock) -> (Arc<Invocation>, Store, Arc<SimEnv>) {
         let (crash_after, skew) = {
             let mut w = lock(&self.world);
             let p = w.faults.crash;
@@ -239,7 +299,7 @@ impl Sim {
             // Any store call of the invocation, late ones included (a monitor tick
             // or a large batch makes many).
             let k = w.rng.gen_range(1..=48);
-            (crash.then_some(k), w.rng.gen_range(-2..=2))
+            (crash.then_some(k), clock.skew(&mut w))
         };
         let invocation = Arc::new(Invocation {
             crash_after,
@@ -255,8 +315,8 @@ impl Sim {
         (invocation, store, env)
     }
 
-    fn engine(&self, faulty: bool) -> (Arc<Invocation>, Arc<Engine<SimLauncher>>) {
-        let (inv, store, env) = self.invocation(faulty);
+    fn engine(&self, faulty: bool, clock: Clock) -> (Arc<Invocation>, Arc<Engine<SimLauncher>>) {
+        let (inv, store, env) = self.invocation(faulty, clock);
         let launcher = SimLauncher {
             world: self.world.clone(),
             faulty,
@@ -282,127 +342,6 @@ impl Sim {
             .now_or_never()
             .expect("the model answers at once");
         r.expect("set-up put");
-    }
-
-    fn deliver_invoke(&mut self) {
-        let now = lock(&self.world).now;
-        let ready: Vec<usize> = {
-            let w = lock(&self.world);
-            w.invokes
-                .iter()
-                .enumerate()
-                .filter(|(_, i)| i.not_before <= now)
-                .map(|(k, _)| k)
-                .collect()
-        };
-        if ready.is_empty() {
-            return;
-        }
-        let k = ready[self.rng(|r| r.gen_range(0..ready.len()))];
-        let invoke = lock(&self.world).invokes.remove(k);
-        let Ok(payload) = serde_json::from_value::<LaunchPayload>(invoke.payload) else {
-            lock(&self.world)
-                .violations
-                .push("a launch payload does not parse".into());
-            return;
-        };
-        let name = payload.workflow_name.clone();
-        let require = self.require_tokens.get(&name).copied().unwrap_or(false);
-        self.log(format!(
-            "activity {} attempt {} starts",
-            payload.activity_exec_id, payload.attempt
-        ));
-        let (inv, store, env) = self.invocation(true);
-        let world = self.world.clone();
-        let reports = self.reports.clone();
-        let launcher = SimLauncher {
-            world: self.world.clone(),
-            faulty: true,
-        };
-        let cfg = self.cfg.clone();
-        self.exec.spawn(
-            inv,
-            actors::activity(
-                actors::ActorCtx {
-                    world,
-                    store,
-                    config: cfg,
-                    env,
-                    reports,
-                    launcher,
-                },
-                payload,
-                require,
-                false,
-            ),
-        );
-    }
-
-    /// A worker process polls the task list once: claims the oldest task
-    /// (a conditional write, racing other workers) and runs it like an
-    /// activity (already RUNNING), on an invocation that may crash.
-    fn worker_poll(&mut self) {
-        let n = self.rng(|r| r.gen_range(0..3));
-        self.log(format!("worker w{n} polls"));
-        let (inv, store, env) = self.invocation(true);
-        let world = self.world.clone();
-        let reports = self.reports.clone();
-        let cfg = self.cfg.clone();
-        let require_tokens = self.require_tokens.clone();
-        let launcher = SimLauncher {
-            world: self.world.clone(),
-            faulty: true,
-        };
-        let engine = whimbrel_core::engine::Engine::with_environment(
-            store.clone(),
-            (),
-            cfg.clone(),
-            env.clone(),
-        );
-        let worker = whimbrel_core::worker::Worker::new(
-            engine,
-            scenario::TASK_LIST,
-            format!("w{n}"),
-            whimbrel_core::worker::WorkerOptions::default(),
-        );
-        self.exec.spawn(inv, async move {
-            let Ok(Some(task)) = worker.claim().await else {
-                return;
-            };
-            let p = task.payload.clone();
-            {
-                let mut w = lock(&world);
-                let token = p.attempt_token.clone().unwrap_or_default();
-                w.record_claim(&p.activity_exec_id, p.attempt, p.launch, &token);
-                let line = format!(
-                    "worker w{n} claimed {} attempt {}",
-                    p.activity_exec_id, p.attempt
-                );
-                w.trace.push(line);
-            }
-            let require = require_tokens
-                .get(&p.workflow_name)
-                .copied()
-                .unwrap_or(false);
-            let ctx = actors::ActorCtx {
-                world,
-                store,
-                config: cfg,
-                env,
-                reports,
-                launcher,
-            };
-            actors::activity(ctx, p, require, true).await;
-        });
-    }
-
-    fn monitor_tick(&mut self) {
-        let now = lock(&self.world).now;
-        let (inv, engine) = self.engine(true);
-        self.log("monitor tick".into());
-        self.exec.spawn(inv, async move {
-            let _ = engine.monitor_tick(now).await;
-        });
     }
 
     fn advance(&mut self, seconds: i64) {
@@ -440,14 +379,7 @@ impl Sim {
             self.next_poll += 7;
             self.worker_poll();
         }
-        if now >= self.next_tick {
-            self.next_tick += 60;
-            self.monitor_tick();
-            // EventBridge delivers at least once.
-            if self.rng(|r| r.gen_bool(0.05)) {
-                self.monitor_tick();
-            }
-        }
+        self.scheduled_ticks();
         let choice = self.rng(|r| r.gen_range(0..100));
         match choice {
             0..=54 => {
@@ -489,7 +421,7 @@ impl Sim {
     /// the faulty phase, then the quiet phase, then the end-of-run checks.
     pub fn run(mut self) -> Result<Stats, Failure> {
         self.setup();
-        lock(&self.world).faults = Faults::at(self.params.fault_level);
+        lock(&self.world).faults = self.fault_mix(Faults::at(self.params.fault_level));
         let mut disruptions = self.draw_disruptions();
         self.faulty_phase(&mut disruptions)?;
         self.quiet_phase()?;
@@ -509,7 +441,12 @@ impl Sim {
 
     fn check_safety(&mut self) -> Result<(), Failure> {
         let mut v = std::mem::take(&mut lock(&self.world).violations);
-        v.extend(self.checker.safety(&self.mem, &self.tables, &self.cfg));
+        v.extend(self.not_started_while_queued());
+        let now = lock(&self.world).now;
+        v.extend(
+            self.checker
+                .safety_at(&self.mem, &self.tables, &self.cfg, Some(now)),
+        );
         for (id, outs) in &self.outcomes {
             if self.hostile.contains(id) {
                 let bad = |o: &&Outcome| match o {

@@ -216,7 +216,7 @@ impl Sim {
     }
 
     pub(super) fn user_cancel(&mut self) {
-        let (inv, engine) = self.engine(false);
+        let (inv, engine) = self.engine(false, super::Clock::Client);
         let wfs = self.checker.workflow_ids(&self.mem, &self.tables);
         if wfs.is_empty() {
             return;

@@ -107,14 +107,27 @@ impl Sim {
         }
         match d.outage {
             Some(at) if step == at => {
-                lock(&self.world).faults = Faults::outage();
+                lock(&self.world).faults = self.fault_mix(Faults::outage());
                 self.log("outage starts".into());
             }
             Some(at) if step == at + 600 => {
-                lock(&self.world).faults = Faults::at(self.params.fault_level);
+                lock(&self.world).faults = self.fault_mix(Faults::at(self.params.fault_level));
                 self.log("outage ends".into());
             }
             _ => {}
+        }
+    }
+
+    /// `faults` as this schedule's parameters allow them (clients' clocks
+    /// off by minutes only when asked for).
+    pub(super) fn fault_mix(&self, faults: Faults) -> Faults {
+        Faults {
+            client_skew: if self.params.client_clock_minutes {
+                faults.client_skew
+            } else {
+                0.0
+            },
+            ..faults
         }
     }
 
@@ -199,6 +212,11 @@ impl Sim {
         self.stats.requests_given_up = requests.saturating_sub(execs) as u64;
         self.stats.ended = self.checker.ended_states(&self.mem, &self.tables);
         self.stats.features = self.checker.features(&self.mem, &self.tables);
+        self.stats.faults = lock(&self.world)
+            .exercised
+            .iter()
+            .map(|(k, v)| (k.to_string(), *v))
+            .collect();
         self.stats.relaunches = lock(&self.world)
             .claims
             .keys()

@@ -1,0 +1,95 @@
+//! Timing invariants, judged in world time (the simulation's true clock),
+//! which no function reads: clocks of clients may be off by minutes, so
+//! what a heartbeat's stored time says is not when it was written.
+//!
+//! No false heartbeat timeout: the monitor times an activity out for lack
+//! of heartbeat only when nothing wrote its heartbeat time for the
+//! heartbeat timeout, in world time (less [`HEARTBEAT_TOLERANCE`]).
+
+use std::collections::HashMap;
+
+use whimbrel_core::engine::{deadline, EngineConfig};
+use whimbrel_core::model::ActivityExec;
+
+use super::Checker;
+
+/// Seconds a heartbeat timeout may come early in world time: the skews of
+/// the engine's clock and of an honest client's (two seconds each), and
+/// one second of rounding.
+pub const HEARTBEAT_TOLERANCE: i64 = 5;
+
+/// What the timing checks remember between steps.
+#[derive(Debug, Default)]
+pub struct Timing {
+    /// Per activity: its stored heartbeat time, and the world time it was
+    /// first seen with that value (when it was written: the checker looks
+    /// after every step, and a step makes one store call).
+    beats: HashMap<String, (i64, i64)>,
+    /// Timed-out history entries already judged (full event ids).
+    judged: std::collections::HashSet<String>,
+}
+
+impl Checker {
+    /// The timing invariants at world time `now`, over the activities as
+    /// they are now; then remember their heartbeat times.
+    pub fn timing(&mut self, acts: &[ActivityExec], cfg: &EngineConfig, now: i64) -> Vec<String> {
+        let mut v = vec![];
+        for a in acts {
+            v.extend(self.false_heartbeat_timeouts(a, cfg, now));
+        }
+        for a in acts {
+            let value = a.timing.heartbeat_time_epoch;
+            let seen = self.timing.beats.get(&a.activity_exec_id).map(|b| b.0);
+            if seen != Some(value) {
+                self.timing
+                    .beats
+                    .insert(a.activity_exec_id.clone(), (value, now));
+            }
+        }
+        v
+    }
+
+    /// Heartbeat timeouts of `a` first seen at `now` while its heartbeat
+    /// time was written less than the heartbeat timeout ago (world time).
+    fn false_heartbeat_timeouts(
+        &mut self,
+        a: &ActivityExec,
+        cfg: &EngineConfig,
+        now: i64,
+    ) -> Vec<String> {
+        let id = &a.activity_exec_id;
+        let mut v = vec![];
+        let last = a.trail.history.len().saturating_sub(1);
+        for (k, h) in a.trail.history.iter().enumerate() {
+            if h.transition != "TIMED_OUT" || !self.timing.judged.insert(h.full_event_id(id)) {
+                continue;
+            }
+            // A retried timeout keeps its error on the entry; the last one
+            // on the item.
+            let error = h.error.as_deref().or(if k == last {
+                a.outcome.error.as_deref()
+            } else {
+                None
+            });
+            if !error.is_some_and(|e| e.contains("(heartbeat timeout)")) {
+                continue;
+            }
+            let (Some(timeout), Some(&(beat, written))) = (
+                deadline::heartbeat_timeout(a, cfg),
+                self.timing.beats.get(id),
+            ) else {
+                continue;
+            };
+            if beat >= 0 && now - written < timeout - HEARTBEAT_TOLERANCE {
+                v.push(format!(
+                    "{id}: timed out for lack of heartbeat at world time {now}, but its heartbeat \
+                     time was written at world time {written}, {}s before (timeout {timeout}s; \
+                     the heartbeat says {beat}, {}s off the world's clock)",
+                    now - written,
+                    beat - written
+                ));
+            }
+        }
+        v
+    }
+}
