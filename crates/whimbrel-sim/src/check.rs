@@ -304,7 +304,8 @@ impl Checker {
     /// How often retries, workers and timeouts were exercised (so a passing run
     /// is not vacuous): retried attempts, activities that completed after a
     /// retry, worker claims, activities timed out for good by schedule-to-close
-    /// or schedule-to-start, workflows ended by their execution timeout.
+    /// or schedule-to-start, workflows ended by their execution timeout,
+    /// completed workflows (whose result the liveness check compares).
     pub fn features(
         &self,
         mem: &MemoryBackend,
@@ -337,6 +338,9 @@ impl Checker {
             }
         }
         for w in workflows(mem, t) {
+            if w.state == WorkflowState::Completed {
+                add("completed workflows (result checked)", 1);
+            }
             if w.error
                 .as_deref()
                 .is_some_and(|e| e.starts_with("execution timeout"))

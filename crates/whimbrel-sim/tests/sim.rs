@@ -62,6 +62,7 @@ fn five_hundred_schedules_hold_every_invariant() {
         "worker claims",
         "schedule timeouts",
         "execution timeouts",
+        "completed workflows (result checked)",
     ] {
         assert!(
             features.get(f).copied().unwrap_or(0) > 5,

@@ -1,6 +1,7 @@
 //! The end-of-run checks of one workflow and one activity, once faults
 //! stopped and the clock ran on: everything ended, no obligation is left,
-//! counts and outcomes agree, outputs are what the activity computed, and
+//! counts and outcomes agree, outputs are what the activity computed, a
+//! completed workflow's result is its sinks' outputs, and
 //! a report written well before the monitor acted wins over TIMED_OUT.
 
 use std::collections::{HashMap, HashSet};
@@ -40,7 +41,55 @@ pub(super) fn workflow_violations(
     if w.state.is_terminal() && w.planned_epoch.is_some() {
         v.extend(outcome_violations(w, acts));
     }
+    if w.state == WorkflowState::Completed {
+        v.extend(result_violation(w, acts, plans));
+    }
     v
+}
+
+/// A COMPLETED workflow whose result is not the outputs of its sink
+/// activities (those no activity of its plan depends on), by name, each as
+/// the activity function computed it from its input and its prerequisites'
+/// outputs (docs/retries.md § 6). A result kept on the activities
+/// (`result_in_activities`) is their outputs, which the output check covers.
+fn result_violation(
+    w: &WorkflowExec,
+    acts: &[ActivityExec],
+    plans: &HashMap<String, WorkflowPlan>,
+) -> Option<String> {
+    let id = &w.workflow_exec_id;
+    if w.result_in_activities == Some(true) {
+        return None;
+    }
+    let Some(plan) = plans.get(id) else {
+        return Some(format!("workflow {id} COMPLETED without a readable plan"));
+    };
+    let needed: HashSet<&str> = plan
+        .plan
+        .activities
+        .iter()
+        .flat_map(|a| a.depends_on.iter().map(String::as_str))
+        .collect();
+    let expected: serde_json::Map<String, serde_json::Value> = plan
+        .plan
+        .activities
+        .iter()
+        .filter(|a| !needed.contains(a.name.as_str()))
+        .map(|sink| {
+            let out = acts
+                .iter()
+                .find(|a| a.workflow_exec_id == *id && a.activity_name == sink.name)
+                .map_or(serde_json::Value::Null, |a| expected_output(a, acts, plans));
+            (sink.name.clone(), out)
+        })
+        .collect();
+    let expected = serde_json::Value::Object(expected);
+    (w.result.as_ref() != Some(&expected)).then(|| {
+        format!(
+            "workflow {id} COMPLETED with result {:?}, not its sinks' outputs {expected}",
+            w.result
+        )
+    })
 }
 
 /// A planned workflow: the exec is marked planned only after its plan
@@ -131,13 +180,29 @@ pub(super) fn activity_violations(
 }
 
 /// A COMPLETED activity whose output is not what it computed from its
-/// name, its planned input and its prerequisites' final outputs (a wide
-/// join keeps no list: its prerequisites hold a slot).
+/// name, its planned input and its prerequisites' final outputs.
 fn output_violation(
     a: &ActivityExec,
     acts: &[ActivityExec],
     plans: &HashMap<String, WorkflowPlan>,
 ) -> Option<String> {
+    let expected = expected_output(a, acts, plans);
+    (a.outcome.output.as_ref() != Some(&expected)).then(|| {
+        format!(
+            "activity {}: output {:?} is not {expected}",
+            a.activity_exec_id, a.outcome.output
+        )
+    })
+}
+
+/// The output activity `a` computes ([`output_of`]) from its name, its
+/// planned input and its prerequisites' final outputs (a wide join keeps
+/// no list: its prerequisites hold a slot).
+fn expected_output(
+    a: &ActivityExec,
+    acts: &[ActivityExec],
+    plans: &HashMap<String, WorkflowPlan>,
+) -> serde_json::Value {
     let prereqs: serde_json::Map<String, serde_json::Value> = acts
         .iter()
         .filter(|p| {
@@ -156,17 +221,11 @@ fn output_violation(
         .and_then(|p| p.plan.activities.iter().find(|x| x.name == a.activity_name))
         .and_then(|x| x.input.clone())
         .unwrap_or_default();
-    let expected = output_of(
+    output_of(
         &a.activity_name,
         &input,
         &serde_json::Value::Object(prereqs),
-    );
-    (a.outcome.output.as_ref() != Some(&expected)).then(|| {
-        format!(
-            "activity {}: output {:?} is not {expected}",
-            a.activity_exec_id, a.outcome.output
-        )
-    })
+    )
 }
 
 /// A TIMED_OUT activity whose current attempt had written a COMPLETED or
