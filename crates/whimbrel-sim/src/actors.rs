@@ -29,6 +29,10 @@ pub struct Report {
     pub activity_exec_id: String,
     /// Attempt it was for.
     pub attempt: u32,
+    /// The launch of that attempt it came from, and whether it carried
+    /// that launch's token: a tokened report of an earlier launch is
+    /// refused by fencing, rightly.
+    pub launch: (u32, bool),
     /// Transition name.
     pub transition: String,
     /// World time it was written.
@@ -353,6 +357,10 @@ impl Instance {
             event_id,
             activity_exec_id: self.payload.activity_exec_id.clone(),
             attempt: self.payload.attempt,
+            launch: (
+                self.payload.launch,
+                !self.behaviour.tokenless && self.payload.attempt_token.is_some(),
+            ),
             transition: transition.into(),
             at,
         });

@@ -85,7 +85,9 @@ mod tests {
     }
 
     #[test]
-    fn the_template_keeps_activity_events_a_minute() {
-        assert_eq!(activity_max_event_age(), 60);
+    fn the_template_keeps_activity_events_as_long_as_lambda_by_default() {
+        // LaunchEventAgeSeconds' default, Lambda's own.
+        let age = whimbrel_aws_model::template::AWS_DEFAULT_ASYNC_EVENT_AGE_SECONDS as i64;
+        assert_eq!(activity_max_event_age(), age);
     }
 }

@@ -230,7 +230,9 @@ fn expected_output(
 
 /// A TIMED_OUT activity whose current attempt had written a COMPLETED or
 /// FAILED report well before the monitor timed it out (more than the
-/// report grace): the report should have decided.
+/// report grace): the report should have decided. A tokened report of an
+/// earlier launch of the attempt does not count: fencing refuses it
+/// (a launch Lambda held in its queue past the relaunch runs late).
 fn timed_out_despite_report(
     a: &ActivityExec,
     cfg: &EngineConfig,
@@ -245,6 +247,7 @@ fn timed_out_despite_report(
     let r = seen.reports.iter().find(|r| {
         r.activity_exec_id == a.activity_exec_id
             && r.attempt == a.attempt.number
+            && (r.launch.0 == a.attempt.launches || !r.launch.1)
             && matches!(r.transition.as_str(), "COMPLETED" | "FAILED")
             && r.at + cfg.report_grace_seconds + 2 <= at
     })?;

@@ -162,7 +162,8 @@ impl Sim {
     pub(super) fn quiet_phase(&mut self) -> Result<(), Failure> {
         lock(&self.world).faults = Faults::NONE;
         self.log("faults stop".into());
-        let limit = lock(&self.world).now + LIVENESS_LIMIT;
+        let relaunches = 3 * self.cfg.relaunch_window_seconds();
+        let limit = lock(&self.world).now + LIVENESS_LIMIT + relaunches;
         loop {
             let now = lock(&self.world).now;
             if now > limit {
