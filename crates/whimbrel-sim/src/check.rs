@@ -372,7 +372,7 @@ impl Checker {
     }
 
     /// [`Checker::safety`], and with the world time `now`, the timing
-    /// invariants ([`timing`]).
+    /// invariants (`check/timing.rs`).
     pub fn safety_at(
         &mut self,
         mem: &MemoryBackend,
