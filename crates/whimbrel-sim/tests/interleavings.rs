@@ -5,15 +5,18 @@
 //! must finish, the monitor must not fail a start that stored its plan, and
 //! a stale parked event must not shorten a deadline.
 
+mod support;
+
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll, Wake, Waker};
+use std::sync::Arc;
+use std::task::{Context, Poll};
 
 use futures::future::BoxFuture;
 use futures::FutureExt;
 use serde_json::{json, Value};
+use support::{block_on, Rec, T0};
 use whimbrel_core::contract::{ActivityState, WorkflowState};
 use whimbrel_core::dates::Timestamp;
 use whimbrel_core::engine::{Engine, EngineConfig, Environment};
@@ -27,20 +30,6 @@ use whimbrel_core::store::{
 };
 
 // ---------- tiny executor ----------
-struct Noop;
-impl Wake for Noop {
-    fn wake(self: Arc<Self>) {}
-}
-fn block_on<F: Future>(f: F) -> F::Output {
-    let mut f = Box::pin(f);
-    let w = Waker::from(Arc::new(Noop));
-    let mut cx = Context::from_waker(&w);
-    loop {
-        if let Poll::Ready(v) = f.as_mut().poll(&mut cx) {
-            return v;
-        }
-    }
-}
 struct Yield(bool);
 impl Future for Yield {
     type Output = ();
@@ -75,23 +64,6 @@ impl Environment for Env {
 fn rand_base() -> u64 {
     static B: AtomicU64 = AtomicU64::new(0);
     B.fetch_add(1000, Ordering::SeqCst)
-}
-
-#[derive(Debug, Clone, Default)]
-struct Rec {
-    invokes: Arc<Mutex<Vec<Value>>>,
-}
-impl Launcher for Rec {
-    async fn invoke_sync(&self, f: &str, _p: &Value) -> Result<Value, InvokeError> {
-        Err(InvokeError::Rejected {
-            function: f.into(),
-            message: "no".into(),
-        })
-    }
-    async fn invoke_async(&self, _f: &str, p: &Value) -> Result<(), InvokeError> {
-        self.invokes.lock().unwrap().push(p.clone());
-        Ok(())
-    }
 }
 
 // ---------- a gate: blocks the first BatchWriteItem on a table until opened ----------
@@ -169,8 +141,6 @@ impl Backend for Gated {
         futures::future::ready(()).boxed()
     }
 }
-
-const T0: i64 = 1_795_306_411;
 
 struct World {
     mem: Arc<MemoryBackend>,

@@ -4,38 +4,23 @@
 //! simulation (seed 210 of the time-fault mix): a marker the monitor moved
 //! was after the heartbeat deadline.
 
-use std::future::Future;
+mod support;
+
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll, Wake, Waker};
 
 use futures::future::BoxFuture;
 use futures::FutureExt;
-use serde_json::{json, Value};
+use serde_json::json;
+use support::{block_on, Rec, T0};
 use whimbrel_core::contract::ActivityState;
 use whimbrel_core::dates::Timestamp;
 use whimbrel_core::engine::{deadline, Engine, EngineConfig, Environment};
-use whimbrel_core::launcher::{InvokeError, Launcher};
 use whimbrel_core::model::{ActivityEvent, ActivityExec, WorkflowLambda, WorkflowRequest};
 use whimbrel_core::store::memory::MemoryBackend;
 use whimbrel_core::store::{
     n, s, Action, Backend, Cond, Found, Item, KeyCond, Page, Store, StoreError, Tables, Write,
 };
-
-struct Noop;
-impl Wake for Noop {
-    fn wake(self: Arc<Self>) {}
-}
-fn block_on<F: Future>(f: F) -> F::Output {
-    let mut f = Box::pin(f);
-    let w = Waker::from(Arc::new(Noop));
-    let mut cx = Context::from_waker(&w);
-    loop {
-        if let Poll::Ready(v) = f.as_mut().poll(&mut cx) {
-            return v;
-        }
-    }
-}
 
 #[derive(Debug)]
 struct Clock(Arc<AtomicI64>);
@@ -45,21 +30,6 @@ impl Environment for Clock {
     }
     fn new_token(&self) -> String {
         "0123456789abcdef0123456789abcdef".into()
-    }
-}
-
-#[derive(Debug, Clone, Default)]
-struct Rec(Arc<Mutex<Vec<Value>>>);
-impl Launcher for Rec {
-    async fn invoke_sync(&self, f: &str, _p: &Value) -> Result<Value, InvokeError> {
-        Err(InvokeError::Rejected {
-            function: f.into(),
-            message: "no decider".into(),
-        })
-    }
-    async fn invoke_async(&self, _f: &str, p: &Value) -> Result<(), InvokeError> {
-        self.0.lock().unwrap().push(p.clone());
-        Ok(())
     }
 }
 
@@ -126,8 +96,6 @@ impl Backend for BeforeMove {
     }
 }
 
-const T0: i64 = 1_795_306_411;
-
 /// The monitor reads a RUNNING activity whose marker is early (a heartbeat
 /// moved its deadline) and moves the marker to the heartbeat deadline; just
 /// before its write, the other instance's heartbeat lands, two seconds
@@ -187,7 +155,7 @@ fn a_heartbeat_older_than_the_one_read_cannot_leave_the_moved_marker_late() {
         serde_dynamo::from_item(mem.items(&tables.activity_exec()).pop().unwrap()).unwrap()
     };
     let a = act();
-    let launch = rec.0.lock().unwrap().last().cloned().unwrap();
+    let launch = rec.invokes.lock().unwrap().last().cloned().unwrap();
     let mut running = ActivityEvent::new(
         &a.activity_exec_id,
         "RUNNING",
