@@ -292,12 +292,12 @@ impl<L: Launcher> Engine<L> {
                 u64::from(!exec.trail.parked.is_empty() && self.apply_parked(exec.clone()).await?);
             let (in_flight, left) = self.apply_in_flight(&exec).await?;
             let applied = parked + in_flight;
+            report.reports_applied += applied;
             if left {
-                report.reports_applied += applied;
+                // A row not judged yet may beat the deadline: next sweep.
                 return Ok(());
             }
             if applied > 0 {
-                report.reports_applied += applied;
                 exec = self
                     .load_activity(&exec.activity_exec_id, &exec.workflow_exec_id)
                     .await?;
