@@ -87,6 +87,22 @@ pub const ACTIVITY_EVENT: &[Grant] = &[
     g("dynamodb:GetItem", "activity_exec_dependency"),
 ];
 
+/// `whimbrel-stream-redrive`: apply the records the stream mappings gave up
+/// on (`redrive.rs`) through the handlers of both streams, so exactly what
+/// [`WORKFLOW_REQUEST`] and [`ACTIVITY_EVENT`] list (template.yaml: the
+/// role `StreamRedriveRole` has both engine policies the two functions'
+/// roles have). Reading the stream back is in [`PLATFORM`] (`stream`).
+pub fn stream_redrive() -> Vec<Grant> {
+    let mut all: Vec<Grant> = WORKFLOW_REQUEST
+        .iter()
+        .chain(ACTIVITY_EVENT)
+        .copied()
+        .collect();
+    all.sort();
+    all.dedup();
+    all
+}
+
 /// `whimbrel-heartbeat-monitor`: sweep the due indexes (`engine/monitor.rs`),
 /// apply reports still in flight (event index + batch read), time out,
 /// relaunch, settle, expire workflows, and start REQUESTED ones again
@@ -161,6 +177,10 @@ pub const PLATFORM: &[(&str, &str)] = &[
     ("stream", "dynamodb:ListStreams"),
     ("any", "lambda:InvokeFunction"),
     ("any", "sqs:SendMessage"),
+    ("sqs-source", "sqs:ReceiveMessage"),
+    ("sqs-source", "sqs:DeleteMessage"),
+    ("sqs-source", "sqs:GetQueueAttributes"),
+    ("sqs-source", "sqs:ChangeMessageVisibility"),
     ("any", "xray:PutTraceSegments"),
     ("any", "xray:PutTelemetryRecords"),
     ("kms", "kms:Decrypt"),

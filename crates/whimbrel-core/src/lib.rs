@@ -60,6 +60,7 @@ pub mod handlers;
 pub mod install;
 pub mod launcher;
 pub mod metrics;
+pub mod redrive;
 pub mod store;
 pub mod telemetry;
 pub mod worker;

@@ -134,6 +134,12 @@ pub fn workflow_duration(seconds: i64) {
     ::metrics::histogram!("WorkflowDurationSeconds").record(seconds.max(0) as f64);
 }
 
+/// `n` given-up stream records were read back and applied by the redrive
+/// function ([`crate::redrive`]).
+pub fn redriven(n: usize) {
+    ::metrics::counter!("RecordsRedriven").increment(n as u64);
+}
+
 /// A stream batch of `n` records was handled.
 pub fn batch_size(n: usize) {
     ::metrics::histogram!("BatchSize").record(n as f64);

@@ -161,6 +161,15 @@ async fn workflow_request_calls() -> Calls {
     calls(&h)
 }
 
+/// The stream-redrive function's paths: `redrive::apply_records` hands
+/// each given-up record to the handler of its stream, so its calls are
+/// the two stream functions' (`tests/redrive_dynamodb.rs` runs it).
+async fn stream_redrive_calls() -> Calls {
+    let mut all = workflow_request_calls().await;
+    all.extend(activity_event_calls().await);
+    all
+}
+
 /// The activity-event function's paths: reports that release, launch with
 /// prerequisites' outputs, park, and finish the workflow with its result.
 async fn activity_event_calls() -> Calls {
@@ -647,6 +656,23 @@ async fn each_function_is_granted_exactly_the_calls_its_code_makes() {
     }
     let role = |name: &str| {
         let mut all = Vec::new();
+        // Customer managed policies of the stack (`!Ref <Policy>`).
+        for arn in resources[name]["Properties"]["ManagedPolicyArns"]
+            .as_sequence()
+            .unwrap()
+        {
+            if let Y::Tagged(t) = arn {
+                if t.tag == "!Ref" {
+                    let policy = &resources[t.value.as_str().unwrap()]["Properties"];
+                    all.extend(
+                        policy["PolicyDocument"]["Statement"]
+                            .as_sequence()
+                            .unwrap()
+                            .clone(),
+                    );
+                }
+            }
+        }
         for p in resources[name]["Properties"]["Policies"]
             .as_sequence()
             .unwrap()
@@ -670,6 +696,7 @@ async fn each_function_is_granted_exactly_the_calls_its_code_makes() {
         }
         Y::Sequence(all)
     };
+    let redrive_grants = grants::stream_redrive();
     let cases = [
         (
             "whimbrel-workflow-request",
@@ -682,6 +709,13 @@ async fn each_function_is_granted_exactly_the_calls_its_code_makes() {
             role("ActivityEventRole"),
             grants::ACTIVITY_EVENT,
             activity_event_calls().await,
+        ),
+        (
+            // It applies records through the handlers of both streams.
+            "whimbrel-stream-redrive",
+            role("StreamRedriveRole"),
+            &redrive_grants[..],
+            stream_redrive_calls().await,
         ),
         (
             "whimbrel-heartbeat-monitor",

@@ -22,7 +22,7 @@ use std::collections::{HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use aws_lambda_events::event::dynamodb::{Event, EventRecord, StreamRecord, StreamViewType};
+use aws_lambda_events::event::dynamodb::Event;
 use aws_sdk_dynamodbstreams::error::ProvideErrorMetadata;
 use aws_sdk_dynamodbstreams::types::{Record, ShardIteratorType};
 use aws_smithy_types::error::display::DisplayErrorContext;
@@ -32,8 +32,12 @@ use tokio::sync::Notify;
 use tracing::{error, info, warn};
 use whimbrel_aws_model::esm::{Attempts, Backoff, BatchOutcome, GiveUp, GiveUpReason, Next, Step};
 
+use whimbrel_core::redrive::lambda_record;
+
 use super::chaos::PREFIX;
-use super::on_failure::{function_arn, Condition, GivenUp, LastInvocation, OnFailureRecord};
+use super::on_failure::{
+    append_to, function_arn, on_failure_record, Condition, GivenUp, LastInvocation,
+};
 use super::shards::{ready_to_start, ShardInfo};
 use super::template::{StartingPosition, StreamMapping};
 use super::{Outcome, Runner};
@@ -47,35 +51,6 @@ pub struct Mapping {
     pub settings: StreamMapping,
     /// The function's timeout.
     pub timeout: Duration,
-}
-
-/// A stream record as the Lambda event source mapping delivers it.
-pub(crate) fn lambda_record(r: &Record, stream_arn: &str, region: &str) -> EventRecord {
-    let mut out = EventRecord::default();
-    out.aws_region = r.aws_region().unwrap_or(region).to_string();
-    out.event_id = r.event_id().unwrap_or_default().to_string();
-    out.event_name = r
-        .event_name()
-        .map(|o| o.as_str().to_string())
-        .unwrap_or_default();
-    out.event_source = Some("aws:dynamodb".into());
-    out.event_version = Some(r.event_version().unwrap_or("1.1").to_string());
-    out.event_source_arn = Some(stream_arn.to_string());
-    let mut c = StreamRecord::default();
-    if let Some(sr) = r.dynamodb() {
-        if let Some(t) = sr.approximate_creation_date_time() {
-            c.approximate_creation_date_time =
-                chrono::DateTime::from_timestamp(t.secs(), 0).unwrap_or_default();
-        }
-        c.keys = sr.keys().cloned().unwrap_or_default().into();
-        c.new_image = sr.new_image().cloned().unwrap_or_default().into();
-        c.old_image = sr.old_image().cloned().unwrap_or_default().into();
-        c.sequence_number = sr.sequence_number().map(str::to_string);
-        c.size_bytes = sr.size_bytes().unwrap_or(0);
-        c.stream_view_type = Some(StreamViewType::NewImage);
-    }
-    out.change = c;
-    out
 }
 
 /// A record read and not processed yet.
@@ -570,7 +545,7 @@ impl Runner {
             })
             .collect();
         let condition = condition(g.reason);
-        let record = OnFailureRecord::new(
+        let record = on_failure_record(
             condition,
             function_arn(&self.region, &m.function),
             p.arn,
@@ -585,7 +560,7 @@ impl Runner {
             first = %record.batch_info.start_sequence_number, last = %record.batch_info.end_sequence_number,
             file = %file.display(), "batch given up; sent to the on-failure destination");
         if m.settings.on_failure_destination {
-            if let Err(e) = record.append_to(file) {
+            if let Err(e) = append_to(&record, file) {
                 error!(error = %e, file = %file.display(), "cannot write the on-failure file");
             }
         }

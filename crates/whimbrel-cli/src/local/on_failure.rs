@@ -20,84 +20,10 @@ use std::io::Write;
 use std::path::Path;
 
 use chrono::{DateTime, SecondsFormat, Utc};
-use serde::{Deserialize, Serialize};
 
-/// Why a batch was given up.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Condition {
-    /// `MaximumRetryAttempts` used up.
-    RetryAttemptsExhausted,
-    /// Records older than `MaximumRecordAgeInSeconds` (by
-    /// `ApproximateCreationDateTime`), not delivered.
-    RecordAgeExceeded,
-}
-
-/// `requestContext`: the last invocation of the batch.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct RequestContext {
-    /// Request id of the last invocation (a fresh one if never invoked).
-    pub request_id: String,
-    /// `arn:aws:lambda:<region>:<account>:function:<name>`.
-    pub function_arn: String,
-    /// Why the batch was given up.
-    pub condition: Condition,
-    /// Invocations that included these records (0: never invoked).
-    pub approximate_invoke_count: u32,
-}
-
-/// `responseContext`: the answer of the last invocation.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ResponseContext {
-    /// HTTP status of the Invoke call: 200, also for function errors
-    /// (0 when the batch was never invoked).
-    pub status_code: u16,
-    /// `$LATEST` locally.
-    pub executed_version: String,
-    /// `Unhandled` after a function error (a crash, a timeout, an
-    /// unreachable instance); absent after a partial batch failure.
-    #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub function_error: Option<String>,
-}
-
-/// `DDBStreamBatchInfo`: where the given-up records are in the stream.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct BatchInfo {
-    /// The shard.
-    pub shard_id: String,
-    /// Sequence number of the first record given up.
-    pub start_sequence_number: String,
-    /// Sequence number of the last record given up.
-    pub end_sequence_number: String,
-    /// `ApproximateCreationDateTime` of the first record, RFC 3339, seconds.
-    pub approximate_arrival_of_first_record: String,
-    /// `ApproximateCreationDateTime` of the last record, RFC 3339, seconds.
-    pub approximate_arrival_of_last_record: String,
-    /// Records given up.
-    pub batch_size: usize,
-    /// The stream.
-    pub stream_arn: String,
-}
-
-/// One on-failure record, as Lambda sends it to SQS or SNS.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct OnFailureRecord {
-    /// The last invocation.
-    #[serde(rename = "requestContext")]
-    pub request_context: RequestContext,
-    /// Its answer.
-    #[serde(rename = "responseContext")]
-    pub response_context: ResponseContext,
-    /// `1.0`.
-    pub version: String,
-    /// When the batch was given up, RFC 3339 with milliseconds.
-    pub timestamp: String,
-    /// Where the records are.
-    #[serde(rename = "DDBStreamBatchInfo")]
-    pub batch_info: BatchInfo,
-}
+pub use whimbrel_core::redrive::{
+    BatchInfo, Condition, OnFailureRecord, RequestContext, ResponseContext,
+};
 
 /// A record given up: its sequence number and approximate creation time.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -123,70 +49,68 @@ pub fn function_arn(region: &str, function: &str) -> String {
     format!("arn:aws:lambda:{region}:000000000000:function:{function}")
 }
 
-impl OnFailureRecord {
-    /// The record for `records` (in stream order, at least one) given up
-    /// for `condition` at `now`, after `invokes` invocations, the last one
-    /// `last` (None: never invoked).
-    #[allow(clippy::too_many_arguments)]
-    pub fn new(
-        condition: Condition,
-        function_arn: String,
-        stream_arn: &str,
-        shard_id: &str,
-        records: &[GivenUp],
-        invokes: u32,
-        last: Option<&LastInvocation>,
-        now: DateTime<Utc>,
-    ) -> OnFailureRecord {
-        let first = records.first();
-        let end = records.last();
-        let at = |r: Option<&GivenUp>| {
-            r.map(|r| r.arrival.to_rfc3339_opts(SecondsFormat::Secs, true))
-                .unwrap_or_default()
-        };
-        OnFailureRecord {
-            request_context: RequestContext {
-                request_id: last
-                    .map(|l| l.request_id.clone())
-                    .unwrap_or_else(|| uuid::Uuid::new_v4().to_string()),
-                function_arn,
-                condition,
-                approximate_invoke_count: invokes,
-            },
-            response_context: ResponseContext {
-                status_code: if last.is_some() { 200 } else { 0 },
-                executed_version: "$LATEST".into(),
-                function_error: last.and_then(|l| l.function_error.clone()),
-            },
-            version: "1.0".into(),
-            timestamp: now.to_rfc3339_opts(SecondsFormat::Millis, true),
-            batch_info: BatchInfo {
-                shard_id: shard_id.into(),
-                start_sequence_number: first.map(|r| r.sequence_number.clone()).unwrap_or_default(),
-                end_sequence_number: end.map(|r| r.sequence_number.clone()).unwrap_or_default(),
-                approximate_arrival_of_first_record: at(first),
-                approximate_arrival_of_last_record: at(end),
-                batch_size: records.len(),
-                stream_arn: stream_arn.into(),
-            },
-        }
+/// The record for `records` (in stream order, at least one) given up
+/// for `condition` at `now`, after `invokes` invocations, the last one
+/// `last` (None: never invoked).
+#[allow(clippy::too_many_arguments)]
+pub fn on_failure_record(
+    condition: Condition,
+    function_arn: String,
+    stream_arn: &str,
+    shard_id: &str,
+    records: &[GivenUp],
+    invokes: u32,
+    last: Option<&LastInvocation>,
+    now: DateTime<Utc>,
+) -> OnFailureRecord {
+    let first = records.first();
+    let end = records.last();
+    let at = |r: Option<&GivenUp>| {
+        r.map(|r| r.arrival.to_rfc3339_opts(SecondsFormat::Secs, true))
+            .unwrap_or_default()
+    };
+    OnFailureRecord {
+        request_context: RequestContext {
+            request_id: last
+                .map(|l| l.request_id.clone())
+                .unwrap_or_else(|| uuid::Uuid::new_v4().to_string()),
+            function_arn,
+            condition,
+            approximate_invoke_count: invokes,
+        },
+        response_context: ResponseContext {
+            status_code: if last.is_some() { 200 } else { 0 },
+            executed_version: "$LATEST".into(),
+            function_error: last.and_then(|l| l.function_error.clone()),
+        },
+        version: "1.0".into(),
+        timestamp: now.to_rfc3339_opts(SecondsFormat::Millis, true),
+        batch_info: BatchInfo {
+            shard_id: shard_id.into(),
+            start_sequence_number: first.map(|r| r.sequence_number.clone()).unwrap_or_default(),
+            end_sequence_number: end.map(|r| r.sequence_number.clone()).unwrap_or_default(),
+            approximate_arrival_of_first_record: at(first),
+            approximate_arrival_of_last_record: at(end),
+            batch_size: records.len(),
+            stream_arn: stream_arn.into(),
+        },
     }
+}
 
-    /// Append this record as one JSON line to `path` (created with its
-    /// directory if missing).
-    pub fn append_to(&self, path: &Path) -> std::io::Result<()> {
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir)?;
-        }
-        let mut line = serde_json::to_vec(self)?;
-        line.push(b'\n');
-        // One write per line: concurrent appenders never interleave inside it.
-        std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)?
-            .write_all(&line)
+/// Append `record` as one JSON line to `path` (created with its directory
+/// if missing).
+pub fn append_to(record: &OnFailureRecord, path: &Path) -> std::io::Result<()> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)?;
     }
+    let mut line = serde_json::to_vec(record)?;
+    line.push(b'\n');
+    // One write per line: concurrent appenders never interleave inside it.
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)?
+        .write_all(&line)
 }
 
 #[cfg(test)]
@@ -214,7 +138,7 @@ mod tests {
             request_id: "req-1".into(),
             function_error: Some("Unhandled".into()),
         };
-        let r = OnFailureRecord::new(
+        let r = on_failure_record(
             Condition::RetryAttemptsExhausted,
             function_arn("us-east-1", "whimbrel-activity-event"),
             "arn:aws:dynamodb:us-east-1:000000000000:table/t/stream/2026",
@@ -259,7 +183,7 @@ mod tests {
             sequence_number: "7".into(),
             arrival: t("2026-11-22T00:00:00Z"),
         }];
-        let r = OnFailureRecord::new(
+        let r = on_failure_record(
             Condition::RecordAgeExceeded,
             function_arn("us-east-1", "f"),
             "s",
@@ -284,7 +208,7 @@ mod tests {
     fn appends_json_lines() {
         let dir = std::env::temp_dir().join(format!("wb-onfail-{}", uuid::Uuid::new_v4()));
         let path = dir.join("on-failure.jsonl");
-        let r = OnFailureRecord::new(
+        let r = on_failure_record(
             Condition::RecordAgeExceeded,
             function_arn("us-east-1", "f"),
             "s",
@@ -297,8 +221,8 @@ mod tests {
             None,
             Utc::now(),
         );
-        r.append_to(&path).unwrap();
-        r.append_to(&path).unwrap();
+        append_to(&r, &path).unwrap();
+        append_to(&r, &path).unwrap();
         let text = std::fs::read_to_string(&path).unwrap();
         let lines: Vec<OnFailureRecord> = text
             .lines()
