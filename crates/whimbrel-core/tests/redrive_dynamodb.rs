@@ -155,7 +155,9 @@ async fn a_request_the_mapping_gave_up_on_starts_its_workflow() {
     let (arn, shard, records) = stream_records(&h.store.tables().workflow_request()).await;
     let (seq, _) = records.last().unwrap().clone();
     let body = serde_json::to_string(&on_failure(&arn, &shard, &seq, &seq, 1)).unwrap();
-    assert!(redrive_failures(&h, std::slice::from_ref(&body)).await.is_empty());
+    assert!(redrive_failures(&h, std::slice::from_ref(&body))
+        .await
+        .is_empty());
     assert_eq!(
         h.workflow(&wf).await.state.as_str(),
         WorkflowState::Running.as_str()

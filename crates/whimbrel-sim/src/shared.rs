@@ -59,6 +59,12 @@ pub struct Faults {
     /// function's maximum event age ([`Shared::max_event_age`]) it is
     /// dropped instead.
     pub async_backlog: f64,
+    /// DynamoDB answers part of a request: a BatchGetItem or
+    /// BatchWriteItem returns some keys or items unprocessed
+    /// (`UnprocessedKeys`, `UnprocessedItems`; at least one is processed,
+    /// else it would be a throughput error), or a Query returns a short
+    /// page with a `LastEvaluatedKey` (its 1 MB page limit).
+    pub partial: f64,
 }
 
 impl Faults {
@@ -75,6 +81,7 @@ impl Faults {
         missed_tick: 0.0,
         client_skew: 0.0,
         async_backlog: 0.0,
+        partial: 0.0,
     };
 
     /// An outage: most store calls are throttled, so event source mappings
@@ -100,6 +107,7 @@ impl Faults {
             missed_tick: 0.1 * level,
             client_skew: 0.2 * level,
             async_backlog: 0.1 * level,
+            partial: 0.1 * level,
         }
     }
 }
@@ -319,6 +327,37 @@ impl SimBackend {
         }
     }
 
+    /// How many of the `len` keys or items of a batch call DynamoDB
+    /// processes ([`Faults::partial`]): `Some(n)`, 1 ≤ n < `len`, when it
+    /// leaves the rest unprocessed; counted as `what`.
+    fn partial(&self, len: usize, what: &'static str) -> Option<usize> {
+        if !self.invocation.faulty || len < 2 {
+            return None;
+        }
+        let mut w = lock(&self.world);
+        let p = w.faults.partial;
+        if !w.chance(p) {
+            return None;
+        }
+        w.exercise(what);
+        Some(w.rng.gen_range(1..len))
+    }
+
+    /// The most items a Query page holds ([`Faults::partial`]): `Some(1
+    /// ..= 3)` when the page is cut short, counted.
+    fn page_size(&self) -> Option<usize> {
+        if !self.invocation.faulty {
+            return None;
+        }
+        let mut w = lock(&self.world);
+        let p = w.faults.partial;
+        if !w.chance(p) {
+            return None;
+        }
+        w.exercise("query pages cut short");
+        Some(w.rng.gen_range(1..=3))
+    }
+
     /// One write request `op` (made by `call`), with the store faults: it
     /// may be throttled or conflict before it runs, and once it applied its
     /// answer may be lost ([`LostAnswer`]): resent (after other calls may
@@ -407,19 +446,35 @@ impl Backend for SimBackend {
     fn batch_put(
         &self,
         table: String,
-        items: Vec<Item>,
+        mut items: Vec<Item>,
     ) -> BoxFuture<'_, Result<Vec<Item>, StoreError>> {
+        let cut = self.partial(items.len(), "batch writes partly unprocessed");
+        let rest = cut.map(|n| items.split_off(n)).unwrap_or_default();
         let call = move || self.mem.batch_put(table.clone(), items.clone());
-        self.write("BatchWriteItem", false, call).boxed()
+        async move {
+            let mut unprocessed = self.write("BatchWriteItem", false, call).await?;
+            unprocessed.extend(rest);
+            Ok(unprocessed)
+        }
+        .boxed()
     }
     fn batch_get(
         &self,
         table: String,
-        keys: Vec<Item>,
+        mut keys: Vec<Item>,
     ) -> BoxFuture<'_, Result<Found, StoreError>> {
         async move {
             self.before(false).await?;
-            let r = self.mem.batch_get(table, keys).await;
+            let cut = self.partial(keys.len(), "batch reads partly unprocessed");
+            let rest = cut.map(|n| keys.split_off(n)).unwrap_or_default();
+            let r = self
+                .mem
+                .batch_get(table, keys)
+                .await
+                .map(|(found, mut unprocessed)| {
+                    unprocessed.extend(rest);
+                    (found, unprocessed)
+                });
             self.after(r).await
         }
         .boxed()
@@ -433,7 +488,10 @@ impl Backend for SimBackend {
     ) -> BoxFuture<'_, Result<Page, StoreError>> {
         async move {
             self.before(false).await?;
-            let r = self.mem.query(table, index, key, start).await;
+            let max = self.page_size();
+            let r = self
+                .mem
+                .query_page(&table, index.as_deref(), &key, start.as_ref(), max);
             self.after(r).await
         }
         .boxed()

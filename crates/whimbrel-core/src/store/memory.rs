@@ -350,25 +350,69 @@ impl MemoryBackend {
         }))
     }
 
-    fn query_now(
+    /// One page of a Query, as DynamoDB answers it: the items after
+    /// `start` (an exclusive start key, a LastEvaluatedKey of an earlier
+    /// page), in the index's range key order (ties in table key order), at
+    /// most `max` of them (`None`: all), and the LastEvaluatedKey when the
+    /// page was cut: the last item's table and index key attributes.
+    ///
+    /// Errors: an unknown table or index, or an injected fault.
+    pub fn query_page(
         &self,
         table: &str,
         index: Option<&str>,
         key: &KeyCond,
+        start: Option<&Item>,
+        max: Option<usize>,
     ) -> Result<Page, StoreError> {
         self.fault("Query", table)?;
         let d = self.def("Query", table)?;
-        let range_attr = match index {
-            None => d.range.as_ref().map(|r| r.0),
-            Some(ix) => {
-                let g = d
-                    .gsis
+        let gsi = match index {
+            None => None,
+            Some(ix) => Some(
+                d.gsis
                     .iter()
                     .find(|g| g.name == ix)
-                    .ok_or_else(|| invalid("Query", format!("no index {ix} on {table}")))?;
-                g.range.as_ref().map(|r| r.0)
-            }
+                    .ok_or_else(|| invalid("Query", format!("no index {ix} on {table}")))?,
+            ),
         };
+        let range_attr = match gsi {
+            None => d.range.as_ref().map(|r| r.0),
+            Some(g) => g.range.as_ref().map(|r| r.0),
+        };
+        // The attributes a LastEvaluatedKey holds, in the order items sort.
+        let mut order: Vec<&str> = range_attr.into_iter().collect();
+        order.push(d.hash.0);
+        order.extend(d.range.as_ref().map(|r| r.0));
+        let mut out = self.matching(table, index, key);
+        let cmp = |a: &Item, b: &Item| {
+            order
+                .iter()
+                .map(|k| match (a.get(*k), b.get(*k)) {
+                    (Some(x), Some(y)) => av_cmp(x, y).unwrap_or(std::cmp::Ordering::Equal),
+                    _ => std::cmp::Ordering::Equal,
+                })
+                .find(|o| o.is_ne())
+                .unwrap_or(std::cmp::Ordering::Equal)
+        };
+        out.sort_by(cmp);
+        if let Some(start) = start {
+            out.retain(|i| cmp(i, start).is_gt());
+        }
+        let cut = max.is_some_and(|m| out.len() > m);
+        out.truncate(max.unwrap_or(usize::MAX));
+        let last = out.last().filter(|_| cut).map(|i| {
+            let mut keys: Vec<&str> = order.clone();
+            keys.extend(gsi.map(|g| g.hash.0));
+            keys.iter()
+                .filter_map(|k| Some((k.to_string(), i.get(*k)?.clone())))
+                .collect::<Item>()
+        });
+        Ok((out, last))
+    }
+
+    /// The items of `table` (or its index) whose keys match `key`.
+    fn matching(&self, table: &str, index: Option<&str>, key: &KeyCond) -> Vec<Item> {
         let inner = self.lock();
         let source: Vec<&Item> = match index {
             None => inner
@@ -382,7 +426,7 @@ impl MemoryBackend {
                 .map(|i| i.view.values().collect())
                 .unwrap_or_default(),
         };
-        let mut out: Vec<Item> = source
+        source
             .into_iter()
             .filter(|i| i.get(&key.hash.0).is_some_and(|v| av_eq(v, &key.hash.1)))
             .filter(|i| {
@@ -391,14 +435,7 @@ impl MemoryBackend {
                     .is_none_or(|(a, op, v)| i.get(a).is_some_and(|x| compare(x, *op, v)))
             })
             .cloned()
-            .collect();
-        if let Some(r) = range_attr {
-            out.sort_by(|a, b| match (a.get(r), b.get(r)) {
-                (Some(x), Some(y)) => av_cmp(x, y).unwrap_or(std::cmp::Ordering::Equal),
-                _ => std::cmp::Ordering::Equal,
-            });
-        }
-        Ok((out, None))
+            .collect()
     }
 }
 
@@ -505,9 +542,10 @@ impl Backend for MemoryBackend {
         table: String,
         index: Option<String>,
         key: KeyCond,
-        _start: Option<Item>,
+        start: Option<Item>,
     ) -> BoxFuture<'_, Result<Page, StoreError>> {
-        futures::future::ready(self.query_now(&table, index.as_deref(), &key)).boxed()
+        let page = self.query_page(&table, index.as_deref(), &key, start.as_ref(), None);
+        futures::future::ready(page).boxed()
     }
 
     fn pause(&self, _millis: u64) -> BoxFuture<'_, ()> {
