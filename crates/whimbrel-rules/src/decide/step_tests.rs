@@ -155,6 +155,12 @@ fn a_workflow_move_the_contract_has_not_is_refused_in_every_build() {
     wf.insert("state".to_string(), crate::write::s("RUNNING"));
     wf.insert("due_epoch".to_string(), crate::write::n(50));
     assert!(eval(req.cond.as_ref().unwrap(), Some(&wf)));
+    // A workflow that completed as the monitor read it RUNNING (its
+    // execution timeout's write, issue 22's surviving mutant) stays
+    // COMPLETED: the write requires the state it read.
+    let mut completed = wf.clone();
+    completed.insert("state".to_string(), crate::write::s("COMPLETED"));
+    assert!(!eval(req.cond.as_ref().unwrap(), Some(&completed)));
     let after = apply(&req.key, Some(&wf), &req.actions).unwrap();
     assert_eq!(after["state"], crate::write::s("FAILED"));
     assert!(!after.contains_key("due_epoch"), "an end clears its marker");

@@ -249,6 +249,30 @@ fn a_timeout_write_loses_to_a_heartbeat_that_lands_first() {
     assert!(!eval(req.cond.as_ref().unwrap(), Some(&beat)));
 }
 
+/// The same guard on a heartbeat timeout that retries (the attempt goes
+/// back to QUEUED): a heartbeat landing between the monitor's read and its
+/// write wins, and the attempt is not retried.
+#[test]
+fn a_retried_timeout_loses_to_a_heartbeat_that_lands_first() {
+    let t = Tables::new("t_");
+    let (a, _) = failing_with_retries();
+    let change = Change {
+        transition: Transition::TimedOut,
+        next: ActivityState::TimedOut,
+        event_id: "timed-out:a:1",
+    };
+    let details = Details {
+        stale_before: Some(1010),
+        ..failed("no heartbeat")
+    };
+    let req = retry_update(&t, &cfg(), &a, &change, &details, 1050, 1040);
+    let mut beat = item(&a);
+    beat.insert("heartbeat_time_epoch".into(), n(1000));
+    assert!(eval(req.cond.as_ref().unwrap(), Some(&beat)));
+    beat.insert("heartbeat_time_epoch".into(), n(1035));
+    assert!(!eval(req.cond.as_ref().unwrap(), Some(&beat)));
+}
+
 #[test]
 fn claims_are_exclusive_and_count_attempts() {
     let t = Tables::new("t_");
