@@ -7,6 +7,9 @@
 //!   `MaximumRetryAttempts`, `BisectBatchOnFunctionError`,
 //!   `MaximumRecordAgeInSeconds`, giving records up to the on-failure
 //!   destination;
+//! * [`sqs`]: an SQS standard queue (visibility timeout, receive counts,
+//!   the redrive policy to a dead-letter queue, retention) and the Lambda
+//!   SQS event source mapping's partial batch responses;
 //! * [`template`]: the one reader of `template.yaml`, which yields those
 //!   mappings' settings and each function's timeout, memory, async invoke
 //!   settings and schedule.
@@ -17,4 +20,5 @@
 #![warn(missing_docs)]
 
 pub mod esm;
+pub mod sqs;
 pub mod template;

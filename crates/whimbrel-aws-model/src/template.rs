@@ -17,6 +17,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use crate::sqs::{QueueConfig, RedrivePolicy, SqsMapping, AWS_DEFAULT_SQS_BATCH_SIZE};
 use serde_yaml::Value;
 
 /// AWS's default function timeout when neither the function nor `Globals`
@@ -131,6 +132,8 @@ pub struct FunctionConfig {
     pub async_config: AsyncConfig,
     /// Its DynamoDB stream event source mappings.
     pub stream_mappings: Vec<StreamMapping>,
+    /// Its SQS event source mappings (`Type: SQS`).
+    pub sqs_mappings: Vec<SqsMapping>,
     /// Whether an EventBridge schedule invokes it (`Type: Schedule`).
     pub scheduled: bool,
 }
@@ -143,6 +146,8 @@ pub struct Template {
     /// `Globals.Function.Timeout` (or AWS's 3 s): the timeout of functions
     /// the template does not name.
     pub default_timeout: Duration,
+    /// Every `AWS::SQS::Queue`, by logical id.
+    pub queues: BTreeMap<String, QueueConfig>,
 }
 
 /// A template the runner cannot use, with the place that is wrong.
@@ -308,18 +313,24 @@ impl Template {
         let Some(Value::Mapping(resources)) = root.get("Resources") else {
             return err("no Resources");
         };
-        let mut functions = BTreeMap::new();
+        let (mut functions, mut queues) = (BTreeMap::new(), BTreeMap::new());
         for (id, res) in resources {
             let Some(id) = id.as_str() else { continue };
-            if res.get("Type").and_then(Value::as_str) != Some("AWS::Serverless::Function") {
-                continue;
+            match res.get("Type").and_then(Value::as_str) {
+                Some("AWS::Serverless::Function") => {
+                    let f = function(&ctx, id, res, global_timeout, global_memory)?;
+                    functions.insert(f.binary.clone(), f);
+                }
+                Some("AWS::SQS::Queue") => {
+                    drop(queues.insert(id.to_string(), queue(&ctx, id, res)?))
+                }
+                _ => {}
             }
-            let f = function(&ctx, id, res, global_timeout, global_memory)?;
-            functions.insert(f.binary.clone(), f);
         }
         Ok(Template {
             functions,
             default_timeout: seconds(global_timeout, "Globals.Function.Timeout")?,
+            queues,
         })
     }
 
@@ -343,6 +354,18 @@ impl Template {
         self.functions
             .values()
             .flat_map(|f| f.stream_mappings.iter().map(move |m| (f, m)))
+    }
+
+    /// Every (function, SQS mapping, its queue) triple, in function name
+    /// order; a mapping whose queue is not in the template is left out.
+    pub fn sqs_mappings(
+        &self,
+    ) -> impl Iterator<Item = (&FunctionConfig, &SqsMapping, &QueueConfig)> {
+        self.functions.values().flat_map(move |f| {
+            f.sqs_mappings
+                .iter()
+                .filter_map(move |m| Some((f, m, self.queues.get(&m.queue)?)))
+        })
     }
 
     /// The functions an EventBridge schedule invokes.
@@ -396,7 +419,7 @@ fn function(
             async_config.maximum_event_age = seconds(ctx.integer(v, &at)?, &at)?;
         }
     }
-    let mut stream_mappings = Vec::new();
+    let (mut stream_mappings, mut sqs_mappings) = (Vec::new(), Vec::new());
     let mut scheduled = false;
     if let Some(Value::Mapping(events)) = prop("Events") {
         for (name, ev) in events {
@@ -405,6 +428,10 @@ fn function(
                 Some("DynamoDB") => {
                     let p = ev.get("Properties").unwrap_or(&Value::Null);
                     stream_mappings.push(stream_mapping(ctx, &name, p)?);
+                }
+                Some("SQS") => {
+                    let p = ev.get("Properties").unwrap_or(&Value::Null);
+                    sqs_mappings.push(sqs_mapping(ctx, &name, p)?);
                 }
                 Some("Schedule") | Some("ScheduleV2") => scheduled = true,
                 _ => {}
@@ -419,8 +446,74 @@ fn function(
         memory_mb,
         async_config,
         stream_mappings,
+        sqs_mappings,
         scheduled,
     })
+}
+
+/// The logical id `!GetAtt <id>.Arn` names.
+fn get_att_arn(value: &Value, at: &str) -> Result<String, TemplateError> {
+    let logical = match intrinsic(value) {
+        Some(("GetAtt", Value::String(s))) => s.strip_suffix(".Arn").map(str::to_string),
+        Some(("GetAtt", Value::Sequence(p))) if p.get(1).and_then(Value::as_str) == Some("Arn") => {
+            p.first().and_then(scalar_string)
+        }
+        _ => None,
+    };
+    logical.ok_or_else(|| TemplateError(format!("{at}: must be !GetAtt <Queue>.Arn")))
+}
+
+fn sqs_mapping(ctx: &Ctx<'_>, at: &str, p: &Value) -> Result<SqsMapping, TemplateError> {
+    let queue = get_att_arn(
+        p.get("Queue").unwrap_or(&Value::Null),
+        &format!("{at}.Queue"),
+    )?;
+    let batch_size = match p.get("BatchSize") {
+        Some(v) => {
+            let n = ctx.integer(v, &format!("{at}.BatchSize"))?;
+            usize::try_from(n)
+                .ok()
+                .filter(|n| *n >= 1)
+                .ok_or_else(|| TemplateError(format!("{at}.BatchSize: {n}")))?
+        }
+        None => AWS_DEFAULT_SQS_BATCH_SIZE,
+    };
+    let report_batch_item_failures = matches!(p.get("FunctionResponseTypes"),
+        Some(Value::Sequence(s)) if s.iter().any(|t| t.as_str() == Some("ReportBatchItemFailures")));
+    Ok(SqsMapping {
+        queue,
+        batch_size,
+        report_batch_item_failures,
+    })
+}
+
+fn queue(ctx: &Ctx<'_>, id: &str, res: &Value) -> Result<QueueConfig, TemplateError> {
+    let mut q = QueueConfig::new(id);
+    let Some(props) = res.get("Properties") else {
+        return Ok(q);
+    };
+    if let Some(v) = props.get("VisibilityTimeout") {
+        let at = format!("{id}.VisibilityTimeout");
+        q.visibility_timeout = seconds(ctx.integer(v, &at)?, &at)?;
+    }
+    if let Some(v) = props.get("MessageRetentionPeriod") {
+        let at = format!("{id}.MessageRetentionPeriod");
+        q.message_retention = seconds(ctx.integer(v, &at)?, &at)?;
+    }
+    if let Some(r) = props.get("RedrivePolicy") {
+        let at = format!("{id}.RedrivePolicy");
+        let target = r.get("deadLetterTargetArn").unwrap_or(&Value::Null);
+        let count = r.get("maxReceiveCount").unwrap_or(&Value::Null);
+        let n = ctx.integer(count, &format!("{at}.maxReceiveCount"))?;
+        q.redrive = Some(RedrivePolicy {
+            dead_letter_queue: get_att_arn(target, &format!("{at}.deadLetterTargetArn"))?,
+            max_receive_count: u32::try_from(n)
+                .ok()
+                .filter(|n| *n >= 1)
+                .ok_or_else(|| TemplateError(format!("{at}.maxReceiveCount: {n}")))?,
+        });
+    }
+    Ok(q)
 }
 
 fn stream_mapping(ctx: &Ctx<'_>, at: &str, p: &Value) -> Result<StreamMapping, TemplateError> {

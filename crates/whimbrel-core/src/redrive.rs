@@ -228,21 +228,21 @@ pub async fn redrive<L: Launcher, R: StreamReader>(
     })
 }
 
-/// Redrive one SQS message's on-failure record; `true` when it is done
-/// (the message may be deleted). Each failure is logged with its reason.
+/// Redrive one SQS message's on-failure record: what it did, or `None`
+/// when it could not (each failure is logged with its reason).
 async fn redrive_message<L: Launcher, R: StreamReader>(
     engine: &Engine<L>,
     reader: &R,
     id: &str,
     body: Option<&str>,
-) -> bool {
+) -> Option<Redriven> {
     let record = match serde_json::from_str::<OnFailureRecord>(body.unwrap_or_default()) {
         Ok(r) => r,
         Err(e) => {
             // Kept (to the dead-letter queue): it may be an on-failure
             // record of a newer shape, and nothing is lost by keeping it.
             warn!(message_id = id, error = %e, "not an on-failure record");
-            return false;
+            return None;
         }
     };
     let info = &record.batch_info;
@@ -260,11 +260,11 @@ async fn redrive_message<L: Launcher, R: StreamReader>(
                 "redriven"
             );
             crate::metrics::redriven(done.read);
-            done.complete()
+            Some(done)
         }
         Err(e) => {
             warn!(message_id = id, shard = info.shard_id, error = %e, "redrive failed");
-            false
+            None
         }
     }
 }
@@ -272,33 +272,38 @@ async fn redrive_message<L: Launcher, R: StreamReader>(
 /// Handle an SQS event of the `StreamFailureQueue`: redrive each message's
 /// on-failure record ([`redrive`]) and answer an SQS partial batch
 /// response (`{"batchItemFailures": [{"itemIdentifier": messageId}]}`)
-/// naming the messages not fully applied, so SQS delivers them again after
-/// the visibility timeout (the mapping has `ReportBatchItemFailures`).
+/// naming the messages not fully applied ([`Redriven::complete`]), so SQS
+/// delivers them again after the visibility timeout (the mapping has
+/// `ReportBatchItemFailures`). Also returns what each message's redrive
+/// did, in message order (`None`: it could not be read or applied).
 ///
 /// Errors: [`PayloadError`] if the payload is not an SQS event.
 pub async fn given_up_batches<L: Launcher, R: StreamReader>(
     engine: &Engine<L>,
     reader: &R,
     payload: &Value,
-) -> Result<SqsBatchResponse, PayloadError> {
+) -> Result<(SqsBatchResponse, Vec<Option<Redriven>>), PayloadError> {
     let event: SqsEvent =
         serde_json::from_value(payload.clone()).map_err(|e| PayloadError(e.to_string()))?;
     let mut response = SqsBatchResponse::default();
+    let mut done = Vec::new();
     for message in &event.records {
         let id = message.message_id.clone().unwrap_or_default();
         // Boxed: the engine's futures nest deep enough to exceed the
         // compiler's default query depth otherwise.
-        let done = Box::pin(redrive_message(
+        let redriven = Box::pin(redrive_message(
             engine,
             reader,
             &id,
             message.body.as_deref(),
-        ));
-        if !done.await {
+        ))
+        .await;
+        if !redriven.as_ref().is_some_and(Redriven::complete) {
             let mut failure = BatchItemFailure::default();
             failure.item_identifier = id;
             response.batch_item_failures.push(failure);
         }
+        done.push(redriven);
     }
-    Ok(response)
+    Ok((response, done))
 }

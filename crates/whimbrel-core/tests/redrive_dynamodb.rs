@@ -128,7 +128,7 @@ fn sqs_event(bodies: &[String]) -> Value {
 async fn redrive_failures(h: &Harness, bodies: &[String]) -> Vec<String> {
     let streams = aws_sdk_dynamodbstreams::Client::new(&sdk_config().await);
     let reader = DynamoDbStreamReader::new(streams, "us-east-1".into());
-    let response = redrive::given_up_batches(&h.engine, &reader, &sqs_event(bodies))
+    let (response, _) = redrive::given_up_batches(&h.engine, &reader, &sqs_event(bodies))
         .await
         .unwrap();
     response

@@ -21,7 +21,8 @@ async fn main() -> Result<(), Error> {
             redrive::given_up_batches(engine, reader, &event.payload),
         )
         .await;
-        Ok::<_, Error>(result?)
+        let (response, _) = result?;
+        Ok::<_, Error>(response)
     }))
     .await
 }
