@@ -202,6 +202,11 @@ impl Queue {
         self.messages.iter().map(|m| m.visible_at_ms).min()
     }
 
+    /// When the oldest message on the queue was sent, ms.
+    pub fn oldest_sent_ms(&self) -> Option<u64> {
+        self.messages.iter().map(|m| m.sent_ms).min()
+    }
+
     /// Messages on the queue, visible or not.
     pub fn len(&self) -> usize {
         self.messages.len()

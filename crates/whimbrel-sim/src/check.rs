@@ -45,7 +45,8 @@ pub struct Evidence<'a> {
     pub reports: &'a [Report],
     /// Stream outcomes per row id.
     pub outcomes: &'a HashMap<String, Vec<Outcome>>,
-    /// Row ids the mappings gave up on.
+    /// Row ids whose on-failure message reached the dead-letter queue
+    /// (the redrive function could not apply it).
     pub lost: &'a HashSet<String>,
 }
 
@@ -420,9 +421,9 @@ impl Checker {
         v.extend(missing);
         let plans = stored_plans(mem, t);
         let wfs = workflows(mem, t);
-        // A request row whose stream record the mapping gave up on before
-        // any exec existed has nothing in the tables to resume from: it
-        // needs the on-failure record replayed (a known gap, counted apart).
+        // A request row whose stream record the mapping gave up on is
+        // started by the redrive function; only one whose on-failure
+        // message reached the dead-letter queue is excused.
         let requests = requests_not_lost(mem, t, seen.lost);
         if wfs.len() < requests {
             v.push(format!(

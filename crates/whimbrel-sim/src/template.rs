@@ -5,6 +5,7 @@
 
 use std::ops::Deref;
 
+use whimbrel_aws_model::sqs::{QueueConfig, SqsMapping};
 use whimbrel_aws_model::template::{StreamMapping, Template};
 
 /// The settings of the template's DynamoDB stream event source mappings.
@@ -66,6 +67,19 @@ pub fn activity_max_event_age() -> i64 {
         .function("wordcount-count")
         .expect("template: the example activity wordcount-count");
     f.async_config.maximum_event_age.as_secs() as i64
+}
+
+/// The redrive function's SQS event source mapping and its queue (the
+/// stream mappings' on-failure destination), from `template.yaml`.
+///
+/// Panics if the template has none (a test would fail).
+pub fn redrive_settings() -> (SqsMapping, QueueConfig) {
+    let template = Template::parse(TEMPLATE, "").unwrap_or_else(|e| panic!("{e}"));
+    let (_, mapping, queue) = template
+        .sqs_mappings()
+        .next()
+        .expect("template: an SQS event source mapping of the on-failure queue");
+    (mapping.clone(), queue.clone())
 }
 
 #[cfg(test)]

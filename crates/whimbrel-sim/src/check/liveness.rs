@@ -258,8 +258,9 @@ fn timed_out_despite_report(
     ))
 }
 
-/// Rows (other than those the mappings gave up on) whose stream outcomes
-/// were only ever retries: nothing decided them.
+/// Rows (other than those dead-lettered) whose stream and redrive
+/// outcomes were only ever retries: nothing decided them, though every
+/// given-up row must take effect (issue 22 B.4).
 pub(super) fn rows_only_retried(
     outcomes: &HashMap<String, Vec<Outcome>>,
     lost: &HashSet<String>,

@@ -167,7 +167,24 @@ impl Sim {
     /// response the handler answered (a record to retry is a batch item
     /// failure).
     fn judge(&mut self, i: usize, len: usize, summary: &BatchSummary) -> BatchOutcome {
-        let mut failed = vec![];
+        self.note_outcomes(summary);
+        let failed: Vec<Option<&str>> = summary
+            .records
+            .iter()
+            .filter(|r| matches!(r.outcome, Outcome::Retry(_)))
+            .map(|r| r.sequence.as_deref())
+            .collect();
+        let shard = &self.shards[i];
+        let batch: Vec<String> = shard.records[shard.cursor..shard.cursor + len]
+            .iter()
+            .map(|(r, _)| r.sequence.to_string())
+            .collect();
+        BatchOutcome::item_failures(&batch, failed)
+    }
+
+    /// Note each record's outcome by its row id (stream batches and
+    /// redrives alike).
+    pub(super) fn note_outcomes(&mut self, summary: &BatchSummary) {
         for r in &summary.records {
             if let Some(k) = &r.key {
                 self.outcomes
@@ -175,16 +192,7 @@ impl Sim {
                     .or_default()
                     .push(r.outcome.clone());
             }
-            if matches!(r.outcome, Outcome::Retry(_)) {
-                failed.push(r.sequence.as_deref());
-            }
         }
-        let shard = &self.shards[i];
-        let batch: Vec<String> = shard.records[shard.cursor..shard.cursor + len]
-            .iter()
-            .map(|(r, _)| r.sequence.to_string())
-            .collect();
-        BatchOutcome::item_failures(&batch, failed)
     }
 
     /// Do what the model decides after an invocation of the first `len`
@@ -215,15 +223,18 @@ impl Sim {
     }
 
     /// Send the first `g.records` records of shard `i` to the on-failure
-    /// destination.
+    /// destination (`redrive.rs`).
     fn give_up(&mut self, i: usize, g: GiveUp) {
-        let shard = &mut self.shards[i];
-        let end = (shard.cursor + g.records).min(shard.records.len());
-        let lost = end - shard.cursor;
-        for (r, _) in &shard.records[shard.cursor..end] {
-            self.lost.extend(row_id(r));
+        let shard = &self.shards[i];
+        let (start, end) = (
+            shard.cursor,
+            (shard.cursor + g.records).min(shard.records.len()),
+        );
+        let lost = end - start;
+        if lost > 0 {
+            self.send_on_failure(i, start, end, &g);
         }
-        shard.cursor = end;
+        self.shards[i].cursor = end;
         self.stats.on_failure += lost as u64;
         let reason = g.reason;
         self.log(format!(
@@ -249,8 +260,13 @@ pub(super) fn lock_now(world: &World) -> i64 {
     world.try_lock().map(|w| w.now).unwrap_or(i64::MAX)
 }
 
+/// The ARN of `table`'s stream.
+pub(super) fn stream_arn(table: &str) -> String {
+    format!("arn:aws:dynamodb:us-east-1:000000000000:table/{table}/stream/2026-11-22T00:00:00.000")
+}
+
 /// A DynamoDB stream record as Lambda delivers it (aws_lambda_events shape).
-fn stream_record(r: &StreamRecord, at: i64) -> Value {
+pub(super) fn stream_record(r: &StreamRecord, at: i64) -> Value {
     let json =
         |item: &Item| serde_json::to_value(serde_dynamo::Item::from(item.clone())).expect("json");
     json!({
@@ -267,6 +283,6 @@ fn stream_record(r: &StreamRecord, at: i64) -> Value {
             "SizeBytes": 100,
             "StreamViewType": "NEW_IMAGE"
         },
-        "eventSourceARN": format!("arn:aws:dynamodb:us-east-1:000000000000:table/{}/stream/2026-11-22T00:00:00.000", r.table)
+        "eventSourceARN": stream_arn(&r.table)
     })
 }

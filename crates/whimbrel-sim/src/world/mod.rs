@@ -23,6 +23,7 @@ use crate::template::EsmSettings;
 
 mod esm;
 mod lambda;
+mod redrive;
 mod scenario;
 mod schedule;
 use esm::lock_now;
@@ -79,6 +80,8 @@ pub struct Stats {
     pub crashes: u64,
     /// Records sent to the on-failure destination.
     pub on_failure: u64,
+    /// On-failure messages the redrive function applied.
+    pub redriven: u64,
     /// Requests whose record the mapping gave up on before any exec
     /// existed (they need the on-failure record replayed).
     pub requests_given_up: u64,
@@ -189,8 +192,11 @@ pub struct Sim {
     pub hostile: HashSet<String>,
     /// Stream outcomes per row id.
     pub outcomes: HashMap<String, Vec<Outcome>>,
-    /// Row ids the mappings gave up on (on-failure destination).
+    /// Row ids of on-failure messages that moved to the dead-letter
+    /// queue: the redrive function could not apply them.
     pub lost: HashSet<String>,
+    /// The on-failure queue and the redrive function (`redrive.rs`).
+    failures: redrive::FailureQueue,
     require_tokens: HashMap<String, bool>,
     stats: Stats,
     params: Params,
@@ -280,6 +286,7 @@ impl Sim {
             hostile: HashSet::new(),
             outcomes: HashMap::new(),
             lost: HashSet::new(),
+            failures: redrive::FailureQueue::new(crate::template::redrive_settings()),
             require_tokens: HashMap::new(),
             stats: Stats::default(),
             params,
@@ -380,6 +387,7 @@ impl Sim {
         for i in 0..self.shards.len() {
             self.finish_batch(i);
         }
+        self.poll_failure_queue();
         let now = lock(&self.world).now;
         if now >= self.next_poll {
             self.next_poll += 7;
@@ -416,6 +424,7 @@ impl Sim {
 
     fn quiet(&self) -> bool {
         self.exec.is_empty()
+            && self.failures.is_idle()
             && lock(&self.world).invokes.is_empty()
             && self
                 .shards
@@ -453,6 +462,7 @@ impl Sim {
             self.checker
                 .safety_at(&self.mem, &self.tables, &self.cfg, Some(now)),
         );
+        v.extend(self.overdue_redrives(now));
         for (id, outs) in &self.outcomes {
             if self.hostile.contains(id) {
                 let bad = |o: &&Outcome| match o {
