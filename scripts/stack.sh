@@ -5,7 +5,9 @@
 #   whimbrel instances (the functions' processes, functions.log)
 #   whimbrel local (stream mappings, schedule, Invoke API front)
 #                                            :$WHIMBREL_FRONT_PORT (9001)
-# Usage: scripts/stack.sh up|down|env
+# Usage: scripts/stack.sh up|down|env|stop-functions|start-functions
+# (stop-functions and start-functions stop and start the functions'
+# processes alone, as an outage of every function would: tests/e2e-redrive.sh)
 # PID files and logs live in .stack/ (git-ignored); `down` stops exactly the
 # processes `up` started, by PID.
 set -euo pipefail
@@ -36,6 +38,7 @@ WHIMBREL_HEARTBEAT_TIMEOUT_SECONDS=${WHIMBREL_HEARTBEAT_TIMEOUT_SECONDS:-300}
 WHIMBREL_QUEUED_REDRIVE_SECONDS=${WHIMBREL_QUEUED_REDRIVE_SECONDS:-120}
 WHIMBREL_LAUNCH_EVENT_AGE_SECONDS=${WHIMBREL_LAUNCH_EVENT_AGE_SECONDS:-60}
 WHIMBREL_REQUIRE_TOKENS=${WHIMBREL_REQUIRE_TOKENS:-true}
+WHIMBREL_VISIBILITY_TIMEOUT_SECONDS=${WHIMBREL_VISIBILITY_TIMEOUT_SECONDS:-30}
 WHIMBREL_METRICS_FILE=$STACK/metrics.jsonl
 RUST_LOG=${RUST_LOG:-info}
 ENV
@@ -83,6 +86,11 @@ stop() { # name
   rm -f "$pidfile"
 }
 
+start_functions() {
+  start functions "$CARGO_TARGET_DIR/debug/whimbrel" instances --count "$CONCURRENCY" \
+    --lambda-upstream "http://127.0.0.1:$WATCH_PORT"
+}
+
 up() {
   mkdir -p "$STACK"
   bash scripts/venv.sh
@@ -110,11 +118,11 @@ up() {
   start watch env PATH="$VENV/bin:$PATH" "$VENV/bin/cargo-lambda" lambda watch \
     -A 127.0.0.1 -P "$WATCH_PORT" --only-lambda-apis
   wait_port "$WATCH_PORT" watch "$STACK/watch.pid" 300
-  start functions "$wb" instances --count "$CONCURRENCY" \
-    --lambda-upstream "http://127.0.0.1:$WATCH_PORT"
+  start_functions
   start local "$wb" local --listen "127.0.0.1:$FRONT_PORT" --warm 1 \
     --function-concurrency "$CONCURRENCY" \
-    --lambda-upstream "http://127.0.0.1:$WATCH_PORT" --on-failure-file "$STACK/on-failure.jsonl"
+    --lambda-upstream "http://127.0.0.1:$WATCH_PORT" --on-failure-file "$STACK/on-failure.jsonl" \
+    --dead-letter-file "$STACK/dead-letter.jsonl"
   wait_port "$FRONT_PORT" local "$STACK/local.pid" 180
   echo "==> stack up: DynamoDB 127.0.0.1:$DDB_PORT, functions 127.0.0.1:$WATCH_PORT, Invoke API front 127.0.0.1:$FRONT_PORT"
   echo "    environment for clients: set -a; . $STACK/env; set +a"
@@ -130,5 +138,7 @@ case "${1:-}" in
   up) up ;;
   down) down ;;
   env) stack_env ;;
-  *) echo "usage: $0 up|down|env" >&2; exit 2 ;;
+  stop-functions) stop functions ;;
+  start-functions) set -a; . "$STACK/env"; set +a; start_functions ;;
+  *) echo "usage: $0 up|down|env|stop-functions|start-functions" >&2; exit 2 ;;
 esac

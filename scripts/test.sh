@@ -18,7 +18,9 @@
 #  - end to end under chaos: 5 wordcount workflows while whimbrel local
 #    drops, duplicates and delays invokes and redelivers batches, with the
 #    runner killed and restarted mid-run; all must COMPLETE
-#    (tests/e2e-chaos.sh).
+#    (tests/e2e-chaos.sh); then a request given up while every function is
+#    down, redriven through the emulated on-failure queue once they are
+#    back (tests/e2e-redrive.sh).
 # Each end-to-end script runs its own stack on its own ports: the chaos run
 # needs a runner with chaos on, and the others must not see its faults.
 # Each part's output goes to .stack-tests/<part>.log, shown when it fails;
@@ -56,7 +58,7 @@ end_to_end() {
     bash tests/e2e.sh &&
     bash tests/e2e-workers.sh
 }
-chaos() { bash tests/e2e-chaos.sh -n 5; }
+chaos() { bash tests/e2e-chaos.sh -n 5 && bash tests/e2e-redrive.sh; }
 
 # Each part records its own wall time, to be read once all have ended.
 timed() { local t=$SECONDS rc; "$1" && rc=0 || rc=$?; echo $((SECONDS - t)) > "$OUT/$1.seconds"; return $rc; }

@@ -70,8 +70,12 @@ pub struct StreamMapping {
     /// `StartingPosition`.
     pub starting_position: StartingPosition,
     /// Whether an on-failure destination is configured
-    /// (`DestinationConfig.OnFailure.Destination`; its ARN is not resolved).
+    /// (`DestinationConfig.OnFailure.Destination`).
     pub on_failure_destination: bool,
+    /// The destination queue's logical id, when it is `!GetAtt
+    /// <Queue>.Arn` of the template (else `None`: an SNS topic or an ARN
+    /// given as text).
+    pub on_failure_queue: Option<String>,
 }
 
 impl Default for StreamMapping {
@@ -90,6 +94,7 @@ impl Default for StreamMapping {
             event_names: None,
             starting_position: StartingPosition::TrimHorizon,
             on_failure_destination: false,
+            on_failure_queue: None,
         }
     }
 }
@@ -463,21 +468,29 @@ fn get_att_arn(value: &Value, at: &str) -> Result<String, TemplateError> {
     logical.ok_or_else(|| TemplateError(format!("{at}: must be !GetAtt <Queue>.Arn")))
 }
 
+/// A mapping's `BatchSize` (at least 1), or `default`.
+fn batch_size(
+    ctx: &Ctx<'_>,
+    v: Option<&Value>,
+    at: &str,
+    default: usize,
+) -> Result<usize, TemplateError> {
+    let Some(v) = v else {
+        return Ok(default);
+    };
+    let n = ctx.integer(v, &format!("{at}.BatchSize"))?;
+    usize::try_from(n)
+        .ok()
+        .filter(|n| *n >= 1)
+        .ok_or_else(|| TemplateError(format!("{at}.BatchSize: {n}")))
+}
+
 fn sqs_mapping(ctx: &Ctx<'_>, at: &str, p: &Value) -> Result<SqsMapping, TemplateError> {
     let queue = get_att_arn(
         p.get("Queue").unwrap_or(&Value::Null),
         &format!("{at}.Queue"),
     )?;
-    let batch_size = match p.get("BatchSize") {
-        Some(v) => {
-            let n = ctx.integer(v, &format!("{at}.BatchSize"))?;
-            usize::try_from(n)
-                .ok()
-                .filter(|n| *n >= 1)
-                .ok_or_else(|| TemplateError(format!("{at}.BatchSize: {n}")))?
-        }
-        None => AWS_DEFAULT_SQS_BATCH_SIZE,
-    };
+    let batch_size = batch_size(ctx, p.get("BatchSize"), at, AWS_DEFAULT_SQS_BATCH_SIZE)?;
     let report_batch_item_failures = matches!(p.get("FunctionResponseTypes"),
         Some(Value::Sequence(s)) if s.iter().any(|t| t.as_str() == Some("ReportBatchItemFailures")));
     Ok(SqsMapping {
@@ -522,16 +535,7 @@ fn stream_mapping(ctx: &Ctx<'_>, at: &str, p: &Value) -> Result<StreamMapping, T
         get("Stream").unwrap_or(&Value::Null),
         &format!("{at}.Stream"),
     )?;
-    let batch_size = match get("BatchSize") {
-        Some(v) => {
-            let n = ctx.integer(v, &format!("{at}.BatchSize"))?;
-            usize::try_from(n)
-                .ok()
-                .filter(|n| *n >= 1)
-                .ok_or_else(|| TemplateError(format!("{at}.BatchSize: {n}")))?
-        }
-        None => AWS_DEFAULT_BATCH_SIZE,
-    };
+    let batch_size = batch_size(ctx, get("BatchSize"), at, AWS_DEFAULT_BATCH_SIZE)?;
     let maximum_retry_attempts = match get("MaximumRetryAttempts") {
         Some(v) => infinite_or(ctx.integer(v, &format!("{at}.MaximumRetryAttempts"))?),
         None => None,
@@ -562,10 +566,10 @@ fn stream_mapping(ctx: &Ctx<'_>, at: &str, p: &Value) -> Result<StreamMapping, T
         other => return err(format!("{at}.StartingPosition: {other:?}")),
     };
     let event_names = filter_criteria(at, get("FilterCriteria"))?;
-    let on_failure_destination = get("DestinationConfig")
+    let destination = get("DestinationConfig")
         .and_then(|d| d.get("OnFailure"))
-        .and_then(|o| o.get("Destination"))
-        .is_some();
+        .and_then(|o| o.get("Destination"));
+    let on_failure_queue = destination.and_then(|d| get_att_arn(d, at).ok());
     Ok(StreamMapping {
         table,
         batch_size,
@@ -575,7 +579,8 @@ fn stream_mapping(ctx: &Ctx<'_>, at: &str, p: &Value) -> Result<StreamMapping, T
         report_batch_item_failures,
         event_names,
         starting_position,
-        on_failure_destination,
+        on_failure_destination: destination.is_some(),
+        on_failure_queue,
     })
 }
 
@@ -650,6 +655,7 @@ mod tests {
         assert!(m.bisect_batch_on_function_error);
         assert!(m.report_batch_item_failures);
         assert!(m.on_failure_destination);
+        assert_eq!(m.on_failure_queue.as_deref(), Some("StreamFailureQueue"));
         // MODIFY records come in only to be counted (a reused row id).
         let names = ["INSERT".to_string(), "MODIFY".to_string()];
         assert_eq!(m.event_names.as_deref(), Some(&names[..]));

@@ -11,6 +11,11 @@
 //!   instance is a function error), an on-failure destination (a JSON-lines
 //!   file, records shaped as Lambda sends them to SQS), and durable shard
 //!   checkpoints so a restarted runner resumes where it stopped.
+//! * **SQS event source mappings** ([`queues`]): the template's queues
+//!   (the stream mappings' on-failure destination) and their `Type: SQS`
+//!   events, which invoke the stream-redrive function: visibility timeout,
+//!   receive counts, the redrive policy (dead-lettered messages to
+//!   `--dead-letter-file`), partial batch responses.
 //! * **Schedule**: invoke the scheduled function (`Type: Schedule`) with an
 //!   EventBridge Scheduled Event every `--monitor-interval-seconds`.
 //! * **Invoke API front** ([`front`]): `POST
@@ -35,6 +40,7 @@ pub(crate) mod instances;
 mod invoke;
 pub(crate) mod mapping;
 pub(crate) mod on_failure;
+mod queues;
 mod shards;
 mod template;
 pub(crate) mod timeline;
@@ -94,7 +100,11 @@ pub struct LocalArgs {
     #[arg(long)]
     batch_size: Option<usize>,
     /// Override every mapping's MaximumRetryAttempts (-1: infinite).
-    #[arg(long, allow_hyphen_values = true)]
+    #[arg(
+        long,
+        allow_hyphen_values = true,
+        env = "WHIMBREL_MAXIMUM_RETRY_ATTEMPTS"
+    )]
     maximum_retry_attempts: Option<i64>,
     /// Override every mapping's MaximumRecordAgeInSeconds (-1: infinite).
     #[arg(long, allow_hyphen_values = true)]
@@ -103,7 +113,7 @@ pub struct LocalArgs {
     #[arg(long)]
     bisect_batch_on_function_error: Option<bool>,
     /// Override every function's Timeout, seconds.
-    #[arg(long)]
+    #[arg(long, env = "WHIMBREL_FUNCTION_TIMEOUT_SECONDS")]
     function_timeout_seconds: Option<u64>,
     /// Multiply the waits between async invoke retries (AWS: about 1 min,
     /// then 2 min) by this; e.g. 0.05 for 3 s then 6 s. Event ages are not
@@ -121,6 +131,14 @@ pub struct LocalArgs {
     /// given up, shaped as Lambda sends it to SQS.
     #[arg(long, default_value = ".stack/on-failure.jsonl")]
     on_failure_file: PathBuf,
+    /// Where messages a queue's redrive policy moves to its dead-letter
+    /// queue are appended (one body per line, for `whimbrel replay`).
+    #[arg(long, default_value = ".stack/dead-letter.jsonl")]
+    dead_letter_file: PathBuf,
+    /// Override every queue's VisibilityTimeout, seconds (the template's
+    /// 720 s is for AWS; a local stack redrives sooner).
+    #[arg(long, env = "WHIMBREL_VISIBILITY_TIMEOUT_SECONDS")]
+    visibility_timeout_seconds: Option<u64>,
     /// Shard checkpoints (default: checkpoints.json beside the on-failure
     /// file, i.e. in the stack directory).
     #[arg(long, env = "WHIMBREL_CHECKPOINT_FILE")]
@@ -198,6 +216,7 @@ pub(crate) struct Runner {
     timeline: timeline::Timeline,
     region: String,
     checkpoints: Checkpoints,
+    queues: queues::Queues,
     chaos: Option<Chaos>,
     /// Per function: its async invocations in flight (front::async_slot).
     async_slots: Mutex<BTreeMap<String, Arc<tokio::sync::Semaphore>>>,
@@ -352,6 +371,10 @@ pub async fn run(g: Global, args: LocalArgs) -> Result<(), CliError> {
     }
     let chaos = chaos_mode(&args.chaos);
     let scheduled: Vec<String> = template.scheduled().map(|f| f.binary.clone()).collect();
+    let sqs_mappings: Vec<_> = template
+        .sqs_mappings()
+        .map(|(f, m, _)| (f.binary.clone(), m.clone()))
+        .collect();
     let runner = Arc::new(Runner {
         lambda: aws_sdk_lambda::Client::from_conf(lambda_conf),
         streams: aws_sdk_dynamodbstreams::Client::new(&sdk),
@@ -360,6 +383,7 @@ pub async fn run(g: Global, args: LocalArgs) -> Result<(), CliError> {
         timeline: timeline::Timeline::default(),
         region,
         checkpoints,
+        queues: queues::Queues::new(&template, args.visibility_timeout_seconds),
         chaos,
         async_slots: Mutex::default(),
         template,
@@ -378,6 +402,9 @@ pub async fn run(g: Global, args: LocalArgs) -> Result<(), CliError> {
     }
     for f in scheduled {
         tokio::spawn(runner.clone().schedule(f));
+    }
+    for (f, m) in sqs_mappings {
+        tokio::spawn(runner.clone().poll_queue(f, m));
     }
     axum::serve(listener, app)
         .with_graceful_shutdown(async {

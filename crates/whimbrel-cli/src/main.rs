@@ -160,7 +160,7 @@ enum Command {
     Graph(graph::GraphArgs),
     /// Run the local runner: stream pollers (event source mappings), the
     /// heartbeat schedule and a Lambda Invoke API front (design.md § 6).
-    Local(local::LocalArgs),
+    Local(Box<local::LocalArgs>),
     /// Run the functions' instances for the local stack: N processes of
     /// every function of the template, polling `cargo lambda watch
     /// --only-lambda-apis`, each started again when it exits.
@@ -370,7 +370,7 @@ async fn run(cli: Cli) -> Result<(), CliError> {
             output,
         } => commands::list(g, state, since_seconds, output).await?,
         Command::Graph(args) => graph::run(g, args).await?,
-        Command::Local(args) => local::run(g.clone(), args).await?,
+        Command::Local(args) => local::run(g.clone(), *args).await?,
         Command::Instances(args) => local::instances::run(g, args).await?,
         Command::Bench(args) => bench::run(g.clone(), args).await?,
         Command::BenchMonitor(args) => bench::monitor::run(g.clone(), args).await?,

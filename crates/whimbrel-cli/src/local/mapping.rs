@@ -564,6 +564,12 @@ impl Runner {
                 error!(error = %e, file = %file.display(), "cannot write the on-failure file");
             }
         }
+        if let Some(queue) = &m.settings.on_failure_queue {
+            let body = serde_json::to_string(&record).unwrap_or_default();
+            if !self.queues.send(queue, &body) {
+                error!(queue, "the on-failure queue is not in the template");
+            }
+        }
         given.last().map(|g| g.sequence_number.clone())
     }
 

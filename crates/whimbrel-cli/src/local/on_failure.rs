@@ -100,10 +100,15 @@ pub fn on_failure_record(
 /// Append `record` as one JSON line to `path` (created with its directory
 /// if missing).
 pub fn append_to(record: &OnFailureRecord, path: &Path) -> std::io::Result<()> {
+    append_line(path, serde_json::to_vec(record)?)
+}
+
+/// Append `line` (no newline in it) and a newline to `path` (created with
+/// its directory if missing), in one write.
+pub fn append_line(path: &Path, mut line: Vec<u8>) -> std::io::Result<()> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir)?;
     }
-    let mut line = serde_json::to_vec(record)?;
     line.push(b'\n');
     // One write per line: concurrent appenders never interleave inside it.
     std::fs::OpenOptions::new()
