@@ -159,6 +159,29 @@ async fn every_sample_event_is_handled_as_documented() {
     );
 }
 
+/// The redrive function's sample event: its records cannot be read back
+/// here (no such shard), so the message is named for SQS to deliver again.
+#[tokio::test]
+async fn the_sample_redrive_event_is_delivered_again_when_its_records_cannot_be_read() {
+    let h = Harness::with_prefix("whimbrel_").await;
+    let streams = aws_sdk_dynamodbstreams::Client::new(&common::sdk_config().await);
+    let reader = whimbrel_core::redrive::DynamoDbStreamReader::new(streams, "us-east-1".into());
+    let (resp, done) = whimbrel_core::redrive::given_up_batches(
+        &h.engine,
+        &reader,
+        &event("stream-redrive-given-up.json"),
+    )
+    .await
+    .unwrap();
+    let ids: Vec<&str> = resp
+        .batch_item_failures
+        .iter()
+        .map(|f| f.item_identifier.as_str())
+        .collect();
+    assert_eq!(ids, ["0f6a4b2c-8d1e-4f3a-9b7c-5e2d1a0c9b8f"]);
+    assert_eq!(done, vec![None]);
+}
+
 /// Whatever the payload, the handlers answer (a response or an invocation
 /// error) and never panic; records they cannot read are rejected.
 #[tokio::test]
