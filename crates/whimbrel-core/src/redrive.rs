@@ -11,15 +11,15 @@
 //! function would have. Applying is idempotent: a record that was applied
 //! after all changes nothing.
 //!
-//! A range not fully applied (a record to retry, fewer records read back
-//! than given up, a read that failed) is a batch item failure: SQS delivers
+//! A range not fully applied (a record to retry, a range whose last record
+//! was not read back, a read that failed) is a batch item failure: SQS delivers
 //! the message again after the queue's `VisibilityTimeout`, up to its
 //! `maxReceiveCount`, then moves it to the dead-letter queue, which alarms
 //! (`StreamFailureDeadLetterAlarm`); `whimbrel replay` applies it from there.
 //!
 //! The bound: a record is given up at most `MaximumRecordAgeInSeconds`
 //! (3,600 s) after it was written, and redriven at once, or at the latest
-//! after `maxReceiveCount` × `VisibilityTimeout` (5 × 720 s) if redrives
+//! after `maxReceiveCount` × `VisibilityTimeout` (5 × 1,800 s) if redrives
 //! fail, well inside the stream's 24-hour retention.
 
 mod streams;
@@ -168,16 +168,21 @@ pub trait StreamReader: Send + Sync {
 pub struct Redriven {
     /// Records read back from the stream.
     pub read: usize,
-    /// Records given up (`DDBStreamBatchInfo.batchSize`).
+    /// Records given up (`DDBStreamBatchInfo.batchSize`). The range may
+    /// hold more records than that (records the mapping's filter left out,
+    /// such as TTL's REMOVEs), so this is only logged.
     pub given_up: usize,
+    /// Whether the range's last record (`endSequenceNumber`) was read: the
+    /// whole range was.
+    pub reached_end: bool,
     /// What applying them did.
     pub summary: BatchSummary,
 }
 
 impl Redriven {
-    /// Every record given up was read back and none is left to retry.
+    /// The whole range was read back and no record is left to retry.
     pub fn complete(&self) -> bool {
-        self.read >= self.given_up && self.summary.retried == 0
+        self.reached_end && self.summary.retried == 0
     }
 }
 
@@ -220,10 +225,15 @@ pub async fn redrive<L: Launcher, R: StreamReader>(
     let info = &record.batch_info;
     let records = reader.read_range(info).await?;
     let read = records.len();
+    let end = info.end_sequence_number.as_str();
+    let reached_end = records
+        .iter()
+        .any(|r| r["dynamodb"]["SequenceNumber"].as_str() == Some(end));
     let summary = apply_records(engine, &info.stream_arn, records).await?;
     Ok(Redriven {
         read,
         given_up: info.batch_size,
+        reached_end,
         summary,
     })
 }

@@ -47,7 +47,7 @@ fn main() {
     let started = Instant::now();
     let (mut activities, mut batches, mut crashes, mut lost, mut sim_seconds, mut stranded) =
         (0, 0, 0, 0, 0, 0);
-    let mut redriven = 0;
+    let (mut redriven, mut dead_lettered) = (0, 0);
     let mut ended: std::collections::BTreeMap<String, u64> = Default::default();
     let mut relaunches = 0;
     let mut features = std::collections::BTreeMap::<String, u64>::new();
@@ -62,6 +62,7 @@ fn main() {
                 sim_seconds += s.sim_seconds;
                 stranded += s.requests_given_up;
                 redriven += s.redriven;
+                dead_lettered += s.dead_lettered;
                 relaunches += s.relaunches;
                 for (k, v) in &s.features {
                     *features.entry(k.clone()).or_insert(0) += v;
@@ -91,7 +92,7 @@ fn main() {
     }
     let secs = started.elapsed().as_secs_f64();
     println!(
-        "{} schedules in {secs:.1}s ({:.1}/s): {activities} activities, {batches} stream batches, {crashes} crashed invocations, {lost} records given up by the mappings ({stranded} of them requests with no exec yet; {redriven} on-failure messages redriven), {:.1} simulated hours",
+        "{} schedules in {secs:.1}s ({:.1}/s): {activities} activities, {batches} stream batches, {crashes} crashed invocations, {lost} records given up by the mappings ({stranded} of them requests with no exec yet; {redriven} on-failure messages redriven, {dead_lettered} dead-lettered), {:.1} simulated hours",
         seeds.len(),
         seeds.len() as f64 / secs,
         sim_seconds as f64 / 3600.0

@@ -9,6 +9,7 @@ fn five_hundred_schedules_hold_every_invariant() {
     let mut activities = 0;
     let mut ended = std::collections::BTreeMap::<String, u64>::new();
     let mut relaunches = 0;
+    let (mut redriven, mut dead_lettered) = (0, 0);
     let mut features = std::collections::BTreeMap::<String, u64>::new();
     let mut faults = std::collections::BTreeMap::<String, u64>::new();
     for seed in 1..=500 {
@@ -26,6 +27,8 @@ fn five_hundred_schedules_hold_every_invariant() {
             Ok(stats) => {
                 activities += stats.activities;
                 relaunches += stats.relaunches;
+                redriven += stats.redriven;
+                dead_lettered += stats.dead_lettered;
                 for (k, v) in stats.faults {
                     *faults.entry(k).or_insert(0) += v;
                 }
@@ -55,6 +58,13 @@ fn five_hundred_schedules_hold_every_invariant() {
         );
     }
     assert!(relaunches > 10, "{relaunches} relaunches");
+    // Given-up rows went through the redrive function, and nearly all
+    // were applied (a message is dead-lettered only after 5 failed
+    // receives, each a crash or a throttled read).
+    assert!(
+        redriven > 10 && dead_lettered * 20 < redriven,
+        "{redriven} redriven, {dead_lettered} dead-lettered"
+    );
     // Retries, workers and every timeout happened too.
     for f in [
         "retried attempts",

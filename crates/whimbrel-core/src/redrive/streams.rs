@@ -46,7 +46,10 @@ pub(crate) fn sequence_le(a: &str, b: &str) -> bool {
 }
 
 /// Reads ranges back with the DynamoDB Streams API (GetShardIterator
-/// `AT_SEQUENCE_NUMBER`, then GetRecords until past the range's end).
+/// `AT_SEQUENCE_NUMBER`, then GetRecords until a record past the range's
+/// end, the end of a closed shard, or three empty pages of an open one).
+/// Throttling (`LimitExceededException`) is retried by the SDK's standard
+/// retry policy.
 #[derive(Debug, Clone)]
 pub struct DynamoDbStreamReader {
     client: aws_sdk_dynamodbstreams::Client,
@@ -114,13 +117,15 @@ impl StreamReader for DynamoDbStreamReader {
                     serde_json::to_value(record).map_err(|e| read_error(info, e.to_string()))?,
                 );
             }
-            // An open shard answers empty pages at its end.
+            // An open shard answers empty pages at its end. Not the count
+            // of records given up: the range may hold records the mapping's
+            // filter left out (TTL's REMOVEs), and a page ends at 1 MB.
             empty = if page.records().is_empty() {
                 empty + 1
             } else {
                 0
             };
-            if out.len() >= info.batch_size || empty >= 3 {
+            if empty >= 3 {
                 break;
             }
             iterator = page.next_shard_iterator().map(str::to_string);

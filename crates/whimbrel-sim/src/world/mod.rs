@@ -82,6 +82,9 @@ pub struct Stats {
     pub on_failure: u64,
     /// On-failure messages the redrive function applied.
     pub redriven: u64,
+    /// On-failure messages moved to the dead-letter queue (their rows are
+    /// excused from liveness).
+    pub dead_lettered: u64,
     /// Requests whose record the mapping gave up on before any exec
     /// existed (they need the on-failure record replayed).
     pub requests_given_up: u64,

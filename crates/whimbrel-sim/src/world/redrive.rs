@@ -60,11 +60,19 @@ impl FailureQueue {
     }
 }
 
-/// The records of one shard, read back as DynamoDB Streams would answer.
-struct SimStream(Vec<Value>);
+/// The records of each shard (by shard id), read back as DynamoDB Streams
+/// would answer.
+struct SimStream(HashMap<String, Vec<Value>>);
 
 impl StreamReader for SimStream {
     async fn read_range(&self, info: &BatchInfo) -> Result<Vec<Value>, RedriveError> {
+        let Some(shard) = self.0.get(&info.shard_id) else {
+            return Err(RedriveError::Read {
+                shard: info.shard_id.clone(),
+                start: info.start_sequence_number.clone(),
+                reason: "ResourceNotFoundException (simulated)".into(),
+            });
+        };
         let seq = |v: &Value| {
             v["dynamodb"]["SequenceNumber"]
                 .as_str()
@@ -74,8 +82,7 @@ impl StreamReader for SimStream {
             info.start_sequence_number.parse::<u64>().ok(),
             info.end_sequence_number.parse::<u64>().ok(),
         );
-        Ok(self
-            .0
+        Ok(shard
             .iter()
             .filter(|r| seq(r) >= start && seq(r) <= end)
             .cloned()
@@ -83,7 +90,15 @@ impl StreamReader for SimStream {
     }
 }
 
-fn on_failure(g: &GiveUp, shard: usize, first: u64, last: u64, arn: String) -> OnFailureRecord {
+/// The on-failure record of `count` records of shard `shard`, sequence
+/// numbers `first..=last`, of `table`.
+fn on_failure(
+    g: &GiveUp,
+    shard: usize,
+    (first, last): (u64, u64),
+    count: usize,
+    table: &str,
+) -> OnFailureRecord {
     OnFailureRecord {
         request_context: RequestContext {
             request_id: format!("sim-{shard}-{first}"),
@@ -107,8 +122,8 @@ fn on_failure(g: &GiveUp, shard: usize, first: u64, last: u64, arn: String) -> O
             end_sequence_number: last.to_string(),
             approximate_arrival_of_first_record: String::new(),
             approximate_arrival_of_last_record: String::new(),
-            batch_size: usize::try_from(last - first + 1).unwrap_or(0),
-            stream_arn: super::esm::stream_arn(&arn),
+            batch_size: count,
+            stream_arn: super::esm::stream_arn(table),
         },
     }
 }
@@ -120,7 +135,7 @@ impl Sim {
         let shard = &self.shards[i];
         let records = &shard.records[start..end];
         let (first, last) = (records[0].0.sequence, records[end - start - 1].0.sequence);
-        let rec = on_failure(g, i, first, last, shard.table.clone());
+        let rec = on_failure(g, i, (first, last), end - start, &shard.table);
         let rows = records.iter().filter_map(|(r, _)| row_id(r)).collect();
         let now_ms = lock(&self.world).now as u64 * 1000;
         let q = &mut self.failures;
@@ -161,10 +176,15 @@ impl Sim {
             "arn:aws:sqs:us-east-1:0:StreamFailureQueue",
             "us-east-1",
         );
-        let records: Vec<Value> = self
+        // What DynamoDB Streams holds of the shards the messages name.
+        let records: HashMap<String, Vec<Value>> = self
             .shards
             .iter()
-            .flat_map(|s| s.records.iter().map(|(r, at)| stream_record(r, *at)))
+            .enumerate()
+            .map(|(i, s)| {
+                let records = s.records.iter().map(|(r, at)| stream_record(r, *at));
+                (format!("shard-{i}"), records.collect())
+            })
             .collect();
         let (inv, engine) = self.engine(true, Clock::Engine);
         let answers = self.failures.answers.clone();
@@ -186,6 +206,24 @@ impl Sim {
         let ids: Vec<&str> = batch.iter().map(|m| m.id.as_str()).collect();
         self.log(format!("redrive {ids:?}"));
         self.failures.inflight = Some((task, batch));
+    }
+
+    /// A deleted message's rows must each have been decided by now (an
+    /// outcome that is not a retry), else the redrive let go of a row it
+    /// did not apply: a violation.
+    fn check_decided(&self, id: &str, rows: &[String]) {
+        use whimbrel_core::handlers::Outcome;
+        for row in rows {
+            let decided = self
+                .outcomes
+                .get(row)
+                .is_some_and(|o| o.iter().any(|o| !matches!(o, Outcome::Retry(_))));
+            if !decided {
+                lock(&self.world).violations.push(format!(
+                    "on-failure message {id} was deleted though its row {row} was never decided"
+                ));
+            }
+        }
     }
 
     /// The bound on a given-up row's effect (issue 22 B.4): an on-failure
@@ -224,7 +262,8 @@ impl Sim {
         };
         for id in sqs::to_delete(&self.failures.mapping, &batch, &outcome) {
             self.failures.queue.delete(&id);
-            self.failures.rows.remove(&id);
+            let rows = self.failures.rows.remove(&id).unwrap_or_default();
+            self.check_decided(&id, &rows);
             self.stats.redriven += 1;
         }
     }
