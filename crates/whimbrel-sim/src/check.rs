@@ -395,6 +395,7 @@ impl Checker {
             v.extend(safety::due_marker_violation(a, cfg));
             v.extend(self.terminal_state_change(a));
             v.extend(safety::history_violations(a));
+            v.extend(safety::hygiene_violations(a));
             v.extend(safety::attempt_violations(a));
         }
         v.extend(crate::edges::violations(&acts, &join_groups(mem, t)));

@@ -68,6 +68,34 @@ pub(super) fn due_marker_violation(a: &ActivityExec, cfg: &EngineConfig) -> Opti
 /// contract table, a relaunch (QUEUED → QUEUED) or a retried failure
 /// (`contract::retry_state`), so no state ever goes back otherwise; and at
 /// most one terminal transition is accepted.
+/// Index and parking hygiene: only a QUEUED activity is in the task-list
+/// index (a worker may claim only it), and no event parked on an activity
+/// is one its history has applied (applying an event removes it from
+/// `parked` in the same write).
+pub(super) fn hygiene_violations(a: &ActivityExec) -> Vec<String> {
+    let id = &a.activity_exec_id;
+    let mut v = vec![];
+    if a.runner.task_list_shard.is_some() && a.state != ActivityState::Queued {
+        v.push(format!(
+            "{id}: {} but still in the task-list index",
+            a.state
+        ));
+    }
+    for p in &a.trail.parked {
+        if a.trail
+            .history
+            .iter()
+            .any(|h| h.full_event_id(id) == p.activity_event_id)
+        {
+            v.push(format!(
+                "{id}: event {} is parked though applied",
+                p.activity_event_id
+            ));
+        }
+    }
+    v
+}
+
 pub(super) fn history_violations(a: &ActivityExec) -> Vec<String> {
     let mut v = vec![];
     let id = &a.activity_exec_id;
