@@ -138,17 +138,23 @@ async fn redrive_failures(h: &Harness, bodies: &[String]) -> Vec<String> {
         .collect()
 }
 
-/// A request whose record was given up before any exec existed (nothing
-/// else would ever start it) starts its workflow once redriven; a second
-/// redrive of the same record changes nothing.
-#[tokio::test]
-async fn a_request_the_mapping_gave_up_on_starts_its_workflow() {
+/// Fresh tables with workflow `w` registered: one activity `a`.
+async fn one_activity() -> Harness {
     let h = Harness::new().await;
     h.register(
         "w",
         json!({"activities": [{"name": "a", "lambda": "noop"}]}),
     )
     .await;
+    h
+}
+
+/// A request whose record was given up before any exec existed (nothing
+/// else would ever start it) starts its workflow once redriven; a second
+/// redrive of the same record changes nothing.
+#[tokio::test]
+async fn a_request_the_mapping_gave_up_on_starts_its_workflow() {
+    let h = one_activity().await;
     let req = h.request("w", None);
     h.put_request(&req).await;
     let wf = ids::workflow_exec_id("w", &req.workflow_request_id);
@@ -171,12 +177,7 @@ async fn a_request_the_mapping_gave_up_on_starts_its_workflow() {
 /// start-to-close (up to 7 days): redriven, it completes the workflow.
 #[tokio::test]
 async fn a_given_up_completion_applies_when_redriven() {
-    let h = Harness::new().await;
-    h.register(
-        "w",
-        json!({"activities": [{"name": "a", "lambda": "noop"}]}),
-    )
-    .await;
+    let h = one_activity().await;
     let wf = h.start("w").await;
     h.deliver(&[h.event(&wf, "a", "RUNNING")], 1).await;
     let done = h.event(&wf, "a", "COMPLETED");
@@ -204,12 +205,7 @@ async fn a_given_up_completion_applies_when_redriven() {
 /// hold records the mapping's filter left out).
 #[tokio::test]
 async fn what_cannot_be_applied_is_delivered_again() {
-    let h = Harness::new().await;
-    h.register(
-        "w",
-        json!({"activities": [{"name": "a", "lambda": "noop"}]}),
-    )
-    .await;
+    let h = one_activity().await;
     let req = h.request("w", None);
     h.put_request(&req).await;
     let (arn, shard, records) = stream_records(&h.store.tables().workflow_request()).await;

@@ -331,21 +331,25 @@ impl SimBackend {
     /// processes ([`Faults::partial`]): `Some(n)`, 1 ≤ n < `len`, when it
     /// leaves the rest unprocessed; counted as `what`.
     fn partial(&self, len: usize, what: &'static str) -> Option<usize> {
-        if !self.invocation.faulty || len < 2 {
+        if len < 2 {
             return None;
         }
-        let mut w = lock(&self.world);
-        let p = w.faults.partial;
-        if !w.chance(p) {
-            return None;
-        }
-        w.exercise(what);
-        Some(w.rng.gen_range(1..len))
+        self.draw_partial(what, |r| r.gen_range(1..len))
     }
 
     /// The most items a Query page holds ([`Faults::partial`]): `Some(1
     /// ..= 3)` when the page is cut short, counted.
     fn page_size(&self) -> Option<usize> {
+        self.draw_partial("query pages cut short", |r| r.gen_range(1..=3))
+    }
+
+    /// With [`Faults::partial`]'s chance (in a faulty invocation), count
+    /// `what` and draw the size with `size`.
+    fn draw_partial(
+        &self,
+        what: &'static str,
+        size: impl FnOnce(&mut rand_chacha::ChaCha8Rng) -> usize,
+    ) -> Option<usize> {
         if !self.invocation.faulty {
             return None;
         }
@@ -354,8 +358,8 @@ impl SimBackend {
         if !w.chance(p) {
             return None;
         }
-        w.exercise("query pages cut short");
-        Some(w.rng.gen_range(1..=3))
+        w.exercise(what);
+        Some(size(&mut w.rng))
     }
 
     /// One write request `op` (made by `call`), with the store faults: it

@@ -260,15 +260,20 @@ fn a_terminal_write_leaves_its_obligation_and_drops_parked_events() {
     assert!(!eval(req.cond.as_ref().unwrap(), Some(&after)));
 }
 
+/// The monitor's heartbeat timeout of attempt 1.
+fn heartbeat_timed_out() -> Change<'static> {
+    Change {
+        transition: Transition::TimedOut,
+        next: ActivityState::TimedOut,
+        event_id: "timed-out:a:1",
+    }
+}
+
 #[test]
 fn a_timeout_write_loses_to_a_heartbeat_that_lands_first() {
     let t = Tables::new("t_");
     let a = running(Some(30), None);
-    let change = Change {
-        transition: Transition::TimedOut,
-        next: ActivityState::TimedOut,
-        event_id: "timed-out:a:1",
-    };
+    let change = heartbeat_timed_out();
     let details = Details {
         stale_before: Some(1010),
         ..Details::default()
@@ -287,11 +292,7 @@ fn a_timeout_write_loses_to_a_heartbeat_that_lands_first() {
 fn a_retried_timeout_loses_to_a_heartbeat_that_lands_first() {
     let t = Tables::new("t_");
     let (a, _) = failing_with_retries();
-    let change = Change {
-        transition: Transition::TimedOut,
-        next: ActivityState::TimedOut,
-        event_id: "timed-out:a:1",
-    };
+    let change = heartbeat_timed_out();
     let details = Details {
         stale_before: Some(1010),
         ..failed("no heartbeat")

@@ -177,13 +177,14 @@ impl Sim {
             "us-east-1",
         );
         // What DynamoDB Streams holds of the shards the messages name.
-        let records: HashMap<String, Vec<Value>> = self
-            .shards
+        let records: HashMap<String, Vec<Value>> = batch
             .iter()
-            .enumerate()
-            .map(|(i, s)| {
-                let records = s.records.iter().map(|(r, at)| stream_record(r, *at));
-                (format!("shard-{i}"), records.collect())
+            .filter_map(|m| serde_json::from_str::<OnFailureRecord>(&m.body).ok())
+            .filter_map(|r| {
+                let i: usize = r.batch_info.shard_id.strip_prefix("shard-")?.parse().ok()?;
+                let records = self.shards.get(i)?.records.iter();
+                let records = records.map(|(r, at)| stream_record(r, *at)).collect();
+                Some((r.batch_info.shard_id, records))
             })
             .collect();
         let (inv, engine) = self.engine(true, Clock::Engine);
