@@ -10,12 +10,12 @@
 #    and warmed once, not once per test binary): unit tests, 500 seeded
 #    simulation schedules (crates/whimbrel-sim), the engine, handler and
 #    CLI tests against DynamoDB Local; then the doc tests;
-#  - the SAM template lint (cfn-lint + the SAM transform, offline), then
-#    end to end: wordcount to COMPLETED and the failure run to FAILED
+#  - end to end: wordcount to COMPLETED and the failure run to FAILED
 #    (tests/e2e.sh), then retries, workers and timeouts (tests/e2e-workers.sh:
 #    backoff shown by status, no_retry_on, 3 `whimbrel worker`s draining 200
 #    tasks with one killed, the execution timeout, the Python boto3 worker);
-#  - end to end under chaos: 5 wordcount workflows while whimbrel local
+#  - the SAM template lint (cfn-lint + the SAM transform, offline), then
+#    end to end under chaos: 5 wordcount workflows while whimbrel local
 #    drops, duplicates and delays invokes and redelivers batches, with the
 #    runner killed and restarted mid-run; all must COMPLETE
 #    (tests/e2e-chaos.sh); then a request given up while every function is
@@ -53,12 +53,12 @@ rust_tests() {
   cargo nextest run --workspace --locked --no-fail-fast --cargo-quiet &&
     cargo test --doc --workspace --locked
 }
-end_to_end() {
+end_to_end() { bash tests/e2e.sh && bash tests/e2e-workers.sh; }
+chaos() {
   REQUIRE_SAM_TRANSFORM=1 bash tests/lint-template.sh &&
-    bash tests/e2e.sh &&
-    bash tests/e2e-workers.sh
+    bash tests/e2e-chaos.sh -n 5 &&
+    bash tests/e2e-redrive.sh
 }
-chaos() { bash tests/e2e-chaos.sh -n 5 && bash tests/e2e-redrive.sh; }
 
 # Each part records its own wall time, to be read once all have ended.
 timed() { local t=$SECONDS rc; "$1" && rc=0 || rc=$?; echo $((SECONDS - t)) > "$OUT/$1.seconds"; return $rc; }

@@ -59,13 +59,16 @@ pub struct Checker {
     timing: timing::Timing,
 }
 
-fn activities(mem: &MemoryBackend, t: &Tables) -> (Vec<ActivityExec>, Vec<String>) {
+/// Every activity exec item, read; with a violation for each item that
+/// does not parse (named by its key).
+pub fn activities(mem: &MemoryBackend, t: &Tables) -> (Vec<ActivityExec>, Vec<String>) {
     let mut bad = vec![];
     let mut out = vec![];
     for item in mem.items(&t.activity_exec()) {
-        match serde_dynamo::from_item::<_, ActivityExec>(item.clone()) {
+        let key = format!("{:?}", item.get(attr::ACTIVITY_EXEC_ID));
+        match serde_dynamo::from_item::<_, ActivityExec>(item) {
             Ok(a) => out.push(a),
-            Err(e) => bad.push(format!("activity item does not parse ({e}): {item:?}")),
+            Err(e) => bad.push(format!("activity item {key} does not parse ({e})")),
         }
     }
     (out, bad)
@@ -381,12 +384,36 @@ impl Checker {
         cfg: &EngineConfig,
         now: Option<i64>,
     ) -> Vec<String> {
+        match self.changed(mem, t) {
+            Some(read) => self.safety_of(read, mem, t, cfg, now),
+            None => vec![],
+        }
+    }
+
+    /// The activity exec items read (as [`activities`] gives them) when
+    /// something was written since the last look; `None` otherwise.
+    pub fn changed(
+        &mut self,
+        mem: &MemoryBackend,
+        t: &Tables,
+    ) -> Option<(Vec<ActivityExec>, Vec<String>)> {
         let writes = mem.writes();
         if writes == self.seen_writes {
-            return vec![];
+            return None;
         }
         self.seen_writes = writes;
-        let (acts, mut v) = activities(mem, t);
+        Some(activities(mem, t))
+    }
+
+    /// [`Checker::safety_at`] on the activities [`Checker::changed`] read.
+    pub fn safety_of(
+        &mut self,
+        (acts, mut v): (Vec<ActivityExec>, Vec<String>),
+        mem: &MemoryBackend,
+        t: &Tables,
+        cfg: &EngineConfig,
+        now: Option<i64>,
+    ) -> Vec<String> {
         if let Some(now) = now {
             v.extend(self.timing(&acts, cfg, now));
         }

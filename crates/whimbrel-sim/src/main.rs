@@ -27,7 +27,7 @@ struct Args {
     #[arg(long, default_value_t = 1500)]
     fault_steps: usize,
     /// Let clients' clocks be off by minutes (off by default: the engine
-    /// trusts the heartbeat times clients write; issue 22 C).
+    /// trusts the heartbeat times clients write: `tests/clocks.rs`).
     #[arg(long)]
     client_clock_minutes: bool,
 }

@@ -13,7 +13,7 @@ use whimbrel_sim::{run, Params};
 /// (world time). (First found as seed 23, then 3, then 38; engine changes
 /// and new faults that add draws shuffle the schedules.)
 #[test]
-#[ignore = "engine bug: heartbeat deadlines trust the client's clock; a client minutes behind is timed out while heartbeating (issue 22 C, sim seed 27 with client_clock_minutes)"]
+#[ignore = "engine bug: heartbeat deadlines trust the client's clock; a client minutes behind is timed out while heartbeating (sim seed 27 with client_clock_minutes)"]
 fn clients_minutes_behind_are_not_timed_out_while_they_heartbeat() {
     let params = Params {
         client_clock_minutes: true,

@@ -106,7 +106,7 @@ const FAULTS: &[&str] = &[
     "query pages cut short",
 ];
 
-/// Given-up rows take effect (issue 22 B.4): seeds 10 and 61 failed
+/// Given-up rows take effect (design.md § 8.6): seeds 10 and 61 failed
 /// liveness with the redrive function's invocation taken out (a hostile
 /// row, and two workflow requests given up before any exec existed, were
 /// never applied). They redrive and pass.

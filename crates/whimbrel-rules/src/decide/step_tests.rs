@@ -156,7 +156,7 @@ fn a_workflow_move_the_contract_has_not_is_refused_in_every_build() {
     wf.insert("due_epoch".to_string(), crate::write::n(50));
     assert!(eval(req.cond.as_ref().unwrap(), Some(&wf)));
     // A workflow that completed as the monitor read it RUNNING (its
-    // execution timeout's write, issue 22's surviving mutant) stays
+    // execution timeout's write, once a surviving mutant) stays
     // COMPLETED: the write requires the state it read.
     let mut completed = wf.clone();
     completed.insert("state".to_string(), crate::write::s("COMPLETED"));

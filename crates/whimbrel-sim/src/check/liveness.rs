@@ -260,7 +260,7 @@ fn timed_out_despite_report(
 
 /// Rows (other than those dead-lettered) whose stream and redrive
 /// outcomes were only ever retries: nothing decided them, though every
-/// given-up row must take effect (issue 22 B.4).
+/// given-up row must take effect (design.md § 8.6).
 pub(super) fn rows_only_retried(
     outcomes: &HashMap<String, Vec<Outcome>>,
     lost: &HashSet<String>,

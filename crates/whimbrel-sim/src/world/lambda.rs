@@ -183,20 +183,11 @@ impl Sim {
 
     /// Attempts failed NOT_STARTED since the last look while a launch of
     /// theirs was still in Lambda's async queue, to be delivered: the
-    /// engine gave up on a launch that was only late (issue 22 B.5).
-    pub(super) fn not_started_while_queued(&mut self) -> Vec<String> {
+    /// engine gave up on a launch that was only late (design.md § 3.9).
+    pub(super) fn not_started_while_queued(&mut self, acts: &[ActivityExec]) -> Vec<String> {
         let mut v = vec![];
-        let writes = self.mem.writes();
-        if writes == self.not_started_writes {
-            return v;
-        }
-        self.not_started_writes = writes;
-        let items = self.mem.items(&self.tables.activity_exec());
         let w = lock(&self.world);
-        for a in items
-            .into_iter()
-            .filter_map(|i| serde_dynamo::from_item::<_, ActivityExec>(i).ok())
-        {
+        for a in acts {
             for h in &a.trail.history {
                 let id = h.full_event_id(&a.activity_exec_id);
                 if !id.starts_with("not-started:") || !self.not_started.insert(id.clone()) {

@@ -46,7 +46,7 @@ pub struct Params {
     /// Clients' clocks may be off by minutes
     /// ([`crate::shared::Faults::client_skew`]). Off by default: the
     /// engine times out an activity whose heartbeating client's clock is
-    /// behind (it trusts the heartbeat time a client writes; issue 22 C,
+    /// behind (it trusts the heartbeat time a client writes,
     /// `tests/clocks.rs`). Turn it on with `--client-clock-minutes`.
     pub client_clock_minutes: bool,
 }
@@ -184,8 +184,6 @@ pub struct Sim {
     ticks_to_skip: u32,
     /// NOT_STARTED steps already checked against the async queue.
     not_started: HashSet<String>,
-    /// Store writes when the NOT_STARTED steps were last checked.
-    not_started_writes: u64,
     /// When a worker polls the task list next.
     next_poll: i64,
     /// When the GSIs last caught up completely.
@@ -282,7 +280,6 @@ impl Sim {
             next_tick: START + 60,
             ticks_to_skip: 0,
             not_started: HashSet::new(),
-            not_started_writes: 0,
             next_poll: START + 7,
             gsi_synced: START,
             reports: Arc::default(),
@@ -459,12 +456,14 @@ impl Sim {
 
     fn check_safety(&mut self) -> Result<(), Failure> {
         let mut v = std::mem::take(&mut lock(&self.world).violations);
-        v.extend(self.not_started_while_queued());
         let now = lock(&self.world).now;
-        v.extend(
-            self.checker
-                .safety_at(&self.mem, &self.tables, &self.cfg, Some(now)),
-        );
+        if let Some(read) = self.checker.changed(&self.mem, &self.tables) {
+            v.extend(self.not_started_while_queued(&read.0));
+            v.extend(
+                self.checker
+                    .safety_of(read, &self.mem, &self.tables, &self.cfg, Some(now)),
+            );
+        }
         v.extend(self.overdue_redrives(now));
         for (id, outs) in &self.outcomes {
             if self.hostile.contains(id) {

@@ -227,7 +227,7 @@ impl Sim {
         }
     }
 
-    /// The bound on a given-up row's effect (issue 22 B.4): an on-failure
+    /// The bound on a given-up row's effect (design.md § 8.6): an on-failure
     /// message is applied, or dead-lettered, within `maxReceiveCount` + 1
     /// visibility timeouts of being sent; a violation if one is older.
     pub(super) fn overdue_redrives(&self, now: i64) -> Option<String> {
