@@ -25,13 +25,14 @@ use whimbrel_core::handlers::Outcome;
 use whimbrel_core::ids;
 use whimbrel_core::model::{
     ActivityEvent, ActivityExec, InputRow, JoinGroup, OutputRow, WorkflowExec, WorkflowPlan,
-    WorkflowPlanPart,
+    WorkflowPlanPart, WorkflowRequest,
 };
 use whimbrel_core::store::memory::MemoryBackend;
 use whimbrel_core::store::Tables;
 
 use crate::actors::Report;
 
+pub mod cancels;
 mod liveness;
 mod safety;
 mod timing;
@@ -48,6 +49,8 @@ pub struct Evidence<'a> {
     /// Row ids whose on-failure message reached the dead-letter queue
     /// (the redrive function could not apply it).
     pub lost: &'a HashSet<String>,
+    /// Users' cancel requests by row id, and when each was applied.
+    pub cancels: &'a HashMap<String, cancels::CancelRequest>,
 }
 
 /// What the checker remembers between steps.
@@ -259,9 +262,17 @@ fn workflows(mem: &MemoryBackend, t: &Tables) -> Vec<WorkflowExec> {
 
 /// How many workflow request rows there are, leaving out those whose
 /// stream record the mappings gave up on (`lost`).
+/// True for a row of `whimbrel_workflow_request` that cancels a workflow
+/// rather than starting one.
+fn is_cancel_request(row: &whimbrel_core::store::Item) -> bool {
+    serde_dynamo::from_item::<_, WorkflowRequest>(row.clone())
+        .is_ok_and(|r| r.cancel_workflow_exec_id.is_some())
+}
+
 fn requests_not_lost(mem: &MemoryBackend, t: &Tables, lost: &HashSet<String>) -> usize {
     mem.items(&t.workflow_request())
         .iter()
+        .filter(|r| !is_cancel_request(r))
         .filter(|r| {
             r.get(attr::WORKFLOW_REQUEST_ID)
                 .and_then(whimbrel_core::store::as_s)
@@ -466,6 +477,7 @@ impl Checker {
             v.extend(liveness::activity_violations(a, &acts, &plans, cfg, seen));
         }
         v.extend(liveness::rows_only_retried(seen.outcomes, seen.lost));
+        v.extend(cancels::violations(seen.cancels, &acts));
         v
     }
 }

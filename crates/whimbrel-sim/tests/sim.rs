@@ -73,6 +73,7 @@ fn five_hundred_schedules_hold_every_invariant() {
         "schedule timeouts",
         "execution timeouts",
         "completed workflows (result checked)",
+        "cancel requests applied",
     ] {
         assert!(
             features.get(f).copied().unwrap_or(0) > 5,
@@ -120,6 +121,18 @@ fn rows_the_mappings_gave_up_on_are_redriven() {
             "seed {seed}: {stats:?}"
         );
     }
+}
+
+/// A user's cancel takes effect (`check/cancels.rs`): in seed 161 a cancel
+/// request read its workflow REQUESTED, then lost the write to the start
+/// that moved it to RUNNING, and was taken as applied with nothing
+/// cancelled; the workflow's activities ran on. Now the cancel goes on to
+/// cancel what the start created.
+#[test]
+fn a_cancel_request_that_races_the_start_still_cancels() {
+    let stats =
+        run(161, &Params::default()).unwrap_or_else(|f| panic!("{}", f.violations.join("\n")));
+    assert!(stats.features["cancel requests applied"] > 0, "{stats:?}");
 }
 
 #[test]

@@ -35,21 +35,35 @@ impl<L: Launcher> Engine<L> {
         let reason = req.reason.as_deref().unwrap_or(DEFAULT_CANCEL_REASON);
         match wf.state {
             WorkflowState::Requested => {
-                let state = self
+                match self
                     .cancel_requested_workflow(id, &wf.workflow_name, reason)
-                    .await?;
-                Ok(Applied::Workflow(state))
+                    .await?
+                {
+                    // Its start moved it to RUNNING between the read and
+                    // the write: cancel what the start created.
+                    WorkflowState::Running => self.cancel_running(&wf, req, reason).await,
+                    state => Ok(Applied::Workflow(state)),
+                }
             }
-            WorkflowState::Running => {
-                let step = ids::EngineStep::CancelRequest(&req.workflow_request_id).event_id();
-                self.cancel_all(&wf, &step, reason).await?;
-                info!(workflow_exec_id = %id, %reason, "workflow cancel requested: its activities are cancelled");
-                Ok(Applied::Workflow(WorkflowState::Running))
-            }
+            WorkflowState::Running => self.cancel_running(&wf, req, reason).await,
             ended => Err(EngineError::Rejected(format!(
                 "cancel of workflow exec {id}: it already ended {ended}"
             ))),
         }
+    }
+
+    /// Cancel every activity of the running workflow `wf` not ended, for
+    /// the cancel request `req`.
+    async fn cancel_running(
+        &self,
+        wf: &WorkflowExec,
+        req: &WorkflowRequest,
+        reason: &str,
+    ) -> Result<Applied, EngineError> {
+        let step = ids::EngineStep::CancelRequest(&req.workflow_request_id).event_id();
+        self.cancel_all(wf, &step, reason).await?;
+        info!(workflow_exec_id = %wf.workflow_exec_id, %reason, "workflow cancel requested: its activities are cancelled");
+        Ok(Applied::Workflow(WorkflowState::Running))
     }
 
     /// The workflow exec a cancel request names, checked against the row.

@@ -185,8 +185,14 @@ impl Sim {
     /// Note each record's outcome by its row id (stream batches and
     /// redrives alike).
     pub(super) fn note_outcomes(&mut self, summary: &BatchSummary) {
+        let now = lock(&self.world).now;
         for r in &summary.records {
             if let Some(k) = &r.key {
+                if let Some(c) = self.cancels.get_mut(k) {
+                    if r.outcome == Outcome::Applied && c.applied_at.is_none() {
+                        c.applied_at = Some(now);
+                    }
+                }
                 self.outcomes
                     .entry(k.clone())
                     .or_default()

@@ -191,6 +191,8 @@ pub struct Sim {
     reports: Reports,
     /// Row ids written as hostile (must be rejected).
     pub hostile: HashSet<String>,
+    /// Users' cancel requests by row id (`check/cancels.rs`).
+    pub cancels: HashMap<String, crate::check::cancels::CancelRequest>,
     /// Stream outcomes per row id.
     pub outcomes: HashMap<String, Vec<Outcome>>,
     /// Row ids of on-failure messages that moved to the dead-letter
@@ -285,6 +287,7 @@ impl Sim {
             reports: Arc::default(),
             hostile: HashSet::new(),
             outcomes: HashMap::new(),
+            cancels: HashMap::new(),
             lost: HashSet::new(),
             failures: redrive::FailureQueue::new(crate::template::redrive_settings()),
             require_tokens: HashMap::new(),

@@ -13,6 +13,7 @@ use whimbrel_core::store::Item;
 use whimbrel_core::store::Value as AttributeValue;
 
 use super::Sim;
+use crate::check::cancels::CancelRequest;
 use crate::shared::lock;
 
 /// The task list the simulation's workers serve.
@@ -150,20 +151,55 @@ impl Sim {
     pub(super) fn start_workflow(&mut self, w: usize) {
         let name = format!("wf{w}");
         let seed = self.rng(|r| r.gen::<u64>());
-        let now = lock(&self.world).now;
         let request = WorkflowRequest {
             workflow_request_id: ids::derived_id(&name, &seed.to_string()),
+            ..self.request(name)
+        };
+        self.log(format!("request {}", request.workflow_request_id));
+        self.put_raw(
+            &self.tables.workflow_request(),
+            serde_dynamo::to_item(&request).expect("item"),
+        );
+    }
+
+    /// A request row of workflow `name`, written now, with no id yet.
+    fn request(&self, name: String) -> WorkflowRequest {
+        WorkflowRequest {
+            workflow_request_id: String::new(),
             workflow_name: name,
             when: None,
-            when_epoch: Some(now as f64),
+            when_epoch: Some(lock(&self.world).now as f64),
             source: Some("sim".into()),
             manual: None,
             input: None,
             expires_at_epoch: None,
             cancel_workflow_exec_id: None,
             reason: None,
+        }
+    }
+
+    /// Insert a request to cancel `wf` (docs/contract.md § 6).
+    fn cancel_request(&mut self, wf: &str) {
+        let seed = self.rng(|r| r.gen::<u64>());
+        let name = ids::name_of(wf).unwrap_or_default().to_string();
+        let request = WorkflowRequest {
+            workflow_request_id: ids::derived_id(&name, &format!("cancel-{seed}")),
+            cancel_workflow_exec_id: Some(wf.to_string()),
+            reason: Some("cancelled by a user".into()),
+            source: Some("sim user".into()),
+            ..self.request(name)
         };
-        self.log(format!("request {}", request.workflow_request_id));
+        self.log(format!(
+            "user requests the cancel of {wf}: {}",
+            request.workflow_request_id
+        ));
+        self.cancels.insert(
+            request.workflow_request_id.clone(),
+            CancelRequest {
+                workflow_exec_id: wf.to_string(),
+                applied_at: None,
+            },
+        );
         self.put_raw(
             &self.tables.workflow_request(),
             serde_dynamo::to_item(&request).expect("item"),
@@ -215,6 +251,9 @@ impl Sim {
         self.put_raw(&self.tables.activity_event(), item);
     }
 
+    /// A user cancels a workflow: mostly by a cancel request row, as
+    /// `whimbrel cancel` does, else as older clients did, with tokenless
+    /// `CANCEL` rows for its activities.
     pub(super) fn user_cancel(&mut self) {
         let (inv, engine) = self.engine(false, super::Clock::Client);
         let wfs = self.checker.workflow_ids(&self.mem, &self.tables);
@@ -223,7 +262,10 @@ impl Sim {
         }
         let pick = self.rng(|r| r.gen_range(0..wfs.len()));
         let wf = wfs[pick].clone();
-        self.log(format!("user cancels {wf}"));
+        if self.rng(|r| r.gen_bool(0.7)) {
+            return self.cancel_request(&wf);
+        }
+        self.log(format!("user cancels {wf} by CANCEL rows"));
         let world = self.world.clone();
         self.exec.spawn(inv, async move {
             let _ = crate::users::cancel(&engine, &world, &wf).await;

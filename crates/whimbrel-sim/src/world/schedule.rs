@@ -143,11 +143,13 @@ impl Sim {
         });
     }
 
-    /// One draw decides whether a user cancels a workflow (3 in 1000) or a
-    /// hostile row arrives (5 in 1000), each when the schedule has them.
+    /// One draw decides whether a user cancels a workflow (2 in 1000: a
+    /// cancel request ends the whole workflow, so more would leave few to
+    /// complete) or a hostile row arrives (5 in 1000), each when the
+    /// schedule has them.
     fn user_or_hostile_action(&mut self) {
         let extra = self.rng(|r| r.gen_range(0..1000));
-        if self.params.cancels && extra < 3 {
+        if self.params.cancels && extra < 2 {
             self.user_cancel();
         }
         if self.params.hostile && (3..8).contains(&extra) {
@@ -191,6 +193,7 @@ impl Sim {
             reports: &reports,
             outcomes: &self.outcomes,
             lost: &self.lost,
+            cancels: &self.cancels,
         };
         let v = self
             .checker
@@ -209,10 +212,14 @@ impl Sim {
     fn record_end_stats(&mut self) {
         self.stats.activities = self.checker.activity_ids(&self.mem, &self.tables).len();
         let execs = self.checker.workflow_ids(&self.mem, &self.tables).len();
-        let requests = self.mem.items(&self.tables.workflow_request()).len();
+        let requests = self.mem.items(&self.tables.workflow_request()).len() - self.cancels.len();
         self.stats.requests_given_up = requests.saturating_sub(execs) as u64;
         self.stats.ended = self.checker.ended_states(&self.mem, &self.tables);
         self.stats.features = self.checker.features(&self.mem, &self.tables);
+        let applied = self.cancels.values().filter(|c| c.applied_at.is_some());
+        self.stats
+            .features
+            .insert("cancel requests applied".into(), applied.count() as u64);
         self.stats.faults = lock(&self.world)
             .exercised
             .iter()

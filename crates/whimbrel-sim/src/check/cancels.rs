@@ -1,0 +1,128 @@
+//! A user's cancel takes effect (docs/contract.md § 6, cancel requests).
+//!
+//! Once the stream has applied a cancel request for a running workflow,
+//! every activity of it that had not ended was cancelled by the engine
+//! (`CANCEL`: to `CANCELLED`, or to `CANCELLED_RUNNING` while it runs),
+//! so nothing of the workflow runs on as if no cancel had come: an activity
+//! that was `REQUESTED` is never launched, and one that was running may
+//! still end as it reports (contract rows 22, 23), but only after the
+//! cancel was recorded on it.
+
+use std::collections::HashMap;
+
+use whimbrel_core::contract::ActivityState;
+use whimbrel_core::model::ActivityExec;
+
+/// How far an engine function's clock (history times) may be ahead of
+/// the world's, seconds, with the time a batch takes.
+const CLOCK_SLACK_SECONDS: i64 = 5;
+
+/// A cancel request a user inserted, and when (world time, epoch seconds)
+/// the stream first applied it, if it did.
+#[derive(Debug, Clone)]
+pub struct CancelRequest {
+    /// The workflow exec it names.
+    pub workflow_exec_id: String,
+    /// When its stream record was first applied.
+    pub applied_at: Option<i64>,
+}
+
+/// Violations: an activity of a workflow whose cancel request was applied
+/// at `t` that ended after `t` (allowing [`CLOCK_SLACK_SECONDS`]) with no
+/// cancel in its history.
+pub fn violations(requests: &HashMap<String, CancelRequest>, acts: &[ActivityExec]) -> Vec<String> {
+    let mut v = vec![];
+    for (id, req) in requests {
+        let Some(t) = req.applied_at else { continue };
+        for a in acts
+            .iter()
+            .filter(|a| a.workflow_exec_id == req.workflow_exec_id)
+        {
+            if let Some(end) = uncancelled_end_after(a, t) {
+                v.push(format!(
+                    "activity {} ended {} at {end}, after the cancel request {id} of its workflow was applied at {t}, and was never cancelled (history {:?})",
+                    a.activity_exec_id, a.state, a.trail.history
+                ));
+            }
+        }
+    }
+    v
+}
+
+/// When `a` first reached a terminal state, if that was after `t` and no
+/// cancel is in its history.
+fn uncancelled_end_after(a: &ActivityExec, t: i64) -> Option<i64> {
+    let history = &a.trail.history;
+    let cancelled = |s: ActivityState| {
+        matches!(
+            s,
+            ActivityState::Cancelled | ActivityState::CancelledRunning
+        )
+    };
+    if history.iter().any(|h| cancelled(h.state)) {
+        return None;
+    }
+    let end = history.iter().find(|h| h.state.is_terminal())?.at_epoch;
+    (end > t + CLOCK_SLACK_SECONDS).then_some(end)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use whimbrel_core::contract::Transition;
+    use whimbrel_core::history::HistoryEntry;
+
+    fn act(wf: &str, entries: &[(ActivityState, i64)]) -> ActivityExec {
+        let mut a: ActivityExec = serde_json::from_value(serde_json::json!({
+            "activity_exec_id": "x::1", "workflow_exec_id": wf, "workflow_name": "w",
+            "activity_name": "x", "state": "REQUESTED", "heartbeat_enabled": false,
+            "start_time_epoch": -1,
+        }))
+        .expect("an activity item");
+        for (state, at) in entries {
+            a.trail
+                .history
+                .push(HistoryEntry::new(Transition::Running, *state, *at, "e"));
+        }
+        a.state = entries.last().map_or(a.state, |e| e.0);
+        a
+    }
+
+    #[test]
+    fn an_activity_completed_after_an_applied_cancel_without_one_is_a_violation() {
+        let reqs = HashMap::from([(
+            "r".to_string(),
+            CancelRequest {
+                workflow_exec_id: "w::1".into(),
+                applied_at: Some(100),
+            },
+        )]);
+        let late = act(
+            "w::1",
+            &[
+                (ActivityState::Running, 90),
+                (ActivityState::Completed, 200),
+            ],
+        );
+        assert_eq!(violations(&reqs, &[late]).len(), 1);
+        let early = act("w::1", &[(ActivityState::Completed, 101)]);
+        let cancelled = act(
+            "w::1",
+            &[
+                (ActivityState::CancelledRunning, 100),
+                (ActivityState::Completed, 200),
+            ],
+        );
+        let other = act("w::2", &[(ActivityState::Completed, 200)]);
+        assert!(violations(&reqs, &[early, cancelled, other]).is_empty());
+        let pending = HashMap::from([(
+            "r".to_string(),
+            CancelRequest {
+                workflow_exec_id: "w::1".into(),
+                applied_at: None,
+            },
+        )]);
+        let late = act("w::1", &[(ActivityState::Completed, 200)]);
+        assert!(violations(&pending, &[late]).is_empty());
+    }
+}
