@@ -279,10 +279,19 @@ async fn a_dead_worker_is_caught_by_the_heartbeat_and_the_task_is_claimed_again(
     let engine = Engine::with_environment(h.store.clone(), (), h.config(), h.clock.clone());
     let w = Worker::new(engine, "solo", "doomed", WorkerOptions::default());
     let first = w.claim().await.unwrap().expect("claimed");
-    // The worker dies: no heartbeat. The monitor times the attempt out and
-    // queues attempt 2 for a worker (zero delay).
+    // The worker dies: no heartbeat. Its claim stamped the worker's clock,
+    // which the engine does not trust: at the first look it counts the
+    // heartbeat from then (docs/design.md § 3.10). One timeout later the
+    // monitor times the attempt out and queues attempt 2 for a worker
+    // (zero delay).
+    let grace = h.config().report_grace_seconds;
     let due = h.activity(&wf, "t").await.timing.due_epoch.unwrap();
-    let report = h.tick(due + h.config().report_grace_seconds).await;
+    let report = h.tick(due + grace).await;
+    assert_eq!(report.retried, 0);
+    let armed = h.activity(&wf, "t").await.timing;
+    assert_eq!(armed.heartbeat_seen_epoch, Some(due + grace));
+    assert_eq!(armed.due_epoch, Some(due + grace + 20));
+    let report = h.tick(due + grace + 20 + grace).await;
     assert_eq!(report.retried, 1);
     let second = w.claim().await.unwrap().expect("claimed again");
     assert_eq!((second.payload.attempt, first.payload.attempt), (2, 1));
@@ -293,8 +302,13 @@ async fn a_dead_worker_is_caught_by_the_heartbeat_and_the_task_is_claimed_again(
     );
     assert_eq!(h.activity(&wf, "t").await.state, ActivityState::Running);
     second.completed(json!("ok")).await.unwrap();
-    h.tick(h.activity(&wf, "t").await.timing.due_epoch.unwrap() + h.config().report_grace_seconds)
-        .await;
+    // No stream here: the monitor applies the report it finds in flight
+    // once a deadline passes (the first look arms the second claim's
+    // heartbeat, as above).
+    for _ in 0..2 {
+        let due = h.activity(&wf, "t").await.timing.due_epoch.unwrap();
+        h.tick(due + grace).await;
+    }
     let t = h.activity(&wf, "t").await;
     assert_eq!((t.state, t.attempt.number), (ActivityState::Completed, 2));
     assert_eq!(t.outcome.output, Some(json!("ok")));

@@ -71,6 +71,10 @@ pub const HEARTBEAT_ENABLED: &str = "heartbeat_enabled";
 pub const HEARTBEAT_TIME: &str = "heartbeat_time";
 /// `heartbeat_time_epoch`: Last heartbeat, epoch seconds;
 pub const HEARTBEAT_TIME_EPOCH: &str = "heartbeat_time_epoch";
+/// `heartbeat_seen`: The `heartbeat_time_epoch` the engine last counted the heartbeat deadline from (engine-written).
+pub const HEARTBEAT_SEEN: &str = "heartbeat_seen";
+/// `heartbeat_seen_epoch`: When the engine saw `heartbeat_seen`, epoch seconds by its own clock.
+pub const HEARTBEAT_SEEN_EPOCH: &str = "heartbeat_seen_epoch";
 /// `heartbeat_timeout_seconds`: Heartbeat timeout, seconds, when heartbeats are enabled.
 pub const HEARTBEAT_TIMEOUT_SECONDS: &str = "heartbeat_timeout_seconds";
 /// `history`: Accepted transitions, oldest first: the audit trail.

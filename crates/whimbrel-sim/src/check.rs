@@ -58,6 +58,8 @@ pub struct Evidence<'a> {
 pub struct Checker {
     seen_writes: u64,
     terminal: HashMap<String, ActivityState>,
+    /// When each activity was first seen ended, world time.
+    ended_at: HashMap<String, i64>,
     workflow_terminal: HashMap<String, WorkflowState>,
     timing: timing::Timing,
 }
@@ -430,6 +432,11 @@ impl Checker {
         }
         let acts = with_planned_dependents(acts, mem, t, cfg);
         for a in &acts {
+            if let (true, Some(now)) = (a.state.is_terminal(), now) {
+                self.ended_at
+                    .entry(a.activity_exec_id.clone())
+                    .or_insert(now);
+            }
             v.extend(safety::due_marker_violation(a, cfg));
             v.extend(self.terminal_state_change(a));
             v.extend(safety::history_violations(a));
@@ -477,7 +484,7 @@ impl Checker {
             v.extend(liveness::activity_violations(a, &acts, &plans, cfg, seen));
         }
         v.extend(liveness::rows_only_retried(seen.outcomes, seen.lost));
-        v.extend(cancels::violations(seen.cancels, &acts));
+        v.extend(cancels::violations(seen.cancels, &acts, &self.ended_at));
         v
     }
 }

@@ -26,10 +26,10 @@ struct Args {
     /// Steps of the faulty phase.
     #[arg(long, default_value_t = 1500)]
     fault_steps: usize,
-    /// Let clients' clocks be off by minutes (off by default: the engine
-    /// trusts the heartbeat times clients write: `tests/clocks.rs`).
+    /// Keep clients' clocks right (by default they may be off by minutes,
+    /// as the engine must allow: `tests/clocks.rs`).
     #[arg(long)]
-    client_clock_minutes: bool,
+    trusted_client_clocks: bool,
 }
 
 fn main() {
@@ -37,7 +37,7 @@ fn main() {
     let params = Params {
         workflows: args.workflows,
         fault_steps: args.fault_steps,
-        client_clock_minutes: args.client_clock_minutes,
+        client_clock_minutes: !args.trusted_client_clocks,
         ..Params::default()
     };
     let seeds: Vec<u64> = match args.seed {

@@ -329,7 +329,7 @@ impl<L: Launcher> Engine<L> {
             )?,
             Verdict::Extend(at) => ignore_condition(
                 self.store
-                    .update(decide::extend_due(tables, &exec, at), false)
+                    .update(decide::extend_due(tables, &exec, at, now), false)
                     .await,
             )?,
             Verdict::Launch => {

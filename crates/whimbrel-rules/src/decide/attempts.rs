@@ -281,10 +281,16 @@ pub fn claim_task_update(
             )],
         ));
     if exec.timeouts.heartbeat_enabled {
+        // The worker's clock: the engine has not seen this heartbeat yet
+        // (the monitor arms it when it looks, deadline::heartbeat_deadline).
         req = req
             .set(attr::HEARTBEAT_TIME, av(&t.date_list()))
-            .set(attr::HEARTBEAT_TIME_EPOCH, n(now));
+            .set(attr::HEARTBEAT_TIME_EPOCH, n(now))
+            .remove(attr::HEARTBEAT_SEEN)
+            .remove(attr::HEARTBEAT_SEEN_EPOCH);
         after.timing.heartbeat_time_epoch = now;
+        after.timing.heartbeat_seen = None;
+        after.timing.heartbeat_seen_epoch = None;
     }
     let due = next_deadline(&after, cfg).map(|d| d.0);
     with_due(req, exec, due, live_keep(now, due))
@@ -396,6 +402,8 @@ pub fn retry_update(
         .remove(attr::WORKER)
         .remove(attr::START_TIME)
         .remove(attr::HEARTBEAT_TIME)
+        .remove(attr::HEARTBEAT_SEEN)
+        .remove(attr::HEARTBEAT_SEEN_EPOCH)
         .remove(attr::LAUNCHED_TIME)
         .remove(attr::LAUNCHED_TIME_EPOCH)
         .act(Action::Append(

@@ -71,8 +71,8 @@ pub fn start_to_close(exec: &ActivityExec, cfg: &EngineConfig) -> i64 {
 }
 
 /// When a RUNNING activity times out, epoch seconds, judged from what its
-/// item holds (the architecture's rule: `heartbeat_time_epoch` + timeout,
-/// whoever wrote the heartbeat), and whether the heartbeat is what fires.
+/// item holds, and whether the heartbeat is what fires: the heartbeat
+/// deadline ([`heartbeat_deadline`]) or start-to-close, the earlier.
 pub fn running_deadline(exec: &ActivityExec, cfg: &EngineConfig) -> (i64, bool) {
     // Saturating: epochs on the item may be anything a client wrote
     // (a raw heartbeat near i64::MAX, fuzz crash 1); start-to-close still
@@ -82,14 +82,72 @@ pub fn running_deadline(exec: &ActivityExec, cfg: &EngineConfig) -> (i64, bool) 
         .start_time_epoch
         .max(0)
         .saturating_add(start_to_close(exec, cfg));
-    let beat = exec
-        .timing
-        .heartbeat_time_epoch
-        .max(exec.timing.start_time_epoch);
-    match heartbeat_timeout(exec, cfg).map(|t| beat.saturating_add(t)) {
+    match heartbeat_timeout(exec, cfg).map(|t| heartbeat_deadline(exec, t)) {
         Some(at) if at < close => (at, true),
         _ => (close, false),
     }
+}
+
+/// The heartbeat deadline of a RUNNING activity whose heartbeat timeout is
+/// `t` seconds, epoch seconds (docs/design.md § 3.10).
+///
+/// A heartbeat time is written by the client, on the client's clock. Once
+/// the engine has seen it (`heartbeat_seen`, at `heartbeat_seen_epoch` by
+/// its own clock), the deadline is [`arm`]ed from both, so a client's
+/// clock cannot make it earlier than the engine saw the heartbeat, nor
+/// more than `t` after. A heartbeat written since (the monitor arms it
+/// when it looks: [`monitor_verdict`]) can only move the deadline later;
+/// until it is seen it counts by the client's clock, as the architecture
+/// says (`heartbeat_time_epoch` + `t`).
+pub fn heartbeat_deadline(exec: &ActivityExec, t: i64) -> i64 {
+    let timing = &exec.timing;
+    let beat = timing.heartbeat_time_epoch.max(timing.start_time_epoch);
+    let by_clock = beat.saturating_add(t);
+    let armed = match (timing.heartbeat_seen, timing.heartbeat_seen_epoch) {
+        (Some(seen), Some(at)) => arm(seen.max(timing.start_time_epoch), at, t),
+        _ => return by_clock,
+    };
+    if timing.heartbeat_seen == Some(timing.heartbeat_time_epoch) {
+        armed
+    } else {
+        armed.max(by_clock)
+    }
+}
+
+/// The heartbeat deadline, epoch seconds, of a heartbeat written at `beat`
+/// by the client's clock and seen by the engine at `seen_at` by its own:
+/// `beat + t` (the client's clock) when that is still ahead of `seen_at`,
+/// but never more than `seen_at + t`; and `seen_at + t` when the client's
+/// time was already past it when seen (its clock is behind: the heartbeat
+/// came after the engine's last look, so no later than `seen_at`).
+pub fn arm(beat: i64, seen_at: i64, t: i64) -> i64 {
+    let by_sight = seen_at.saturating_add(t);
+    match beat.saturating_add(t) {
+        by_clock if by_clock > seen_at => by_clock.min(by_sight),
+        _ => by_sight,
+    }
+}
+
+/// Whether `exec` is RUNNING with a heartbeat time the engine has not
+/// seen yet (a client wrote it since the engine last armed the deadline):
+/// the monitor arms it before it judges ([`monitor_verdict`]). A
+/// heartbeat time that is missing or not a number (read as negative) is
+/// no heartbeat, and is never seen.
+pub fn unseen_heartbeat(exec: &ActivityExec) -> bool {
+    let beat = exec.timing.heartbeat_time_epoch;
+    exec.state == ActivityState::Running
+        && exec.timeouts.heartbeat_enabled
+        && beat >= 0
+        && exec.timing.heartbeat_seen != Some(beat)
+}
+
+/// `exec` with its heartbeat seen at `now` (epoch seconds, the engine's
+/// clock).
+pub fn seen_at(exec: &ActivityExec, now: i64) -> ActivityExec {
+    let mut seen = exec.clone();
+    seen.timing.heartbeat_seen = Some(exec.timing.heartbeat_time_epoch);
+    seen.timing.heartbeat_seen_epoch = Some(now);
+    seen
 }
 
 /// When the activity entered its current state (its last history entry),
@@ -234,6 +292,16 @@ pub fn monitor_verdict(exec: &ActivityExec, cfg: &EngineConfig, now: i64) -> Ver
     if exec.state.is_terminal() {
         return Verdict::Settle;
     }
+    // A heartbeat written since the engine last looked counts from now at
+    // the latest, whatever the client's clock says (`extend_due` records
+    // it): the deadline it gives is after `now`, so this looks again.
+    let armed;
+    let exec = if unseen_heartbeat(exec) {
+        armed = seen_at(exec, now);
+        &armed
+    } else {
+        exec
+    };
     let Some((deadline, kind)) = next_deadline(exec, cfg) else {
         return Verdict::Clear;
     };
@@ -249,6 +317,12 @@ pub fn monitor_verdict(exec: &ActivityExec, cfg: &EngineConfig, now: i64) -> Ver
             Verdict::Wait
         };
     }
+    fired(exec, cfg, kind)
+}
+
+/// What the monitor does when deadline `kind` of `exec` passed, with the
+/// report grace.
+fn fired(exec: &ActivityExec, cfg: &EngineConfig, kind: Deadline) -> Verdict {
     let time_out = |reason: String| Verdict::TimeOut {
         reason,
         stale_before: None,
@@ -280,9 +354,13 @@ pub fn monitor_verdict(exec: &ActivityExec, cfg: &EngineConfig, now: i64) -> Ver
         )),
         Deadline::Heartbeat => {
             let t = heartbeat_timeout(exec, cfg).unwrap_or(0);
+            // No heartbeat since the one seen: the write requires that
+            // none newer landed meanwhile (none can be newer than
+            // i64::MAX).
+            let seen = exec.timing.heartbeat_time_epoch;
             Verdict::TimeOut {
                 reason: format!("no heartbeat for {t}s (heartbeat timeout)"),
-                stale_before: Some(now - t),
+                stale_before: seen.checked_add(1),
                 retryable: true,
                 kind,
             }

@@ -322,10 +322,15 @@ fn set_times(
             .set(attr::START_TIME_EPOCH, n(now));
         after.timing.start_time_epoch = now;
         if exec.timeouts.heartbeat_enabled {
+            // The engine's clock: the heartbeat is seen as it is written.
             req = req
                 .set(attr::HEARTBEAT_TIME, av(&t.date_list()))
-                .set(attr::HEARTBEAT_TIME_EPOCH, n(now));
+                .set(attr::HEARTBEAT_TIME_EPOCH, n(now))
+                .set(attr::HEARTBEAT_SEEN, n(now))
+                .set(attr::HEARTBEAT_SEEN_EPOCH, n(now));
             after.timing.heartbeat_time_epoch = now;
+            after.timing.heartbeat_seen = Some(now);
+            after.timing.heartbeat_seen_epoch = Some(now);
         }
     }
     if after.state.is_terminal() {
@@ -518,14 +523,24 @@ pub fn mark_rejected(tables: &Tables, row: (&str, &str), reason: &str, now: i64)
 /// this write with an older time would leave the marker after the
 /// heartbeat deadline (contract.md § 4: never later). A newer one only
 /// makes the moved marker early, which is allowed.
-pub fn extend_due(tables: &Tables, exec: &ActivityExec, at: i64) -> UpdateRequest {
+///
+/// A heartbeat the engine had not seen ([`deadline::unseen_heartbeat`]) is
+/// recorded as seen at `now` (epoch seconds, the engine's clock), which
+/// [`deadline::heartbeat_deadline`] counts from; then the write requires
+/// exactly the heartbeat read, so what it records is what it saw.
+pub fn extend_due(tables: &Tables, exec: &ActivityExec, at: i64, now: i64) -> UpdateRequest {
     let mut req = UpdateRequest::new(
         tables.activity_exec(),
         activity_key(&exec.activity_exec_id, &exec.workflow_exec_id),
     )
     .when(Cond::eq(attr::VERSION, n(exec.version)));
     let read = exec.timing.heartbeat_time_epoch;
-    if read >= 0 {
+    if deadline::unseen_heartbeat(exec) {
+        req = req
+            .when(Cond::eq(attr::HEARTBEAT_TIME_EPOCH, n(read)))
+            .set(attr::HEARTBEAT_SEEN, n(read))
+            .set(attr::HEARTBEAT_SEEN_EPOCH, n(now));
+    } else if read >= 0 {
         let not_older = Cond::Compare(
             attr::HEARTBEAT_TIME_EPOCH.into(),
             crate::write::Cmp::Ge,

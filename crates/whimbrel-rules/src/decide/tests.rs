@@ -49,6 +49,9 @@ pub(super) fn running(hb: Option<i64>, timeout: Option<i64>) -> ActivityExec {
     a.attempt.number = 1;
     a.timing.start_time_epoch = 1000;
     a.timing.heartbeat_time_epoch = 1000;
+    // As the RUNNING transition writes it: seen as it was written.
+    a.timing.heartbeat_seen = Some(1000);
+    a.timing.heartbeat_seen_epoch = Some(1000);
     a
 }
 
@@ -81,7 +84,8 @@ fn the_monitor_waits_the_report_grace_then_times_out_by_heartbeat() {
             ..
         } => {
             assert!(reason.contains("heartbeat"), "{reason}");
-            assert_eq!(stale_before, Some(1010));
+            // The write requires no heartbeat newer than the one seen.
+            assert_eq!(stale_before, Some(1001));
         }
         v => panic!("{v:?}"),
     }
@@ -89,6 +93,62 @@ fn the_monitor_waits_the_report_grace_then_times_out_by_heartbeat() {
     // deadline: the marker is extended, nothing times out.
     a.timing.heartbeat_time_epoch = 1030;
     assert_eq!(monitor_verdict(&a, &cfg(), 1040), Verdict::Extend(1060));
+}
+
+/// A client whose clock is 100 s behind heartbeats every 20 s (timeout
+/// 60 s): each heartbeat time is already past its deadline by the
+/// client's clock, but the monitor counts it from when it saw it, so the
+/// activity is timed out only once it stops heartbeating.
+#[test]
+fn a_client_minutes_behind_is_timed_out_only_once_it_stops_heartbeating() {
+    let c = cfg();
+    let mut a = running(Some(60), Some(3600));
+    a.timing.due_epoch = Some(1060);
+    // Heartbeats at 1020 and 1040 real time, written as 920 and 940.
+    a.timing.heartbeat_time_epoch = 940;
+    // By the client's clock its deadline is 1000, long gone; the monitor
+    // sees the heartbeat at 1060 and moves the marker to 1120.
+    assert_eq!(monitor_verdict(&a, &c, 1060), Verdict::Extend(1120));
+    let seen = seen_at(&a, 1060);
+    assert_eq!(heartbeat_deadline(&seen, 60), 1120);
+    // It stopped: at 1120 (past the report grace) it times out, if no
+    // heartbeat newer than 940 landed meanwhile.
+    let mut due = seen.clone();
+    due.timing.due_epoch = Some(1120);
+    match monitor_verdict(&due, &c, 1120 + c.report_grace_seconds) {
+        Verdict::TimeOut { stale_before, .. } => assert_eq!(stale_before, Some(941)),
+        v => panic!("{v:?}"),
+    }
+    // It heartbeated again at 1100 (written 1000): moved again, no timeout.
+    let mut beat = due;
+    beat.timing.heartbeat_time_epoch = 1000;
+    assert_eq!(
+        monitor_verdict(&beat, &c, 1120 + c.report_grace_seconds),
+        Verdict::Extend(1130 + 60)
+    );
+}
+
+/// A clock ahead (or a heartbeat time written far in the future) holds the
+/// deadline off no longer than the timeout after the engine saw it; an
+/// accurate clock keeps its exact deadline.
+#[test]
+fn a_heartbeat_time_ahead_counts_from_when_it_was_seen() {
+    assert_eq!(arm(1040, 1050, 60), 1100, "accurate: the client's time");
+    assert_eq!(arm(9_000, 1050, 60), 1110, "ahead: at most t after seen");
+    assert_eq!(arm(900, 1050, 60), 1110, "behind: t after seen");
+    assert_eq!(arm(i64::MAX, 1050, 60), 1110);
+    let mut a = running(Some(60), Some(86_400));
+    a.timing.heartbeat_time_epoch = i64::MAX - 10;
+    assert_eq!(monitor_verdict(&a, &cfg(), 1050), Verdict::Extend(1110));
+    let mut seen = seen_at(&a, 1050);
+    seen.timing.due_epoch = Some(1110);
+    assert!(matches!(
+        monitor_verdict(&seen, &cfg(), 1120),
+        Verdict::TimeOut {
+            kind: Deadline::Heartbeat,
+            ..
+        }
+    ));
 }
 
 /// A launch whose async invoke may still wait in Lambda's queue (a

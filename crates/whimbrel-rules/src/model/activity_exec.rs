@@ -245,6 +245,16 @@ pub struct Timing {
     /// an unreadable item (docs/design.md § 3.10).
     #[serde(default = "no_heartbeat", deserialize_with = "lenient_epoch")]
     pub heartbeat_time_epoch: i64,
+    /// The `heartbeat_time_epoch` the engine last counted the heartbeat
+    /// deadline from: clients' clocks are not trusted beyond it
+    /// ([`crate::decide::deadline::heartbeat_deadline`], docs/design.md
+    /// § 3.10). Written by the engine only (the activity role may not).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub heartbeat_seen: Option<i64>,
+    /// When the engine saw [`Self::heartbeat_seen`], epoch seconds by the
+    /// engine's own clock.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub heartbeat_seen_epoch: Option<i64>,
     /// When it ended, UTC date list.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub end_time: Option<DateList>,
@@ -387,6 +397,8 @@ impl Default for Timing {
             start_time_epoch: -1,
             heartbeat_time: None,
             heartbeat_time_epoch: -1,
+            heartbeat_seen: None,
+            heartbeat_seen_epoch: None,
             end_time: None,
             end_time_epoch: None,
             due_epoch: None,
@@ -519,6 +531,8 @@ mod tests {
         "start_time_epoch": {"N": "1795306402"},
         "heartbeat_time": {"L": [{"N": "2026"}, {"N": "11"}, {"N": "22"}, {"N": "0"}, {"N": "13"}, {"N": "31.5"}]},
         "heartbeat_time_epoch": {"N": "1795306411"},
+        "heartbeat_seen": {"N": "1795306402"},
+        "heartbeat_seen_epoch": {"N": "1795306403"},
         "end_time": {"L": [{"N": "2026"}, {"N": "11"}, {"N": "22"}, {"N": "0"}, {"N": "14"}, {"N": "0"}]},
         "end_time_epoch": {"N": "1795306440"},
         "due_epoch": {"N": "1795306441"},
@@ -553,7 +567,7 @@ mod tests {
         assert_eq!(exec.links.released_prerequisites, vec!["split".to_string()]);
         assert_eq!(exec.trail.parked[0].activity_event_id, "e2");
         let back: Item = serde_dynamo::to_item(&exec).unwrap();
-        assert_eq!(back.len(), 52, "every attribute, none added");
+        assert_eq!(back.len(), 54, "every attribute, none added");
         assert_eq!(back, item);
     }
 

@@ -13,8 +13,9 @@ use std::collections::HashMap;
 use whimbrel_core::contract::ActivityState;
 use whimbrel_core::model::ActivityExec;
 
-/// How far an engine function's clock (history times) may be ahead of
-/// the world's, seconds, with the time a batch takes.
+/// How long after a request's batch ended (the time it counts as applied)
+/// the checker may first see an activity ended by a write made before,
+/// seconds: the steps of the world interleave invocations.
 const CLOCK_SLACK_SECONDS: i64 = 5;
 
 /// A cancel request a user inserted, and when (world time, epoch seconds)
@@ -29,8 +30,14 @@ pub struct CancelRequest {
 
 /// Violations: an activity of a workflow whose cancel request was applied
 /// at `t` that ended after `t` (allowing [`CLOCK_SLACK_SECONDS`]) with no
-/// cancel in its history.
-pub fn violations(requests: &HashMap<String, CancelRequest>, acts: &[ActivityExec]) -> Vec<String> {
+/// cancel in its history. `ended_at`: when the checker first saw each
+/// activity ended, world time (history times are the clock of whoever
+/// applied the change, a worker's included, which may be off by minutes).
+pub fn violations(
+    requests: &HashMap<String, CancelRequest>,
+    acts: &[ActivityExec],
+    ended_at: &HashMap<String, i64>,
+) -> Vec<String> {
     let mut v = vec![];
     for (id, req) in requests {
         let Some(t) = req.applied_at else { continue };
@@ -38,7 +45,7 @@ pub fn violations(requests: &HashMap<String, CancelRequest>, acts: &[ActivityExe
             .iter()
             .filter(|a| a.workflow_exec_id == req.workflow_exec_id)
         {
-            if let Some(end) = uncancelled_end_after(a, t) {
+            if let Some(end) = uncancelled_end_after(a, t, ended_at) {
                 v.push(format!(
                     "activity {} ended {} at {end}, after the cancel request {id} of its workflow was applied at {t}, and was never cancelled (history {:?})",
                     a.activity_exec_id, a.state, a.trail.history
@@ -49,9 +56,9 @@ pub fn violations(requests: &HashMap<String, CancelRequest>, acts: &[ActivityExe
     v
 }
 
-/// When `a` first reached a terminal state, if that was after `t` and no
-/// cancel is in its history.
-fn uncancelled_end_after(a: &ActivityExec, t: i64) -> Option<i64> {
+/// When `a` was first seen ended (else its history's time), if that was
+/// after `t` and no cancel is in its history.
+fn uncancelled_end_after(a: &ActivityExec, t: i64, ended_at: &HashMap<String, i64>) -> Option<i64> {
     let history = &a.trail.history;
     let cancelled = |s: ActivityState| {
         matches!(
@@ -62,7 +69,10 @@ fn uncancelled_end_after(a: &ActivityExec, t: i64) -> Option<i64> {
     if history.iter().any(|h| cancelled(h.state)) {
         return None;
     }
-    let end = history.iter().find(|h| h.state.is_terminal())?.at_epoch;
+    let end = match ended_at.get(&a.activity_exec_id) {
+        Some(at) => *at,
+        None => history.iter().find(|h| h.state.is_terminal())?.at_epoch,
+    };
     (end > t + CLOCK_SLACK_SECONDS).then_some(end)
 }
 
@@ -104,7 +114,15 @@ mod tests {
                 (ActivityState::Completed, 200),
             ],
         );
-        assert_eq!(violations(&reqs, &[late]).len(), 1);
+        let seen = HashMap::new();
+        assert_eq!(
+            violations(&reqs, std::slice::from_ref(&late), &seen).len(),
+            1
+        );
+        // Seen ended by the checker before the cancel applied: no violation,
+        // whatever clock the history was written with.
+        let seen_early = HashMap::from([("x::1".to_string(), 99)]);
+        assert!(violations(&reqs, &[late], &seen_early).is_empty());
         let early = act("w::1", &[(ActivityState::Completed, 101)]);
         let cancelled = act(
             "w::1",
@@ -114,7 +132,7 @@ mod tests {
             ],
         );
         let other = act("w::2", &[(ActivityState::Completed, 200)]);
-        assert!(violations(&reqs, &[early, cancelled, other]).is_empty());
+        assert!(violations(&reqs, &[early, cancelled, other], &seen).is_empty());
         let pending = HashMap::from([(
             "r".to_string(),
             CancelRequest {
@@ -123,6 +141,6 @@ mod tests {
             },
         )]);
         let late = act("w::1", &[(ActivityState::Completed, 200)]);
-        assert!(violations(&pending, &[late]).is_empty());
+        assert!(violations(&pending, &[late], &seen).is_empty());
     }
 }

@@ -93,3 +93,51 @@ impl Checker {
         v
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An activity RUNNING with a 60 s heartbeat timeout, its heartbeat
+    /// time `beat` (by the client's clock), and its history.
+    fn running(beat: i64, timed_out: bool) -> ActivityExec {
+        let mut a: ActivityExec = serde_json::from_value(serde_json::json!({
+            "activity_exec_id": "a::1", "workflow_exec_id": "w::1", "workflow_name": "w",
+            "activity_name": "a", "state": if timed_out { "TIMED_OUT" } else { "RUNNING" },
+            "heartbeat_enabled": true, "heartbeat_timeout_seconds": 60,
+            "start_time_epoch": 900, "heartbeat_time_epoch": beat,
+            "error": "no heartbeat for 60s (heartbeat timeout)",
+        }))
+        .expect("an activity item");
+        if timed_out {
+            a.trail
+                .history
+                .push(whimbrel_core::history::HistoryEntry::new(
+                    whimbrel_core::contract::Transition::TimedOut,
+                    whimbrel_core::contract::ActivityState::TimedOut,
+                    1020,
+                    "timeout:1",
+                ));
+        }
+        a
+    }
+
+    /// The check is not vacuous: a client 100 s behind heartbeats at world
+    /// time 1000 (its heartbeat says 900), and a heartbeat timeout seen at
+    /// 1020 is false; one seen 60 s after the heartbeat is not.
+    #[test]
+    fn a_heartbeat_timeout_within_the_timeout_of_a_written_heartbeat_is_caught() {
+        let cfg = EngineConfig::default();
+        let mut c = Checker::default();
+        assert!(c.timing(&[running(900, false)], &cfg, 1000).is_empty());
+        let v = c.timing(&[running(900, true)], &cfg, 1020);
+        assert!(
+            v.iter()
+                .any(|m| m.contains("timed out for lack of heartbeat")),
+            "{v:?}"
+        );
+        let mut c = Checker::default();
+        assert!(c.timing(&[running(900, false)], &cfg, 1000).is_empty());
+        assert!(c.timing(&[running(900, true)], &cfg, 1060).is_empty());
+    }
+}

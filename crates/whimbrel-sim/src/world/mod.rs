@@ -44,10 +44,8 @@ pub struct Params {
     /// Hostile rows arrive.
     pub hostile: bool,
     /// Clients' clocks may be off by minutes
-    /// ([`crate::shared::Faults::client_skew`]). Off by default: the
-    /// engine times out an activity whose heartbeating client's clock is
-    /// behind (it trusts the heartbeat time a client writes,
-    /// `tests/clocks.rs`). Turn it on with `--client-clock-minutes`.
+    /// ([`crate::shared::Faults::client_skew`]). On by default
+    /// (`tests/clocks.rs`); `--trusted-client-clocks` turns it off.
     pub client_clock_minutes: bool,
 }
 
@@ -60,7 +58,7 @@ impl Default for Params {
             fault_steps: 1500,
             cancels: true,
             hostile: true,
-            client_clock_minutes: false,
+            client_clock_minutes: true,
         }
     }
 }
