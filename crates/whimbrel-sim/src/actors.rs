@@ -18,7 +18,7 @@ use whimbrel_core::model::ActivityEvent;
 use whimbrel_core::plan::LaunchPayload;
 use whimbrel_core::store::{n, s, Cond, Store, UpdateRequest};
 
-use crate::shared::{lock, sleep, SimLauncher, World};
+use crate::shared::{lock, sleep, SimEnv, SimLauncher, World};
 
 /// A report row an actor wrote: for the "a report decides" check.
 #[derive(Debug, Clone)]
@@ -108,8 +108,16 @@ pub async fn activity(ctx: ActorCtx, payload: LaunchPayload, require_tokens: boo
         let hb = payload.heartbeat_timeout_seconds.unwrap_or(120);
         Behaviour::draw(&mut w.rng, hb, require_tokens, claimed)
     };
-    let full =
-        Engine::with_environment(store.clone(), launcher, config.clone(), engine_env.clone());
+    // A process that applies the contract in-process is the engine: the
+    // times it writes (start, history, deadlines) are the engine's, so its
+    // clock must be synced as the engine functions' are (docs/design.md
+    // § 3.10). Only what clients write (heartbeat times) may be minutes off.
+    let skew = engine_env.now().epoch - lock(&world).now;
+    let synced = Arc::new(SimEnv {
+        world: world.clone(),
+        skew: skew.clamp(-2, 2),
+    });
+    let full = Engine::with_environment(store.clone(), launcher, config.clone(), synced);
     let engine = Engine::with_environment(store.clone(), (), config, engine_env);
     let helper = Activity::with_engine(payload.clone(), engine.clone());
     if behaviour.dies_before_running {

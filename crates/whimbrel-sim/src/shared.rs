@@ -39,6 +39,10 @@ pub struct Faults {
     pub dup_invoke: f64,
     /// An invoke answers "unavailable" (whether or not it was delivered).
     pub invoke_error: f64,
+    /// An activity's async invoke is refused for good and not delivered
+    /// (a 4xx: the function was deleted or its payload refused): the
+    /// engine fails the attempt (`LAUNCH_FAILED`, retried per the policy).
+    pub invoke_refused: f64,
     /// A stream batch that succeeded is delivered again.
     pub dup_batch: f64,
     /// A write applies but its answer is lost (a 5xx or a timeout after
@@ -76,6 +80,7 @@ impl Faults {
         drop_invoke: 0.0,
         dup_invoke: 0.0,
         invoke_error: 0.0,
+        invoke_refused: 0.0,
         dup_batch: 0.0,
         lost_answer: 0.0,
         missed_tick: 0.0,
@@ -102,6 +107,7 @@ impl Faults {
             drop_invoke: 0.1 * level,
             dup_invoke: 0.1 * level,
             invoke_error: 0.05 * level,
+            invoke_refused: 0.02 * level,
             dup_batch: 0.1 * level,
             lost_answer: 0.03 * level,
             missed_tick: 0.1 * level,
@@ -567,6 +573,14 @@ impl Launcher for SimLauncher {
             payload[attr::ATTEMPT_TOKEN].as_str(),
         ) {
             w.record_claim(id, attempt as u32, launch as u32, token);
+        }
+        if w.chance(f.invoke_refused) {
+            w.exercise("async invokes refused for good");
+            w.log(format!("invoke {function} refused for good"));
+            return Err(InvokeError::Rejected {
+                function: function.into(),
+                message: "ResourceNotFoundException (simulated)".into(),
+            });
         }
         let copies = if w.chance(f.drop_invoke) {
             0

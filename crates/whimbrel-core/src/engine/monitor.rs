@@ -340,6 +340,7 @@ impl<L: Launcher> Engine<L> {
             Verdict::TimeOut {
                 reason,
                 stale_before,
+                unchanged_heartbeat,
                 retryable,
                 kind,
             } => {
@@ -349,6 +350,7 @@ impl<L: Launcher> Engine<L> {
                     error: Some(reason),
                     at: Some(now),
                     stale_before,
+                    unchanged_heartbeat,
                     no_retry: !retryable,
                     ..Details::default()
                 };

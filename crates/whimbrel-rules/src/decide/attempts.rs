@@ -414,9 +414,7 @@ pub fn retry_update(
         // Reports of the failed attempt can never apply to the next one.
         req = req.remove(attr::PARKED);
     }
-    if let Some(cut) = details.stale_before {
-        req = req.when(super::stale_heartbeat(cut));
-    }
+    req = super::heartbeat_guards(req, details);
     let mut after = exec.clone();
     after.state = ActivityState::Queued;
     after.attempt.number += 1;

@@ -254,9 +254,13 @@ pub enum Verdict {
     TimeOut {
         /// Which timeout fired, for the `error`.
         reason: String,
-        /// Heartbeat cut-off the write must be conditioned on, when the
-        /// heartbeat timeout fired.
+        /// Heartbeat cut-off the write must be conditioned on
+        /// (`heartbeat_time_epoch < stale_before`).
         stale_before: Option<i64>,
+        /// When the heartbeat timeout fired: the heartbeat time read, which
+        /// the write requires unchanged, so a heartbeat written meanwhile
+        /// wins whatever the clock it was written on.
+        unchanged_heartbeat: Option<i64>,
         /// False for schedule-to-close: the activity ends for good.
         retryable: bool,
         /// Which deadline fired.
@@ -326,6 +330,7 @@ fn fired(exec: &ActivityExec, cfg: &EngineConfig, kind: Deadline) -> Verdict {
     let time_out = |reason: String| Verdict::TimeOut {
         reason,
         stale_before: None,
+        unchanged_heartbeat: None,
         retryable: true,
         kind,
     };
@@ -355,12 +360,11 @@ fn fired(exec: &ActivityExec, cfg: &EngineConfig, kind: Deadline) -> Verdict {
         Deadline::Heartbeat => {
             let t = heartbeat_timeout(exec, cfg).unwrap_or(0);
             // No heartbeat since the one seen: the write requires that
-            // none newer landed meanwhile (none can be newer than
-            // i64::MAX).
-            let seen = exec.timing.heartbeat_time_epoch;
+            // none landed meanwhile.
             Verdict::TimeOut {
                 reason: format!("no heartbeat for {t}s (heartbeat timeout)"),
-                stale_before: seen.checked_add(1),
+                stale_before: None,
+                unchanged_heartbeat: Some(exec.timing.heartbeat_time_epoch),
                 retryable: true,
                 kind,
             }
@@ -371,6 +375,7 @@ fn fired(exec: &ActivityExec, cfg: &EngineConfig, kind: Deadline) -> Verdict {
                 exec.timeouts.schedule_to_close_seconds.unwrap_or(0)
             ),
             stale_before: None,
+            unchanged_heartbeat: None,
             retryable: false,
             kind,
         },

@@ -55,6 +55,10 @@ pub struct Details {
     /// `heartbeat_time_epoch < stale_before` (architecture: Heartbeat
     /// Monitor), so a heartbeat that lands meanwhile wins.
     pub stale_before: Option<i64>,
+    /// For TIMED_OUT by heartbeat: the write requires
+    /// `heartbeat_time_epoch` to be this value still, or not a number
+    /// ([`unchanged_heartbeat`]).
+    pub unchanged_heartbeat: Option<i64>,
     /// A failure that ends the activity whatever its retry policy says
     /// (schedule-to-close).
     pub no_retry: bool,
@@ -262,9 +266,7 @@ pub fn transition_update(
         _ => live_keep(now, due),
     };
     req = with_due(req, exec, due, keep);
-    if let Some(cut) = details.stale_before {
-        req = req.when(stale_heartbeat(cut));
-    }
+    req = heartbeat_guards(req, details);
     set_outcome(req, exec, next, details)
 }
 
@@ -281,6 +283,36 @@ pub(crate) fn stale_heartbeat(cut: i64) -> Cond {
     );
     Cond::Or(vec![
         Cond::lt(attr::HEARTBEAT_TIME_EPOCH, n(cut)),
+        Cond::Not(Box::new(a_number)),
+    ])
+}
+
+/// The conditions a timeout's write takes from `details`: a stale
+/// heartbeat ([`stale_heartbeat`]), an unchanged one
+/// ([`unchanged_heartbeat`]).
+pub(crate) fn heartbeat_guards(mut req: UpdateRequest, details: &Details) -> UpdateRequest {
+    if let Some(cut) = details.stale_before {
+        req = req.when(stale_heartbeat(cut));
+    }
+    if let Some(read) = details.unchanged_heartbeat {
+        req = req.when(unchanged_heartbeat(read));
+    }
+    req
+}
+
+/// The condition of a heartbeat timeout's write (docs/design.md § 3.10):
+/// `heartbeat_time_epoch` is still `read`, the value the deadline counted
+/// from, so a heartbeat written since wins, whatever the clock it was
+/// written on (an older value is a write too). One that is missing or not
+/// a number is no heartbeat, as in [`stale_heartbeat`].
+pub(crate) fn unchanged_heartbeat(read: i64) -> Cond {
+    let a_number = Cond::Compare(
+        attr::HEARTBEAT_TIME_EPOCH.into(),
+        crate::write::Cmp::Ge,
+        n(i64::MIN),
+    );
+    Cond::Or(vec![
+        Cond::eq(attr::HEARTBEAT_TIME_EPOCH, n(read)),
         Cond::Not(Box::new(a_number)),
     ])
 }

@@ -80,12 +80,13 @@ fn the_monitor_waits_the_report_grace_then_times_out_by_heartbeat() {
         Verdict::TimeOut {
             reason,
             stale_before,
+            unchanged_heartbeat,
             retryable: true,
             ..
         } => {
             assert!(reason.contains("heartbeat"), "{reason}");
-            // The write requires no heartbeat newer than the one seen.
-            assert_eq!(stale_before, Some(1001));
+            // The write requires the heartbeat the deadline counted from.
+            assert_eq!((stale_before, unchanged_heartbeat), (None, Some(1000)));
         }
         v => panic!("{v:?}"),
     }
@@ -111,12 +112,15 @@ fn a_client_minutes_behind_is_timed_out_only_once_it_stops_heartbeating() {
     assert_eq!(monitor_verdict(&a, &c, 1060), Verdict::Extend(1120));
     let seen = seen_at(&a, 1060);
     assert_eq!(heartbeat_deadline(&seen, 60), 1120);
-    // It stopped: at 1120 (past the report grace) it times out, if no
-    // heartbeat newer than 940 landed meanwhile.
+    // It stopped: at 1120 (past the report grace) it times out, if its
+    // heartbeat time is still 940 when the write lands.
     let mut due = seen.clone();
     due.timing.due_epoch = Some(1120);
     match monitor_verdict(&due, &c, 1120 + c.report_grace_seconds) {
-        Verdict::TimeOut { stale_before, .. } => assert_eq!(stale_before, Some(941)),
+        Verdict::TimeOut {
+            unchanged_heartbeat,
+            ..
+        } => assert_eq!(unchanged_heartbeat, Some(940)),
         v => panic!("{v:?}"),
     }
     // It heartbeated again at 1100 (written 1000): moved again, no timeout.
@@ -579,6 +583,27 @@ fn errors_are_capped_on_a_character_boundary() {
 /// The heartbeat timeout's guard holds for an older heartbeat, and for a
 /// heartbeat time that is missing or not a number (the activity role may
 /// write it); a newer heartbeat fails it.
+/// A heartbeat timeout's write holds only while the heartbeat time is the
+/// one read: any other value is a heartbeat written since, on whatever
+/// clock (an older one too: two writers, clocks apart).
+#[test]
+fn an_unchanged_heartbeat_is_the_one_read_or_none_at_all() {
+    let a = running(Some(100), Some(1000));
+    let cond = super::unchanged_heartbeat(1050);
+    let mut stored = item(&a);
+    for (value, holds) in [
+        (n(1050), true),
+        (n(1049), false),
+        (n(1060), false),
+        (crate::write::s("soon"), true),
+    ] {
+        stored.insert("heartbeat_time_epoch".into(), value.clone());
+        assert_eq!(eval(&cond, Some(&stored)), holds, "{value:?}");
+    }
+    stored.remove("heartbeat_time_epoch");
+    assert!(eval(&cond, Some(&stored)), "missing");
+}
+
 #[test]
 fn a_stale_heartbeat_is_an_older_one_or_none_at_all() {
     let a = running(Some(100), Some(1000));
