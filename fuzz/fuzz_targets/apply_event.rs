@@ -920,7 +920,14 @@ fn check_attempts(i: &Input, exec: &ActivityExec, item: &Item, cfg: &EngineConfi
 fn check_monitor(exec: &ActivityExec, item: &Item, cfg: &EngineConfig, now: i64) {
     use ActivityState as S;
     let t = tables();
-    let deadline = decide::next_deadline(exec, cfg);
+    // The monitor counts a heartbeat it has not seen from now at the
+    // latest before it judges (design.md § 3.10).
+    let armed = if decide::unseen_heartbeat(exec) {
+        decide::seen_at(exec, now)
+    } else {
+        exec.clone()
+    };
+    let deadline = decide::next_deadline(&armed, cfg);
     if let Some((_, kind)) = deadline {
         let ok = match kind {
             Deadline::Relaunch => exec.state == S::Queued && exec.attempt.token_hash.is_some(),
@@ -970,7 +977,7 @@ fn check_monitor(exec: &ActivityExec, item: &Item, cfg: &EngineConfig, now: i64)
         Verdict::Extend(d) => {
             assert_eq!(deadline.map(|x| x.0), Some(d));
             assert!(d > now && exec.timing.due_epoch != Some(d));
-            let req = decide::extend_due(&t, exec, d);
+            let req = decide::extend_due(&t, exec, d, now);
             assert!(eval(req.cond.as_ref().unwrap(), Some(item)));
             let after = apply(&req.key, Some(item), &req.actions).unwrap();
             let a: ActivityExec = serde_dynamo::from_item(after).expect("extended item");
@@ -980,9 +987,13 @@ fn check_monitor(exec: &ActivityExec, item: &Item, cfg: &EngineConfig, now: i64)
         Verdict::TimeOut {
             reason,
             stale_before,
+            unchanged_heartbeat,
             retryable,
             kind,
         } => {
+            if let Some(read) = unchanged_heartbeat {
+                assert_eq!(exec.timing.heartbeat_time_epoch, read, "a heartbeat timeout's read");
+            }
             let (d, k) = deadline.expect("a timeout needs a deadline");
             assert_eq!(k, kind);
             assert!(now >= d + cfg.report_grace_seconds);
@@ -1108,6 +1119,7 @@ fuzz_target!(|i: Input| {
                     i.at.map(|a| now + i64::from(a % 100_000))
                 },
                 stale_before: None,
+                unchanged_heartbeat: None,
                 no_retry: false,
                 unstorable: false,
             };

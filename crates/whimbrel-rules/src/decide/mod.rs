@@ -57,7 +57,7 @@ pub struct Details {
     pub stale_before: Option<i64>,
     /// For TIMED_OUT by heartbeat: the write requires
     /// `heartbeat_time_epoch` to be this value still, or not a number
-    /// ([`unchanged_heartbeat`]).
+    /// (`decide::unchanged_heartbeat`).
     pub unchanged_heartbeat: Option<i64>,
     /// A failure that ends the activity whatever its retry policy says
     /// (schedule-to-close).

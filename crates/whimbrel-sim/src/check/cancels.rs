@@ -29,7 +29,7 @@ pub struct CancelRequest {
 }
 
 /// Violations: an activity of a workflow whose cancel request was applied
-/// at `t` that ended after `t` (allowing [`CLOCK_SLACK_SECONDS`]) with no
+/// at `t` that ended after `t` (allowing `CLOCK_SLACK_SECONDS`) with no
 /// cancel in its history. `ended_at`: when the checker first saw each
 /// activity ended, world time (history times are the clock of whoever
 /// applied the change, a worker's included, which may be off by minutes).
