@@ -104,7 +104,9 @@ pub fn heartbeat_deadline(exec: &ActivityExec, t: i64) -> i64 {
     let beat = timing.heartbeat_time_epoch.max(timing.start_time_epoch);
     let by_clock = beat.saturating_add(t);
     let armed = match (timing.heartbeat_seen, timing.heartbeat_seen_epoch) {
-        (Some(seen), Some(at)) => arm(seen.max(timing.start_time_epoch), at, t),
+        // The value seen as written: raised to the start (engine time), a
+        // heartbeat from a clock behind would look newer than it is.
+        (Some(seen), Some(at)) => arm(seen, at, t),
         _ => return by_clock,
     };
     if timing.heartbeat_seen == Some(timing.heartbeat_time_epoch) {

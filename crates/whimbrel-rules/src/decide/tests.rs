@@ -132,6 +132,20 @@ fn a_client_minutes_behind_is_timed_out_only_once_it_stops_heartbeating() {
     );
 }
 
+/// A heartbeat seen from a clock behind is not raised to the start time
+/// (the engine's clock) before it is armed: torture seed 6672, a client
+/// 232 s behind timed out 78 s after its last heartbeat (timeout 120 s).
+#[test]
+fn a_seen_heartbeat_from_a_clock_behind_counts_from_when_it_was_seen() {
+    let mut a = running(Some(120), Some(3600));
+    a.timing.heartbeat_time_epoch = 850;
+    a.timing.heartbeat_seen = Some(850);
+    a.timing.heartbeat_seen_epoch = Some(1095);
+    assert_eq!(heartbeat_deadline(&a, 120), 1095 + 120);
+    a.timing.due_epoch = Some(1120);
+    assert_eq!(monitor_verdict(&a, &cfg(), 1130), Verdict::Extend(1215));
+}
+
 /// A clock ahead (or a heartbeat time written far in the future) holds the
 /// deadline off no longer than the timeout after the engine saw it; an
 /// accurate clock keeps its exact deadline.
