@@ -276,15 +276,18 @@ pub fn transition_update(
 /// or not a number (the activity role may write it, docs/design.md
 /// § 3.10) is no heartbeat: it cannot hold the timeout off for ever.
 pub(crate) fn stale_heartbeat(cut: i64) -> Cond {
+    or_no_heartbeat(Cond::lt(attr::HEARTBEAT_TIME_EPOCH, n(cut)))
+}
+
+/// `cond`, or a `heartbeat_time_epoch` that is missing or not a number
+/// (no heartbeat).
+fn or_no_heartbeat(cond: Cond) -> Cond {
     let a_number = Cond::Compare(
         attr::HEARTBEAT_TIME_EPOCH.into(),
         crate::write::Cmp::Ge,
         n(i64::MIN),
     );
-    Cond::Or(vec![
-        Cond::lt(attr::HEARTBEAT_TIME_EPOCH, n(cut)),
-        Cond::Not(Box::new(a_number)),
-    ])
+    Cond::Or(vec![cond, Cond::Not(Box::new(a_number))])
 }
 
 /// The conditions a timeout's write takes from `details`: a stale
@@ -306,15 +309,7 @@ pub(crate) fn heartbeat_guards(mut req: UpdateRequest, details: &Details) -> Upd
 /// written on (an older value is a write too). One that is missing or not
 /// a number is no heartbeat, as in [`stale_heartbeat`].
 pub(crate) fn unchanged_heartbeat(read: i64) -> Cond {
-    let a_number = Cond::Compare(
-        attr::HEARTBEAT_TIME_EPOCH.into(),
-        crate::write::Cmp::Ge,
-        n(i64::MIN),
-    );
-    Cond::Or(vec![
-        Cond::eq(attr::HEARTBEAT_TIME_EPOCH, n(read)),
-        Cond::Not(Box::new(a_number)),
-    ])
+    or_no_heartbeat(Cond::eq(attr::HEARTBEAT_TIME_EPOCH, n(read)))
 }
 
 /// The parked events left once `event_id` applied (`rest`): none once

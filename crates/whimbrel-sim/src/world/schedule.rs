@@ -212,7 +212,8 @@ impl Sim {
     fn record_end_stats(&mut self) {
         self.stats.activities = self.checker.activity_ids(&self.mem, &self.tables).len();
         let execs = self.checker.workflow_ids(&self.mem, &self.tables).len();
-        let requests = self.mem.items(&self.tables.workflow_request()).len() - self.cancels.len();
+        let requests = (self.mem.items(&self.tables.workflow_request()).len())
+            .saturating_sub(self.cancels.len());
         self.stats.requests_given_up = requests.saturating_sub(execs) as u64;
         self.stats.ended = self.checker.ended_states(&self.mem, &self.tables);
         self.stats.features = self.checker.features(&self.mem, &self.tables);
