@@ -2155,7 +2155,7 @@ async fn report_rows_carry_the_ttl_attribute_when_retention_is_on() {
     let id = ids::activity_exec_id(&wf, "a");
     for days in [None, Some(7)] {
         let config = EngineConfig {
-            row_retention_days: days,
+            row_retention_seconds: days.map(|d: i64| d * 86_400),
             ..h.config()
         };
         let engine = Engine::with_environment(h.store.clone(), (), config, h.clock.clone());

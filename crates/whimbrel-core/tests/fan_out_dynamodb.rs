@@ -11,6 +11,7 @@ use serde_json::{json, Value};
 use whimbrel_core::contract::{ActivityState, WorkflowState};
 use whimbrel_core::engine::decide;
 use whimbrel_core::engine::plans::split;
+use whimbrel_core::engine::PlanParting;
 use whimbrel_core::ids;
 use whimbrel_core::model::{WorkflowLambda, WorkflowPlan, WorkflowPlanPart};
 use whimbrel_core::plan::{Plan, FAN_OUT_LIST_MAX};
@@ -242,11 +243,12 @@ async fn a_start_that_died_among_its_plan_parts_is_finished_by_the_next() {
     };
     // What two dead starts left: every part of another plan (a decider
     // that answered differently), and the first part of this one; no head.
-    let (_, other) = split(&as_stored(
-        json!({"version": 1, "activities": acts("lost")}),
-    ))
+    let (_, other) = split(
+        &as_stored(json!({"version": 1, "activities": acts("lost")})),
+        PlanParting::default(),
+    )
     .unwrap();
-    let (_, mine) = split(&as_stored(plan.clone())).unwrap();
+    let (_, mine) = split(&as_stored(plan.clone()), PlanParting::default()).unwrap();
     assert!(mine.len() >= 2);
     for p in other.iter().chain(mine.iter().take(1)) {
         assert!(h

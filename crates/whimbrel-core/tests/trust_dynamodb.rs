@@ -233,6 +233,44 @@ async fn a_heartbeat_cannot_poison_or_unmark_another_activity() {
     );
 }
 
+/// A heartbeat UpdateItem under an activity's hash key with another range
+/// key creates a stray item beside the activity's (the activity role may
+/// update heartbeat attributes on any key). Reports carry only the hash
+/// key, so the engine finds the activity by a Query on it: the stray must
+/// not be taken for the activity, nor make it unreadable (found by the
+/// simulation's hostile heartbeat writes, seed 8 at the commit that added
+/// them: the COMPLETED was quarantined and the activity timed out).
+#[tokio::test]
+async fn a_stray_item_under_an_activity_hash_key_does_not_wedge_it() {
+    let h = Harness::new().await;
+    let plan = json!({"activities": [{"name": "a", "lambda": "noop"}]});
+    h.register("stray", plan).await;
+    let wf = h.start("stray").await;
+    let id = whimbrel_core::ids::activity_exec_id(&wf, "a");
+    // Range keys before and after the real one, so that either order of
+    // the Query's items is tried.
+    for other in ["!", "~"] {
+        let req = UpdateRequest::new(
+            h.store.tables().activity_exec(),
+            decide::activity_key(&id, &format!("{other}{wf}{other}x")),
+        )
+        .set(
+            "heartbeat_time_epoch",
+            AttributeValue::N(h.now().to_string()),
+        );
+        h.store.update(req, false).await.expect("raw write");
+    }
+    let (retry, sum) = h
+        .deliver(
+            &[h.event(&wf, "a", "RUNNING"), h.event(&wf, "a", "COMPLETED")],
+            1,
+        )
+        .await;
+    assert!(retry.is_empty(), "{retry:?}");
+    assert_eq!((sum.applied, sum.rejected), (2, 0), "{sum:?}");
+    assert_eq!(h.activity(&wf, "a").await.state, ActivityState::Completed);
+}
+
 /// An item a writer beyond the activity role broke (a `version` of the
 /// wrong type) cannot be read as an activity. It is quarantined: its
 /// records are rejected with the reason, not retried, so the stream flows

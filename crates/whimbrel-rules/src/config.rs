@@ -70,12 +70,14 @@ pub struct EngineConfig {
     /// item's records in stream order; default 16; `whimbrel bench-batch`
     /// measures the speed-up).
     pub concurrency: usize,
-    /// Days the write-once rows our writers insert (request rows of
+    /// Seconds the write-once rows our writers insert (request rows of
     /// `whimbrel start`, event rows of the activity helper, the worker and
-    /// the CLI) are kept before DynamoDB TTL may delete them
-    /// (`WHIMBREL_ROW_RETENTION_DAYS`, the stack's `RowRetentionDays`;
-    /// default none = kept forever; 0 = none). See [`Self::row_expiry`].
-    pub row_retention_days: Option<i64>,
+    /// the CLI) are kept before DynamoDB TTL may delete them. A deployment
+    /// sets it in days (`WHIMBREL_ROW_RETENTION_DAYS`, the stack's
+    /// `RowRetentionDays`; default none = kept forever; 0 = none); the
+    /// simulation in seconds, to let TTL delete rows within a schedule.
+    /// See [`Self::row_expiry`].
+    pub row_retention_seconds: Option<i64>,
     /// Write `launched_time` on the activity exec once Lambda accepted a
     /// launch's async Invoke (`WHIMBREL_RECORD_LAUNCHES`, default false).
     /// For operators only (no rule reads it), and it costs one more write
@@ -102,6 +104,33 @@ pub struct EngineConfig {
     /// `WHIMBREL_LAUNCH_TARGETS` and the variables it names; by default,
     /// any function.
     pub launch_targets: crate::targets::LaunchTargets,
+    /// When a plan is stored in parts, and how large each is
+    /// ([`PlanParting`]). Not read from the environment: the default is
+    /// what DynamoDB allows; the simulation lowers it so that its small
+    /// plans are stored in parts too.
+    pub plan_parting: PlanParting,
+}
+
+/// When a stored plan is split into parts, bytes (docs/design.md § 2.7).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PlanParting {
+    /// Largest plan item stored whole, bytes as DynamoDB sizes an item
+    /// (default [`crate::write::size::MAX_ITEM_BYTES`], DynamoDB's limit).
+    pub whole_max: usize,
+    /// Largest serialized activity list of one part, bytes (default
+    /// [`crate::plan::PLAN_PART_BYTES`]). It is part of the parts' digest,
+    /// so a start resumed with another budget never writes over parts
+    /// sliced differently.
+    pub part_max: usize,
+}
+
+impl Default for PlanParting {
+    fn default() -> Self {
+        PlanParting {
+            whole_max: crate::write::size::MAX_ITEM_BYTES,
+            part_max: crate::plan::PLAN_PART_BYTES,
+        }
+    }
 }
 
 impl Default for EngineConfig {
@@ -122,11 +151,12 @@ impl Default for EngineConfig {
             default_schedule_to_close_seconds: None,
             require_tokens: false,
             concurrency: 16,
-            row_retention_days: None,
+            row_retention_seconds: None,
             record_launches: false,
             join_group_size: crate::plan::JOIN_GROUP_SIZE,
             fan_out_list_max: crate::plan::FAN_OUT_LIST_MAX,
             launch_targets: crate::targets::LaunchTargets::default(),
+            plan_parting: PlanParting::default(),
         }
     }
 }
@@ -223,21 +253,23 @@ impl EngineConfig {
             default_schedule_to_close_seconds: optional("WHIMBREL_SCHEDULE_TO_CLOSE_SECONDS")?,
             require_tokens,
             concurrency: d.concurrency,
-            row_retention_days: optional("WHIMBREL_ROW_RETENTION_DAYS")?,
+            row_retention_seconds: optional("WHIMBREL_ROW_RETENTION_DAYS")?
+                .map(|days| days.saturating_mul(86_400)),
             record_launches: flag("WHIMBREL_RECORD_LAUNCHES", d.record_launches)?,
             join_group_size: d.join_group_size,
             fan_out_list_max: d.fan_out_list_max,
             launch_targets: crate::targets::LaunchTargets::from_vars(&var),
+            plan_parting: d.plan_parting,
         })
     }
 
     /// The `expires_at_epoch` (epoch seconds) of a write-once row written
-    /// at `now_epoch`: `now + row_retention_days × 86400`, or `None` (no
+    /// at `now_epoch`: `now + row_retention_seconds`, or `None` (no
     /// attribute: the row is kept) when retention is off. DynamoDB TTL on
     /// that attribute deletes the row some time after (docs/tables.md).
     pub fn row_expiry(&self, now_epoch: i64) -> Option<i64> {
-        self.row_retention_days
-            .map(|d| now_epoch.saturating_add(d.saturating_mul(86_400)))
+        self.row_retention_seconds
+            .map(|s| now_epoch.saturating_add(s))
     }
 }
 

@@ -108,6 +108,17 @@ pub fn activity_exec_id(workflow_exec_id: &str, activity_name: &str) -> String {
     format!("{activity_name}{SEPARATOR}{u}")
 }
 
+/// Whether (`activity_exec_id`, `workflow_exec_id`) is the key of an
+/// activity exec the engine created: the id is derived from the workflow
+/// exec id and the activity's name ([`activity_exec_id`]). Any other item
+/// under that hash key is a stray, never the activity: the activity role
+/// may UpdateItem heartbeat attributes on any key, which creates an item
+/// where none was (docs/design.md § 3.10).
+pub fn is_activity_key(activity_exec_id: &str, workflow_exec_id: &str) -> bool {
+    name_of(activity_exec_id)
+        .is_some_and(|name| activity_exec_id == self::activity_exec_id(workflow_exec_id, name))
+}
+
 /// An id in the recommended `(name)::(uuid)` form whose uuid is derived
 /// from `seed` (UUID v5): unique when the seed is, and reproducible.
 pub fn derived_id(name: &str, seed: &str) -> String {

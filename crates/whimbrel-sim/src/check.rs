@@ -65,18 +65,36 @@ pub struct Checker {
 }
 
 /// Every activity exec item, read; with a violation for each item that
-/// does not parse (named by its key).
+/// does not parse (named by its key). A stray item, one that a hostile
+/// heartbeat write created under an activity's hash key with another
+/// workflow's range key, is not an activity and is skipped.
 pub fn activities(mem: &MemoryBackend, t: &Tables) -> (Vec<ActivityExec>, Vec<String>) {
     let mut bad = vec![];
     let mut out = vec![];
     for item in mem.items(&t.activity_exec()) {
         let key = format!("{:?}", item.get(attr::ACTIVITY_EXEC_ID));
+        if is_stray(&item) {
+            continue;
+        }
         match serde_dynamo::from_item::<_, ActivityExec>(item) {
             Ok(a) => out.push(a),
             Err(e) => bad.push(format!("activity item {key} does not parse ({e})")),
         }
     }
     (out, bad)
+}
+
+/// Whether an activity exec item's key is not an activity's own: its
+/// `activity_exec_id` is not derived from its `workflow_exec_id` and the
+/// activity's name (`ids::activity_exec_id`).
+fn is_stray(item: &whimbrel_core::store::Item) -> bool {
+    let text = |k: &str| match item.get(k) {
+        Some(whimbrel_core::store::Value::S(v)) => v.as_str(),
+        _ => "",
+    };
+    let (id, wf) = (text(attr::ACTIVITY_EXEC_ID), text(attr::WORKFLOW_EXEC_ID));
+    let name = whimbrel_core::ids::name_of(id).unwrap_or_default();
+    whimbrel_core::ids::activity_exec_id(wf, name) != id
 }
 
 /// Put back the outputs kept on the engine's output rows (`output_ref`) or
@@ -365,6 +383,11 @@ impl Checker {
                 add("execution timeouts", 1);
             }
         }
+        let parts = mem.items(&t.workflow_plan());
+        add(
+            "plan parts stored",
+            parts.iter().filter(|i| i.contains_key(attr::PART)).count() as u64,
+        );
         out
     }
 

@@ -25,6 +25,22 @@ pub struct Invocation {
     pub crashed: AtomicBool,
     /// Store faults (throttling, conflicts) may be injected into its calls.
     pub faulty: bool,
+    /// An engine function's timeout, and the stall that may run into it
+    /// (none for clients, whose time the simulation does not bound).
+    pub timeout: Option<FunctionTimeout>,
+}
+
+/// Lambda stops an invocation at its function's timeout (the template's
+/// `Timeout`): a store call that would start at or after `deadline` (world
+/// time, epoch seconds) is never made, and the invocation dies, as a
+/// crash does, but late. A stall makes one call wait: a slow network or
+/// a throttled SDK retrying (`Faults::function_timeout`).
+#[derive(Debug, Clone, Copy)]
+pub struct FunctionTimeout {
+    /// World time the invocation is stopped at.
+    pub deadline: i64,
+    /// Before which call (1-based) it stalls, and for how many seconds.
+    pub stall: Option<(u32, i64)>,
 }
 
 impl Invocation {
@@ -35,6 +51,23 @@ impl Invocation {
             self.crashed.store(true, Ordering::SeqCst);
         }
         self.is_crashed()
+    }
+    /// The seconds to stall before the next store call, if it is the one
+    /// that stalls.
+    pub fn stall_before_next(&self) -> Option<i64> {
+        let next = self.calls.load(Ordering::SeqCst) + 1;
+        self.timeout
+            .and_then(|t| t.stall)
+            .and_then(|(at, secs)| (at == next).then_some(secs))
+    }
+    /// Die now if `now` (world time) is past the function's timeout;
+    /// true if it died now.
+    pub fn timed_out(&self, now: i64) -> bool {
+        let out = self.timeout.is_some_and(|t| now >= t.deadline);
+        if out {
+            self.crashed.store(true, Ordering::SeqCst);
+        }
+        out
     }
     /// True once crashed.
     pub fn is_crashed(&self) -> bool {

@@ -69,6 +69,11 @@ pub struct Faults {
     /// else it would be a throughput error), or a Query returns a short
     /// page with a `LastEvaluatedKey` (its 1 MB page limit).
     pub partial: f64,
+    /// An engine function's invocation stalls before one of its store
+    /// calls, for up to twice its function's timeout; past the timeout
+    /// Lambda stops it ([`crate::exec::FunctionTimeout`]). Its earlier
+    /// writes stay, and its later ones come after the world moved on.
+    pub function_timeout: f64,
 }
 
 impl Faults {
@@ -87,6 +92,7 @@ impl Faults {
         client_skew: 0.0,
         async_backlog: 0.0,
         partial: 0.0,
+        function_timeout: 0.0,
     };
 
     /// An outage: most store calls are throttled, so event source mappings
@@ -114,6 +120,7 @@ impl Faults {
             client_skew: 0.2 * level,
             async_backlog: 0.1 * level,
             partial: 0.1 * level,
+            function_timeout: 0.03 * level,
         }
     }
 }
@@ -295,6 +302,20 @@ impl SimBackend {
     async fn before(&self, transaction: bool) -> Result<(), StoreError> {
         YieldNow::new().await;
         if self.invocation.is_crashed() {
+            futures::future::pending::<()>().await;
+        }
+        if let Some(secs) = self.invocation.stall_before_next() {
+            let deadline = self.invocation.timeout.map_or(i64::MAX, |t| t.deadline);
+            let now = lock(&self.world).now;
+            sleep(&self.world, secs.min(deadline - now).max(0)).await;
+        }
+        let now = lock(&self.world).now;
+        if self.invocation.timed_out(now) {
+            {
+                let mut w = lock(&self.world);
+                w.exercise("engine functions stopped at their timeout");
+                w.log("an engine function is stopped at its timeout".into());
+            }
             futures::future::pending::<()>().await;
         }
         if self.invocation.faulty {

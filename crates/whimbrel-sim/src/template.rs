@@ -83,6 +83,17 @@ pub fn activity_max_event_age() -> i64 {
     f.async_config.maximum_event_age.as_secs() as i64
 }
 
+/// The timeout, seconds, of the engine function whose binary is
+/// `function` in `template.yaml` (its `Timeout`, or `Globals`').
+///
+/// Panics if the template has no such function (a test would fail).
+pub fn function_timeout(function: &str) -> i64 {
+    let f = template()
+        .function(function)
+        .unwrap_or_else(|| panic!("template: the function {function}"));
+    f.timeout.as_secs() as i64
+}
+
 /// The redrive function's SQS event source mapping and its queue (the
 /// stream mappings' on-failure destination), from `template.yaml`.
 ///

@@ -74,6 +74,7 @@ fn five_hundred_schedules_hold_every_invariant() {
         "execution timeouts",
         "completed workflows (result checked)",
         "cancel requests applied",
+        "plan parts stored",
     ] {
         assert!(
             features.get(f).copied().unwrap_or(0) > 5,
@@ -107,6 +108,10 @@ const FAULTS: &[&str] = &[
     "query pages cut short",
     "client clocks off by minutes",
     "async invokes refused for good",
+    "engine function calls stalled",
+    "engine functions stopped at their timeout",
+    "hostile heartbeat writes",
+    "rows deleted by TTL",
 ];
 
 /// Given-up rows take effect (design.md § 8.6): seeds 10 and 61 failed

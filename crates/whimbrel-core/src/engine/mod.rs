@@ -47,7 +47,7 @@ use crate::store::{self, s, Item, Store, StoreError};
 
 pub use decide::activity_items;
 pub use monitor::MonitorReport;
-pub use whimbrel_rules::config::EngineConfig;
+pub use whimbrel_rules::config::{EngineConfig, PlanParting};
 pub use whimbrel_rules::decide::{self, attempts, deadline, items};
 
 /// Why an engine operation did not complete.
@@ -232,20 +232,35 @@ impl<L> Engine<L> {
     }
 
     /// The activity exec with this id, found by a consistent Query on the
-    /// hash key (events carry only `activity_exec_id`).
+    /// hash key (events carry only `activity_exec_id`). Only the item whose
+    /// range key is its own workflow's is read ([`ids::is_activity_key`]):
+    /// a stray item beside it, made by a heartbeat write on another key,
+    /// is neither taken for it nor makes it unreadable.
+    ///
+    /// Errors: [`EngineError::Retry`] when DynamoDB is unavailable; a
+    /// quarantine ([`QUARANTINED`]) when the activity's own item is not an
+    /// activity.
     pub async fn find_activity(
         &self,
         activity_exec_id: &str,
     ) -> Result<Option<ActivityExec>, EngineError> {
+        let table = self.store.tables().activity_exec();
         let key = store::KeyCond {
             hash: (attr::ACTIVITY_EXEC_ID.into(), s(activity_exec_id)),
             range: None,
         };
-        let found: Vec<ActivityExec> = self
+        let own = self
             .store
-            .query(&self.store.tables().activity_exec(), None, key)
-            .await?;
-        Ok(found.into_iter().next())
+            .query_raw(&table, None, key)
+            .await?
+            .into_iter()
+            .find(|item| match item.get(attr::WORKFLOW_EXEC_ID) {
+                Some(store::Value::S(wf)) => crate::ids::is_activity_key(activity_exec_id, wf),
+                _ => false,
+            });
+        let Some(item) = own else { return Ok(None) };
+        let exec = serde_dynamo::from_item(item).map_err(store::shape(&table))?;
+        Ok(Some(exec))
     }
 }
 

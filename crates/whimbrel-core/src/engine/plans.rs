@@ -3,7 +3,8 @@
 //! 10,000-activity plan is about 650 KB; DynamoDB's item limit is 400 KB).
 //!
 //! Parts hold the activity list in slices of at most
-//! [`PLAN_PART_BYTES`] serialized, keyed by the digest of the whole list
+//! [`PlanParting::part_max`] serialized (by default [`PLAN_PART_BYTES`]),
+//! keyed by the digest of the whole list
 //! and that budget ([`ids::plan_part_key`]). They are put first, each conditionally (a
 //! part that exists has the same content: same digest, same slice); the
 //! head, which names the digest and the part count, is put last and is the
@@ -23,11 +24,14 @@ use crate::store::Value as AttributeValue;
 use futures::stream::{self, StreamExt, TryStreamExt};
 
 use super::decide;
+use super::PlanParting;
 use super::{Engine, EngineError};
 use crate::ids;
 use crate::launcher::Launcher;
 use crate::model::{ActivityExec, PlanParts, WorkflowExec, WorkflowPlan, WorkflowPlanPart};
-use crate::plan::{Plan, PlannedActivity, PLAN_PART_BYTES};
+#[cfg(doc)]
+use crate::plan::PLAN_PART_BYTES;
+use crate::plan::{Plan, PlannedActivity};
 use crate::store::size::{item_size, value_size, MAX_ITEM_BYTES};
 use crate::store::{s, Item, Store, StoreError};
 
@@ -56,22 +60,26 @@ pub fn slices(activities: &[PlannedActivity], max: usize) -> Vec<&[PlannedActivi
     out
 }
 
-/// The items that store `item`: itself when it fits one DynamoDB item,
-/// else a head (activities moved out, [`WorkflowPlan::parts`] set) and
-/// its parts. Pure.
+/// The items that store `item`: itself when it fits one item of at most
+/// `parting.whole_max` bytes (and DynamoDB's limit), else a head
+/// (activities moved out, [`WorkflowPlan::parts`] set) and its parts of
+/// at most `parting.part_max` bytes of activities each. Pure.
 ///
 /// Errors: a head or part DynamoDB cannot store, with the reason.
-pub fn split(item: &WorkflowPlan) -> Result<(WorkflowPlan, Vec<WorkflowPlanPart>), String> {
-    if size_of(item) <= MAX_ITEM_BYTES {
+pub fn split(
+    item: &WorkflowPlan,
+    parting: PlanParting,
+) -> Result<(WorkflowPlan, Vec<WorkflowPlanPart>), String> {
+    if size_of(item) <= parting.whole_max.min(MAX_ITEM_BYTES) {
         return Ok((item.clone(), vec![]));
     }
     // The slicing budget is part of the digest: a start resumed by a
     // release with another budget writes its parts under other keys, never
     // over a half-written set sliced differently.
-    let mut all = format!("{PLAN_PART_BYTES}:").into_bytes();
+    let mut all = format!("{}:", parting.part_max).into_bytes();
     serde_json::to_writer(&mut all, &item.plan.activities).map_err(|e| e.to_string())?;
     let digest = ids::plan_digest(&all);
-    let parts: Vec<WorkflowPlanPart> = slices(&item.plan.activities, PLAN_PART_BYTES)
+    let parts: Vec<WorkflowPlanPart> = slices(&item.plan.activities, parting.part_max)
         .into_iter()
         .enumerate()
         .map(|(k, acts)| WorkflowPlanPart {
@@ -215,7 +223,7 @@ impl<L: Launcher> Engine<L> {
             recorded_epoch: self.now().epoch,
             parts: None,
         };
-        let (head, parts) = match split(&item) {
+        let (head, parts) = match split(&item, self.config.plan_parting) {
             Ok(split) => split,
             Err(reason) => return Ok(Err(reason)),
         };
@@ -296,7 +304,7 @@ mod tests {
     #[test]
     fn a_small_plan_is_one_item() {
         let item = wide(10);
-        let (head, parts) = split(&item).unwrap();
+        let (head, parts) = split(&item, PlanParting::default()).unwrap();
         assert!(parts.is_empty());
         assert_eq!(head, item);
     }
@@ -304,7 +312,7 @@ mod tests {
     #[test]
     fn a_large_plan_is_a_head_and_parts_that_give_it_back() {
         let item = wide(10_000);
-        let (head, parts) = split(&item).unwrap();
+        let (head, parts) = split(&item, PlanParting::default()).unwrap();
         assert!(head.plan.activities.is_empty());
         let named = head.parts.clone().unwrap();
         assert_eq!(named.count as usize, parts.len());
@@ -322,7 +330,15 @@ mod tests {
         // Another plan for the same exec: other digest, other part keys.
         let mut other = item.clone();
         other.plan.activities[3].input = None;
-        assert_ne!(split(&other).unwrap().0.parts.unwrap().digest, named.digest);
+        assert_ne!(
+            split(&other, PlanParting::default())
+                .unwrap()
+                .0
+                .parts
+                .unwrap()
+                .digest,
+            named.digest
+        );
     }
 
     #[test]
@@ -338,7 +354,7 @@ mod tests {
                 ..Default::default()
             });
         }
-        let (_, parts) = split(&item).expect("storable");
+        let (_, parts) = split(&item, PlanParting::default()).expect("storable");
         assert_eq!(parts.len(), 3);
         for p in &parts {
             assert!(size_of(p) <= MAX_ITEM_BYTES, "{}", size_of(p));

@@ -272,6 +272,36 @@ impl MemoryBackend {
         }
     }
 
+    /// DynamoDB TTL: delete the items of `table` whose number attribute
+    /// `ttl_attr` (epoch seconds) is at or before `now`, as TTL's
+    /// background deletes do some time after expiry. Items without it, or
+    /// with a non-number, are kept, as TTL keeps them. The indexes follow
+    /// (with lag when the backend lags); the stream gets no record, since
+    /// this model streams INSERTs only and Whimbrel's mappings filter
+    /// REMOVEs out. Returns the deleted items.
+    pub fn expire(&self, table: &str, ttl_attr: &str, now: i64) -> Vec<Item> {
+        let mut inner = self.lock();
+        let expired: Vec<(String, Item)> = inner
+            .items
+            .get(table)
+            .into_iter()
+            .flatten()
+            .filter(|(_, item)| match item.get(ttl_attr) {
+                Some(AttributeValue::N(n)) => n.parse::<f64>().is_ok_and(|t| t <= now as f64),
+                _ => false,
+            })
+            .map(|(pk, item)| (pk.clone(), item.clone()))
+            .collect();
+        for (pk, _) in &expired {
+            inner.writes += 1;
+            self.changed(&mut inner, table, pk, true, None);
+            if let Some(t) = inner.items.get_mut(table) {
+                t.remove(pk);
+            }
+        }
+        expired.into_iter().map(|(_, item)| item).collect()
+    }
+
     /// Writes applied so far (a checker re-reads only after a change).
     pub fn writes(&self) -> u64 {
         self.lock().writes

@@ -193,7 +193,8 @@ const BATCH_WRITE_MAX: usize = 25;
 const BATCH_GET_MAX: usize = 100;
 const UNPROCESSED_RETRIES: u32 = 8;
 
-fn shape(table: &str) -> impl FnOnce(serde_dynamo::Error) -> StoreError + '_ {
+/// A [`StoreError::Shape`] for an item of `table` that is not its type.
+pub(crate) fn shape(table: &str) -> impl FnOnce(serde_dynamo::Error) -> StoreError + '_ {
     move |e| StoreError::Shape {
         table: table.into(),
         source: e,
@@ -457,7 +458,7 @@ impl Store {
     /// Every item of a query, as DynamoDB returned them (all pages).
     ///
     /// Errors: the query's.
-    async fn query_raw(
+    pub(crate) async fn query_raw(
         &self,
         table: &str,
         index: Option<&str>,

@@ -96,9 +96,14 @@ impl Sim {
             .collect();
         let table = shard.table.clone();
         let payload = json!({ "Records": batch });
-        let (inv, engine) = self.engine(true, super::Clock::Engine);
-        let results = self.results.clone();
         let requests = table == self.tables.workflow_request();
+        let function = if requests {
+            "whimbrel-workflow-request"
+        } else {
+            "whimbrel-activity-event"
+        };
+        let (inv, engine) = self.engine(true, super::Clock::Engine, Some(function));
+        let results = self.results.clone();
         let id_slot = Arc::new(Mutex::new(0u64));
         let slot = id_slot.clone();
         let task = self.exec.spawn(inv, async move {

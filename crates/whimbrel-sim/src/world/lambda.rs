@@ -40,7 +40,7 @@ impl Sim {
             "activity {} attempt {} starts",
             payload.activity_exec_id, payload.attempt
         ));
-        let (inv, store, env) = self.invocation(true, Clock::Client);
+        let (inv, store, env) = self.invocation(true, Clock::Client, None);
         let world = self.world.clone();
         let reports = self.reports.clone();
         let launcher = SimLauncher {
@@ -72,7 +72,7 @@ impl Sim {
     pub(super) fn worker_poll(&mut self) {
         let n = self.rng(|r| r.gen_range(0..3));
         self.log(format!("worker w{n} polls"));
-        let (inv, store, env) = self.invocation(true, Clock::Client);
+        let (inv, store, env) = self.invocation(true, Clock::Client, None);
         let world = self.world.clone();
         let reports = self.reports.clone();
         let cfg = self.cfg.clone();
@@ -173,7 +173,7 @@ impl Sim {
     /// One run of the monitor, at its own clock's time (as the handler
     /// reads the clock, not the event's time).
     pub(super) fn monitor_tick(&mut self) {
-        let (inv, engine) = self.engine(true, Clock::Engine);
+        let (inv, engine) = self.engine(true, Clock::Engine, Some("whimbrel-heartbeat-monitor"));
         self.log("monitor tick".into());
         self.exec.spawn(inv, async move {
             let now = engine.now().epoch;

@@ -17,11 +17,12 @@ use whimbrel_core::store::{Item, Store, Tables};
 
 use crate::actors::Reports;
 use crate::check::Checker;
-use crate::exec::{Executor, Invocation, Polled};
+use crate::exec::{Executor, FunctionTimeout, Invocation, Polled};
 use crate::shared::{lock, Faults, Shared, SimBackend, SimEnv, SimLauncher, World};
 use crate::template::EsmSettings;
 
 mod esm;
+mod hostile;
 mod lambda;
 mod redrive;
 mod scenario;
@@ -223,7 +224,11 @@ fn settings(seed: u64) -> EngineConfig {
         default_schedule_to_close_seconds: None,
         require_tokens: false,
         concurrency: 4,
-        row_retention_days: None,
+        // DynamoDB TTL deletes our writers' rows four hours after they
+        // were written, one schedule in five (above the simulation's
+        // workflows but the longest, as docs/tables.md asks of
+        // `RowRetentionDays`; TTL's deletes: `Sim::advance`).
+        row_retention_seconds: (seed % 5 == 2).then_some(4 * 3600),
         record_launches: seed % 2 == 1,
         // Wide joins (release through join groups) on two seeds in three:
         // groups of one, of two, or the default (joins here are narrower).
@@ -232,6 +237,16 @@ fn settings(seed: u64) -> EngineConfig {
         // three, independently of the joins.
         fan_out_list_max: [whimbrel_core::plan::FAN_OUT_LIST_MAX, 1, 0][(seed / 3 % 3) as usize],
         launch_targets: Default::default(),
+        // Plans stored in parts, one schedule in three: the simulation's
+        // plans are a few KB, so parts of at most 400 bytes of activities.
+        plan_parting: if seed % 3 == 1 {
+            whimbrel_core::engine::PlanParting {
+                whole_max: 1_000,
+                part_max: 400,
+            }
+        } else {
+            Default::default()
+        },
     }
 }
 
@@ -304,8 +319,14 @@ impl Sim {
     }
 
     /// A store and clock for one invocation (its own crash point and
-    /// skew; see [`Clock`]).
-    fn invocation(&self, faulty: bool, clock: Clock) -> (Arc<Invocation>, Store, Arc<SimEnv>) {
+    /// skew; see [`Clock`]); an engine `function` (its binary's name) is
+    /// stopped at its timeout in `template.yaml`.
+    fn invocation(
+        &self,
+        faulty: bool,
+        clock: Clock,
+        function: Option<&str>,
+    ) -> (Arc<Invocation>, Store, Arc<SimEnv>) {
         let (crash_after, skew) = {
             let mut w = lock(&self.world);
             let p = w.faults.crash;
@@ -315,9 +336,11 @@ impl Sim {
             let k = w.rng.gen_range(1..=48);
             (crash.then_some(k), clock.skew(&mut w))
         };
+        let timeout = function.map(|f| self.function_timeout(f, faulty));
         let invocation = Arc::new(Invocation {
             crash_after,
             faulty,
+            timeout,
             ..Invocation::default()
         });
         let backend = SimBackend::new(self.mem.clone(), self.world.clone(), invocation.clone());
@@ -329,8 +352,31 @@ impl Sim {
         (invocation, store, env)
     }
 
-    fn engine(&self, faulty: bool, clock: Clock) -> (Arc<Invocation>, Arc<Engine<SimLauncher>>) {
-        let (inv, store, env) = self.invocation(faulty, clock);
+    /// When an invocation of the engine function `function` starting now
+    /// is stopped, and whether (under faults) one of its store calls
+    /// stalls: for up to twice the timeout, so it is stopped one time in
+    /// two.
+    fn function_timeout(&self, function: &str, faulty: bool) -> FunctionTimeout {
+        let timeout = crate::template::function_timeout(function);
+        let mut w = lock(&self.world);
+        let p = w.faults.function_timeout;
+        let stall = (faulty && w.chance(p)).then(|| {
+            w.exercise("engine function calls stalled");
+            (w.rng.gen_range(1..=24), w.rng.gen_range(1..=2 * timeout))
+        });
+        FunctionTimeout {
+            deadline: w.now + timeout,
+            stall,
+        }
+    }
+
+    fn engine(
+        &self,
+        faulty: bool,
+        clock: Clock,
+        function: Option<&str>,
+    ) -> (Arc<Invocation>, Arc<Engine<SimLauncher>>) {
+        let (inv, store, env) = self.invocation(faulty, clock, function);
         let launcher = SimLauncher {
             world: self.world.clone(),
             faulty,
@@ -374,10 +420,35 @@ impl Sim {
         // `GSI_LAG_SECONDS` after their last catch-up (below the engine's
         // report grace, as DynamoDB's sub-second lag is).
         let catch_up = now - self.gsi_synced >= GSI_LAG_SECONDS || w.rng.gen_bool(0.3);
+        // TTL deletes expired rows some time after their expiry (up to
+        // half an hour here; AWS says within a few days), never before.
+        let ttl = (self.cfg.row_retention_seconds.is_some() && w.rng.gen_bool(0.05))
+            .then(|| now - w.rng.gen_range(0..1800));
         drop(w);
         if catch_up {
             self.mem.propagate(usize::MAX);
             self.gsi_synced = now;
+        }
+        if let Some(cut) = ttl {
+            self.ttl_deletes(cut);
+        }
+    }
+
+    /// DynamoDB TTL on the write-once tables (template.yaml
+    /// `TimeToLiveSpecification` on `expires_at_epoch`): delete the rows
+    /// that expired at or before `cut`.
+    fn ttl_deletes(&mut self, cut: i64) {
+        for table in [self.tables.activity_event(), self.tables.workflow_request()] {
+            let gone = self
+                .mem
+                .expire(&table, whimbrel_core::attr::EXPIRES_AT_EPOCH, cut);
+            if !gone.is_empty() {
+                let mut w = lock(&self.world);
+                for _ in &gone {
+                    w.exercise("rows deleted by TTL");
+                }
+                w.log(format!("TTL deletes {} rows of {table}", gone.len()));
+            }
         }
     }
 

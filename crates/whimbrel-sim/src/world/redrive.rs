@@ -187,7 +187,7 @@ impl Sim {
                 Some((r.batch_info.shard_id, records))
             })
             .collect();
-        let (inv, engine) = self.engine(true, Clock::Engine);
+        let (inv, engine) = self.engine(true, Clock::Engine, Some("whimbrel-stream-redrive"));
         let answers = self.failures.answers.clone();
         let slot = Arc::new(Mutex::new(0u64));
         let id_slot = slot.clone();

@@ -1,16 +1,13 @@
 //! What a schedule is made of: random workflow plans (DAGs with
 //! heartbeats and timeouts), registered as definitions or behind a
-//! decider; requests; users who cancel; hostile rows.
+//! decider; requests; users who cancel.
 
-use std::collections::HashMap;
 use whimbrel_core::attr;
 
 use rand::Rng;
 use serde_json::{json, Value};
 use whimbrel_core::ids;
 use whimbrel_core::model::{WorkflowLambda, WorkflowRequest};
-use whimbrel_core::store::Item;
-use whimbrel_core::store::Value as AttributeValue;
 
 use super::Sim;
 use crate::check::cancels::CancelRequest;
@@ -164,15 +161,17 @@ impl Sim {
 
     /// A request row of workflow `name`, written now, with no id yet.
     fn request(&self, name: String) -> WorkflowRequest {
+        let now = lock(&self.world).now;
         WorkflowRequest {
             workflow_request_id: String::new(),
             workflow_name: name,
             when: None,
-            when_epoch: Some(lock(&self.world).now as f64),
+            when_epoch: Some(now as f64),
             source: Some("sim".into()),
             manual: None,
             input: None,
-            expires_at_epoch: None,
+            // As `whimbrel start` writes it.
+            expires_at_epoch: self.cfg.row_expiry(now),
             cancel_workflow_exec_id: None,
             reason: None,
         }
@@ -206,56 +205,11 @@ impl Sim {
         );
     }
 
-    pub(super) fn hostile_row(&mut self) {
-        let activities = self.checker.activity_ids(&self.mem, &self.tables);
-        let (kind, seed, pick) =
-            self.rng(|r| (r.gen_range(0..6), r.gen::<u64>(), r.gen::<usize>()));
-        let target = activities
-            .get(pick % activities.len().max(1))
-            .cloned()
-            .unwrap_or_else(|| "ghost::x".into());
-        let id = ids::derived_id(&target, &format!("hostile{seed}"));
-        let mut item: Item = HashMap::from([
-            (
-                attr::ACTIVITY_EVENT_ID.to_string(),
-                AttributeValue::S(id.clone()),
-            ),
-            (
-                attr::ACTIVITY_EXEC_ID.to_string(),
-                AttributeValue::S(target.clone()),
-            ),
-            (
-                attr::TRANSITION.to_string(),
-                AttributeValue::S("COMPLETED".into()),
-            ),
-        ]);
-        match kind {
-            0 => drop(item.insert(attr::TRANSITION.into(), AttributeValue::S("DONE".into()))),
-            1 => drop(item.insert(
-                attr::TRANSITION.into(),
-                AttributeValue::S("completed".into()),
-            )),
-            2 => drop(item.insert(attr::TRANSITION.into(), AttributeValue::N("3".into()))),
-            3 => drop(item.remove(attr::TRANSITION)),
-            4 => {
-                let ghost = ids::derived_id("ghost", &seed.to_string());
-                item.insert(attr::ACTIVITY_EXEC_ID.into(), AttributeValue::S(ghost));
-            }
-            _ => drop(item.insert(
-                attr::ATTEMPT_TOKEN.into(),
-                AttributeValue::S(format!("forged{seed}")),
-            )),
-        }
-        self.log(format!("hostile row {id} kind {kind}"));
-        self.hostile.insert(id);
-        self.put_raw(&self.tables.activity_event(), item);
-    }
-
     /// A user cancels a workflow: mostly by a cancel request row, as
     /// `whimbrel cancel` does, else as older clients did, with tokenless
     /// `CANCEL` rows for its activities.
     pub(super) fn user_cancel(&mut self) {
-        let (inv, engine) = self.engine(false, super::Clock::Client);
+        let (inv, engine) = self.engine(false, super::Clock::Client, None);
         let wfs = self.checker.workflow_ids(&self.mem, &self.tables);
         if wfs.is_empty() {
             return;

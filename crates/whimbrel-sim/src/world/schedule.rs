@@ -153,7 +153,7 @@ impl Sim {
             self.user_cancel();
         }
         if self.params.hostile && (3..8).contains(&extra) {
-            self.hostile_row();
+            self.hostile_write();
         }
     }
 

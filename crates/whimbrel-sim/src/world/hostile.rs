@@ -1,0 +1,122 @@
+//! Hostile writes: what any holder of the activity role may write, aimed
+//! at other activities. Rows of `activity_event` that are malformed,
+//! forged or for no activity (each must be rejected with a reason), and
+//! heartbeat writes to other activities' `activity_exec` items, as far as
+//! the role's grant allows (the heartbeat attributes only, on any key:
+//! template.yaml `HeartbeatWrite`). A heartbeat write must neither time
+//! an activity out early nor hold it off for good (docs/design.md § 3.10).
+
+use std::collections::HashMap;
+
+use futures::FutureExt;
+use rand::Rng;
+use whimbrel_core::attr;
+use whimbrel_core::ids;
+use whimbrel_core::store::{Action, Backend, Item, Value as AttributeValue};
+
+use super::Sim;
+use crate::shared::lock;
+
+impl Sim {
+    /// A hostile write: a row on `activity_event`, or one time in three a
+    /// heartbeat write on another activity's item.
+    pub(super) fn hostile_write(&mut self) {
+        if self.rng(|r| r.gen_bool(1.0 / 3.0)) {
+            self.hostile_heartbeat();
+        } else {
+            self.hostile_row();
+        }
+    }
+
+    /// A malformed, forged or ghost event row for some activity.
+    fn hostile_row(&mut self) {
+        let activities = self.checker.activity_ids(&self.mem, &self.tables);
+        let (kind, seed, pick) =
+            self.rng(|r| (r.gen_range(0..6), r.gen::<u64>(), r.gen::<usize>()));
+        let target = activities
+            .get(pick % activities.len().max(1))
+            .cloned()
+            .unwrap_or_else(|| "ghost::x".into());
+        let id = ids::derived_id(&target, &format!("hostile{seed}"));
+        let mut item: Item = HashMap::from([
+            (
+                attr::ACTIVITY_EVENT_ID.to_string(),
+                AttributeValue::S(id.clone()),
+            ),
+            (
+                attr::ACTIVITY_EXEC_ID.to_string(),
+                AttributeValue::S(target.clone()),
+            ),
+            (
+                attr::TRANSITION.to_string(),
+                AttributeValue::S("COMPLETED".into()),
+            ),
+        ]);
+        match kind {
+            0 => drop(item.insert(attr::TRANSITION.into(), AttributeValue::S("DONE".into()))),
+            1 => drop(item.insert(
+                attr::TRANSITION.into(),
+                AttributeValue::S("completed".into()),
+            )),
+            2 => drop(item.insert(attr::TRANSITION.into(), AttributeValue::N("3".into()))),
+            3 => drop(item.remove(attr::TRANSITION)),
+            4 => {
+                let ghost = ids::derived_id("ghost", &seed.to_string());
+                item.insert(attr::ACTIVITY_EXEC_ID.into(), AttributeValue::S(ghost));
+            }
+            _ => drop(item.insert(
+                attr::ATTEMPT_TOKEN.into(),
+                AttributeValue::S(format!("forged{seed}")),
+            )),
+        }
+        self.log(format!("hostile row {id} kind {kind}"));
+        self.hostile.insert(id);
+        self.put_raw(&self.tables.activity_event(), item);
+    }
+
+    /// An UpdateItem of the heartbeat attributes of some activity, without
+    /// the `heartbeat_enabled` condition an honest client sets: a time far
+    /// behind or ahead, a value of the wrong type, a removal, or a stray
+    /// item under the activity's hash key (another range key: UpdateItem
+    /// creates it).
+    fn hostile_heartbeat(&mut self) {
+        let items = self.mem.items(&self.tables.activity_exec());
+        let now = lock(&self.world).now;
+        let (kind, pick, offset) = self.rng(|r| {
+            (
+                r.gen_range(0..5),
+                r.gen::<usize>(),
+                r.gen_range(-600..=600i64),
+            )
+        });
+        let Some(target) = items.get(pick % items.len().max(1)) else {
+            return;
+        };
+        let mut key: Item = [attr::ACTIVITY_EXEC_ID, attr::WORKFLOW_EXEC_ID]
+            .into_iter()
+            .filter_map(|k| target.get(k).map(|v| (k.to_string(), v.clone())))
+            .collect::<HashMap<_, _>>();
+        let epoch = attr::HEARTBEAT_TIME_EPOCH.to_string();
+        let action = match kind {
+            0 => Action::Set(epoch, AttributeValue::N((now + offset).to_string())),
+            1 => Action::Set(epoch, AttributeValue::S("soon".into())),
+            2 => Action::Remove(epoch),
+            3 => Action::Set(
+                attr::HEARTBEAT_TIME.into(),
+                AttributeValue::S("not a date".into()),
+            ),
+            _ => {
+                let stray = ids::derived_id("stray", &pick.to_string());
+                key.insert(attr::WORKFLOW_EXEC_ID.into(), AttributeValue::S(stray));
+                Action::Set(epoch, AttributeValue::N(now.to_string()))
+            }
+        };
+        let id = key.get(attr::ACTIVITY_EXEC_ID).cloned();
+        self.log(format!("hostile heartbeat write kind {kind} on {id:?}"));
+        lock(&self.world).exercise("hostile heartbeat writes");
+        let table = self.tables.activity_exec();
+        let r = self.mem.update(table, key, vec![action], None, false);
+        // The model answers at once; a refusal (an item too large) is fine.
+        let _ = r.now_or_never();
+    }
+}
