@@ -51,6 +51,12 @@ pub struct Evidence<'a> {
     pub lost: &'a HashSet<String>,
     /// Users' cancel requests by row id, and when each was applied.
     pub cancels: &'a HashMap<String, cancels::CancelRequest>,
+    /// When the GSIs stalled past the report grace: (from, until), world
+    /// time. A report written then may lose to a timeout (docs/design.md
+    /// § 8.4).
+    pub gsi_stalls: &'a [(i64, i64)],
+    /// Report rows a hostile write overwrote: the report may be lost.
+    pub overwritten: &'a HashSet<String>,
 }
 
 /// What the checker remembers between steps.

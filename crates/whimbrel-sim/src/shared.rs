@@ -74,6 +74,12 @@ pub struct Faults {
     /// Lambda stops it ([`crate::exec::FunctionTimeout`]). Its earlier
     /// writes stay, and its later ones come after the world moved on.
     pub function_timeout: f64,
+    /// The GSIs stop catching up for 15 s to 2 minutes, past the engine's
+    /// report grace (drawn each time the clock moves). DynamoDB's GSI lag
+    /// is usually under a second, but a GSI whose writes are throttled
+    /// falls behind ("Managing throughput settings for global secondary
+    /// indexes", DynamoDB developer guide).
+    pub gsi_stall: f64,
 }
 
 impl Faults {
@@ -93,6 +99,7 @@ impl Faults {
         async_backlog: 0.0,
         partial: 0.0,
         function_timeout: 0.0,
+        gsi_stall: 0.0,
     };
 
     /// An outage: most store calls are throttled, so event source mappings
@@ -121,6 +128,7 @@ impl Faults {
             async_backlog: 0.1 * level,
             partial: 0.1 * level,
             function_timeout: 0.03 * level,
+            gsi_stall: 0.001 * level,
         }
     }
 }

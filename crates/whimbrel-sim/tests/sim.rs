@@ -112,6 +112,8 @@ const FAULTS: &[&str] = &[
     "engine functions stopped at their timeout",
     "hostile heartbeat writes",
     "rows deleted by TTL",
+    "GSI lag past the report grace",
+    "event rows overwritten",
 ];
 
 /// Given-up rows take effect (design.md § 8.6): seeds 10 and 61 failed
@@ -130,15 +132,18 @@ fn rows_the_mappings_gave_up_on_are_redriven() {
     }
 }
 
-/// A user's cancel takes effect (`check/cancels.rs`): in seed 774 a cancel
+/// A user's cancel takes effect (`check/cancels.rs`): in seed 280 a cancel
 /// request read its workflow REQUESTED, then lost the write to the start
 /// that moved it to RUNNING, and was taken as applied with nothing
 /// cancelled; the workflow's activities ran on. Now the cancel goes on to
-/// cancel what the start created.
+/// cancel what the start created. (New draws move the seed: it was 774
+/// before the faults of function timeouts, TTL, GSI stalls and hostile
+/// overwrites; re-find it by reverting the fix in `engine/cancel.rs` and
+/// running the simulation until the first failure.)
 #[test]
 fn a_cancel_request_that_races_the_start_still_cancels() {
     let stats =
-        run(774, &Params::default()).unwrap_or_else(|f| panic!("{}", f.violations.join("\n")));
+        run(280, &Params::default()).unwrap_or_else(|f| panic!("{}", f.violations.join("\n")));
     assert!(stats.features["cancel requests applied"] > 0, "{stats:?}");
 }
 

@@ -5,8 +5,9 @@
 //! creating an absent item; all-or-nothing transactions (and
 //! `TransactionConflict` injected through the fault hook); sparse GSIs with
 //! KEYS_ONLY or ALL projection that lag behind the table until
-//! [`MemoryBackend::propagate`] runs (eventual consistency), or at once
-//! when built with no lag; the 400 KB item limit computed as DynamoDB
+//! [`MemoryBackend::propagate`] runs (eventual consistency; out of order
+//! across items with [`MemoryBackend::propagate_any`]), or at once when
+//! built with no lag; TTL deletes ([`MemoryBackend::expire`]); the 400 KB item limit computed as DynamoDB
 //! computes item size; INSERT stream records of stream-enabled tables;
 //! throttling or any other error on demand through the fault hook.
 
@@ -206,6 +207,35 @@ impl MemoryBackend {
         left
     }
 
+    /// Apply one pending index change in every index, not necessarily the
+    /// oldest: `pick(n)` chooses among the `n` pending (any `0..n`). A GSI
+    /// is updated asynchronously, so changes to different items may appear
+    /// in any order; those of one item appear in order, so the change
+    /// applied is the oldest pending one of the chosen change's item.
+    /// Returns how many remain.
+    pub fn propagate_any(&self, pick: &mut dyn FnMut(usize) -> usize) -> usize {
+        let mut inner = self.lock();
+        let mut left = 0;
+        // In the indexes' order, so that one seed makes the same picks.
+        let mut names: Vec<(String, String)> = inner.indexes.keys().cloned().collect();
+        names.sort();
+        for name in names {
+            let Some(idx) = inner.indexes.get_mut(&name) else {
+                continue;
+            };
+            if !idx.pending.is_empty() {
+                let chosen = pick(idx.pending.len()).min(idx.pending.len() - 1);
+                let pk = idx.pending[chosen].0.clone();
+                let first = idx.pending.iter().position(|(k, _)| *k == pk);
+                if let Some((pk, item)) = first.and_then(|i| idx.pending.remove(i)) {
+                    set_view(idx, &pk, item);
+                }
+            }
+            left += idx.pending.len();
+        }
+        left
+    }
+
     /// Take the stream records written since the last call, in order.
     pub fn drain_stream(&self) -> Vec<StreamRecord> {
         std::mem::take(&mut self.lock().stream)
@@ -273,8 +303,10 @@ impl MemoryBackend {
     }
 
     /// DynamoDB TTL: delete the items of `table` whose number attribute
-    /// `ttl_attr` (epoch seconds) is at or before `now`, as TTL's
-    /// background deletes do some time after expiry. Items without it, or
+    /// `ttl_attr` (epoch seconds) is less than `now`, as TTL's background
+    /// deletes do some time after expiry (UpdateTimeToLive: "If the epoch
+    /// time value stored in the attribute is less than the current time,
+    /// the item is marked as expired and subsequently deleted"). Items without it, or
     /// with a non-number, are kept, as TTL keeps them. The indexes follow
     /// (with lag when the backend lags); the stream gets no record, since
     /// this model streams INSERTs only and Whimbrel's mappings filter
@@ -287,7 +319,7 @@ impl MemoryBackend {
             .into_iter()
             .flatten()
             .filter(|(_, item)| match item.get(ttl_attr) {
-                Some(AttributeValue::N(n)) => n.parse::<f64>().is_ok_and(|t| t <= now as f64),
+                Some(AttributeValue::N(n)) => n.parse::<f64>().is_ok_and(|t| t < now as f64),
                 _ => false,
             })
             .map(|(pk, item)| (pk.clone(), item.clone()))

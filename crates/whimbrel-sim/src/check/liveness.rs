@@ -13,6 +13,7 @@ use whimbrel_core::model::{ActivityExec, WorkflowExec, WorkflowPlan};
 
 use super::Evidence;
 use crate::actors::output_of;
+use crate::world::GSI_LAG_SECONDS;
 
 /// Violations of workflow `w` at the end: it is not terminal, it still
 /// has an obligation (due marker), its plan item disagrees with it, or
@@ -232,7 +233,10 @@ fn expected_output(
 /// FAILED report well before the monitor timed it out (more than the
 /// report grace): the report should have decided. A tokened report of an
 /// earlier launch of the attempt does not count: fencing refuses it
-/// (a launch Lambda held in its queue past the relaunch runs late).
+/// (a launch Lambda held in its queue past the relaunch runs late). Nor
+/// does one written while the GSIs were stalled past the report grace (or
+/// just before): the monitor could not see it, and a timeout is final
+/// (docs/design.md § 8.4). Nor does one a hostile write overwrote.
 fn timed_out_despite_report(
     a: &ActivityExec,
     cfg: &EngineConfig,
@@ -250,6 +254,11 @@ fn timed_out_despite_report(
             && (r.launch.0 == a.attempt.launches || !r.launch.1)
             && matches!(r.transition.as_str(), "COMPLETED" | "FAILED")
             && r.at + cfg.report_grace_seconds + 2 <= at
+            && !seen.overwritten.contains(&r.event_id)
+            && !seen
+                .gsi_stalls
+                .iter()
+                .any(|&(from, until)| (from - GSI_LAG_SECONDS..until).contains(&r.at))
     })?;
     Some(format!(
         "activity {} TIMED_OUT at {at} though its {} report {} was written at {} (outcomes {:?}; history {:?})",

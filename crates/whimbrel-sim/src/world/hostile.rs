@@ -18,13 +18,14 @@ use super::Sim;
 use crate::shared::lock;
 
 impl Sim {
-    /// A hostile write: a row on `activity_event`, or one time in three a
-    /// heartbeat write on another activity's item.
+    /// A hostile write: a new row on `activity_event` (half the time), an
+    /// existing row overwritten, or a heartbeat write on another
+    /// activity's item.
     pub(super) fn hostile_write(&mut self) {
-        if self.rng(|r| r.gen_bool(1.0 / 3.0)) {
-            self.hostile_heartbeat();
-        } else {
-            self.hostile_row();
+        match self.rng(|r| r.gen_range(0..6)) {
+            0..=2 => self.hostile_row(),
+            3 => self.hostile_overwrite(),
+            _ => self.hostile_heartbeat(),
         }
     }
 
@@ -32,7 +33,7 @@ impl Sim {
     fn hostile_row(&mut self) {
         let activities = self.checker.activity_ids(&self.mem, &self.tables);
         let (kind, seed, pick) =
-            self.rng(|r| (r.gen_range(0..6), r.gen::<u64>(), r.gen::<usize>()));
+            self.rng(|r| (r.gen_range(0..7), r.gen::<u64>(), r.gen::<usize>()));
         let target = activities
             .get(pick % activities.len().max(1))
             .cloned()
@@ -64,14 +65,73 @@ impl Sim {
                 let ghost = ids::derived_id("ghost", &seed.to_string());
                 item.insert(attr::ACTIVITY_EXEC_ID.into(), AttributeValue::S(ghost));
             }
-            _ => drop(item.insert(
+            5 => drop(item.insert(
                 attr::ATTEMPT_TOKEN.into(),
                 AttributeValue::S(format!("forged{seed}")),
             )),
+            // Huge: a forged report with an output near DynamoDB's item
+            // limit.
+            _ => {
+                item.insert(
+                    attr::ATTEMPT_TOKEN.into(),
+                    AttributeValue::S(format!("forged{seed}")),
+                );
+                let pad = "x".repeat(380 * 1024);
+                item.insert(attr::OUTPUT.into(), AttributeValue::S(pad));
+            }
         }
         self.log(format!("hostile row {id} kind {kind}"));
         self.hostile.insert(id);
         self.put_raw(&self.tables.activity_event(), item);
+    }
+
+    /// An existing event row overwritten (a PutItem on its id, as any
+    /// holder of the activity role may make): its output changed and its
+    /// token gone (the role may not read rows, so it cannot copy one).
+    /// Only rows of workflows that require tokens: where they are not
+    /// required, a tokenless row is a report, by the operator's choice.
+    /// The stream carried the row as first written; a changed copy must
+    /// never be applied, nor its output reach a dependent or the result.
+    /// The report itself may be lost (when the stream did not apply it,
+    /// the monitor and the redrive function read the row as it is now):
+    /// the activity times out and retries, as if it had not reported. A
+    /// real writer cannot aim at a report, whose id is random and which
+    /// the activity role may not read (docs/design.md § 3.10).
+    fn hostile_overwrite(&mut self) {
+        let names: HashMap<String, String> = crate::check::activities(&self.mem, &self.tables)
+            .0
+            .into_iter()
+            .map(|a| (a.activity_exec_id, a.workflow_name))
+            .collect();
+        let rows: Vec<Item> = self
+            .mem
+            .items(&self.tables.activity_event())
+            .into_iter()
+            .filter(|row| {
+                let owner = match row.get(attr::ACTIVITY_EXEC_ID) {
+                    Some(AttributeValue::S(id)) => names.get(id),
+                    _ => None,
+                };
+                owner.is_some_and(|wf| self.require_tokens.get(wf) == Some(&true))
+            })
+            .collect();
+        let (pick, seed) = self.rng(|r| (r.gen::<usize>(), r.gen::<u64>()));
+        let Some(mut row) = rows.get(pick % rows.len().max(1)).cloned() else {
+            return;
+        };
+        row.remove(attr::ATTEMPT_TOKEN);
+        row.insert(
+            attr::OUTPUT.into(),
+            AttributeValue::S(format!("tampered {seed}")),
+        );
+        let Some(AttributeValue::S(id)) = row.get(attr::ACTIVITY_EVENT_ID).cloned() else {
+            return;
+        };
+        self.log(format!("hostile overwrite of event row {id}"));
+        self.overwritten.insert(id);
+        lock(&self.world).exercise("event rows overwritten");
+        let table = self.tables.activity_event();
+        let _ = self.mem.put(table, row, None).now_or_never();
     }
 
     /// An UpdateItem of the heartbeat attributes of some activity, without

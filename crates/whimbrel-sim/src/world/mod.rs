@@ -21,6 +21,7 @@ use crate::exec::{Executor, FunctionTimeout, Invocation, Polled};
 use crate::shared::{lock, Faults, Shared, SimBackend, SimEnv, SimLauncher, World};
 use crate::template::EsmSettings;
 
+mod background;
 mod esm;
 mod hostile;
 mod lambda;
@@ -113,8 +114,9 @@ pub struct Failure {
 
 const START: i64 = 1_795_306_411;
 const STREAM_SHARDS: u64 = 2;
-/// Longest GSI lag the simulation lets happen, seconds.
-const GSI_LAG_SECONDS: i64 = 5;
+/// Longest usual GSI lag, seconds, below the engine's report grace
+/// (longer lag is a fault: `Faults::gsi_stall`).
+pub(crate) const GSI_LAG_SECONDS: i64 = 5;
 /// Longest a schedule may run in simulated time before liveness fails,
 /// besides three relaunch windows (a launch lost at each of an attempt's
 /// launches waits one each).
@@ -185,11 +187,13 @@ pub struct Sim {
     not_started: HashSet<String>,
     /// When a worker polls the task list next.
     next_poll: i64,
-    /// When the GSIs last caught up completely.
-    gsi_synced: i64,
+    /// The GSIs' lag (`background.rs`).
+    index_lag: background::IndexLag,
     reports: Reports,
     /// Row ids written as hostile (must be rejected).
     pub hostile: HashSet<String>,
+    /// Row ids of reports a hostile write overwrote (`hostile.rs`).
+    pub overwritten: HashSet<String>,
     /// Users' cancel requests by row id (`check/cancels.rs`).
     pub cancels: HashMap<String, crate::check::cancels::CancelRequest>,
     /// Stream outcomes per row id.
@@ -296,9 +300,10 @@ impl Sim {
             ticks_to_skip: 0,
             not_started: HashSet::new(),
             next_poll: START + 7,
-            gsi_synced: START,
+            index_lag: background::IndexLag::new(START),
             reports: Arc::default(),
             hostile: HashSet::new(),
+            overwritten: HashSet::new(),
             outcomes: HashMap::new(),
             cancels: HashMap::new(),
             lost: HashSet::new(),
@@ -416,40 +421,8 @@ impl Sim {
                 w.timers.push((at, waker));
             }
         }
-        // GSIs lag: they catch up at random, and at the latest
-        // `GSI_LAG_SECONDS` after their last catch-up (below the engine's
-        // report grace, as DynamoDB's sub-second lag is).
-        let catch_up = now - self.gsi_synced >= GSI_LAG_SECONDS || w.rng.gen_bool(0.3);
-        // TTL deletes expired rows some time after their expiry (up to
-        // half an hour here; AWS says within a few days), never before.
-        let ttl = (self.cfg.row_retention_seconds.is_some() && w.rng.gen_bool(0.05))
-            .then(|| now - w.rng.gen_range(0..1800));
         drop(w);
-        if catch_up {
-            self.mem.propagate(usize::MAX);
-            self.gsi_synced = now;
-        }
-        if let Some(cut) = ttl {
-            self.ttl_deletes(cut);
-        }
-    }
-
-    /// DynamoDB TTL on the write-once tables (template.yaml
-    /// `TimeToLiveSpecification` on `expires_at_epoch`): delete the rows
-    /// that expired at or before `cut`.
-    fn ttl_deletes(&mut self, cut: i64) {
-        for table in [self.tables.activity_event(), self.tables.workflow_request()] {
-            let gone = self
-                .mem
-                .expire(&table, whimbrel_core::attr::EXPIRES_AT_EPOCH, cut);
-            if !gone.is_empty() {
-                let mut w = lock(&self.world);
-                for _ in &gone {
-                    w.exercise("rows deleted by TTL");
-                }
-                w.log(format!("TTL deletes {} rows of {table}", gone.len()));
-            }
-        }
+        self.background(now);
     }
 
     /// One world action; returns false when nothing at all can happen.
@@ -483,7 +456,7 @@ impl Sim {
             70..=79 => self.deliver_invoke(),
             80..=94 => {
                 if self.rng(|r| r.gen_bool(0.5)) {
-                    self.mem.propagate(1);
+                    self.propagate_some();
                 } else {
                     let s = self.rng(|r| r.gen_range(0..3));
                     self.advance(s);

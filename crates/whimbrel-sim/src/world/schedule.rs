@@ -194,6 +194,8 @@ impl Sim {
             outcomes: &self.outcomes,
             lost: &self.lost,
             cancels: &self.cancels,
+            gsi_stalls: &self.index_lag.stalls,
+            overwritten: &self.overwritten,
         };
         let v = self
             .checker
