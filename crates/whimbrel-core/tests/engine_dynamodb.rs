@@ -426,13 +426,26 @@ async fn heartbeat_timeout_found_by_the_monitor_propagates_like_failed() {
     );
     let report = h.tick(now + 10).await;
     assert_eq!(report.timed_out, 0);
-    // Past the deadline but within the report grace: not yet.
+    // The monitor first looks at the start's deadline (+ the grace) and
+    // finds a heartbeat it has not seen, whose time by the client's clock
+    // is already past: it cannot tell a clock behind from an activity that
+    // stopped, so it counts that heartbeat from now (docs/design.md
+    // § 3.10): not yet.
     let hb = h.activity(&wf, "slow").await.timing.heartbeat_time_epoch;
-    let report = h.tick(hb + 35).await;
+    let first_look = hb + 35;
+    let report = h.tick(first_look).await;
     assert_eq!(report.timed_out, 0);
-    assert_eq!(h.activity(&wf, "slow").await.state, ActivityState::Running);
-    // 30 s without a heartbeat (+ the grace): timed out.
-    let report = h.tick(now + 60).await;
+    let slow = h.activity(&wf, "slow").await;
+    assert_eq!(slow.state, ActivityState::Running);
+    assert_eq!(
+        (slow.timing.heartbeat_seen, slow.timing.heartbeat_seen_epoch),
+        (Some(hb), Some(first_look))
+    );
+    assert_eq!(slow.timing.due_epoch, Some(first_look + 30));
+    let report = h.tick(first_look + 35).await;
+    assert_eq!(report.timed_out, 0, "within the report grace");
+    // 30 s after the monitor saw it (+ the grace): timed out.
+    let report = h.tick(first_look + 40).await;
     assert_eq!(report.timed_out, 1);
     let slow = h.activity(&wf, "slow").await;
     assert_eq!(slow.state, ActivityState::TimedOut);
@@ -465,7 +478,7 @@ async fn heartbeat_timeout_found_by_the_monitor_propagates_like_failed() {
         .await;
     assert!(matches!(late, Err(EngineError::Rejected(_))));
     // A second tick finds nothing.
-    let report = h.tick(now + 120).await;
+    let report = h.tick(first_look + 120).await;
     assert_eq!((report.timed_out, report.settled), (0, 0));
 }
 

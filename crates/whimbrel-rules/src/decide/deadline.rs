@@ -302,7 +302,8 @@ pub fn monitor_verdict(exec: &ActivityExec, cfg: &EngineConfig, now: i64) -> Ver
     // the latest, whatever the client's clock says (`extend_due` records
     // it): the deadline it gives is after `now`, so this looks again.
     let armed;
-    let exec = if unseen_heartbeat(exec) {
+    let unseen = unseen_heartbeat(exec);
+    let exec = if unseen {
         armed = seen_at(exec, now);
         &armed
     } else {
@@ -317,7 +318,11 @@ pub fn monitor_verdict(exec: &ActivityExec, cfg: &EngineConfig, now: i64) -> Ver
         cfg.report_grace_seconds
     };
     if now < deadline.saturating_add(grace) {
-        return if now < deadline {
+        return if unseen {
+            // Recorded (`extend_due`) even where the marker stays, or the
+            // heartbeat would be armed again, later, at the next look.
+            Verdict::Extend(deadline)
+        } else if now < deadline {
             look_again(exec, deadline)
         } else {
             Verdict::Wait

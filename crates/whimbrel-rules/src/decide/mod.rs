@@ -334,8 +334,8 @@ fn keep_parked(
 }
 
 /// The times the state reached (`after.state`) sets at `now` (epoch
-/// seconds): start (and first heartbeat) when RUNNING, end when terminal;
-/// `after` gets them too, for its deadline.
+/// seconds): start when RUNNING, end when terminal; `after` gets them too,
+/// for its deadline.
 fn set_times(
     mut req: UpdateRequest,
     exec: &ActivityExec,
@@ -349,15 +349,22 @@ fn set_times(
             .set(attr::START_TIME_EPOCH, n(now));
         after.timing.start_time_epoch = now;
         if exec.timeouts.heartbeat_enabled {
-            // The engine's clock: the heartbeat is seen as it is written.
+            // No heartbeat yet (one written before the start, by anyone,
+            // is not this attempt's): until the client's first one, the
+            // deadline counts from this start (engine time). A heartbeat
+            // time the engine wrote would share its values with the
+            // client's clock: one behind would write it again later, and
+            // the monitor would take that heartbeat for no change (seed
+            // 4047 at a4685b1, docs/design.md § 3.10).
             req = req
-                .set(attr::HEARTBEAT_TIME, av(&t.date_list()))
-                .set(attr::HEARTBEAT_TIME_EPOCH, n(now))
-                .set(attr::HEARTBEAT_SEEN, n(now))
-                .set(attr::HEARTBEAT_SEEN_EPOCH, n(now));
-            after.timing.heartbeat_time_epoch = now;
-            after.timing.heartbeat_seen = Some(now);
-            after.timing.heartbeat_seen_epoch = Some(now);
+                .set(attr::HEARTBEAT_TIME_EPOCH, n(-1))
+                .remove(attr::HEARTBEAT_TIME)
+                .remove(attr::HEARTBEAT_SEEN)
+                .remove(attr::HEARTBEAT_SEEN_EPOCH);
+            after.timing.heartbeat_time_epoch = -1;
+            after.timing.heartbeat_time = None;
+            after.timing.heartbeat_seen = None;
+            after.timing.heartbeat_seen_epoch = None;
         }
     }
     if after.state.is_terminal() {

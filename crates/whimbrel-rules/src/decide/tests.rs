@@ -49,7 +49,7 @@ pub(super) fn running(hb: Option<i64>, timeout: Option<i64>) -> ActivityExec {
     a.attempt.number = 1;
     a.timing.start_time_epoch = 1000;
     a.timing.heartbeat_time_epoch = 1000;
-    // As the RUNNING transition writes it: seen as it was written.
+    // A heartbeat written at the start, and seen then.
     a.timing.heartbeat_seen = Some(1000);
     a.timing.heartbeat_seen_epoch = Some(1000);
     a
@@ -130,6 +130,56 @@ fn a_client_minutes_behind_is_timed_out_only_once_it_stops_heartbeating() {
         monitor_verdict(&beat, &c, 1120 + c.report_grace_seconds),
         Verdict::Extend(1130 + 60)
     );
+}
+
+/// The RUNNING write stamps no heartbeat time: the engine's clock and the
+/// client's share their values, so a client 73 s behind came to write the
+/// start second again, and the monitor took that heartbeat for the stamp,
+/// unchanged: torture seed 4047 at a4685b1 (timeout 48 s) timed it out 7 s
+/// after it. Now the client's first heartbeat is always a change.
+#[test]
+fn a_heartbeat_that_repeats_the_start_second_is_a_heartbeat() {
+    let t = Tables::new("t_");
+    let mut a = running(Some(48), Some(3600));
+    a.state = ActivityState::Preparing;
+    a.timing.start_time_epoch = -1;
+    // Written before the start (by another holder of the activity role:
+    // seed 11 of the same run): not this attempt's heartbeat.
+    a.timing.heartbeat_time_epoch = 5000;
+    a.timing.heartbeat_seen = None;
+    a.timing.heartbeat_seen_epoch = None;
+    let change = Change {
+        transition: Transition::Running,
+        next: ActivityState::Running,
+        event_id: "e1",
+    };
+    let req = transition_update(&t, &cfg(), &a, change, &Details::default(), 756);
+    let written = apply(&req.key, Some(&item(&a)), &req.actions).unwrap();
+    let mut got: ActivityExec = serde_dynamo::from_item(written).unwrap();
+    assert_eq!(got.timing.start_time_epoch, 756);
+    assert_eq!(got.timing.heartbeat_time_epoch, -1, "no heartbeat yet");
+    // Until the first heartbeat, the deadline counts from the start.
+    assert_eq!(heartbeat_deadline(&got, 48), 756 + 48);
+    // The client, 73 s behind, wrote 704, 724, 740 unseen, then 756 at
+    // world time 829; the monitor looks at 834.
+    got.timing.heartbeat_time_epoch = 756;
+    got.timing.due_epoch = Some(804);
+    assert_eq!(
+        monitor_verdict(&got, &cfg(), 834),
+        Verdict::Extend(834 + 48)
+    );
+}
+
+/// A heartbeat the monitor finds unseen is recorded as seen even when the
+/// deadline it gives is where the marker already is; otherwise it stays
+/// unseen, and the next look counts it from then, later.
+#[test]
+fn an_unseen_heartbeat_is_recorded_even_where_the_marker_stays() {
+    let mut a = running(Some(30), Some(3600));
+    a.timing.heartbeat_seen = None;
+    a.timing.heartbeat_seen_epoch = None;
+    a.timing.due_epoch = Some(1030);
+    assert_eq!(monitor_verdict(&a, &cfg(), 1010), Verdict::Extend(1030));
 }
 
 /// A heartbeat seen from a clock behind is not raised to the start time
