@@ -236,7 +236,9 @@ fn expected_output(
 /// (a launch Lambda held in its queue past the relaunch runs late). Nor
 /// does one written while the GSIs were stalled past the report grace (or
 /// just before): the monitor could not see it, and a timeout is final
-/// (docs/design.md § 8.4). Nor does one a hostile write overwrote.
+/// (docs/design.md § 8.4). Nor does one of an activity some of whose
+/// report rows a hostile write overwrote (the report itself, or the
+/// RUNNING before it).
 fn timed_out_despite_report(
     a: &ActivityExec,
     cfg: &EngineConfig,
@@ -254,7 +256,7 @@ fn timed_out_despite_report(
             && (r.launch.0 == a.attempt.launches || !r.launch.1)
             && matches!(r.transition.as_str(), "COMPLETED" | "FAILED")
             && r.at + cfg.report_grace_seconds + 2 <= at
-            && !seen.overwritten.contains(&r.event_id)
+            && !overwritten_any(seen, &a.activity_exec_id)
             && !seen
                 .gsi_stalls
                 .iter()
@@ -265,6 +267,13 @@ fn timed_out_despite_report(
         a.activity_exec_id, r.transition, r.event_id, r.at, seen.outcomes.get(&r.event_id),
         a.trail.history.iter().map(|h| format!("{}@{} by {}", h.state, h.at_epoch, h.full_event_id(&a.activity_exec_id))).collect::<Vec<_>>()
     ))
+}
+
+/// Whether a hostile write overwrote a report row of `activity_exec_id`
+/// (its rows' ids are `(activity_exec_id)::(uuid)`).
+fn overwritten_any(seen: &Evidence<'_>, activity_exec_id: &str) -> bool {
+    let prefix = format!("{activity_exec_id}::");
+    seen.overwritten.iter().any(|id| id.starts_with(&prefix))
 }
 
 /// Rows (other than those dead-lettered) whose stream and redrive
