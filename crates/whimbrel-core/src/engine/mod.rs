@@ -233,7 +233,7 @@ impl<L> Engine<L> {
 
     /// The activity exec with this id, found by a consistent Query on the
     /// hash key (events carry only `activity_exec_id`). Only the item whose
-    /// range key is its own workflow's is read ([`ids::is_activity_key`]):
+    /// range key is its own workflow's is read ([`crate::ids::is_activity_key`]):
     /// a stray item beside it, made by a heartbeat write on another key,
     /// is neither taken for it nor makes it unreadable.
     ///
