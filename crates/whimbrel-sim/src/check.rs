@@ -55,8 +55,9 @@ pub struct Evidence<'a> {
     /// time. A report written then may lose to a timeout (docs/design.md
     /// § 8.4).
     pub gsi_stalls: &'a [(i64, i64)],
-    /// Report rows a hostile write overwrote: the report may be lost.
-    pub overwritten: &'a HashSet<String>,
+    /// Report rows a hostile write overwrote, and when it first did
+    /// (world time): the report may be lost.
+    pub overwritten: &'a HashMap<String, i64>,
 }
 
 /// What the checker remembers between steps.

@@ -8,10 +8,10 @@
 
 use whimbrel_sim::{run, Params};
 
-/// Seed 61 with clients' clocks off by minutes: activity a1 of one
+/// Seed 61 with clients' clocks off by minutes: activity a0 of one
 /// workflow heartbeats through a client 201 s behind. With the engine
 /// judging heartbeats by the client's clock, the monitor timed it out for
-/// lack of heartbeat (106 s timeout) 5 s after its last heartbeat (world
+/// lack of heartbeat (85 s timeout) 55 s after its last heartbeat (world
 /// time). It counts a heartbeat from when it saw it
 /// (`deadline::heartbeat_deadline`, docs/design.md § 3.10), and the seed
 /// passes. (It was seed 46 before later faults moved the draws: find it

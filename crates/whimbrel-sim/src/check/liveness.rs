@@ -236,9 +236,10 @@ fn expected_output(
 /// (a launch Lambda held in its queue past the relaunch runs late). Nor
 /// does one written while the GSIs were stalled past the report grace (or
 /// just before): the monitor could not see it, and a timeout is final
-/// (docs/design.md § 8.4). Nor does one of an activity some of whose
-/// report rows a hostile write overwrote (the report itself, or the
-/// RUNNING before it).
+/// (docs/design.md § 8.4), if the timeout came soon enough after the
+/// stall to rest on a read made during it. Nor does one of an attempt
+/// one of whose reports a hostile write overwrote before the timeout (the
+/// report itself, or the RUNNING before it).
 fn timed_out_despite_report(
     a: &ActivityExec,
     cfg: &EngineConfig,
@@ -256,11 +257,10 @@ fn timed_out_despite_report(
             && (r.launch.0 == a.attempt.launches || !r.launch.1)
             && matches!(r.transition.as_str(), "COMPLETED" | "FAILED")
             && r.at + cfg.report_grace_seconds + 2 <= at
-            && !overwritten_any(seen, &a.activity_exec_id)
-            && !seen
-                .gsi_stalls
-                .iter()
-                .any(|&(from, until)| (from - GSI_LAG_SECONDS..until).contains(&r.at))
+            && !overwritten_before(seen, &a.activity_exec_id, a.attempt.number, at)
+            && !seen.gsi_stalls.iter().any(|&(from, until)| {
+                (from - GSI_LAG_SECONDS..until).contains(&r.at) && at < until + STALLED_READ
+            })
     })?;
     Some(format!(
         "activity {} TIMED_OUT at {at} though its {} report {} was written at {} (outcomes {:?}; history {:?})",
@@ -269,11 +269,24 @@ fn timed_out_despite_report(
     ))
 }
 
-/// Whether a hostile write overwrote a report row of `activity_exec_id`
-/// (its rows' ids are `(activity_exec_id)::(uuid)`).
-fn overwritten_any(seen: &Evidence<'_>, activity_exec_id: &str) -> bool {
-    let prefix = format!("{activity_exec_id}::");
-    seen.overwritten.iter().any(|id| id.starts_with(&prefix))
+/// Seconds after a GSI stall ends within which a timeout may still rest on
+/// a read made during it: the index's usual lag, and the monitor's
+/// function timeout (60 s in template.yaml), which bounds how long after
+/// its read its write can land.
+const STALLED_READ: i64 = GSI_LAG_SECONDS + 60;
+
+/// Whether a hostile write overwrote a report row of attempt `attempt` of
+/// `activity_exec_id` (the report itself, or the RUNNING before it) before
+/// world time `at`, when it was timed out.
+fn overwritten_before(seen: &Evidence<'_>, activity_exec_id: &str, attempt: u32, at: i64) -> bool {
+    seen.reports.iter().any(|r| {
+        r.activity_exec_id == activity_exec_id
+            && r.attempt == attempt
+            && seen
+                .overwritten
+                .get(&r.event_id)
+                .is_some_and(|&when| when <= at)
+    })
 }
 
 /// Rows (other than those dead-lettered) whose stream and redrive

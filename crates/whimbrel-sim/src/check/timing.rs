@@ -89,7 +89,11 @@ impl Checker {
             // One behind by the timeout or more loses nothing.
             let lag = Some(written - beat).filter(|l| (0..timeout).contains(l));
             let lag = lag.unwrap_or(0);
-            if beat >= 0 && now - written < timeout - HEARTBEAT_TOLERANCE - lag {
+            if beat < 0 {
+                v.extend(before_first_heartbeat(a, &h.event_id, timeout, now));
+                continue;
+            }
+            if now - written < timeout - HEARTBEAT_TOLERANCE - lag {
                 v.push(format!(
                     "{id}: timed out for lack of heartbeat at world time {now}, but its heartbeat \
                      time was written at world time {written}, {}s before (timeout {timeout}s; \
@@ -101,6 +105,35 @@ impl Checker {
         }
         v
     }
+}
+
+/// A heartbeat timeout (history entry `event_id`) of `a` at world time
+/// `now` when no heartbeat of the attempt was written: its deadline counts
+/// from the start, which a report's RUNNING stamps on the engine's clock.
+/// A start a worker's claim stamped is on the worker's clock, and is not
+/// judged.
+fn before_first_heartbeat(
+    a: &ActivityExec,
+    event_id: &str,
+    timeout: i64,
+    now: i64,
+) -> Option<String> {
+    let start = a.timing.start_time_epoch;
+    let claimed = a
+        .trail
+        .history
+        .iter()
+        .rev()
+        .find(|h| h.state == whimbrel_core::contract::ActivityState::Running)
+        .is_some_and(|h| h.event_id.starts_with("claim:"));
+    (start >= 0 && !claimed && now - start < timeout - HEARTBEAT_TOLERANCE).then(|| {
+        format!(
+            "{}: timed out for lack of heartbeat ({event_id}) at world time {now}, {}s after \
+             its start at {start}, before any heartbeat (timeout {timeout}s)",
+            a.activity_exec_id,
+            now - start
+        )
+    })
 }
 
 #[cfg(test)]
@@ -129,6 +162,24 @@ mod tests {
                 ));
         }
         a
+    }
+
+    /// Before any heartbeat (the RUNNING write clears it to -1), a
+    /// heartbeat timeout sooner than the timeout after the start is caught;
+    /// one a timeout after it is not.
+    #[test]
+    fn a_heartbeat_timeout_before_the_first_heartbeat_is_judged_from_the_start() {
+        let cfg = EngineConfig::default();
+        for (at, caught) in [(1020, true), (1060, false)] {
+            let mut c = Checker::default();
+            let mut a = running(-1, false);
+            a.timing.start_time_epoch = 1000;
+            assert!(c.timing(&[a.clone()], &cfg, 1000).is_empty());
+            let mut out = running(-1, true);
+            out.timing.start_time_epoch = 1000;
+            let v = c.timing(&[out], &cfg, at);
+            assert_eq!(!v.is_empty(), caught, "at {at}: {v:?}");
+        }
     }
 
     /// The check is not vacuous: a client 100 s behind (more than the

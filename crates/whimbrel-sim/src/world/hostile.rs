@@ -128,7 +128,8 @@ impl Sim {
             return;
         };
         self.log(format!("hostile overwrite of event row {id}"));
-        self.overwritten.insert(id);
+        let now = lock(&self.world).now;
+        self.overwritten.entry(id).or_insert(now);
         lock(&self.world).exercise("event rows overwritten");
         let table = self.tables.activity_event();
         let _ = self.mem.put(table, row, None).now_or_never();

@@ -192,8 +192,9 @@ pub struct Sim {
     reports: Reports,
     /// Row ids written as hostile (must be rejected).
     pub hostile: HashSet<String>,
-    /// Row ids of reports a hostile write overwrote (`hostile.rs`).
-    pub overwritten: HashSet<String>,
+    /// Row ids of reports a hostile write overwrote, and when it first
+    /// did, world time (`hostile.rs`).
+    pub overwritten: HashMap<String, i64>,
     /// Users' cancel requests by row id (`check/cancels.rs`).
     pub cancels: HashMap<String, crate::check::cancels::CancelRequest>,
     /// Stream outcomes per row id.
@@ -241,9 +242,10 @@ fn settings(seed: u64) -> EngineConfig {
         // three, independently of the joins.
         fan_out_list_max: [whimbrel_core::plan::FAN_OUT_LIST_MAX, 1, 0][(seed / 3 % 3) as usize],
         launch_targets: Default::default(),
-        // Plans stored in parts, one schedule in three: the simulation's
+        // Plans stored in parts, one schedule in three (independently of
+        // the join groups and fan-outs above): the simulation's
         // plans are a few KB, so parts of at most 400 bytes of activities.
-        plan_parting: if seed % 3 == 1 {
+        plan_parting: if seed / 27 % 3 == 1 {
             whimbrel_core::engine::PlanParting {
                 whole_max: 1_000,
                 part_max: 400,
@@ -303,7 +305,7 @@ impl Sim {
             index_lag: background::IndexLag::new(START),
             reports: Arc::default(),
             hostile: HashSet::new(),
-            overwritten: HashSet::new(),
+            overwritten: HashMap::new(),
             outcomes: HashMap::new(),
             cancels: HashMap::new(),
             lost: HashSet::new(),
