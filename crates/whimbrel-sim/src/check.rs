@@ -91,17 +91,14 @@ pub fn activities(mem: &MemoryBackend, t: &Tables) -> (Vec<ActivityExec>, Vec<St
     (out, bad)
 }
 
-/// Whether an activity exec item's key is not an activity's own: its
-/// `activity_exec_id` is not derived from its `workflow_exec_id` and the
-/// activity's name (`ids::activity_exec_id`).
+/// Whether an activity exec item's key is not an activity's own
+/// (`ids::is_activity_key`, the rule `Engine::find_activity` reads by).
 fn is_stray(item: &whimbrel_core::store::Item) -> bool {
     let text = |k: &str| match item.get(k) {
         Some(whimbrel_core::store::Value::S(v)) => v.as_str(),
         _ => "",
     };
-    let (id, wf) = (text(attr::ACTIVITY_EXEC_ID), text(attr::WORKFLOW_EXEC_ID));
-    let name = whimbrel_core::ids::name_of(id).unwrap_or_default();
-    whimbrel_core::ids::activity_exec_id(wf, name) != id
+    !whimbrel_core::ids::is_activity_key(text(attr::ACTIVITY_EXEC_ID), text(attr::WORKFLOW_EXEC_ID))
 }
 
 /// Put back the outputs kept on the engine's output rows (`output_ref`) or
