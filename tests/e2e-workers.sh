@@ -9,7 +9,11 @@
 #  3. 3 `whimbrel worker` processes drain a 200-activity task list with no
 #     double claim, and it still COMPLETES when one worker is killed mid-run;
 #  4. an `execution_timeout_seconds` ends a workflow FAILED with the reason;
-#  5. the Python worker (examples/python-worker) completes a workflow.
+#  5. the Python worker (examples/python-worker) completes a workflow;
+#  6. durable timers (`wait` nodes): 30 parallel waits of 2-6 s, one chained
+#     after another, one `until` a time: each fires once, never early, by
+#     the monitor (`timer-fired:`), and the lateness is printed; a timer of
+#     an hour is cancelled with its workflow.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export WHIMBREL_STACK_DIR=$PWD/.stack-workers
@@ -115,4 +119,42 @@ wait_end "$ID"
 [[ $(state_of "$ID") == COMPLETED ]] || { cat "$S/$ID.status" "$S/py.log"; fail "the Python worker did not complete pychain"; }
 echo "e2e-workers: the Python worker COMPLETED pychain: $(tr -d '\n ' < "$S/$ID.result" | head -c 200)"
 
-echo "e2e-workers: 5 passed, 0 failed"
+# 6. Durable timers.
+python3 - "$S/timers.json" <<'PY'
+import datetime, json, sys
+acts = [{"name": f"t{i}", "wait": {"seconds": 2 + i % 5}} for i in range(30)]
+acts.append({"name": "then", "wait": {"seconds": 1}, "depends_on": ["t0"]})
+until = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=8)
+acts.append({"name": "until", "wait": {"until": until.strftime("%Y-%m-%dT%H:%M:%SZ")}})
+json.dump({"activities": acts}, open(sys.argv[1], "w"))
+PY
+"$WB" register timers --definition "$S/timers.json" > /dev/null
+ID=$(start timers); wait_end "$ID" 120
+[[ $(state_of "$ID") == COMPLETED ]] || { cat "$S/$ID.status"; fail "timers did not complete"; }
+"$WB" status "$ID" --output json > "$S/timers-status.json"
+python3 - "$S/timers-status.json" <<'PY' || fail "timers fired wrongly"
+import json, sys
+acts = json.load(open(sys.argv[1]))["activities"]
+late = []
+for a in acts:
+    due = a.get("wait_until_epoch") or a["start_time_epoch"] + a["wait_seconds"]
+    fired = [h for h in a["history"] if h["state"] == "COMPLETED"]
+    assert len(fired) == 1 and fired[0]["event_id"].startswith("timer-fired:"), a["history"]
+    assert a["output"]["fired_at"] >= due, (a["activity_name"], a["output"], due)
+    assert "attempt_token_hash" not in a and a.get("launch", 0) == 0, a
+    late.append(a["end_time_epoch"] - due)
+late.sort()
+print(f"e2e-workers: {len(acts)} timers fired once, none early; lateness p50 {late[len(late) // 2]} s, max {late[-1]} s")
+PY
+printf '%s' '{"activities": [{"name": "hour", "wait": {"seconds": 3600}}, {"name": "after", "wait": {"seconds": 0}, "depends_on": ["hour"]}]}' > "$S/hour.json"
+"$WB" register hour --definition "$S/hour.json" > /dev/null
+ID=$(start hour)
+for _ in $(seq 1 60); do "$WB" status "$ID" > "$S/$ID.status" 2>/dev/null && grep -Eq '^hour +RUNNING' "$S/$ID.status" && break; sleep 0.5; done
+grep -Eq '^hour +RUNNING' "$S/$ID.status" || { cat "$S/$ID.status"; fail "the hour's timer is not RUNNING"; }
+"$WB" cancel "$ID" > /dev/null
+wait_end "$ID" 60
+[[ $(state_of "$ID") == CANCELLED ]] || { cat "$S/$ID.status"; fail "the cancelled timer's workflow is not CANCELLED"; }
+grep -Eq '^hour +CANCELLED' "$S/$ID.status" || { cat "$S/$ID.status"; fail "the hour's timer was not cancelled"; }
+echo "e2e-workers: a timer of an hour was CANCELLED with its workflow"
+
+echo "e2e-workers: 6 passed, 0 failed"

@@ -12,7 +12,7 @@ use whimbrel_core::attr;
 use clap::Args;
 use whimbrel_core::contract::{ActivityState, ALL_STATES};
 use whimbrel_core::model::{WorkflowLambda, WorkflowPlan};
-use whimbrel_core::plan::{Plan, PlannedActivity};
+use whimbrel_core::plan::{NodeKind, Plan, PlannedActivity};
 use whimbrel_core::store::s;
 
 use crate::{status, store_for, CliError, Global};
@@ -59,9 +59,13 @@ fn colours(state: ActivityState) -> (&'static str, &'static str) {
 /// What runs the activity: `lambda: f` (a function ARN shortened to its
 /// name) or `task list: l`.
 fn runner(a: &PlannedActivity) -> String {
-    match &a.task_list {
-        Some(list) => format!("task list: {list}"),
-        None => {
+    match (a.kind(), &a.task_list, &a.wait) {
+        (NodeKind::TaskList, Some(list), _) => format!("task list: {list}"),
+        (NodeKind::Timer, _, Some(w)) => match (&w.until, w.seconds) {
+            (Some(until), _) => format!("wait until {until}"),
+            (None, seconds) => format!("wait {}s", seconds.unwrap_or(0)),
+        },
+        _ => {
             let f = a
                 .lambda
                 .split_once(":function:")

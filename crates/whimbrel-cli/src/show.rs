@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use whimbrel_core::attr;
 
 use serde::Serialize;
-use whimbrel_core::contract::{ActivityState, WorkflowState};
+use whimbrel_core::contract::{ActivityState, NodeKind, WorkflowState};
 use whimbrel_core::model::{ActivityExec, HistoryEntry, WorkflowExec};
 
 use crate::status::Snapshot;
@@ -100,7 +100,11 @@ fn last_number(event_id: &str) -> Option<u32> {
 pub fn cause(event_id: &str, a: &ActivityExec, attempt: Option<u32>) -> (Actor, Option<String>) {
     let (prefix, _) = event_id.split_once(':').unwrap_or(("", ""));
     match prefix {
+        "launcher" if a.runner.kind() == NodeKind::Timer => {
+            (Actor::Engine, Some("timer started".into()))
+        }
         "launcher" => (Actor::Engine, Some(attr::LAUNCH.into())),
+        "timer-fired" => (Actor::Monitor, Some("timer fired".into())),
         "relaunch" => (
             Actor::Engine,
             Some(match last_number(event_id) {

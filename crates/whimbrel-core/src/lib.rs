@@ -52,7 +52,7 @@
 
 pub mod activity;
 pub use whimbrel_rules::{
-    attr, contract, dates, history, ids, keys, model, payloads, plan, retry, targets, write,
+    attr, contract, dates, history, ids, keys, kind, model, payloads, plan, retry, targets, write,
 };
 pub mod engine;
 pub mod grants;

@@ -112,6 +112,13 @@ pub fn timeout(kind: &'static str) {
     ::metrics::counter!("Timeouts", "Kind" => kind).increment(1);
 }
 
+/// A timer fired (design.md § 9.1), `lateness_seconds` after its fire
+/// time (`TimersFired`, `TimerLatenessSeconds`).
+pub fn timer_fired(lateness_seconds: i64) {
+    ::metrics::counter!("TimersFired").increment(1);
+    ::metrics::histogram!("TimerLatenessSeconds").record(lateness_seconds.max(0) as f64);
+}
+
 /// A launch that never started was launched again.
 pub fn relaunch() {
     ::metrics::counter!("Relaunches").increment(1);

@@ -42,6 +42,14 @@ pub struct EngineConfig {
     /// (`WHIMBREL_REPORT_GRACE_SECONDS`, default 10; GSIs lag by well under
     /// a second).
     pub report_grace_seconds: i64,
+    /// How far past its time a monitor tick reads the due index, seconds
+    /// (`WHIMBREL_MONITOR_LOOKAHEAD_SECONDS`, default 0): the activities
+    /// due within it are each judged at their own second, the tick
+    /// sleeping to each in turn (design.md § 9), so a timer or a retry's
+    /// delay ends on time, not at the next tick. Set it to the schedule's
+    /// interval (60 s on AWS, where the function's `Timeout` leaves room
+    /// for it; 5 s in `whimbrel local`). 0: a tick judges only what is due.
+    pub monitor_lookahead_seconds: i64,
     /// How long after a terminal write its side effects may take before the
     /// monitor resumes them (default 60).
     pub settle_grace_seconds: i64,
@@ -144,6 +152,7 @@ impl Default for EngineConfig {
             default_start_to_close_seconds: 3600,
             cancel_grace_seconds: 300,
             report_grace_seconds: 10,
+            monitor_lookahead_seconds: 0,
             settle_grace_seconds: 60,
             start_retry_seconds: 60,
             max_start_attempts: 5,
@@ -246,6 +255,10 @@ impl EngineConfig {
             )?,
             cancel_grace_seconds: num("WHIMBREL_CANCEL_GRACE_SECONDS", d.cancel_grace_seconds)?,
             report_grace_seconds: num("WHIMBREL_REPORT_GRACE_SECONDS", d.report_grace_seconds)?,
+            monitor_lookahead_seconds: num(
+                "WHIMBREL_MONITOR_LOOKAHEAD_SECONDS",
+                d.monitor_lookahead_seconds,
+            )?,
             settle_grace_seconds: d.settle_grace_seconds,
             start_retry_seconds: num("WHIMBREL_START_RETRY_SECONDS", d.start_retry_seconds)?,
             max_start_attempts: count("WHIMBREL_MAX_START_ATTEMPTS", d.max_start_attempts)?,

@@ -9,6 +9,7 @@
 //! and Transitions"; design.md § n.m = `docs/design.md`, section n.m.
 
 use crate::attr;
+pub use crate::kind::NodeKind;
 use std::fmt;
 use std::str::FromStr;
 
@@ -170,12 +171,16 @@ impl Actors {
 use ActivityState as S;
 use Transition as T;
 
+/// One row of a contract table: (from state, transition, to state, who may
+/// request it).
+pub type Row = (ActivityState, Transition, ActivityState, ActorsSet);
+
 /// The contract table: (from state, transition, to state, who may request it).
 ///
 /// Every row comes from the contract's "Transitions" list, except the
 /// CANCELLED_RUNNING rows and the TIMED_OUT rows, which come from design.md § 3.5
 /// and 3.6. A pair not in this table is rejected.
-pub const TRANSITIONS: &[(ActivityState, Transition, ActivityState, ActorsSet)] = &[
+pub const TRANSITIONS: &[Row] = &[
     // contract: Current state REQUESTED
     (
         S::Requested,
@@ -263,12 +268,52 @@ pub const TRANSITIONS: &[(ActivityState, Transition, ActivityState, ActorsSet)] 
     ),
 ];
 
-/// The states from which `transition` reaches `to`, by the rows of
-/// [`TRANSITIONS`]: what a write of that move requires of the item (its
-/// `state IN (...)` condition), so a move the table does not have is
-/// refused by DynamoDB itself, in every build.
-pub fn sources(transition: Transition, to: ActivityState) -> Vec<ActivityState> {
-    TRANSITIONS
+/// A durable timer's own table (design.md § 9.1), in place of
+/// [`TRANSITIONS`] for [`NodeKind::Timer`]: its release takes it to RUNNING
+/// (nothing is queued or invoked), only the monitor completes it at its
+/// fire time, and a CANCEL ends it at once (no attempt runs to acknowledge
+/// it). It has no PREPARING, FAILED or TIMED_OUT: nothing runs that could
+/// fail or be late. Its terminal states are the base table's.
+pub const TIMER_TRANSITIONS: &[Row] = &[
+    (
+        S::Requested,
+        T::Cancel,
+        S::Cancelled,
+        ActorsSet(CLIENT_OR_ENGINE),
+    ),
+    (S::Requested, T::Ready, S::Ready, ActorsSet(ENGINE)),
+    (S::Requested, T::Running, S::Running, ActorsSet(ENGINE)),
+    (
+        S::Ready,
+        T::Cancel,
+        S::Cancelled,
+        ActorsSet(CLIENT_OR_ENGINE),
+    ),
+    (S::Ready, T::Running, S::Running, ActorsSet(ENGINE)),
+    (
+        S::Running,
+        T::Cancel,
+        S::Cancelled,
+        ActorsSet(CLIENT_OR_ENGINE),
+    ),
+    (S::Running, T::Completed, S::Completed, ActorsSet(MONITOR)),
+];
+
+/// The contract table of a node of `kind`: [`TIMER_TRANSITIONS`] for
+/// timers, [`TRANSITIONS`] for everything that runs code.
+pub fn table(kind: NodeKind) -> &'static [Row] {
+    match kind {
+        NodeKind::Timer => TIMER_TRANSITIONS,
+        NodeKind::Lambda | NodeKind::TaskList => TRANSITIONS,
+    }
+}
+
+/// The states from which `transition` reaches `to`, by the rows of the
+/// table of `kind` ([`table`]): what a write of that move requires of the
+/// item (its `state IN (...)` condition), so a move the table does not
+/// have is refused by DynamoDB itself, in every build.
+pub fn sources(kind: NodeKind, transition: Transition, to: ActivityState) -> Vec<ActivityState> {
+    table(kind)
         .iter()
         .filter(|(_, t, target, _)| *t == transition && *target == to)
         .map(|(from, ..)| *from)
@@ -400,14 +445,14 @@ impl ActivityState {
         }
     }
 
-    /// States reachable from `self` by zero or more rows of the table,
+    /// States reachable from `self` by zero or more rows of `rows`,
     /// whoever requests them.
-    fn reachable(self) -> Vec<ActivityState> {
+    fn reachable(self, rows: &[Row]) -> Vec<ActivityState> {
         let mut seen = vec![self];
         let mut i = 0;
         while i < seen.len() {
             let from = seen[i];
-            for (f, _, to, _) in TRANSITIONS {
+            for (f, _, to, _) in rows {
                 if *f == from && !seen.contains(to) {
                     seen.push(*to);
                 }
@@ -434,18 +479,21 @@ impl Transition {
     }
 }
 
-/// Apply `transition`, requested by `actor`, to an activity in `state`.
+/// Apply `transition`, requested by `actor`, to a node of `kind` in
+/// `state`, by the kind's table ([`table`]).
 ///
 /// Returns the new state, or why it cannot apply (see [`TransitionError`];
 /// only [`TransitionError::NotYet`] is worth retrying).
 ///
-/// Source: contract, "Transitions"; design.md § 3.5, 3.6, 3.8.
+/// Source: contract, "Transitions"; design.md § 3.5, 3.6, 3.8, 9.1.
 pub fn next_state(
+    kind: NodeKind,
     state: ActivityState,
     transition: Transition,
     actor: Actor,
 ) -> Result<ActivityState, TransitionError> {
-    if let Some((_, _, to, actors)) = TRANSITIONS
+    let rows = table(kind);
+    if let Some((_, _, to, actors)) = rows
         .iter()
         .find(|(from, t, ..)| *from == state && *t == transition)
     {
@@ -462,9 +510,8 @@ pub fn next_state(
     if state.is_terminal() {
         return Err(TransitionError::Terminal { state, transition });
     }
-    let later = state.reachable().into_iter().skip(1).any(|s| {
-        TRANSITIONS
-            .iter()
+    let later = state.reachable(rows).into_iter().skip(1).any(|s| {
+        rows.iter()
             .any(|(from, t, _, a)| *from == s && *t == transition && a.allows(actor))
     });
     if later {
@@ -474,13 +521,14 @@ pub fn next_state(
     }
 }
 
-/// [`next_state`] for a report (an event row) about an activity whose live
-/// attempt is `launched` (claimed: invoked, or taken by a worker) or not: a
-/// report of progress (PREPARING, RUNNING, COMPLETED, FAILED) while no
-/// attempt is claimed (never queued, a retry's delay, a task waiting for a
-/// worker) cannot be legitimate and is refused at once (design.md § 3.8), where
-/// [`next_state`] alone would call it "not yet".
+/// [`next_state`] for a report (an event row) about a node of `kind` whose
+/// live attempt is `launched` (claimed: invoked, or taken by a worker) or
+/// not: a report of progress (PREPARING, RUNNING, COMPLETED, FAILED) while
+/// no attempt is claimed (never queued, a retry's delay, a task waiting for
+/// a worker, a timer) cannot be legitimate and is refused at once
+/// (design.md § 3.8), where [`next_state`] alone would call it "not yet".
 pub fn next_state_of_report(
+    kind: NodeKind,
     state: ActivityState,
     launched: bool,
     transition: Transition,
@@ -493,7 +541,7 @@ pub fn next_state_of_report(
     if !launched && progress && matches!(actor, Actor::Client | Actor::Attempt) {
         return Err(TransitionError::NeverLaunched { state, transition });
     }
-    next_state(state, transition, actor)
+    next_state(kind, state, transition, actor)
 }
 
 /// Error for a state or transition name that is not in the contract.
@@ -691,7 +739,7 @@ mod tests {
     fn every_state_transition_pair_for_clients() {
         for s in ALL_STATES {
             for t in ALL_TRANSITIONS {
-                let got = next_state(s, t, Actor::Client).map_err(|e| match e {
+                let got = next_state(NodeKind::Lambda, s, t, Actor::Client).map_err(|e| match e {
                     TransitionError::Terminal { .. } => "terminal",
                     TransitionError::NotYet { .. } => "not yet",
                     TransitionError::NotAllowed { .. } => "not allowed",
@@ -709,19 +757,19 @@ mod tests {
         for t in [T::Running, T::Preparing, T::Completed, T::Failed] {
             for s in [Requested, Ready] {
                 assert!(matches!(
-                    next_state_of_report(s, false, t, Actor::Client),
+                    next_state_of_report(NodeKind::Lambda, s, false, t, Actor::Client),
                     Err(TransitionError::NeverLaunched { .. })
                 ));
             }
         }
         // A user may still cancel an activity that has not been launched.
         assert_eq!(
-            next_state_of_report(Requested, false, T::Cancel, Actor::Client),
+            next_state_of_report(NodeKind::Lambda, Requested, false, T::Cancel, Actor::Client),
             Ok(Cancelled)
         );
         // Launched: an early COMPLETED is "not yet" (parked).
         assert!(
-            next_state_of_report(Queued, true, T::Completed, Actor::Client)
+            next_state_of_report(NodeKind::Lambda, Queued, true, T::Completed, Actor::Client)
                 .unwrap_err()
                 .is_retryable()
         );
@@ -731,20 +779,25 @@ mod tests {
     fn only_the_live_attempt_acknowledges_a_cancel() {
         use ActivityState::*;
         assert!(matches!(
-            next_state(CancelledRunning, T::Cancel, Actor::Client),
+            next_state(NodeKind::Lambda, CancelledRunning, T::Cancel, Actor::Client),
             Err(TransitionError::Forbidden { .. })
         ));
         assert_eq!(
-            next_state(CancelledRunning, T::Cancel, Actor::Attempt),
+            next_state(
+                NodeKind::Lambda,
+                CancelledRunning,
+                T::Cancel,
+                Actor::Attempt
+            ),
             Ok(Cancelled)
         );
         // An attempt may do what a client may.
         assert_eq!(
-            next_state(Running, T::Completed, Actor::Attempt),
+            next_state(NodeKind::Lambda, Running, T::Completed, Actor::Attempt),
             Ok(Completed)
         );
         assert_eq!(
-            next_state(Running, T::Cancel, Actor::Client),
+            next_state(NodeKind::Lambda, Running, T::Cancel, Actor::Client),
             Ok(CancelledRunning)
         );
     }
@@ -752,23 +805,37 @@ mod tests {
     #[test]
     fn engine_and_monitor_rows() {
         use ActivityState::*;
-        assert_eq!(next_state(Requested, T::Ready, Actor::Engine), Ok(Ready));
-        assert_eq!(next_state(Requested, T::Queued, Actor::Engine), Ok(Queued));
-        assert_eq!(next_state(Ready, T::Queued, Actor::Engine), Ok(Queued));
         assert_eq!(
-            next_state(Requested, T::Cancel, Actor::Engine),
+            next_state(NodeKind::Lambda, Requested, T::Ready, Actor::Engine),
+            Ok(Ready)
+        );
+        assert_eq!(
+            next_state(NodeKind::Lambda, Requested, T::Queued, Actor::Engine),
+            Ok(Queued)
+        );
+        assert_eq!(
+            next_state(NodeKind::Lambda, Ready, T::Queued, Actor::Engine),
+            Ok(Queued)
+        );
+        assert_eq!(
+            next_state(NodeKind::Lambda, Requested, T::Cancel, Actor::Engine),
             Ok(Cancelled)
         );
         assert_eq!(
-            next_state(Running, T::TimedOut, Actor::Monitor),
+            next_state(NodeKind::Lambda, Running, T::TimedOut, Actor::Monitor),
             Ok(TimedOut)
         );
         assert_eq!(
-            next_state(CancelledRunning, T::TimedOut, Actor::Monitor),
+            next_state(
+                NodeKind::Lambda,
+                CancelledRunning,
+                T::TimedOut,
+                Actor::Monitor
+            ),
             Ok(TimedOut)
         );
         assert_eq!(
-            next_state(Queued, T::TimedOut, Actor::Monitor),
+            next_state(NodeKind::Lambda, Queued, T::TimedOut, Actor::Monitor),
             Ok(TimedOut)
         );
         // Retries: failures of QUEUED, PREPARING, RUNNING may go back to
@@ -780,13 +847,13 @@ mod tests {
         assert_eq!(retry_state(CancelledRunning, T::Failed), None);
         assert_eq!(retry_state(Running, T::Completed), None);
         assert!(matches!(
-            next_state(Running, T::Completed, Actor::Engine),
+            next_state(NodeKind::Lambda, Running, T::Completed, Actor::Engine),
             Err(TransitionError::Forbidden { .. })
         ));
         // The engine never cancels a CANCELLED_RUNNING activity: only its
         // own report ends it.
         assert!(matches!(
-            next_state(CancelledRunning, T::Cancel, Actor::Engine),
+            next_state(NodeKind::Lambda, CancelledRunning, T::Cancel, Actor::Engine),
             Err(TransitionError::Forbidden { .. })
         ));
     }
@@ -802,15 +869,21 @@ mod tests {
 
     #[test]
     fn only_not_yet_is_retryable() {
-        assert!(next_state(S::Queued, T::Completed, Actor::Client)
-            .unwrap_err()
-            .is_retryable());
-        assert!(!next_state(S::Completed, T::Completed, Actor::Client)
-            .unwrap_err()
-            .is_retryable());
-        assert!(!next_state(S::Requested, T::Queued, Actor::Client)
-            .unwrap_err()
-            .is_retryable());
+        assert!(
+            next_state(NodeKind::Lambda, S::Queued, T::Completed, Actor::Client)
+                .unwrap_err()
+                .is_retryable()
+        );
+        assert!(
+            !next_state(NodeKind::Lambda, S::Completed, T::Completed, Actor::Client)
+                .unwrap_err()
+                .is_retryable()
+        );
+        assert!(
+            !next_state(NodeKind::Lambda, S::Requested, T::Queued, Actor::Client)
+                .unwrap_err()
+                .is_retryable()
+        );
     }
 
     #[test]
@@ -875,5 +948,34 @@ mod tests {
             workflow_outcome(0, c(0, 0, 0)),
             Some(WorkflowState::Completed)
         );
+    }
+
+    #[test]
+    fn a_timer_is_completed_by_the_monitor_only_and_cancelled_at_once() {
+        let k = NodeKind::Timer;
+        assert_eq!(
+            next_state(k, S::Running, T::Completed, Actor::Monitor),
+            Ok(S::Completed)
+        );
+        for actor in [Actor::Client, Actor::Attempt, Actor::Engine] {
+            assert!(next_state(k, S::Running, T::Completed, actor).is_err());
+        }
+        assert_eq!(
+            next_state(k, S::Running, T::Cancel, Actor::Client),
+            Ok(S::Cancelled)
+        );
+        // A report of progress for a timer is never launched.
+        assert!(matches!(
+            next_state_of_report(k, S::Running, false, T::Completed, Actor::Client),
+            Err(TransitionError::NeverLaunched { .. })
+        ));
+        assert!(next_state(k, S::Running, T::TimedOut, Actor::Monitor).is_err());
+        assert_eq!(sources(k, T::Running, S::Running), [S::Requested, S::Ready]);
+        // The same terminal states as the base table.
+        for (_, _, to, _) in TIMER_TRANSITIONS {
+            let in_base = TRANSITIONS.iter().any(|(from, ..)| from == to);
+            let in_timer = TIMER_TRANSITIONS.iter().any(|(from, ..)| from == to);
+            assert_eq!(in_base, in_timer, "{to}");
+        }
     }
 }

@@ -151,6 +151,9 @@ pub enum EngineStep<'a> {
     /// A launcher's claim, `launcher:(attempt)`. It names no activity: it
     /// only ever stands on its own item, whose history is billed by size.
     Launcher(u32),
+    /// A timer's fire time came: `timer-fired:(activity):1` (a timer has
+    /// one attempt; design.md § 9.1).
+    TimerFired(&'a str),
 }
 
 impl EngineStep<'_> {
@@ -165,6 +168,7 @@ impl EngineStep<'_> {
             EngineStep::CancelRequest(id) => format!("cancel-request:{id}"),
             EngineStep::Claim(id, a) => format!("claim:{id}:{a}"),
             EngineStep::Launcher(a) => format!("launcher:{a}"),
+            EngineStep::TimerFired(id) => format!("timer-fired:{id}:1"),
         }
     }
 }

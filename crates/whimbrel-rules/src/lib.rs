@@ -8,6 +8,7 @@
 //!
 //! * [`attr`]: the stored attribute names, defined once
 //! * [`contract`]: the states × transitions table (contract: Transitions)
+//! * [`kind`]: what runs a plan node (a Lambda, a task list, a timer)
 //! * [`ids`], [`keys`], [`dates`]: id, key, table and date formats
 //! * [`plan`], [`model`], [`history`]: JSON shapes and stored items
 //! * [`retry`]: retry policies and backoff
@@ -29,6 +30,7 @@ pub mod decide;
 pub mod history;
 pub mod ids;
 pub mod keys;
+pub mod kind;
 pub mod model;
 pub mod payloads;
 pub mod plan;

@@ -6,6 +6,7 @@ use std::collections::{HashMap, HashSet};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub use crate::kind::{NodeKind, WaitSpec, MAX_WAIT_SECONDS};
 use crate::retry::{PolicyError, RetryPolicy};
 
 /// Version of the decider request, plan and launch payload shapes.
@@ -144,14 +145,20 @@ fn default_version() -> u32 {
 pub struct PlannedActivity {
     /// Unique within the plan; `[A-Za-z0-9_.-]`, at most [`MAX_NAME_LEN`].
     pub name: String,
-    /// The Lambda function that runs it (name or ARN); exactly one of
-    /// `lambda` and `task_list` is given.
+    /// The Lambda function that runs it (name or ARN). A node is exactly
+    /// one kind ([`NodeKind`]): `lambda`, `task_list` or `wait`.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub lambda: String,
     /// The task list external workers claim it from (nothing is invoked):
     /// `[A-Za-z0-9_.-]`, at most [`MAX_NAME_LEN`] characters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub task_list: Option<String>,
+    /// A durable timer instead of an activity (design.md § 9.1): the node
+    /// is RUNNING from its release until its fire time, then COMPLETED
+    /// with output `{"fired_at": epoch seconds}`. It takes no timeouts,
+    /// retry policy, input or tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait: Option<WaitSpec>,
     /// Names of the activities it waits for.
     #[serde(default)]
     pub depends_on: Vec<String>,
@@ -309,9 +316,38 @@ pub enum PlanError {
     /// `input_ref` given: only the engine sets it, on the plan it stores.
     #[error("activity {0:?} sets input_ref, which only the engine sets; give its input")]
     InputRef(String),
-    /// Neither or both of `lambda` and `task_list`, or a bad task list name.
-    #[error("activity {0:?} needs exactly one of lambda or task_list (a task list name is 1-{MAX_NAME_LEN} characters of A-Z a-z 0-9 _ . -)")]
+    /// No kind given (none of `lambda`, `task_list`, `wait`), or a bad task
+    /// list name.
+    #[error("activity {0:?} needs exactly one of lambda, task_list or wait (a task list name is 1-{MAX_NAME_LEN} characters of A-Z a-z 0-9 _ . -)")]
     NoLambda(String),
+    /// Two or more kinds given.
+    #[error("activity {activity:?} gives {first} and {second}; a node is exactly one of lambda, task_list or wait")]
+    TwoKinds {
+        /// The node.
+        activity: String,
+        /// The first kind's field.
+        first: &'static str,
+        /// The second kind's field.
+        second: &'static str,
+    },
+    /// A bad `wait`.
+    #[error("activity {activity:?}: {why}")]
+    BadWait {
+        /// The timer node.
+        activity: String,
+        /// What is wrong.
+        why: String,
+    },
+    /// A timer node with a field that only activities take.
+    #[error(
+        "activity {activity:?} is a timer (wait); {field} applies only to activities that run code"
+    )]
+    TimerField {
+        /// The timer node.
+        activity: String,
+        /// The field given.
+        field: &'static str,
+    },
     /// A timeout not positive or too long.
     #[error("{what} is {value}; it must be within 1..={max} seconds")]
     BadTimeout {
@@ -395,10 +431,23 @@ impl PlannedActivity {
         if a.input_ref.is_some() {
             return Err(PlanError::InputRef(a.name.clone()));
         }
-        let by_lambda = !a.lambda.trim().is_empty();
-        let by_list = a.task_list.as_deref().is_some_and(valid_name);
-        if by_lambda == by_list || (a.task_list.is_some() && !by_list) {
+        match a.kinds_given().as_slice() {
+            [] => return Err(PlanError::NoLambda(a.name.clone())),
+            [_] => {}
+            [first, second, ..] => {
+                return Err(PlanError::TwoKinds {
+                    activity: a.name.clone(),
+                    first: first.field(),
+                    second: second.field(),
+                })
+            }
+        }
+        if a.task_list.as_deref().is_some_and(|l| !valid_name(l)) {
             return Err(PlanError::NoLambda(a.name.clone()));
+        }
+        if let Some(w) = &a.wait {
+            w.check(&a.name)?;
+            a.check_timer_fields()?;
         }
         for (what, t) in [
             ("schedule_to_start_seconds", a.schedule_to_start_seconds),
@@ -430,6 +479,61 @@ impl PlannedActivity {
         let size = serde_json::to_string(a).map_or(0, |s| s.len());
         let what = format!("activity {:?} as planned", a.name);
         too_large(what, size, PLAN_PART_BYTES).map_or(Ok(()), Err)
+    }
+
+    /// The kinds this node gives, in [`NodeKind::ALL`] order: exactly one
+    /// for a valid node. A `task_list` counts even when its name is bad.
+    pub fn kinds_given(&self) -> Vec<NodeKind> {
+        NodeKind::ALL
+            .into_iter()
+            .filter(|k| match k {
+                NodeKind::Lambda => !self.lambda.trim().is_empty(),
+                NodeKind::TaskList => self.task_list.is_some(),
+                NodeKind::Timer => self.wait.is_some(),
+            })
+            .collect()
+    }
+
+    /// The node's kind: the first given ([`Self::kinds_given`]), a Lambda
+    /// when none is (validation refuses both cases but one).
+    pub fn kind(&self) -> NodeKind {
+        self.kinds_given()
+            .first()
+            .copied()
+            .unwrap_or(NodeKind::Lambda)
+    }
+
+    /// A timer takes none of the fields of activities that run code.
+    fn check_timer_fields(&self) -> Result<(), PlanError> {
+        let given = [
+            (
+                "heartbeat_timeout_seconds",
+                self.heartbeat_timeout_seconds.is_some(),
+            ),
+            ("heartbeat_enabled", self.heartbeat_enabled.is_some()),
+            (
+                "start_to_close_seconds",
+                self.start_to_close_seconds.is_some(),
+            ),
+            (
+                "schedule_to_start_seconds",
+                self.schedule_to_start_seconds.is_some(),
+            ),
+            (
+                "schedule_to_close_seconds",
+                self.schedule_to_close_seconds.is_some(),
+            ),
+            ("retry", self.retry.is_some()),
+            ("input", self.input.is_some()),
+            ("require_tokens", self.require_tokens.is_some()),
+        ];
+        match given.into_iter().find(|(_, set)| *set) {
+            Some((field, _)) => Err(PlanError::TimerField {
+                activity: self.name.clone(),
+                field,
+            }),
+            None => Ok(()),
+        }
     }
 
     /// Its prerequisites are activities of the plan (`names`), not itself,
@@ -486,6 +590,18 @@ impl Plan {
             });
         }
         Ok(())
+    }
+
+    /// The checks that need the clock, made at the workflow's start (`now`,
+    /// epoch seconds): no timer's `until` more than [`MAX_WAIT_SECONDS`]
+    /// ahead ([`WaitSpec::check_at`]).
+    ///
+    /// Errors: the first [`PlanError::BadWait`].
+    pub fn check_at(&self, now: i64) -> Result<(), PlanError> {
+        self.activities
+            .iter()
+            .filter_map(|a| a.wait.as_ref().map(|w| (a, w)))
+            .try_for_each(|(a, w)| w.check_at(&a.name, now))
     }
 
     /// The plan's own fields: shape version, activity count, execution
@@ -643,7 +759,61 @@ mod tests {
             schedule_to_start_seconds: None,
             schedule_to_close_seconds: None,
             retry: None,
+            wait: None,
         }
+    }
+
+    fn timer(name: &str, wait: serde_json::Value) -> PlannedActivity {
+        let v = serde_json::json!({"name": name, "wait": wait});
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn a_timer_node_is_one_kind_with_no_fields_of_activities() {
+        let ok = plan(vec![
+            act("a", &[]),
+            timer("cool-off", serde_json::json!({"seconds": 3600})),
+            timer(
+                "morning",
+                serde_json::json!({"until": "2026-12-01T09:00:00Z"}),
+            ),
+        ]);
+        ok.validate().unwrap();
+        assert_eq!(ok.activities[1].kind(), NodeKind::Timer);
+        assert_eq!(
+            ok.activities[2].wait.as_ref().unwrap().until_epoch(),
+            Some(1_796_115_600)
+        );
+        let mut two = timer("t", serde_json::json!({"seconds": 5}));
+        two.lambda = "fn".into();
+        let e = plan(vec![two]).validate().unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "activity \"t\" gives lambda and wait; a node is exactly one of lambda, task_list or wait"
+        );
+        let mut retried = timer("t", serde_json::json!({"seconds": 5}));
+        retried.retry = Some(RetryPolicy::default());
+        assert!(matches!(
+            plan(vec![retried]).validate(),
+            Err(PlanError::TimerField { field: "retry", .. })
+        ));
+        for bad in [
+            serde_json::json!({}),
+            serde_json::json!({"seconds": 5, "until": "2026-12-01T09:00:00Z"}),
+            serde_json::json!({"seconds": -1}),
+            serde_json::json!({"seconds": MAX_WAIT_SECONDS + 1}),
+            serde_json::json!({"until": "tomorrow"}),
+        ] {
+            let e = plan(vec![timer("t", bad.clone())]).validate();
+            assert!(matches!(e, Err(PlanError::BadWait { .. })), "{bad}: {e:?}");
+        }
+        let far = plan(vec![timer(
+            "t",
+            serde_json::json!({"until": "2030-01-01T00:00:00Z"}),
+        )]);
+        far.validate().unwrap();
+        assert!(far.check_at(1_796_115_600).is_err());
+        assert!(far.check_at(1_893_456_000 - MAX_WAIT_SECONDS).is_ok());
     }
 
     fn plan(acts: Vec<PlannedActivity>) -> Plan {

@@ -174,11 +174,11 @@ impl LaunchTargets {
 /// Why `plan` may not run: the first activity whose `lambda` the
 /// deployment's `targets` refuse ([`LaunchTargets::refusal`]), named.
 /// `None`: every Lambda activity may be launched (task-list activities
-/// invoke nothing).
+/// and timers invoke nothing: [`crate::kind::NodeKind::is_invoked`]).
 pub fn plan_refusal(plan: &Plan, targets: &LaunchTargets) -> Option<String> {
     plan.activities
         .iter()
-        .filter(|a| a.task_list.is_none())
+        .filter(|a| a.kind().is_invoked())
         .find_map(|a| {
             let why = targets.refusal(&a.lambda)?;
             Some(format!("activity {:?}: {why}", a.name))
@@ -270,6 +270,7 @@ mod tests {
         let plan: Plan = serde_json::from_value(serde_json::json!({"activities": [
             {"name": "ok", "lambda": "whimbrel-task-noop"},
             {"name": "worker", "task_list": "gpu"},
+            {"name": "pause", "wait": {"seconds": 5}},
             {"name": "out", "lambda": "payroll", "depends_on": ["ok"]},
         ]}))
         .unwrap();

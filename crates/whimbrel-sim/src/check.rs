@@ -344,7 +344,8 @@ impl Checker {
     /// is not vacuous): retried attempts, activities that completed after a
     /// retry, worker claims, activities timed out for good by schedule-to-close
     /// or schedule-to-start, workflows ended by their execution timeout,
-    /// completed workflows (whose result the liveness check compares).
+    /// completed workflows (whose result the liveness check compares),
+    /// timers fired and cancelled.
     pub fn features(
         &self,
         mem: &MemoryBackend,
@@ -371,6 +372,13 @@ impl Checker {
                     .filter(|h| h.event_id.starts_with("claim:"))
                     .count() as u64,
             );
+            if a.runner.kind() == whimbrel_core::contract::NodeKind::Timer {
+                match a.state {
+                    ActivityState::Completed => add("timers fired", 1),
+                    ActivityState::Cancelled => add("timers cancelled", 1),
+                    _ => {}
+                }
+            }
             let err = a.outcome.error.as_deref().unwrap_or("");
             if a.state == ActivityState::TimedOut && err.contains("(schedule-to-") {
                 add("schedule timeouts", 1);
@@ -463,10 +471,12 @@ impl Checker {
                 self.ended_at
                     .entry(a.activity_exec_id.clone())
                     .or_insert(now);
+                v.extend(self.timer_fired_early(a, now));
             }
             v.extend(safety::due_marker_violation(a, cfg));
             v.extend(self.terminal_state_change(a));
             v.extend(safety::history_violations(a));
+            v.extend(safety::timer_violations(a));
             v.extend(safety::hygiene_violations(a));
             v.extend(safety::attempt_violations(a));
         }

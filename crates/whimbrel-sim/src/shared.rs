@@ -172,6 +172,10 @@ pub struct Shared {
     pub now: i64,
     /// The one random source.
     pub rng: ChaCha8Rng,
+    /// The random source of plan nodes added after `rng`'s draws were
+    /// fixed (timers): its own stream of the same seed, so the schedules
+    /// of earlier seeds (pinned in tests) draw as they did.
+    pub node_rng: ChaCha8Rng,
     /// Current fault rates.
     pub faults: Faults,
     /// Sleeping tasks: wake time and waker.
@@ -220,6 +224,11 @@ impl Shared {
         Shared {
             now,
             rng: ChaCha8Rng::seed_from_u64(seed),
+            node_rng: {
+                let mut r = ChaCha8Rng::seed_from_u64(seed);
+                r.set_stream(1);
+                r
+            },
             faults: Faults::NONE,
             timers: vec![],
             invokes: vec![],
@@ -555,6 +564,14 @@ impl Environment for SimEnv {
     }
     fn new_token(&self) -> String {
         format!("{:032x}", lock(&self.world).rng.gen::<u128>())
+    }
+    /// Until this function's clock (the world's plus its skew) reads
+    /// `epoch`, in world time.
+    fn sleep_until(&self, epoch: i64) -> futures::future::BoxFuture<'static, ()> {
+        Box::pin(Sleep {
+            world: self.world.clone(),
+            until: epoch - self.skew,
+        })
     }
 }
 

@@ -44,7 +44,8 @@ pub async fn cancel(
     let twice = lock(world).chance(0.3);
     for _ in 0..if twice { 2 } else { 1 } {
         for a in &acts {
-            if contract::next_state(a.state, Transition::Cancel, Actor::Client).is_err() {
+            let kind = a.runner.kind();
+            if contract::next_state(kind, a.state, Transition::Cancel, Actor::Client).is_err() {
                 continue;
             }
             let ev = ActivityEvent {

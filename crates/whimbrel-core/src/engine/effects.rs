@@ -61,7 +61,7 @@ impl<L: Launcher> Engine<L> {
     /// the claim; anything else (claimed meanwhile, cancelled, a task-list
     /// activity) is left alone.
     pub(crate) async fn launch_attempt(&self, exec: ActivityExec) -> Result<bool, EngineError> {
-        if exec.runner.task_list.is_some()
+        if !exec.runner.kind().is_invoked()
             || exec.state != ActivityState::Queued
             || exec.attempt.token_hash.is_some()
         {

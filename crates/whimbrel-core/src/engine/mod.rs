@@ -116,6 +116,14 @@ pub trait Environment: Send + Sync + std::fmt::Debug {
     fn now(&self) -> Timestamp;
     /// A fresh, unguessable attempt token.
     fn new_token(&self) -> String;
+    /// Wait until `epoch` (seconds) by this clock: the monitor's sleep to
+    /// a due marker within its look-ahead
+    /// (`EngineConfig::monitor_lookahead_seconds`). The default sleeps on
+    /// the tokio timer for the whole seconds left by [`Self::now`].
+    fn sleep_until(&self, epoch: i64) -> futures::future::BoxFuture<'static, ()> {
+        let left = u64::try_from(epoch - self.now().epoch).unwrap_or(0);
+        Box::pin(tokio::time::sleep(std::time::Duration::from_secs(left)))
+    }
 }
 
 /// The system clock and random (UUID v4) tokens.
@@ -128,6 +136,16 @@ impl Environment for SystemEnvironment {
     }
     fn new_token(&self) -> String {
         uuid::Uuid::new_v4().simple().to_string()
+    }
+    /// To the start of second `epoch` by the system clock, to the
+    /// millisecond.
+    fn sleep_until(&self, epoch: i64) -> futures::future::BoxFuture<'static, ()> {
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis());
+        let at_ms = u128::try_from(epoch).unwrap_or(0) * 1000;
+        let left = u64::try_from(at_ms.saturating_sub(now_ms)).unwrap_or(u64::MAX);
+        Box::pin(tokio::time::sleep(std::time::Duration::from_millis(left)))
     }
 }
 
@@ -297,7 +315,7 @@ impl WorkflowCounts {
 }
 
 /// The table key of an item, as a KEYS_ONLY GSI returns it.
-#[derive(Debug, serde::Deserialize)]
+#[derive(Debug, Clone, serde::Deserialize)]
 struct ActivityKey {
     activity_exec_id: String,
     workflow_exec_id: String,

@@ -75,6 +75,8 @@ pub struct MonitorReport {
     /// Shards the tick did not start because its budget was spent
     /// ([`Engine::monitor_tick_within`]); the next ticks start elsewhere.
     pub shards_left: u64,
+    /// Timers completed at their fire time (design.md § 9.1).
+    pub timers_fired: u64,
     /// Items the due indexes returned (workflow and activity execs whose
     /// marker came due), each then read consistently: what a tick costs
     /// grows with this, never with the live items.
@@ -97,6 +99,7 @@ impl MonitorReport {
         self.quarantined += other.quarantined;
         self.shards_left += other.shards_left;
         self.swept += other.swept;
+        self.timers_fired += other.timers_fired;
     }
 }
 
@@ -140,6 +143,7 @@ impl<L: Launcher> Engine<L> {
     ) -> Result<MonitorReport, EngineError> {
         let started = std::time::Instant::now();
         let mut report = MonitorReport::default();
+        let mut ahead = vec![];
         let (mut swept, mut oldest) = (0u64, 0i64);
         let mut count = |due: Option<i64>| {
             swept += 1;
@@ -156,40 +160,68 @@ impl<L: Launcher> Engine<L> {
                 break;
             }
             let shard = (first + i) % store::INDEX_SHARDS;
-            self.sweep_shard(shard, now, &mut count, &mut report)
+            self.sweep_shard(shard, now, &mut count, &mut report, &mut ahead)
                 .await?;
         }
         crate::metrics::swept(swept, oldest);
         report.swept = swept;
+        self.sweep_ahead(ahead, &mut report).await;
         Ok(report)
     }
 
-    /// The due workflows, then the due activities, of one shard.
+    /// The activities a tick read as due within its look-ahead
+    /// (`EngineConfig::monitor_lookahead_seconds`), each judged at its own
+    /// second, in order: the tick sleeps to each due second
+    /// ([`super::Environment::sleep_until`]) and sweeps what is due then
+    /// (design.md § 9). Each sweep reads its item again, so a marker moved
+    /// or cleared meanwhile (a timer cancelled, a heartbeat) is judged as
+    /// it now is.
+    async fn sweep_ahead(&self, mut ahead: Vec<ActivityKey>, report: &mut MonitorReport) {
+        ahead.sort_by_key(|k| k.due_epoch);
+        let mut rest = ahead.as_slice();
+        while let Some(first) = rest.first() {
+            let at = first.due_epoch.unwrap_or(0);
+            let n = rest.iter().take_while(|k| k.due_epoch == first.due_epoch);
+            let (batch, tail) = rest.split_at(n.count());
+            self.env.sleep_until(at).await;
+            let now = self.now().epoch;
+            self.sweep_activities(batch.to_vec(), now, report).await;
+            rest = tail;
+        }
+    }
+
+    /// The due workflows, then the due activities, of one shard; the
+    /// activities due after `now` within the look-ahead go to `ahead`.
     async fn sweep_shard(
         &self,
         shard: u32,
         now: i64,
         count: &mut impl FnMut(Option<i64>),
         report: &mut MonitorReport,
+        ahead: &mut Vec<ActivityKey>,
     ) -> Result<(), EngineError> {
         let t = self.store.tables().clone();
-        let due = KeyCond {
+        let due = |until: i64| KeyCond {
             hash: (attr::DUE_SHARD.into(), n(shard)),
-            range: Some((attr::DUE_EPOCH.into(), Cmp::Le, n(now))),
+            range: Some((attr::DUE_EPOCH.into(), Cmp::Le, n(until))),
         };
         let workflows: Vec<WorkflowKey> = self
             .store
-            .query(&t.workflow_exec(), Some(store::INDEX_DUE), due.clone())
+            .query(&t.workflow_exec(), Some(store::INDEX_DUE), due(now))
             .await?;
         workflows.iter().for_each(|k| count(k.due_epoch));
         for k in workflows {
             self.sweep_workflow(&k, now, report).await;
         }
-        let activities: Vec<ActivityKey> = self
+        let horizon = now.saturating_add(self.config.monitor_lookahead_seconds.max(0));
+        let (later, activities): (Vec<ActivityKey>, Vec<ActivityKey>) = self
             .store
-            .query(&t.activity_exec(), Some(store::INDEX_DUE), due)
-            .await?;
+            .query(&t.activity_exec(), Some(store::INDEX_DUE), due(horizon))
+            .await?
+            .into_iter()
+            .partition(|k: &ActivityKey| k.due_epoch.is_some_and(|d| d > now));
         activities.iter().for_each(|k| count(k.due_epoch));
+        ahead.extend(later);
         self.sweep_activities(activities, now, report).await;
         Ok(())
     }
@@ -369,6 +401,11 @@ impl<L: Launcher> Engine<L> {
                 }
             }
             Verdict::Relaunch => self.relaunch(&exec, now, report).await?,
+            Verdict::Fire => {
+                if self.fire_timer(exec, now).await? == Some(ActivityState::Completed) {
+                    report.timers_fired += 1;
+                }
+            }
         }
         Ok(())
     }
@@ -390,6 +427,38 @@ impl<L: Launcher> Engine<L> {
             details,
         )
         .await
+    }
+
+    /// COMPLETED by the monitor: the timer's fire time came (design.md
+    /// § 9.1), output `{"fired_at": now}` (epoch seconds). Returns the
+    /// state reached (`None` when it had been cancelled meanwhile).
+    async fn fire_timer(
+        &self,
+        exec: ActivityExec,
+        now: i64,
+    ) -> Result<Option<ActivityState>, EngineError> {
+        let due = decide::timer_fire_epoch(&exec).unwrap_or(now);
+        let details = Details {
+            output: Some(serde_json::json!({ "fired_at": now })),
+            at: Some(now),
+            ..Details::default()
+        };
+        let event_id = ids::EngineStep::TimerFired(&exec.activity_exec_id).event_id();
+        let id = exec.activity_exec_id.clone();
+        let reached = self
+            .decree(
+                exec,
+                Transition::Completed,
+                Source::Monitor,
+                &event_id,
+                details,
+            )
+            .await?;
+        if reached == Some(ActivityState::Completed) {
+            info!(activity_exec_id = %id, due_epoch = due, late_seconds = now - due, "timer fired");
+            crate::metrics::timer_fired(now - due);
+        }
+        Ok(reached)
     }
 
     /// FAILED by the engine: the attempt never started (`reason`); returns

@@ -157,11 +157,13 @@ impl<L: Launcher> Engine<L> {
             if !claimable || pending > 0 {
                 return Ok(());
             }
-            // A task-list activity is queued unclaimed: a worker claims it.
+            // Only a Lambda's attempt is claimed here and invoked: a
+            // task-list activity is queued unclaimed (a worker claims it),
+            // a timer starts RUNNING (the monitor fires it).
             let token = exec
                 .runner
-                .task_list
-                .is_none()
+                .kind()
+                .is_invoked()
                 .then(|| self.env.new_token());
             let hash = token.as_deref().map(ids::token_hash);
             let now = self.now().epoch;
@@ -183,7 +185,7 @@ impl<L: Launcher> Engine<L> {
                     return match token {
                         Some(token) => self.launch(&queued, &token).await,
                         None => {
-                            info!(activity_exec_id = %queued.activity_exec_id, task_list = ?queued.runner.task_list, "activity queued for a worker");
+                            info!(activity_exec_id = %queued.activity_exec_id, kind = ?queued.runner.kind(), state = %queued.state, due_epoch = ?queued.timing.due_epoch, "released: nothing to invoke");
                             Ok(())
                         }
                     };

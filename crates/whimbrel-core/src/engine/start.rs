@@ -411,7 +411,10 @@ impl<L: Launcher> Engine<L> {
                 exec.workflow_name
             )));
         };
-        if let Err(e) = plan.validate() {
+        if let Err(e) = plan
+            .validate()
+            .and_then(|()| plan.check_at(self.now().epoch))
+        {
             return Ok(Err(format!("invalid plan: {e}")));
         }
         let targets = &self.config.launch_targets;

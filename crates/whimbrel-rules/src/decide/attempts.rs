@@ -91,25 +91,10 @@ fn queue_after(
 ) -> UpdateRequest {
     let attempt = exec.attempt.number + 1;
     let event_id = launcher_event_id(attempt);
-    let mut entries = vec![];
-    if exec.state == ActivityState::Requested && exec.has_prerequisites() {
-        entries.push(history(
-            &exec.activity_exec_id,
-            Transition::Ready,
-            ActivityState::Ready,
-            now,
-            &event_id,
-        ));
-    }
-    entries.push(history(
-        &exec.activity_exec_id,
-        Transition::Queued,
-        ActivityState::Queued,
-        now,
-        &event_id,
-    ));
+    let (transition, state) = exec.runner.kind().released_as();
+    let entries = released_entries(exec, (transition, state), now, &event_id);
     let mut after = exec.clone();
-    after.state = ActivityState::Queued;
+    after.state = state;
     after.attempt.number = attempt;
     after.timing.first_queued_epoch = Some(now);
     after.timing.scheduled_epoch = Some(now);
@@ -126,14 +111,16 @@ fn queue_after(
     let req = req
         .remove(attr::RELEASED_PREREQUISITES)
         .when(super::state_in(&contract::sources(
-            Transition::Queued,
-            ActivityState::Queued,
+            exec.runner.kind(),
+            transition,
+            state,
         )))
-        .set(attr::STATE, s(ActivityState::Queued.as_str()))
+        .set(attr::STATE, s(state.as_str()))
         .set(attr::ATTEMPT, n(attempt))
         .set(attr::FIRST_QUEUED_EPOCH, n(now))
         .set(attr::SCHEDULED_EPOCH, n(now))
         .act(Action::Append(attr::HISTORY.into(), entries));
+    let req = started(req, &mut after, now);
     match token_hash {
         Some(h) => claim(req, cfg, after, h, 1, now),
         None => {
@@ -142,6 +129,41 @@ fn queue_after(
             with_due(req, exec, due, live_keep(now, due))
         }
     }
+}
+
+/// The history of a first release: READY (when it had prerequisites),
+/// then the state its kind is released to ([`NodeKind::released_as`]:
+/// QUEUED, or RUNNING for a timer).
+///
+/// [`NodeKind::released_as`]: crate::kind::NodeKind::released_as
+fn released_entries(
+    exec: &ActivityExec,
+    (transition, state): (Transition, ActivityState),
+    now: i64,
+    event_id: &str,
+) -> Vec<crate::write::Value> {
+    let id = &exec.activity_exec_id;
+    let mut entries = vec![];
+    if exec.state == ActivityState::Requested && exec.has_prerequisites() {
+        let ready = (Transition::Ready, ActivityState::Ready);
+        entries.push(history(id, ready.0, ready.1, now, event_id));
+    }
+    entries.push(history(id, transition, state, now, event_id));
+    entries
+}
+
+/// A node released straight to RUNNING (a timer) starts at `now`: its
+/// wait counts from the start time this sets.
+fn started(req: UpdateRequest, after: &mut ActivityExec, now: i64) -> UpdateRequest {
+    if after.state != ActivityState::Running {
+        return req;
+    }
+    after.timing.start_time_epoch = now;
+    req.set(
+        attr::START_TIME,
+        av(&Timestamp::from_epoch(now).date_list()),
+    )
+    .set(attr::START_TIME_EPOCH, n(now))
 }
 
 /// Claim a new launch of the live attempt, still QUEUED past its relaunch

@@ -12,9 +12,11 @@
 //! | PREPARING | start-to-close (from PREPARING), schedule-to-close |
 //! | RUNNING | heartbeat, start-to-close, schedule-to-close |
 //! | CANCELLED_RUNNING | the cancel grace |
+//! | RUNNING timer (design.md § 9.1) | its fire time: complete it |
 
 use crate::config::EngineConfig;
 use crate::contract::ActivityState;
+use crate::kind::NodeKind;
 use crate::model::ActivityExec;
 
 /// Which deadline of an activity fires.
@@ -35,6 +37,8 @@ pub enum Deadline {
     ScheduleToClose,
     /// CANCELLED_RUNNING not acknowledged.
     CancelGrace,
+    /// A timer's fire time came: complete it.
+    Timer,
 }
 
 impl Deadline {
@@ -48,6 +52,7 @@ impl Deadline {
             Deadline::Heartbeat => "Heartbeat",
             Deadline::ScheduleToClose => "ScheduleToClose",
             Deadline::CancelGrace => "CancelGrace",
+            Deadline::Timer => "Timer",
         }
     }
 }
@@ -152,6 +157,20 @@ pub fn seen_at(exec: &ActivityExec, now: i64) -> ActivityExec {
     seen
 }
 
+/// A timer node's fire time, epoch seconds (design.md § 9.1): its `until`,
+/// else its start (the release) plus its wait. `None` for an activity, or
+/// a timer not started.
+pub fn timer_fire_epoch(exec: &ActivityExec) -> Option<i64> {
+    let runner = &exec.runner;
+    let start = exec.timing.start_time_epoch;
+    runner.wait_until_epoch.or_else(|| {
+        runner
+            .wait_seconds
+            .filter(|_| start >= 0)
+            .map(|w| start.saturating_add(w))
+    })
+}
+
 /// When the activity entered its current state (its last history entry),
 /// epoch seconds. The deadlines of PREPARING and CANCELLED_RUNNING count
 /// from it; the due marker only says when to look.
@@ -208,6 +227,9 @@ pub fn next_deadline(exec: &ActivityExec, cfg: &EngineConfig) -> Option<(i64, De
                 Deadline::StartToClose,
             ));
             all.extend(close);
+        }
+        ActivityState::Running if exec.runner.kind() == NodeKind::Timer => {
+            all.extend(timer_fire_epoch(exec).map(|at| (at, Deadline::Timer)));
         }
         ActivityState::Running => {
             let (at, by_heartbeat) = running_deadline(exec, cfg);
@@ -276,6 +298,8 @@ pub enum Verdict {
     /// A launched attempt that never started after its last launch: FAILED
     /// with this reason (retried per the policy).
     FailNotStarted(String),
+    /// A timer's fire time came: COMPLETED by the monitor.
+    Fire,
 }
 
 impl Verdict {
@@ -285,7 +309,10 @@ impl Verdict {
     pub fn acts(&self) -> bool {
         matches!(
             self,
-            Verdict::TimeOut { .. } | Verdict::Relaunch | Verdict::FailNotStarted(_)
+            Verdict::TimeOut { .. }
+                | Verdict::Relaunch
+                | Verdict::FailNotStarted(_)
+                | Verdict::Fire
         )
     }
 }
@@ -312,7 +339,9 @@ pub fn monitor_verdict(exec: &ActivityExec, cfg: &EngineConfig, now: i64) -> Ver
     let Some((deadline, kind)) = next_deadline(exec, cfg) else {
         return Verdict::Clear;
     };
-    let grace = if kind == Deadline::NextAttempt {
+    // No report can beat a retry's delay or a timer (only a CANCEL, which
+    // `acts` applies first when the index shows it): they fire on time.
+    let grace = if matches!(kind, Deadline::NextAttempt | Deadline::Timer) {
         0
     } else {
         cfg.report_grace_seconds
@@ -343,6 +372,7 @@ fn fired(exec: &ActivityExec, cfg: &EngineConfig, kind: Deadline) -> Verdict {
     };
     match kind {
         Deadline::NextAttempt => Verdict::Launch,
+        Deadline::Timer => Verdict::Fire,
         Deadline::Relaunch if exec.attempt.launches.max(1) >= cfg.max_launch_attempts => {
             Verdict::FailNotStarted(format!(
                 "NOT_STARTED: attempt {} not started after {} launches ({}s each)",

@@ -19,11 +19,12 @@ use std::collections::{BTreeMap, HashMap};
 use crate::config::EngineConfig;
 use crate::contract::ActivityState;
 use crate::ids;
+use crate::kind::NodeKind;
 use crate::model::{
     ActivityExec, ActivityExecDependency, Attempt, GroupSlot, Links, Outcome, Runner, Timeouts,
     Timing, Trail, WorkflowExec,
 };
-use crate::plan::{Plan, PlannedActivity};
+use crate::plan::{Plan, PlannedActivity, WaitSpec};
 use crate::retry::RetryPolicy;
 
 /// The activity exec items (REQUESTED) and dependency edges for a plan.
@@ -143,8 +144,11 @@ fn edges_of(wf: &WorkflowExec, id: &str, prerequisites: &[String]) -> Vec<Activi
 }
 
 /// The activity's retry policy: its own over the plan's default; none when
-/// it allows a single attempt.
+/// it allows a single attempt, or for a timer (nothing runs to fail).
 fn retry_of(a: &PlannedActivity, plan: &Plan) -> Option<RetryPolicy> {
+    if !a.kind().runs_code() {
+        return None;
+    }
     match (&a.retry, &plan.retry) {
         (Some(own), Some(dflt)) => Some(own.over(dflt)),
         (own, dflt) => own.clone().or_else(|| dflt.clone()),
@@ -171,6 +175,8 @@ fn requested_item(
         runner: Runner {
             lambda: a.lambda.clone(),
             task_list: a.task_list.clone(),
+            wait_seconds: a.wait.as_ref().and_then(|w| w.seconds),
+            wait_until_epoch: a.wait.as_ref().and_then(WaitSpec::until_epoch),
             input: a.input.clone().filter(crate::payloads::inline),
             // A stored plan names the row; a plan stored before inputs went
             // by reference (or not stored) still has the input.
@@ -185,7 +191,10 @@ fn requested_item(
             require_tokens: requires_tokens(a, plan, config),
             ..Attempt::default()
         },
-        timeouts: timeouts_of(a, config),
+        timeouts: match a.kind() {
+            NodeKind::Timer => Timeouts::default(),
+            _ => timeouts_of(a, config),
+        },
         timing: Timing::default(),
         links: links.into_links(),
         outcome: Outcome::default(),
@@ -200,7 +209,9 @@ fn requested_item(
 /// never opens its activities to reports forged by a holder of the
 /// activity role (docs/contract.md § 2).
 fn requires_tokens(a: &PlannedActivity, plan: &Plan, config: &EngineConfig) -> bool {
-    config.require_tokens || a.require_tokens.or(plan.require_tokens).unwrap_or(false)
+    // A timer takes no reports but CANCEL, which needs no token.
+    a.kind().runs_code()
+        && (config.require_tokens || a.require_tokens.or(plan.require_tokens).unwrap_or(false))
 }
 
 /// The timeouts of planned activity `a`: its own, or the engine's defaults.

@@ -226,7 +226,11 @@ pub fn transition_update(
     } = change;
     let entry = history(&exec.activity_exec_id, transition, next, now, event_id);
     let req = versioned(tables, exec)
-        .when(state_in(&contract::sources(transition, next)))
+        .when(state_in(&contract::sources(
+            exec.runner.kind(),
+            transition,
+            next,
+        )))
         .set(attr::STATE, s(next.as_str()))
         .remove(attr::LAST_EVENT_ID)
         .act(Action::Append(attr::HISTORY.into(), vec![entry]));
@@ -609,3 +613,5 @@ pub mod workflow;
 mod step_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod timer_tests;

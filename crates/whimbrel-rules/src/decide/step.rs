@@ -153,16 +153,22 @@ fn next_state(
             let actor = report_actor_by_hash(exec, *attempt, token_hash.as_deref())
                 .map_err(|r| Refusal::Reject(r.to_string()))?;
             let tokened = exec.attempt.token_hash.is_some();
-            let next = contract::next_state_of_report(exec.state, tokened, transition, actor);
+            let next = contract::next_state_of_report(
+                exec.runner.kind(),
+                exec.state,
+                tokened,
+                transition,
+                actor,
+            );
             (actor, next)
         }
         Source::Engine => (
             Actor::Engine,
-            contract::next_state(exec.state, transition, Actor::Engine),
+            contract::next_state(exec.runner.kind(), exec.state, transition, Actor::Engine),
         ),
         Source::Monitor => (
             Actor::Monitor,
-            contract::next_state(exec.state, transition, Actor::Monitor),
+            contract::next_state(exec.runner.kind(), exec.state, transition, Actor::Monitor),
         ),
     };
     match next {
@@ -227,7 +233,8 @@ pub fn applicable(exec: &ActivityExec, transition: Transition, source: &Source) 
         .ok()
         .is_some_and(|actor| {
             let tokened = exec.attempt.token_hash.is_some();
-            contract::next_state_of_report(exec.state, tokened, transition, actor).is_ok()
+            let kind = exec.runner.kind();
+            contract::next_state_of_report(kind, exec.state, tokened, transition, actor).is_ok()
         })
 }
 

@@ -132,10 +132,19 @@ fn a_report_from_a_stale_attempt_is_rejected() {
 #[test]
 fn a_claim_requires_a_state_the_contract_queues_from() {
     assert_eq!(
-        contract::sources(Transition::Queued, ActivityState::Queued),
+        contract::sources(
+            crate::kind::NodeKind::Lambda,
+            Transition::Queued,
+            ActivityState::Queued
+        ),
         vec![ActivityState::Requested, ActivityState::Ready]
     );
-    assert!(contract::sources(Transition::Completed, ActivityState::Queued).is_empty());
+    assert!(contract::sources(
+        crate::kind::NodeKind::Lambda,
+        Transition::Completed,
+        ActivityState::Queued
+    )
+    .is_empty());
 }
 
 #[test]

@@ -114,6 +114,13 @@ pub struct Runner {
     /// The task list workers claim it from, instead of a Lambda.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub task_list: Option<String>,
+    /// A timer node's wait from its start (its release), seconds
+    /// (plan `wait.seconds`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait_seconds: Option<i64>,
+    /// A timer node's fire time, epoch seconds (plan `wait.until`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait_until_epoch: Option<i64>,
     /// While QUEUED and waiting for a worker: `(task_list)#(shard)`, hash
     /// key of the sparse task-list GSI (`task_list_shard-task_queued_epoch-index`).
     /// Removed by the claim.
@@ -136,6 +143,21 @@ pub struct Runner {
     /// item (design.md § 2.8: every update is billed by the item's size).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub input_ref: Option<String>,
+}
+
+impl Runner {
+    /// What runs the node (design.md § 9.1): a timer when it has a wait, a
+    /// task list when it names one, else a Lambda.
+    pub fn kind(&self) -> crate::kind::NodeKind {
+        use crate::kind::NodeKind;
+        if self.wait_seconds.is_some() || self.wait_until_epoch.is_some() {
+            NodeKind::Timer
+        } else if self.task_list.is_some() {
+            NodeKind::TaskList
+        } else {
+            NodeKind::Lambda
+        }
+    }
 }
 
 /// The live attempt: its number, its launches, the hash of its token and the

@@ -204,6 +204,9 @@ fn expected_output(
     acts: &[ActivityExec],
     plans: &HashMap<String, WorkflowPlan>,
 ) -> serde_json::Value {
+    if a.runner.kind() == whimbrel_core::contract::NodeKind::Timer {
+        return timer_output(a);
+    }
     let prereqs: serde_json::Map<String, serde_json::Value> = acts
         .iter()
         .filter(|p| {
@@ -227,6 +230,22 @@ fn expected_output(
         &input,
         &serde_json::Value::Object(prereqs),
     )
+}
+
+/// A fired timer's output: `{"fired_at": t}` with `t` the firing engine's
+/// clock, at or after its fire time (anything else is returned as a
+/// description, which no output equals).
+fn timer_output(a: &ActivityExec) -> serde_json::Value {
+    let fire = whimbrel_core::engine::deadline::timer_fire_epoch(a);
+    let fired_at = a
+        .outcome
+        .output
+        .as_ref()
+        .and_then(|o| o["fired_at"].as_i64());
+    match (fired_at, fire) {
+        (Some(t), Some(f)) if t >= f => serde_json::json!({ "fired_at": t }),
+        _ => serde_json::json!(format!("a timer's firing at or after {fire:?}")),
+    }
 }
 
 /// A TIMED_OUT activity whose current attempt had written a COMPLETED or

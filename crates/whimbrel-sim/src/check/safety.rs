@@ -2,7 +2,8 @@
 //! checker remembers between steps): its due marker, the steps of its
 //! history, its attempts.
 
-use whimbrel_core::contract::{self, ActivityState};
+use whimbrel_core::contract::{self, ActivityState, NodeKind};
+use whimbrel_core::engine::decide::deadline;
 use whimbrel_core::engine::EngineConfig;
 use whimbrel_core::model::{ActivityExec, WorkflowExec};
 
@@ -109,7 +110,7 @@ pub(super) fn history_violations(a: &ActivityExec) -> Vec<String> {
             == Some(h.state);
         let allowed = (from == ActivityState::Queued && h.state == ActivityState::Queued)
             || retried
-            || contract::TRANSITIONS
+            || contract::table(a.runner.kind())
                 .iter()
                 .any(|(f, t, to, _)| *f == from && t.as_str() == h.transition && *to == h.state);
         if !allowed {
@@ -132,6 +133,64 @@ pub(super) fn history_violations(a: &ActivityExec) -> Vec<String> {
         v.push(format!("{id}: {ends} terminal transitions accepted"));
     }
     v
+}
+
+/// A timer (design.md § 9.1) holds no attempt token and completes only by
+/// its own firing (`timer-fired:`), never before its fire time: the
+/// firing engine's clock at the COMPLETED entry is at or past it. That it
+/// completes once is [`history_violations`]' one terminal transition; that
+/// it fired within an engine's skew of its time by the world's clock is
+/// [`Checker::timer_fired_early`].
+pub(super) fn timer_violations(a: &ActivityExec) -> Vec<String> {
+    if a.runner.kind() != NodeKind::Timer {
+        return vec![];
+    }
+    let id = &a.activity_exec_id;
+    let mut v = vec![];
+    if a.attempt.token_hash.is_some() || a.attempt.launches > 0 {
+        v.push(format!("{id}: a timer was claimed or launched"));
+    }
+    let fire = deadline::timer_fire_epoch(a);
+    for h in a
+        .trail
+        .history
+        .iter()
+        .filter(|h| h.state == ActivityState::Completed)
+    {
+        let by = h.full_event_id(id);
+        if !by.starts_with("timer-fired:") {
+            v.push(format!(
+                "{id}: a timer COMPLETED by {by}, not by its firing"
+            ));
+        }
+        if fire.is_none_or(|f| h.at_epoch < f) {
+            v.push(format!(
+                "{id}: a timer fired at {} before its time {fire:?}",
+                h.at_epoch
+            ));
+        }
+    }
+    v
+}
+
+impl Checker {
+    /// A timer first seen COMPLETED at world time `now` (epoch seconds)
+    /// whose fire time is more than an engine clock's skew (2 s) after
+    /// `now`: it fired early by the world's clock.
+    pub(super) fn timer_fired_early(&self, a: &ActivityExec, now: i64) -> Option<String> {
+        let fire = deadline::timer_fire_epoch(a)?;
+        let first_seen = self.ended_at.get(&a.activity_exec_id) == Some(&now);
+        (a.runner.kind() == NodeKind::Timer
+            && a.state == ActivityState::Completed
+            && first_seen
+            && now < fire - 2)
+            .then(|| {
+                format!(
+                    "{}: timer due at {fire} fired at world time {now}",
+                    a.activity_exec_id
+                )
+            })
+    }
 }
 
 /// Violations of `a`'s attempts: at most its retry policy's attempts;

@@ -222,6 +222,10 @@ fn settings(seed: u64) -> EngineConfig {
         default_start_to_close_seconds: 900,
         cancel_grace_seconds: 120,
         report_grace_seconds: 10,
+        // The monitor's look-ahead (design.md § 9), one schedule in two,
+        // independently of the settings below: a tick sleeps to each
+        // marker due within the minute.
+        monitor_lookahead_seconds: if seed / 81 % 2 == 1 { 60 } else { 0 },
         settle_grace_seconds: 60,
         start_retry_seconds: 60,
         max_start_attempts: 5,

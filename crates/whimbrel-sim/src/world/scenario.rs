@@ -98,6 +98,7 @@ impl Sim {
                 a
             })
             .collect();
+        let acts = self.with_timers(acts);
         let (tokens, default_retry, deadline) = self.rng(|r| {
             (
                 r.gen_bool(0.5),
@@ -113,6 +114,29 @@ impl Sim {
             plan["execution_timeout_seconds"] = json!(t);
         }
         plan
+    }
+
+    /// Turn some nodes of `acts` into timers (design.md § 9.1), drawn from
+    /// the world's node stream: a wait of 0 to 15 minutes, or an `until`
+    /// up to 20 minutes after the world's start, or already past.
+    fn with_timers(&self, acts: Vec<Value>) -> Vec<Value> {
+        let mut world = lock(&self.world);
+        let r = &mut world.node_rng;
+        acts.into_iter()
+            .map(|a| {
+                if !r.gen_bool(0.15) {
+                    return a;
+                }
+                let wait = if r.gen_bool(0.6) {
+                    json!({"seconds": r.gen_range(0..=900)})
+                } else {
+                    let at = super::START + r.gen_range(-300..=1200);
+                    let until = chrono::DateTime::from_timestamp(at, 0).expect("in range");
+                    json!({"until": until.to_rfc3339()})
+                };
+                json!({"name": a["name"], "depends_on": a["depends_on"], "wait": wait})
+            })
+            .collect()
     }
 
     pub(super) fn setup(&mut self) {

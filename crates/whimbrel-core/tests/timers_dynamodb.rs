@@ -1,0 +1,114 @@
+//! Timer nodes (design.md § 9.1) and the monitor's look-ahead (§ 9),
+//! against DynamoDB Local: a released timer is RUNNING with its due marker
+//! at its fire time and nothing invoked; the monitor completes it at its
+//! time, releasing its dependents; a CANCEL row ends it at once; a tick
+//! with a look-ahead sleeps to a marker due within it and fires it in the
+//! same tick.
+
+mod common;
+
+use common::Harness;
+use serde_json::json;
+use whimbrel_core::contract::{ActivityState, WorkflowState};
+use whimbrel_core::engine::{Engine, EngineConfig};
+
+#[tokio::test]
+async fn a_timer_runs_without_a_launch_and_fires_at_its_time() {
+    let h = Harness::new().await;
+    h.register(
+        "cooling",
+        json!({"activities": [
+            {"name": "cool-off", "wait": {"seconds": 30}},
+            {"name": "after", "lambda": "f", "depends_on": ["cool-off"]},
+        ]}),
+    )
+    .await;
+    let wf = h.start("cooling").await;
+    let t = h.activity(&wf, "cool-off").await;
+    assert_eq!(t.state, ActivityState::Running);
+    let due = t.timing.start_time_epoch + 30;
+    assert_eq!(t.timing.due_epoch, Some(due));
+    assert_eq!(h.launcher.launch_count(), 0, "a timer invokes nothing");
+    assert_eq!(h.tick(due - 1).await.timers_fired, 0, "not before its time");
+    assert_eq!(h.tick(due).await.timers_fired, 1);
+    let t = h.activity(&wf, "cool-off").await;
+    assert_eq!(t.state, ActivityState::Completed);
+    assert_eq!(t.outcome.output, Some(json!({"fired_at": due})));
+    // Its dependent is launched with the timer's output.
+    assert_eq!(h.launcher.launches_of("after").len(), 1);
+    assert_eq!(
+        h.launcher.payload("after", 0).prerequisites["cool-off"],
+        json!({"fired_at": due})
+    );
+    assert_eq!(h.tick(due + 1).await.timers_fired, 0, "fired once");
+}
+
+#[tokio::test]
+async fn a_cancel_row_ends_a_waiting_timer_and_cancels_its_dependents() {
+    let h = Harness::new().await;
+    h.register(
+        "hour",
+        json!({"activities": [
+            {"name": "hour", "wait": {"seconds": 3600}},
+            {"name": "after", "lambda": "f", "depends_on": ["hour"]},
+        ]}),
+    )
+    .await;
+    let wf = h.start("hour").await;
+    let ev = h.event(&wf, "hour", "CANCEL");
+    let (retry, _) = h.deliver(&[ev], 1).await;
+    assert!(retry.is_empty(), "{retry:?}");
+    assert_eq!(
+        h.activity(&wf, "hour").await.state,
+        ActivityState::Cancelled
+    );
+    h.tick(h.now() + 120).await;
+    assert_eq!(
+        h.activity(&wf, "after").await.state,
+        ActivityState::Cancelled
+    );
+    assert_eq!(h.workflow(&wf).await.state, WorkflowState::Cancelled);
+    // A COMPLETED report for a timer is never taken.
+    let h2 = Harness::new().await;
+    h2.register(
+        "t",
+        json!({"activities": [{"name": "t", "wait": {"seconds": 60}}]}),
+    )
+    .await;
+    let wf2 = h2.start("t").await;
+    let (retry, sum) = h2.deliver(&[h2.event(&wf2, "t", "COMPLETED")], 1).await;
+    assert!(retry.is_empty());
+    assert_eq!(sum.rejected, 1, "{sum:?}");
+    assert_eq!(h2.activity(&wf2, "t").await.state, ActivityState::Running);
+}
+
+#[tokio::test]
+async fn a_tick_with_a_look_ahead_fires_a_timer_due_within_it_at_its_second() {
+    let h = Harness::new().await;
+    h.register(
+        "soon",
+        json!({"activities": [{"name": "soon", "wait": {"seconds": 2}}]}),
+    )
+    .await;
+    let wf = h.start("soon").await;
+    let due = h.activity(&wf, "soon").await.timing.due_epoch.unwrap();
+    let config = EngineConfig {
+        monitor_lookahead_seconds: 5,
+        ..h.config()
+    };
+    let ahead =
+        Engine::with_environment(h.store.clone(), h.launcher.clone(), config, h.clock.clone());
+    let now = h.now();
+    assert!(due > now, "due {due}, now {now}");
+    let report = ahead.monitor_tick(now).await.unwrap();
+    assert_eq!(report.timers_fired, 1, "{report:?}");
+    let t = h.activity(&wf, "soon").await;
+    assert_eq!(t.state, ActivityState::Completed);
+    // Judged once its second came, in the tick that read it ahead.
+    assert!(
+        t.timing.end_time_epoch >= Some(due),
+        "{:?}",
+        t.timing.end_time_epoch
+    );
+    assert_eq!(h.workflow(&wf).await.state, WorkflowState::Completed);
+}

@@ -1,0 +1,145 @@
+//! What runs a node of a plan, defined once (design.md § 9.1): a Lambda
+//! the engine invokes, a task list external workers claim from, or a
+//! durable timer the heartbeat monitor fires. A plan node is exactly one
+//! ([`crate::plan::PlannedActivity::kind`]); an activity exec item says
+//! which by its runner fields ([`crate::model::Runner::kind`]). Every rule
+//! that differs by kind asks the kind: its contract rows
+//! ([`crate::contract::table`]), the state its release reaches
+//! ([`NodeKind::released_as`]), whether an attempt is invoked
+//! ([`NodeKind::is_invoked`]), its deadlines
+//! ([`crate::decide::deadline::next_deadline`]).
+
+use serde::{Deserialize, Serialize};
+
+use crate::contract::{ActivityState, Transition};
+use crate::plan::PlanError;
+
+/// The kind of a plan node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum NodeKind {
+    /// `lambda`: each attempt is an asynchronous Invoke of the function.
+    Lambda,
+    /// `task_list`: each attempt waits in the list's index for a worker's
+    /// claim (docs/workers.md); nothing is invoked.
+    TaskList,
+    /// `wait`: a durable timer. Released, it is RUNNING until its fire time,
+    /// when the monitor completes it (output `{"fired_at": epoch}`);
+    /// nothing is invoked, no token is minted, no report is taken but
+    /// CANCEL.
+    Timer,
+}
+
+impl NodeKind {
+    /// Every kind, in the order validation names them.
+    pub const ALL: [NodeKind; 3] = [NodeKind::Lambda, NodeKind::TaskList, NodeKind::Timer];
+
+    /// The plan field that gives this kind: `lambda`, `task_list`, `wait`.
+    pub fn field(self) -> &'static str {
+        match self {
+            NodeKind::Lambda => "lambda",
+            NodeKind::TaskList => "task_list",
+            NodeKind::Timer => "wait",
+        }
+    }
+
+    /// True when the engine claims each attempt with a token and invokes
+    /// a Lambda (the launcher); false for task lists (a worker claims) and
+    /// timers (nothing runs).
+    pub fn is_invoked(self) -> bool {
+        self == NodeKind::Lambda
+    }
+
+    /// The transition and state the release of its first attempt writes
+    /// (contract: "Launching A New Activity"): QUEUED for activities,
+    /// RUNNING for a timer, which starts counting at once.
+    pub fn released_as(self) -> (Transition, ActivityState) {
+        match self {
+            NodeKind::Timer => (Transition::Running, ActivityState::Running),
+            _ => (Transition::Queued, ActivityState::Queued),
+        }
+    }
+
+    /// True when the node runs code that may time out, retry, heartbeat and
+    /// report (Lambdas and task lists); a timer does none of these.
+    pub fn runs_code(self) -> bool {
+        self != NodeKind::Timer
+    }
+}
+
+/// How long a timer node waits: exactly one of `seconds` (from its
+/// release) and `until` (an RFC 3339 time, e.g. `"2026-12-01T09:00:00Z"`;
+/// a time already past fires at once), at most [`MAX_WAIT_SECONDS`] ahead.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WaitSpec {
+    /// Seconds from the timer's release to its fire time,
+    /// 0..=[`MAX_WAIT_SECONDS`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seconds: Option<i64>,
+    /// The fire time, RFC 3339 with an offset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until: Option<String>,
+}
+
+/// Longest wait of a timer node, seconds (366 days).
+pub const MAX_WAIT_SECONDS: i64 = 366 * 24 * 3600;
+
+impl WaitSpec {
+    /// `until` as epoch seconds; `None` when absent or not RFC 3339.
+    pub fn until_epoch(&self) -> Option<i64> {
+        let until = self.until.as_deref()?;
+        let t = chrono::DateTime::parse_from_rfc3339(until).ok()?;
+        Some(t.timestamp())
+    }
+
+    /// Exactly one of `seconds` and `until`, in range and well formed.
+    pub(crate) fn check(&self, name: &str) -> Result<(), PlanError> {
+        let why = match (self.seconds, &self.until) {
+            (Some(s), None) if !(0..=MAX_WAIT_SECONDS).contains(&s) => {
+                format!("wait.seconds is {s}; it must be within 0..={MAX_WAIT_SECONDS}")
+            }
+            (None, Some(u)) if self.until_epoch().is_none() => {
+                format!("wait.until {u:?} is not an RFC 3339 time")
+            }
+            (Some(_), None) | (None, Some(_)) => return Ok(()),
+            _ => "wait needs exactly one of seconds or until".into(),
+        };
+        Err(PlanError::BadWait {
+            activity: name.into(),
+            why,
+        })
+    }
+
+    /// A `until` more than [`MAX_WAIT_SECONDS`] after `now` (epoch
+    /// seconds, the start of the workflow) is refused, with the reason.
+    pub fn check_at(&self, name: &str, now: i64) -> Result<(), PlanError> {
+        match self.until_epoch() {
+            Some(at) if at > now.saturating_add(MAX_WAIT_SECONDS) => Err(PlanError::BadWait {
+                activity: name.into(),
+                why: format!(
+                    "wait.until is {}s ahead; at most {MAX_WAIT_SECONDS}s are allowed",
+                    at - now
+                ),
+            }),
+            _ => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_lambdas_are_invoked_and_only_timers_skip_the_queue() {
+        let invoked: Vec<_> = NodeKind::ALL
+            .into_iter()
+            .filter(|k| k.is_invoked())
+            .collect();
+        assert_eq!(invoked, [NodeKind::Lambda]);
+        assert_eq!(NodeKind::Timer.released_as().1, ActivityState::Running);
+        assert_eq!(NodeKind::TaskList.released_as().1, ActivityState::Queued);
+        let fields: Vec<_> = NodeKind::ALL.into_iter().map(NodeKind::field).collect();
+        assert_eq!(fields, ["lambda", "task_list", "wait"]);
+    }
+}
