@@ -484,6 +484,9 @@ fn exec_of(i: &Input, cfg: &EngineConfig, now: i64) -> Option<ActivityExec> {
             task_queued_epoch: (state == S::Queued && task_list.is_some())
                 .then_some(scheduled.unwrap_or(now)),
             task_list,
+            // Activities that run code only: timers have their own table.
+            wait_seconds: None,
+            wait_until_epoch: None,
             worker: None,
             input: Some(json!({"k": 1})),
             input_ref: None,
@@ -662,9 +665,10 @@ fn check_contract(
     actor: Actor,
     report: bool,
 ) -> Result<ActivityState, TransitionError> {
-    let plain = contract::next_state(state, t, actor);
+    let kind = contract::NodeKind::Lambda;
+    let plain = contract::next_state(kind, state, t, actor);
     let got = if report {
-        contract::next_state_of_report(state, launched, t, actor)
+        contract::next_state_of_report(kind, state, launched, t, actor)
     } else {
         plain.clone()
     };
@@ -938,6 +942,7 @@ fn check_monitor(exec: &ActivityExec, item: &Item, cfg: &EngineConfig, now: i64)
             }
             Deadline::Heartbeat => exec.state == S::Running && exec.timeouts.heartbeat_enabled,
             Deadline::CancelGrace => exec.state == S::CancelledRunning,
+            Deadline::Timer => exec.state == S::Running && exec.runner.wait_seconds.is_some(),
         };
         assert!(ok, "{kind:?} deadline in {}", exec.state);
     } else {
@@ -984,6 +989,9 @@ fn check_monitor(exec: &ActivityExec, item: &Item, cfg: &EngineConfig, now: i64)
             assert_eq!((a.state, a.timing.due_epoch), (exec.state, Some(d)));
             check_due("extend_due", &a, cfg);
         }
+        // This target builds activities only: a timer's firing is the
+        // rules' unit tests' (decide/timer_tests.rs).
+        Verdict::Fire => panic!("a timer's verdict for an activity"),
         Verdict::TimeOut {
             reason,
             stale_before,
@@ -997,7 +1005,7 @@ fn check_monitor(exec: &ActivityExec, item: &Item, cfg: &EngineConfig, now: i64)
             let (d, k) = deadline.expect("a timeout needs a deadline");
             assert_eq!(k, kind);
             assert!(now >= d + cfg.report_grace_seconds);
-            let next = contract::next_state(exec.state, Transition::TimedOut, Actor::Monitor)
+            let next = contract::next_state(exec.runner.kind(), exec.state, Transition::TimedOut, Actor::Monitor)
                 .unwrap_or_else(|e| panic!("the monitor times out what the contract refuses: {e}"));
             assert_eq!(next, S::TimedOut);
             if let Some(cut) = stale_before {
@@ -1035,7 +1043,7 @@ fn check_monitor(exec: &ActivityExec, item: &Item, cfg: &EngineConfig, now: i64)
         }
         Verdict::FailNotStarted(reason) => {
             assert!(exec.state == S::Queued && exec.attempt.token_hash.is_some());
-            let next = contract::next_state(exec.state, Transition::Failed, Actor::Engine)
+            let next = contract::next_state(exec.runner.kind(), exec.state, Transition::Failed, Actor::Engine)
                 .expect("the engine fails a QUEUED attempt");
             let event_id = format!("not-started:{}:{}", exec.activity_exec_id, exec.attempt.number);
             let change = Change {
