@@ -8,6 +8,8 @@
 #  - DynamoDB requests per activity by operation, counted by the engine's
 #    store (WHIMBREL_METRICS_FILE), Lambda invocations per activity (counted
 #    by whimbrel local), wall time insert -> end, on-demand cost;
+#  - 1,000 timers: cost per timer, and their lateness (p50, p99) from the
+#    tables;
 #  - one 100-record stream batch through the activity-event handler, one
 #    item at a time and 16 at once (whimbrel bench-batch);
 #  - the three release functions: size, zipped as a Lambda `bootstrap`, and
@@ -46,6 +48,27 @@ if [[ $WIDE -gt 0 ]]; then
   echo; echo "==================== bench-fan-wide: $WIDE wide ===================="
   bench bench-fan-wide --input "{\"width\": $WIDE}" --timeout-seconds "${BENCH_FAN_TIMEOUT:-3600}"
 fi
+# Timers (design.md 9): 1,000 wait nodes of 5 to 65 s (read ahead by a
+# tick, or woken by the timer queue): cost per timer, then their lateness
+# from the tables (end_time_epoch - fire time), p50 and p99.
+echo; echo "==================== bench-timers: 1000 timers of 5-65 s ===================="
+python3 - "$WHIMBREL_STACK_DIR/bench-timers.json" <<'PY'
+import json, sys
+acts = [{"name": f"t{i}", "wait": {"seconds": 5 + i % 61}} for i in range(1000)]
+json.dump({"activities": acts}, open(sys.argv[1], "w"))
+PY
+"$WB" register bench-timers --definition "$WHIMBREL_STACK_DIR/bench-timers.json" > /dev/null
+bench bench-timers --timeout-seconds 600
+ID=$("$WB" start bench-timers | awk '$1 == "workflow_exec_id" {print $2}')
+"$WB" result "$ID" --wait > /dev/null
+"$WB" status "$ID" --output json > "$WHIMBREL_STACK_DIR/bench-timers-status.json"
+python3 - "$WHIMBREL_STACK_DIR/bench-timers-status.json" <<'PY'
+import json, sys
+acts = json.load(open(sys.argv[1]))["activities"]
+late = sorted(a["end_time_epoch"] - (a["start_time_epoch"] + a["wait_seconds"]) for a in acts)
+pick = lambda q: late[min(len(late) - 1, int(q * len(late)))]
+print(f"timer lateness over {len(late)} timers: p50 {pick(0.5)} s, p99 {pick(0.99)} s, max {late[-1]} s, early {sum(x < 0 for x in late)}")
+PY
 echo; echo "==================== one stream batch, items one at a time and concurrently ===================="
 # In-process through handlers::activity_events, on this stack's DynamoDB
 # Local under its own table prefix (the stack's functions never see it).

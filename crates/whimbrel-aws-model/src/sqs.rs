@@ -93,6 +93,10 @@ pub struct SqsMapping {
     pub report_batch_item_failures: bool,
 }
 
+/// Longest `DelaySeconds` of a message, seconds (SendMessage: "The maximum
+/// is 15 minutes").
+pub const MAX_DELAY_SECONDS: u64 = 900;
+
 /// One message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Message {
@@ -152,13 +156,23 @@ impl Queue {
 
     /// SendMessage: `body` as message `id` at `now_ms`, visible at once.
     pub fn send(&mut self, id: &str, body: &str, now_ms: u64) {
+        self.send_delayed(id, body, now_ms, 0);
+    }
+
+    /// SendMessage with `DelaySeconds` = `delay_seconds` (at most
+    /// [`MAX_DELAY_SECONDS`]): "Messages that you send to the queue remain
+    /// invisible to consumers for the duration of the delay period" (SQS
+    /// Developer Guide, Amazon SQS message timers); it is not received
+    /// before `now_ms` + the delay.
+    pub fn send_delayed(&mut self, id: &str, body: &str, now_ms: u64, delay_seconds: u64) {
+        let delay = delay_seconds.min(MAX_DELAY_SECONDS) * 1000;
         self.messages.push(Message {
             id: id.into(),
             body: body.into(),
             sent_ms: now_ms,
             receive_count: 0,
             first_receive_ms: None,
-            visible_at_ms: now_ms,
+            visible_at_ms: now_ms + delay,
         });
     }
 

@@ -673,8 +673,8 @@ mod tests {
         let scheduled: Vec<_> = t.scheduled().map(|f| f.binary.as_str()).collect();
         assert_eq!(scheduled, ["whimbrel-heartbeat-monitor"]);
         let monitor = t.function("whimbrel-heartbeat-monitor").unwrap();
-        // Globals.Function.Timeout.
-        assert_eq!(monitor.timeout, Duration::from_secs(60));
+        // Its own Timeout: the 40 s sweep, then the look-ahead's sleep.
+        assert_eq!(monitor.timeout, Duration::from_secs(120));
         // Globals.Function.MemorySize.
         assert_eq!(monitor.memory_mb, 256);
         assert_eq!(monitor.async_config.maximum_retry_attempts, 0);

@@ -16,6 +16,8 @@
 //!   events, which invoke the stream-redrive function: visibility timeout,
 //!   receive counts, the redrive policy (dead-lettered messages to
 //!   `--dead-letter-file`), partial batch responses.
+//! * **SQS SendMessage** ([`sqs_api`]): the engine's wake-ups to the
+//!   `TimerQueue`, with `DelaySeconds` (design.md § 9).
 //! * **Schedule**: invoke the scheduled function (`Type: Schedule`) with an
 //!   EventBridge Scheduled Event every `--monitor-interval-seconds`.
 //! * **Invoke API front** ([`front`]): `POST
@@ -42,6 +44,7 @@ pub(crate) mod mapping;
 pub(crate) mod on_failure;
 mod queues;
 mod shards;
+mod sqs_api;
 mod template;
 pub(crate) mod timeline;
 mod warm;
@@ -337,14 +340,16 @@ fn chaos_mode(args: &ChaosArgs) -> Option<Chaos> {
     })
 }
 
-/// The routes `--listen` serves: the Lambda Invoke API, and the
-/// invocation counters and timeline `whimbrel bench` reads.
+/// The routes `--listen` serves: the Lambda Invoke API, SQS SendMessage
+/// ([`sqs_api`]), and the invocation counters and timeline `whimbrel
+/// bench` reads.
 fn front_routes(runner: Arc<Runner>) -> Router {
     Router::new()
         .route(
             "/2015-03-31/functions/{name}/invocations",
             post(front::invoke),
         )
+        .route("/", post(sqs_api::serve))
         .route("/whimbrel/invocations", get(front::counters))
         .route("/whimbrel/timeline", get(timeline::serve))
         .layer(axum::middleware::from_fn(guard::require_local_host))

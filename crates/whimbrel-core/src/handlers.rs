@@ -14,6 +14,7 @@ use std::collections::HashMap;
 
 use aws_lambda_events::event::dynamodb::EventRecord;
 use aws_lambda_events::event::eventbridge::EventBridgeEvent;
+use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent};
 use aws_lambda_events::event::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
 use futures::stream::{self, StreamExt};
 use serde::de::DeserializeOwned;
@@ -21,6 +22,7 @@ use serde_json::Value;
 use tracing::{info, warn};
 
 use crate::dates::Timestamp;
+use crate::engine::decide::WakeUp;
 use crate::engine::{Applied, Engine, EngineError, MonitorReport};
 use crate::launcher::Launcher;
 use crate::model::{ActivityEvent, WorkflowRequest};
@@ -400,6 +402,58 @@ pub async fn scheduled_event<L: Launcher>(
         "heartbeat monitor tick"
     );
     Ok(report)
+}
+
+/// The heartbeat monitor's entry point: an EventBridge Scheduled Event
+/// runs a tick ([`scheduled_event`]); an SQS event from the timer queue
+/// judges the items its wake-ups name, each at its second and all at once
+/// ([`Engine::wake`], design.md § 9). Returns the tick's report, or the
+/// SQS partial batch response (`ReportBatchItemFailures`): a wake-up whose
+/// item could not be judged comes back after the visibility timeout; a
+/// malformed one is logged and dropped (its marker, if any, is the
+/// ticks').
+///
+/// Errors: [`PayloadError`] for a payload that is neither.
+pub async fn monitor_event<L: Launcher>(
+    engine: &Engine<L>,
+    payload: &Value,
+) -> Result<Value, PayloadError> {
+    if payload.get("Records").is_none() {
+        let report = scheduled_event(engine, payload).await?;
+        return Ok(serde_json::to_value(report).expect("serializable"));
+    }
+    let event: SqsEvent =
+        serde_json::from_value(payload.clone()).map_err(|e| PayloadError(e.to_string()))?;
+    let failed: Vec<String> = stream::iter(event.records)
+        .map(|m| async move {
+            let id = m.message_id.unwrap_or_default();
+            let body = m.body.unwrap_or_default();
+            let wake: WakeUp = match serde_json::from_str(&body) {
+                Ok(w) => w,
+                Err(e) => {
+                    warn!(message_id = %id, error = %e, "wake-up rejected: not a wake-up; dropped");
+                    return None;
+                }
+            };
+            match Box::pin(engine.wake(&wake)).await {
+                Ok(_) => None,
+                Err(e) => {
+                    warn!(message_id = %id, activity_exec_id = %wake.activity_exec_id, error = %e, "wake-up failed; SQS delivers it again");
+                    Some(id)
+                }
+            }
+        })
+        .buffer_unordered(engine.config().concurrency.max(1))
+        .filter_map(|f| async move { f })
+        .collect()
+        .await;
+    let mut response = SqsBatchResponse::default();
+    for id in failed {
+        let mut failure = BatchItemFailure::default();
+        failure.item_identifier = id;
+        response.batch_item_failures.push(failure);
+    }
+    Ok(serde_json::to_value(response).expect("serializable"))
 }
 
 #[cfg(test)]

@@ -10,6 +10,8 @@ use aws_sdk_lambda::primitives::Blob;
 use aws_sdk_lambda::types::InvocationType;
 use serde_json::Value;
 
+use crate::engine::decide::WakeUp;
+
 /// Why an invocation failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum InvokeError {
@@ -65,19 +67,47 @@ pub trait Launcher: Send + Sync {
         function: &str,
         payload: &Value,
     ) -> impl Future<Output = Result<(), InvokeError>> + Send;
+
+    /// Send `wake` to the timer queue with `DelaySeconds` =
+    /// `delay_seconds` (0..=900), so the monitor judges its item at its
+    /// second (design.md § 9). The default sends nothing: a launcher
+    /// without a timer queue leaves the marker to the next tick.
+    fn wake_up(
+        &self,
+        wake: &WakeUp,
+        delay_seconds: i64,
+    ) -> impl Future<Output = Result<(), InvokeError>> + Send {
+        let _ = (wake, delay_seconds);
+        async { Ok(()) }
+    }
 }
 
 /// [`Launcher`] over the AWS Lambda Invoke API (`aws-sdk-lambda`). Honours
 /// `AWS_ENDPOINT_URL_LAMBDA`, so locally it talks to `whimbrel local`.
+/// With a timer queue ([`LambdaLauncher::with_timer_queue`]) it also sends
+/// wake-ups there (`aws-sdk-sqs`, honouring `AWS_ENDPOINT_URL_SQS`).
 #[derive(Debug, Clone)]
 pub struct LambdaLauncher {
     client: aws_sdk_lambda::Client,
+    timer_queue: Option<(aws_sdk_sqs::Client, String)>,
 }
 
 impl LambdaLauncher {
-    /// A launcher over `client`.
+    /// A launcher over `client`, with no timer queue.
     pub fn new(client: aws_sdk_lambda::Client) -> Self {
-        LambdaLauncher { client }
+        LambdaLauncher {
+            client,
+            timer_queue: None,
+        }
+    }
+
+    /// The same, sending wake-ups to the queue at `queue_url`
+    /// (`WHIMBREL_TIMER_QUEUE_URL`, the template's `TimerQueue`).
+    pub fn with_timer_queue(self, sqs: aws_sdk_sqs::Client, queue_url: String) -> Self {
+        LambdaLauncher {
+            timer_queue: Some((sqs, queue_url)),
+            ..self
+        }
     }
 
     async fn invoke(
@@ -195,6 +225,22 @@ impl Launcher for LambdaLauncher {
         self.invoke(function, payload, InvocationType::Event)
             .await
             .map(|_| ())
+    }
+
+    async fn wake_up(&self, wake: &WakeUp, delay_seconds: i64) -> Result<(), InvokeError> {
+        let Some((sqs, url)) = &self.timer_queue else {
+            return Ok(());
+        };
+        let body = serde_json::to_string(wake).expect("serializable");
+        let delay = i32::try_from(delay_seconds.clamp(0, 900)).unwrap_or(0);
+        let sent = sqs
+            .send_message()
+            .queue_url(url)
+            .message_body(body)
+            .delay_seconds(delay)
+            .send()
+            .await;
+        sent.map(|_| ()).map_err(|e| classify(url, e))
     }
 }
 

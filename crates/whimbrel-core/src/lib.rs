@@ -106,11 +106,12 @@ pub async fn engine_from_env() -> Result<Engine<LambdaLauncher>, String> {
         aws_sdk_dynamodb::Client::new(&sdk),
         Tables::new(config.table_prefix.clone()),
     );
-    Ok(Engine::new(
-        store,
-        LambdaLauncher::new(aws_sdk_lambda::Client::new(&sdk)),
-        config,
-    ))
+    let mut launcher = LambdaLauncher::new(aws_sdk_lambda::Client::new(&sdk));
+    // The timer queue of the wake-ups (design.md § 9), when the stack has one.
+    if let Ok(url) = std::env::var("WHIMBREL_TIMER_QUEUE_URL") {
+        launcher = launcher.with_timer_queue(aws_sdk_sqs::Client::new(&sdk), url);
+    }
+    Ok(Engine::new(store, launcher, config))
 }
 
 /// The unit launcher launches nothing: for engines that only record

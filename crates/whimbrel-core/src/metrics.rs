@@ -119,6 +119,11 @@ pub fn timer_fired(lateness_seconds: i64) {
     ::metrics::histogram!("TimerLatenessSeconds").record(lateness_seconds.max(0) as f64);
 }
 
+/// A wake-up was sent to the timer queue (`WakeUpsSent`).
+pub fn wake_up_sent() {
+    ::metrics::counter!("WakeUpsSent").increment(1);
+}
+
 /// A launch that never started was launched again.
 pub fn relaunch() {
     ::metrics::counter!("Relaunches").increment(1);

@@ -112,3 +112,78 @@ async fn a_tick_with_a_look_ahead_fires_a_timer_due_within_it_at_its_second() {
     );
     assert_eq!(h.workflow(&wf).await.state, WorkflowState::Completed);
 }
+
+/// An engine on `h`'s tables whose monitor looks `ahead` seconds ahead
+/// (so its writers owe wake-ups for markers due sooner).
+fn looking_ahead(h: &Harness, ahead: i64) -> Engine<common::RecordingLauncher> {
+    let config = EngineConfig {
+        monitor_lookahead_seconds: ahead,
+        ..h.config()
+    };
+    Engine::with_environment(h.store.clone(), h.launcher.clone(), config, h.clock.clone())
+}
+
+#[tokio::test]
+async fn a_timer_due_before_the_next_tick_is_woken_and_fired_at_its_second() {
+    let h = Harness::new().await;
+    h.register(
+        "brief",
+        json!({"activities": [{"name": "brief", "wait": {"seconds": 1}}]}),
+    )
+    .await;
+    let engine = looking_ahead(&h, 60);
+    let req = h.request("brief", None);
+    engine.start_workflow(&req).await.unwrap();
+    let wf = whimbrel_core::ids::workflow_exec_id("brief", &req.workflow_request_id);
+    let due = h.activity(&wf, "brief").await.timing.due_epoch.unwrap();
+    let sent = h.launcher.wake_ups.lock().unwrap().clone();
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    let (wake, delay) = &sent[0];
+    assert_eq!(wake.due_epoch, due);
+    assert!((0..=1).contains(delay), "{delay}");
+    // The timer queue delivers it: the monitor judges the item at its due.
+    let report = engine.wake(wake).await.unwrap();
+    assert_eq!(report.timers_fired, 1, "{report:?}");
+    assert_eq!(
+        h.activity(&wf, "brief").await.state,
+        ActivityState::Completed
+    );
+    // Delivered again (SQS is at least once): nothing left to do.
+    assert_eq!(engine.wake(wake).await.unwrap().timers_fired, 0);
+}
+
+#[tokio::test]
+async fn a_retry_delay_shorter_than_a_tick_sends_a_wake_up_and_a_long_one_does_not() {
+    let h = Harness::new().await;
+    h.register(
+        "flaky",
+        json!({"activities": [
+            {"name": "soon", "lambda": "f", "retry": {"max_attempts": 2, "interval_seconds": 3}},
+            {"name": "late", "lambda": "f", "retry": {"max_attempts": 2, "interval_seconds": 300}},
+        ]}),
+    )
+    .await;
+    let engine = looking_ahead(&h, 60);
+    let req = h.request("flaky", None);
+    engine.start_workflow(&req).await.unwrap();
+    let wf = whimbrel_core::ids::workflow_exec_id("flaky", &req.workflow_request_id);
+    for name in ["soon", "late"] {
+        engine
+            .apply_event(&h.attempt_event(&wf, name, "FAILED", 0))
+            .await
+            .unwrap();
+    }
+    let sent = h.launcher.wake_ups.lock().unwrap().clone();
+    let ids: Vec<_> = sent
+        .iter()
+        .map(|(w, _)| w.activity_exec_id.as_str())
+        .collect();
+    assert_eq!(
+        ids,
+        [whimbrel_core::ids::activity_exec_id(&wf, "soon")],
+        "{sent:?}"
+    );
+    assert!((2..=3).contains(&sent[0].1), "{sent:?}");
+    let soon = h.activity(&wf, "soon").await;
+    assert_eq!(Some(sent[0].0.due_epoch), soon.timing.next_attempt_epoch);
+}

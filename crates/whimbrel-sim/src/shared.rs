@@ -17,6 +17,7 @@ use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use serde_json::Value;
 use whimbrel_core::dates::Timestamp;
+use whimbrel_core::engine::decide::WakeUp;
 use whimbrel_core::engine::Environment;
 use whimbrel_core::launcher::{InvokeError, Launcher};
 use whimbrel_core::store::memory::MemoryBackend;
@@ -182,6 +183,9 @@ pub struct Shared {
     pub timers: Vec<(i64, Waker)>,
     /// Async invokes not delivered yet.
     pub invokes: Vec<PendingInvoke>,
+    /// Wake-ups on the timer queue (design.md § 9): when SQS delivers
+    /// each to the monitor (world time), and its body.
+    pub wake_ups: Vec<(i64, WakeUp)>,
     /// Decider plans by workflow name (the decider function answers them).
     pub deciders: HashMap<String, Value>,
     /// Claimed launches seen in launch payloads and worker claims:
@@ -232,6 +236,7 @@ impl Shared {
             faults: Faults::NONE,
             timers: vec![],
             invokes: vec![],
+            wake_ups: vec![],
             deciders: HashMap::new(),
             claims: HashMap::new(),
             decider_down_until: 0,
@@ -659,6 +664,38 @@ impl Launcher for SimLauncher {
             });
         }
         Ok(())
+    }
+
+    async fn wake_up(&self, wake: &WakeUp, delay_seconds: i64) -> Result<(), InvokeError> {
+        YieldNow::new().await;
+        self.queue_wake_up(wake, delay_seconds);
+        Ok(())
+    }
+}
+
+impl SimLauncher {
+    /// SQS's delivery of a wake-up sent with `delay` seconds: at its time
+    /// or a second late, one in twenty lost (the sender's call failed
+    /// after all, or the message aged out), one in thirty twice (SQS
+    /// delivers at least once). Drawn from the node stream
+    /// ([`Shared::node_rng`]), so seeds without wake-ups draw as before.
+    fn queue_wake_up(&self, wake: &WakeUp, delay: i64) {
+        let mut w = lock(&self.world);
+        let lost = self.faulty && w.node_rng.gen_bool(0.05);
+        if lost {
+            w.exercise("wake-ups lost");
+            return;
+        }
+        let copies = if self.faulty && w.node_rng.gen_bool(1.0 / 30.0) {
+            2
+        } else {
+            1
+        };
+        for _ in 0..copies {
+            let at = w.now + delay + w.node_rng.gen_range(0..=1);
+            w.wake_ups.push((at, wake.clone()));
+        }
+        w.exercise("wake-ups sent");
     }
 }
 

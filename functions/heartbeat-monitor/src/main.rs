@@ -1,6 +1,7 @@
 //! `whimbrel-heartbeat-monitor`: on an EventBridge schedule, times out
-//! activities whose heartbeat went stale and re-drives lost launches (see
-//! `whimbrel_core::handlers::scheduled_event`).
+//! activities whose heartbeat went stale, re-drives lost launches and fires
+//! timers; fed by the timer queue, judges the items its wake-ups name at
+//! their second (see `whimbrel_core::handlers::monitor_event`).
 
 use lambda_runtime::{service_fn, Error, LambdaEvent};
 use serde_json::Value;
@@ -15,7 +16,7 @@ async fn main() -> Result<(), Error> {
         let result = whimbrel_core::metrics::measured(
             "whimbrel-heartbeat-monitor",
             engine.store().metrics(),
-            whimbrel_core::handlers::scheduled_event(engine, &event.payload),
+            whimbrel_core::handlers::monitor_event(engine, &event.payload),
         )
         .await;
         let report = result?;

@@ -183,15 +183,37 @@ Resources:
 }
 
 #[test]
-fn the_repository_template_redrives_given_up_batches() {
+fn the_repository_template_redrives_given_up_batches_and_wakes_the_monitor() {
     let text = include_str!("../../../../template.yaml");
     let t = crate::template::Template::parse(text, "").unwrap();
     let found: Vec<_> = t.sqs_mappings().collect();
-    assert_eq!(found.len(), 1);
-    let (f, m, q) = found[0];
-    assert_eq!(f.binary, "whimbrel-stream-redrive");
-    assert!(m.report_batch_item_failures);
-    // AWS's advice: at least six times the function's timeout.
-    assert!(q.visibility_timeout >= f.timeout * 6);
-    assert!(q.redrive.is_some());
+    assert_eq!(found.len(), 2);
+    for (f, m, q) in found {
+        assert!(m.report_batch_item_failures, "{}", f.binary);
+        // AWS's advice: at least six times the function's timeout.
+        assert!(q.visibility_timeout >= f.timeout * 6, "{}", f.binary);
+        match f.binary.as_str() {
+            "whimbrel-stream-redrive" => assert!(q.redrive.is_some()),
+            // The timer queue (design.md 9): a lost wake-up waits for a
+            // tick, so no dead-letter queue.
+            "whimbrel-heartbeat-monitor" => assert!(q.redrive.is_none()),
+            other => panic!("unexpected SQS mapping on {other}"),
+        }
+    }
+}
+
+#[test]
+fn a_delayed_message_is_not_received_before_its_delay() {
+    let mut q = queue(None);
+    q.send_delayed("m1", "b", 1_000, 3);
+    assert!(q.receive(3_999, 10).batch.is_empty());
+    assert_eq!(q.next_visible_ms(), Some(4_000));
+    assert_eq!(q.receive(4_000, 10).batch.len(), 1);
+    let mut q = queue(None);
+    q.send_delayed("m2", "b", 0, 10_000);
+    assert_eq!(
+        q.next_visible_ms(),
+        Some(MAX_DELAY_SECONDS * 1000),
+        "capped at 15 minutes"
+    );
 }

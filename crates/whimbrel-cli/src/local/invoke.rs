@@ -109,19 +109,29 @@ impl Runner {
         let timeout = self.timeout(&function);
         loop {
             tokio::time::sleep(every).await;
-            let payload = scheduled_event(&self.region);
-            self.count(format!("{function} (schedule)"));
-            // An EventBridge target is invoked asynchronously; the monitor's
-            // EventInvokeConfig has no retries: the next tick does the work.
-            match self
-                .invoke(&function, Bytes::from(payload.to_string()), timeout)
-                .await
-            {
-                Outcome::Answered(_) => {}
-                o => {
-                    let e = o.error_payload("-").unwrap_or_default();
-                    warn!(%function, error = %String::from_utf8_lossy(&e), "scheduled invocation failed")
-                }
+            // A rate schedule fires on time whether or not the last
+            // invocation ended (a tick that sleeps to the markers of its
+            // look-ahead runs up to an interval): each tick is its own
+            // asynchronous invocation, as EventBridge makes it.
+            let (runner, function) = (self.clone(), function.clone());
+            tokio::spawn(async move { runner.tick(&function, timeout).await });
+        }
+    }
+
+    /// One scheduled invocation of `function`.
+    async fn tick(&self, function: &str, timeout: Duration) {
+        let payload = scheduled_event(&self.region);
+        self.count(format!("{function} (schedule)"));
+        // An EventBridge target is invoked asynchronously; the monitor's
+        // EventInvokeConfig has no retries: the next tick does the work.
+        match self
+            .invoke(function, Bytes::from(payload.to_string()), timeout)
+            .await
+        {
+            Outcome::Answered(_) => {}
+            o => {
+                let e = o.error_payload("-").unwrap_or_default();
+                warn!(%function, error = %String::from_utf8_lossy(&e), "scheduled invocation failed")
             }
         }
     }

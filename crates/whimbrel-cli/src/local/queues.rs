@@ -56,8 +56,15 @@ impl Queues {
     /// SendMessage of `body` to `queue`; false when the template has no
     /// such queue.
     pub(crate) fn send(&self, queue: &str, body: &str) -> bool {
+        self.send_delayed(queue, body, 0).is_some()
+    }
+
+    /// SendMessage of `body` to `queue` with `DelaySeconds` = `delay`;
+    /// the message id, or `None` when the template has no such queue.
+    pub(crate) fn send_delayed(&self, queue: &str, body: &str, delay: u64) -> Option<String> {
         let id = uuid::Uuid::new_v4().to_string();
-        self.with(queue, |q| q.send(&id, body, now_ms())).is_some()
+        self.with(queue, |q| q.send_delayed(&id, body, now_ms(), delay))
+            .map(|()| id)
     }
 
     fn receive(&self, queue: &str, max: usize) -> (Received, Option<u64>) {

@@ -256,6 +256,8 @@ impl<L: Launcher> Engine<L> {
         };
         if at <= now {
             Box::pin(self.launch_attempt(after)).await?;
+        } else {
+            self.send_wake_up(&after).await;
         }
         Ok(Round::Done(Applied::State(ActivityState::Queued)))
     }

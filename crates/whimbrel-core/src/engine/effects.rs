@@ -56,6 +56,23 @@ impl<L: Launcher> Engine<L> {
         Ok(())
     }
 
+    /// Send the wake-up `exec` owes as written
+    /// ([`decide::wake_up_for`], design.md § 9), if any. Best effort: one
+    /// that cannot be sent is logged, and its marker waits for the next
+    /// tick.
+    pub(crate) async fn send_wake_up(&self, exec: &ActivityExec) {
+        let now = self.now().epoch;
+        let Some(wake) = decide::wake_up_for(exec, &self.config, now) else {
+            return;
+        };
+        match self.launcher.wake_up(&wake, wake.delay_seconds(now)).await {
+            Ok(()) => crate::metrics::wake_up_sent(),
+            Err(e) => {
+                warn!(activity_exec_id = %exec.activity_exec_id, error = %e, "wake-up not sent; the next monitor tick judges the item")
+            }
+        }
+    }
+
     /// Claim and launch the attempt a retry queued (a Lambda activity,
     /// QUEUED and unclaimed, its delay over). Returns whether this call won
     /// the claim; anything else (claimed meanwhile, cancelled, a task-list

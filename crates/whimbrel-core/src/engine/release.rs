@@ -186,6 +186,7 @@ impl<L: Launcher> Engine<L> {
                         Some(token) => self.launch(&queued, &token).await,
                         None => {
                             info!(activity_exec_id = %queued.activity_exec_id, kind = ?queued.runner.kind(), state = %queued.state, due_epoch = ?queued.timing.due_epoch, "released: nothing to invoke");
+                            self.send_wake_up(&queued).await;
                             Ok(())
                         }
                     };

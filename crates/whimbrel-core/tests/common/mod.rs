@@ -98,6 +98,8 @@ pub fn dynamodb_endpoint() -> String {
 pub struct RecordingLauncher {
     pub launched: Arc<Mutex<Vec<(String, Value)>>>,
     pub deciders: Arc<Mutex<HashMap<String, Result<Value, InvokeError>>>>,
+    /// Wake-ups sent to the timer queue, with their `DelaySeconds`.
+    pub wake_ups: Arc<Mutex<Vec<(whimbrel_core::engine::decide::WakeUp, i64)>>>,
 }
 
 impl RecordingLauncher {
@@ -152,6 +154,17 @@ impl Launcher for RecordingLauncher {
             .lock()
             .unwrap()
             .push((function.into(), payload.clone()));
+        Ok(())
+    }
+    async fn wake_up(
+        &self,
+        wake: &whimbrel_core::engine::decide::WakeUp,
+        delay_seconds: i64,
+    ) -> Result<(), InvokeError> {
+        self.wake_ups
+            .lock()
+            .unwrap()
+            .push((wake.clone(), delay_seconds));
         Ok(())
     }
 }

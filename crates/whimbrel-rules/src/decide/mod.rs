@@ -599,6 +599,7 @@ pub use step::{
     applicable, applied_locally, report_details, transition_step, unstorable, Source,
     TransitionStep,
 };
+pub use wake::{wake_up_for, WakeUp};
 pub use workflow::{
     check_request, execution_deadline, requested_exec, started_update, workflow_move, WorkflowMove,
 };
@@ -607,6 +608,7 @@ pub mod attempts;
 pub mod deadline;
 pub mod items;
 pub mod step;
+pub mod wake;
 pub mod workflow;
 
 #[cfg(test)]

@@ -170,6 +170,32 @@ impl Sim {
         missed
     }
 
+    /// The timer queue's mapping: each wake-up SQS delivers now runs the
+    /// monitor on its item ([`whimbrel_core::engine::Engine::wake`]), a
+    /// monitor invocation of its own (design.md § 9).
+    pub(super) fn deliver_wake_ups(&mut self) {
+        let due: Vec<_> = {
+            let mut w = lock(&self.world);
+            let now = w.now;
+            let (due, later) = std::mem::take(&mut w.wake_ups)
+                .into_iter()
+                .partition(|(at, _)| *at <= now);
+            w.wake_ups = later;
+            due
+        };
+        for (_, wake) in due {
+            let (inv, engine) =
+                self.engine(true, Clock::Engine, Some("whimbrel-heartbeat-monitor"));
+            self.log(format!(
+                "wake-up {} due {}",
+                wake.activity_exec_id, wake.due_epoch
+            ));
+            self.exec.spawn(inv, async move {
+                let _ = engine.wake(&wake).await;
+            });
+        }
+    }
+
     /// One run of the monitor, at its own clock's time (as the handler
     /// reads the clock, not the event's time).
     pub(super) fn monitor_tick(&mut self) {

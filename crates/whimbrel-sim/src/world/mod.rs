@@ -445,6 +445,7 @@ impl Sim {
             self.worker_poll();
         }
         self.scheduled_ticks();
+        self.deliver_wake_ups();
         let choice = self.rng(|r| r.gen_range(0..100));
         match choice {
             0..=54 => {
