@@ -170,6 +170,7 @@ printf '%s' '{"activities": [{"name": "hour", "wait": {"seconds": 3600}}, {"name
 ID=$(start hour)
 for _ in $(seq 1 60); do "$WB" status "$ID" > "$S/$ID.status" 2>/dev/null && grep -Eq '^hour +RUNNING' "$S/$ID.status" && break; sleep 0.5; done
 grep -Eq '^hour +RUNNING' "$S/$ID.status" || { cat "$S/$ID.status"; fail "the hour's timer is not RUNNING"; }
+grep -Eq '^  hour +fires at [0-9:]{8} \(wait 3600s\)' "$S/$ID.status" || { cat "$S/$ID.status"; fail "status does not show when the timer fires"; }
 "$WB" cancel "$ID" > /dev/null
 wait_end "$ID" 60
 [[ $(state_of "$ID") == CANCELLED ]] || { cat "$S/$ID.status"; fail "the cancelled timer's workflow is not CANCELLED"; }

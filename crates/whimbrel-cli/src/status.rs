@@ -160,6 +160,11 @@ pub fn render(snap: &Snapshot) -> String {
     for a in &snap.activities {
         out.push_str(&attempts(a));
     }
+    let timers: String = snap.activities.iter().filter_map(timer_line).collect();
+    if !timers.is_empty() {
+        out.push_str("timers:\n");
+        out.push_str(&timers);
+    }
     if let Some(e) = &w.error {
         out.push_str(&format!("error: {e}\n"));
     }
@@ -167,6 +172,27 @@ pub fn render(snap: &Snapshot) -> String {
         out.push_str(&format!("result: {}\n", result(snap)));
     }
     out
+}
+
+/// A timer node's line (design.md § 9.1): its wait, and when it fires (or
+/// fired, or that it was cancelled), UTC; `None` for an activity.
+fn timer_line(a: &ActivityExec) -> Option<String> {
+    use whimbrel_core::contract::{ActivityState as S, NodeKind};
+    if a.runner.kind() != NodeKind::Timer {
+        return None;
+    }
+    let wait = match (a.runner.wait_until_epoch, a.runner.wait_seconds) {
+        (Some(until), _) => format!("until {}", hms(Some(until))),
+        (None, s) => format!("{}s", s.unwrap_or(0)),
+    };
+    let fire = whimbrel_core::engine::deadline::timer_fire_epoch(a);
+    let when = match a.state {
+        S::Running => format!("fires at {}", hms(fire)),
+        S::Completed => format!("fired at {}", hms(a.timing.end_time_epoch)),
+        S::Cancelled => "cancelled".into(),
+        s => format!("{s}: not started"),
+    };
+    Some(format!("  {:<16} {when} (wait {wait})\n", a.activity_name))
 }
 
 /// The attempts of a retried activity: each failed attempt with its
