@@ -69,7 +69,8 @@ pub trait Launcher: Send + Sync {
     ) -> impl Future<Output = Result<(), InvokeError>> + Send;
 
     /// Send `wake` to the timer queue with `DelaySeconds` =
-    /// `delay_seconds` (0..=900), so the monitor judges its item at its
+    /// `delay_seconds` (0..=`MAX_WAKE_DELAY_SECONDS`, as
+    /// `WakeUp::delay_seconds` gives it), so the monitor judges its item at its
     /// second (design.md § 9). The default sends nothing: a launcher
     /// without a timer queue leaves the marker to the next tick.
     fn wake_up(
@@ -232,7 +233,8 @@ impl Launcher for LambdaLauncher {
             return Ok(());
         };
         let body = serde_json::to_string(wake).expect("serializable");
-        let delay = i32::try_from(delay_seconds.clamp(0, 900)).unwrap_or(0);
+        // Already within SQS's bounds (`WakeUp::delay_seconds`).
+        let delay = i32::try_from(delay_seconds).unwrap_or(0);
         let sent = sqs
             .send_message()
             .queue_url(url)

@@ -92,12 +92,7 @@ async fn a_tick_with_a_look_ahead_fires_a_timer_due_within_it_at_its_second() {
     .await;
     let wf = h.start("soon").await;
     let due = h.activity(&wf, "soon").await.timing.due_epoch.unwrap();
-    let config = EngineConfig {
-        monitor_lookahead_seconds: 5,
-        ..h.config()
-    };
-    let ahead =
-        Engine::with_environment(h.store.clone(), h.launcher.clone(), config, h.clock.clone());
+    let ahead = looking_ahead(&h, 5);
     let now = h.now();
     assert!(due > now, "due {due}, now {now}");
     let report = ahead.monitor_tick(now).await.unwrap();

@@ -56,16 +56,14 @@ pub(super) async fn serve(
         Ok(r) => r,
         Err(e) => return sqs_error("InvalidParameterValue", e.to_string()),
     };
+    let max = whimbrel_aws_model::sqs::MAX_DELAY_SECONDS;
     let delay = req.delay_seconds.unwrap_or(0);
-    if !(0..=900).contains(&delay) {
-        let why = format!("DelaySeconds {delay} is outside 0..=900");
+    let Some(delay) = u64::try_from(delay).ok().filter(|d| *d <= max) else {
+        let why = format!("DelaySeconds {delay} is outside 0..={max}");
         return sqs_error("InvalidParameterValue", why);
-    }
+    };
     let queue = req.queue_url.rsplit('/').next().unwrap_or_default();
-    let Some(id) = runner
-        .queues
-        .send_delayed(queue, &req.message_body, delay as u64)
-    else {
+    let Some(id) = runner.queues.send_delayed(queue, &req.message_body, delay) else {
         return sqs_error(
             "QueueDoesNotExist",
             format!("no queue {queue} in the template"),

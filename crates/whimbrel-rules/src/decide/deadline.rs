@@ -55,6 +55,17 @@ impl Deadline {
             Deadline::Timer => "Timer",
         }
     }
+    /// How long past this deadline the monitor waits before it acts,
+    /// seconds: the report grace (design.md § 8.4), so a report written
+    /// before the deadline is seen first; none for a retry's delay or a
+    /// timer, which no report can beat (only a CANCEL, which `acts`
+    /// applies first when the index shows it): they fire on time.
+    pub fn grace(self, cfg: &EngineConfig) -> i64 {
+        match self {
+            Deadline::NextAttempt | Deadline::Timer => 0,
+            _ => cfg.report_grace_seconds,
+        }
+    }
 }
 
 /// The heartbeat timeout of an activity, seconds; `None` when heartbeats
@@ -339,13 +350,7 @@ pub fn monitor_verdict(exec: &ActivityExec, cfg: &EngineConfig, now: i64) -> Ver
     let Some((deadline, kind)) = next_deadline(exec, cfg) else {
         return Verdict::Clear;
     };
-    // No report can beat a retry's delay or a timer (only a CANCEL, which
-    // `acts` applies first when the index shows it): they fire on time.
-    let grace = if matches!(kind, Deadline::NextAttempt | Deadline::Timer) {
-        0
-    } else {
-        cfg.report_grace_seconds
-    };
+    let grace = kind.grace(cfg);
     if now < deadline.saturating_add(grace) {
         return if unseen {
             // Recorded (`extend_due`) even where the marker stays, or the

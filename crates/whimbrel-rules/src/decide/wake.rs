@@ -8,6 +8,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::deadline::next_deadline;
 use crate::config::EngineConfig;
 use crate::model::ActivityExec;
 
@@ -36,17 +37,22 @@ impl WakeUp {
 
 /// The wake-up `exec` (as written at `now`, epoch seconds) owes: one when
 /// the monitor looks ahead (`EngineConfig::monitor_lookahead_seconds` > 0,
-/// a tick each look-ahead) and its due marker comes before a tick starting
-/// now would stop looking, so the tick that runs now may have read the
-/// index before the write: `due_epoch < now + look-ahead`. `None`
-/// otherwise, or without a marker.
+/// a tick each look-ahead), the item has a due marker, and the monitor
+/// would act on it ([`next_deadline`] plus its [`Deadline::grace`]) before
+/// a tick starting now would stop looking, so the tick that runs now may
+/// have read the index before the write. Its `due_epoch` is that time.
+/// `None` otherwise.
+///
+/// [`Deadline::grace`]: super::deadline::Deadline::grace
 pub fn wake_up_for(exec: &ActivityExec, cfg: &EngineConfig, now: i64) -> Option<WakeUp> {
     let ahead = cfg.monitor_lookahead_seconds;
-    let due = exec.timing.due_epoch?;
-    (ahead > 0 && due < now.saturating_add(ahead)).then(|| WakeUp {
+    exec.timing.due_epoch?;
+    let (deadline, kind) = next_deadline(exec, cfg)?;
+    let at = deadline.saturating_add(kind.grace(cfg));
+    (ahead > 0 && at < now.saturating_add(ahead)).then(|| WakeUp {
         activity_exec_id: exec.activity_exec_id.clone(),
         workflow_exec_id: exec.workflow_exec_id.clone(),
-        due_epoch: due,
+        due_epoch: at,
     })
 }
 
@@ -56,8 +62,9 @@ mod tests {
 
     #[test]
     fn a_marker_due_before_the_next_tick_owes_a_wake_up() {
-        let mut exec = super::super::tests::running(None, None);
-        exec.timing.due_epoch = Some(1030);
+        // Start-to-close at 1020, acted on after the 10 s report grace.
+        let mut exec = super::super::tests::running(None, Some(20));
+        exec.timing.due_epoch = Some(1020);
         let off = EngineConfig::default();
         assert_eq!(
             wake_up_for(&exec, &off, 1000),
