@@ -25,7 +25,7 @@ use crate::dates::Timestamp;
 use crate::engine::decide::WakeUp;
 use crate::engine::{Applied, Engine, EngineError, MonitorReport};
 use crate::launcher::Launcher;
-use crate::model::{ActivityEvent, WorkflowRequest};
+use crate::model::{ActivityEvent, SignalRow, WorkflowRequest};
 
 /// A payload that is not a DynamoDB stream event or Scheduled Event at all
 /// (an invocation error, not a record error).
@@ -371,6 +371,55 @@ pub async fn activity_events<L: Launcher>(
         },
     )
     .await
+}
+
+/// Handle a DynamoDB stream batch of `whimbrel_signal` (design.md § 9.2):
+/// deliver each inserted signal to the signal waits of its name
+/// ([`Engine::receive_signal`]); one for an unknown or ended workflow, or
+/// malformed, is rejected with a logged reason (`SignalsRejected`), never
+/// a batch item failure. Signals of one workflow are applied in stream
+/// order.
+///
+/// Errors: [`PayloadError`] if the payload has no `Records` array.
+pub async fn signals<L: Launcher>(
+    engine: &Engine<L>,
+    payload: &Value,
+) -> Result<(DynamoDbEventResponse, BatchSummary), PayloadError> {
+    let table = engine.store().tables().signal();
+    process_batch(
+        engine.config().concurrency,
+        payload,
+        &table,
+        attr::WORKFLOW_EXEC_ID,
+        attr::SIGNAL_KEY,
+        |row: SignalRow| async move {
+            let applied = engine.receive_signal(&row).await;
+            if !matches!(applied, Err(EngineError::Retry(_))) {
+                crate::metrics::signal_received(applied.is_err());
+            }
+            applied
+        },
+    )
+    .await
+}
+
+/// Handle a batch of either stream the activity-event function is mapped
+/// to: `whimbrel_activity_event` ([`activity_events`]) or
+/// `whimbrel_signal` ([`signals`]), by the first record's
+/// `eventSourceARN` (one event source mapping sends one stream's records).
+///
+/// Errors: [`PayloadError`] if the payload has no `Records` array.
+pub async fn client_rows<L: Launcher>(
+    engine: &Engine<L>,
+    payload: &Value,
+) -> Result<(DynamoDbEventResponse, BatchSummary), PayloadError> {
+    let first = payload["Records"][0]["eventSourceARN"].as_str();
+    let signal_table = engine.store().tables().signal();
+    if first.and_then(table_of_stream_arn) == Some(signal_table.as_str()) {
+        signals(engine, payload).await
+    } else {
+        activity_events(engine, payload).await
+    }
 }
 
 /// Handle an EventBridge Scheduled Event: one heartbeat monitor tick at the

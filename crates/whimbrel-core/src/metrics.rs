@@ -119,6 +119,22 @@ pub fn timer_fired(lateness_seconds: i64) {
     ::metrics::histogram!("TimerLatenessSeconds").record(lateness_seconds.max(0) as f64);
 }
 
+/// A signal completed a signal wait (design.md § 9.2, `SignalsDelivered`).
+pub fn signal_delivered() {
+    ::metrics::counter!("SignalsDelivered").increment(1);
+}
+
+/// A signal row was received from the stream (`SignalsReceived`), or
+/// rejected with a logged reason (`SignalsRejected`).
+pub fn signal_received(rejected: bool) {
+    let name = if rejected {
+        "SignalsRejected"
+    } else {
+        "SignalsReceived"
+    };
+    ::metrics::counter!(name).increment(1);
+}
+
 /// A wake-up was sent to the timer queue (`WakeUpsSent`).
 pub fn wake_up_sent() {
     ::metrics::counter!("WakeUpsSent").increment(1);

@@ -208,6 +208,8 @@ pub async fn apply_records<L: Launcher>(
         handlers::workflow_requests(engine, &event).await
     } else if table == tables.activity_event() {
         handlers::activity_events(engine, &event).await
+    } else if table == tables.signal() {
+        handlers::signals(engine, &event).await
     } else {
         return Err(RedriveError::UnknownStream(stream_arn.into()));
     };

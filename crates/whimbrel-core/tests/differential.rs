@@ -44,7 +44,7 @@ fn cond(r: &mut ChaCha8Rng, depth: u32) -> Cond {
         1 => Cond::NotExists(attr(r)),
         2 => Cond::Compare(
             attr(r),
-            [Cmp::Eq, Cmp::Ne, Cmp::Lt, Cmp::Ge][r.gen_range(0..4)],
+            [Cmp::Eq, Cmp::Ne, Cmp::Lt, Cmp::Ge, Cmp::BeginsWith][r.gen_range(0..5)],
             value(r),
         ),
         3 => Cond::In(attr(r), vec![value(r), value(r)]),

@@ -163,6 +163,10 @@ pub const SCHEDULE_TO_CLOSE_SECONDS: &str = "schedule_to_close_seconds";
 pub const SCHEDULE_TO_START_SECONDS: &str = "schedule_to_start_seconds";
 /// `scheduled_epoch`: When the live attempt became due (its first queue, or the end of a retry delay), epoch seconds: schedule-to-start counts from it.
 pub const SCHEDULED_EPOCH: &str = "scheduled_epoch";
+/// `signal_key`: Range key of `signal`, `(name)#(signal_id)`.
+pub const SIGNAL_KEY: &str = "signal_key";
+/// `signal_name`: A signal node's signal name (design.md § 9.2).
+pub const SIGNAL_NAME: &str = "signal_name";
 /// `size`: How many prerequisites the group holds (G, or fewer in the last).
 pub const SIZE: &str = "size";
 /// `source`: Free text: where the request came from.

@@ -299,11 +299,44 @@ pub const TIMER_TRANSITIONS: &[Row] = &[
     (S::Running, T::Completed, S::Completed, ActorsSet(MONITOR)),
 ];
 
+/// Extension (design.md § 9.2): the transitions of a signal wait. The
+/// timer's, but COMPLETED by the engine when a signal of its name is
+/// delivered (the signal stream's handler, its release, or the monitor's
+/// last read before a timeout), and TIMED_OUT by the monitor when its
+/// `timeout_seconds` pass first.
+pub const SIGNAL_TRANSITIONS: &[Row] = &[
+    (
+        S::Requested,
+        T::Cancel,
+        S::Cancelled,
+        ActorsSet(CLIENT_OR_ENGINE),
+    ),
+    (S::Requested, T::Ready, S::Ready, ActorsSet(ENGINE)),
+    (S::Requested, T::Running, S::Running, ActorsSet(ENGINE)),
+    (
+        S::Ready,
+        T::Cancel,
+        S::Cancelled,
+        ActorsSet(CLIENT_OR_ENGINE),
+    ),
+    (S::Ready, T::Running, S::Running, ActorsSet(ENGINE)),
+    (
+        S::Running,
+        T::Cancel,
+        S::Cancelled,
+        ActorsSet(CLIENT_OR_ENGINE),
+    ),
+    (S::Running, T::Completed, S::Completed, ActorsSet(ENGINE)),
+    (S::Running, T::TimedOut, S::TimedOut, ActorsSet(MONITOR)),
+];
+
 /// The contract table of a node of `kind`: [`TIMER_TRANSITIONS`] for
-/// timers, [`TRANSITIONS`] for everything that runs code.
+/// timers, [`SIGNAL_TRANSITIONS`] for signal waits, [`TRANSITIONS`] for
+/// everything that runs code.
 pub fn table(kind: NodeKind) -> &'static [Row] {
     match kind {
         NodeKind::Timer => TIMER_TRANSITIONS,
+        NodeKind::Signal => SIGNAL_TRANSITIONS,
         NodeKind::Lambda | NodeKind::TaskList => TRANSITIONS,
     }
 }
@@ -977,5 +1010,26 @@ mod tests {
             let in_timer = TIMER_TRANSITIONS.iter().any(|(from, ..)| from == to);
             assert_eq!(in_base, in_timer, "{to}");
         }
+    }
+
+    #[test]
+    fn a_signal_wait_completes_by_the_engine_and_times_out_by_the_monitor() {
+        let k = NodeKind::Signal;
+        assert_eq!(
+            next_state(k, S::Running, T::Completed, Actor::Engine).unwrap(),
+            S::Completed
+        );
+        assert!(next_state(k, S::Running, T::Completed, Actor::Client).is_err());
+        assert!(next_state(k, S::Running, T::Completed, Actor::Monitor).is_err());
+        assert_eq!(
+            next_state(k, S::Running, T::TimedOut, Actor::Monitor).unwrap(),
+            S::TimedOut
+        );
+        assert_eq!(
+            next_state(k, S::Running, T::Cancel, Actor::Client).unwrap(),
+            S::Cancelled
+        );
+        assert!(next_state(k, S::Running, T::Failed, Actor::Client).is_err());
+        assert_eq!(sources(k, T::Completed, S::Completed), [S::Running]);
     }
 }

@@ -154,6 +154,10 @@ pub enum EngineStep<'a> {
     /// A timer's fire time came: `timer-fired:(activity):1` (a timer has
     /// one attempt; design.md § 9.1).
     TimerFired(&'a str),
+    /// A signal delivered to a signal wait: `signal:(activity):(signal_key)`
+    /// (design.md § 9.2). The same signal on the same node is one event
+    /// id, whoever delivers it.
+    SignalDelivered(&'a str, &'a str),
 }
 
 impl EngineStep<'_> {
@@ -169,6 +173,7 @@ impl EngineStep<'_> {
             EngineStep::Claim(id, a) => format!("claim:{id}:{a}"),
             EngineStep::Launcher(a) => format!("launcher:{a}"),
             EngineStep::TimerFired(id) => format!("timer-fired:{id}:1"),
+            EngineStep::SignalDelivered(id, key) => format!("signal:{id}:{key}"),
         }
     }
 }

@@ -44,7 +44,7 @@ pub fn shard_of(activity_exec_id: &str) -> u32 {
     h % INDEX_SHARDS
 }
 
-/// The seven table names for one prefix.
+/// The table names for one prefix.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Tables {
     /// The prefix, default `whimbrel_`.
@@ -94,6 +94,11 @@ impl Tables {
     pub fn workflow_plan(&self) -> String {
         self.name("workflow_plan")
     }
+    /// `whimbrel_signal` (stream): signals sent to workflow executions
+    /// ([`crate::model::SignalRow`], design.md § 9.2).
+    pub fn signal(&self) -> String {
+        self.name("signal")
+    }
 }
 
 /// The key of an activity exec item.
@@ -109,6 +114,14 @@ pub fn event_key(activity_event_id: &str, activity_exec_id: &str) -> Item {
     HashMap::from([
         (attr::ACTIVITY_EVENT_ID.into(), s(activity_event_id)),
         (attr::ACTIVITY_EXEC_ID.into(), s(activity_exec_id)),
+    ])
+}
+
+/// The key of a signal row of `whimbrel_signal`.
+pub fn signal_row_key(workflow_exec_id: &str, signal_key: &str) -> Item {
+    HashMap::from([
+        (attr::WORKFLOW_EXEC_ID.into(), s(workflow_exec_id)),
+        (attr::SIGNAL_KEY.into(), s(signal_key)),
     ])
 }
 

@@ -1,6 +1,7 @@
-//! What runs a node of a plan, defined once (design.md § 9.1): a Lambda
-//! the engine invokes, a task list external workers claim from, or a
-//! durable timer the heartbeat monitor fires. A plan node is exactly one
+//! What runs a node of a plan, defined once (design.md § 9.1, § 9.2): a
+//! Lambda the engine invokes, a task list external workers claim from, a
+//! durable timer the heartbeat monitor fires, or a wait for a signal a
+//! client sends. A plan node is exactly one
 //! ([`crate::plan::PlannedActivity::kind`]); an activity exec item says
 //! which by its runner fields ([`crate::model::Runner::kind`]). Every rule
 //! that differs by kind asks the kind: its contract rows
@@ -27,11 +28,22 @@ pub enum NodeKind {
     /// nothing is invoked, no token is minted, no report is taken but
     /// CANCEL.
     Timer,
+    /// `signal`: waits for a named signal (a row of `whimbrel_signal`).
+    /// Released, it is RUNNING until a signal of its name is delivered (it
+    /// COMPLETES with the signal's input as its output) or its
+    /// `timeout_seconds` pass (TIMED_OUT by the monitor); nothing is
+    /// invoked, no token is minted, no report is taken but CANCEL.
+    Signal,
 }
 
 impl NodeKind {
     /// Every kind, in the order validation names them.
-    pub const ALL: [NodeKind; 3] = [NodeKind::Lambda, NodeKind::TaskList, NodeKind::Timer];
+    pub const ALL: [NodeKind; 4] = [
+        NodeKind::Lambda,
+        NodeKind::TaskList,
+        NodeKind::Timer,
+        NodeKind::Signal,
+    ];
 
     /// The plan field that gives this kind: `lambda`, `task_list`, `wait`.
     pub fn field(self) -> &'static str {
@@ -39,30 +51,33 @@ impl NodeKind {
             NodeKind::Lambda => "lambda",
             NodeKind::TaskList => "task_list",
             NodeKind::Timer => "wait",
+            NodeKind::Signal => "signal",
         }
     }
 
     /// True when the engine claims each attempt with a token and invokes
-    /// a Lambda (the launcher); false for task lists (a worker claims) and
-    /// timers (nothing runs).
+    /// a Lambda (the launcher); false for task lists (a worker claims),
+    /// timers and signal waits (nothing runs).
     pub fn is_invoked(self) -> bool {
         self == NodeKind::Lambda
     }
 
     /// The transition and state the release of its first attempt writes
     /// (contract: "Launching A New Activity"): QUEUED for activities,
-    /// RUNNING for a timer, which starts counting at once.
+    /// RUNNING for a timer or a signal wait, which start waiting at once.
     pub fn released_as(self) -> (Transition, ActivityState) {
-        match self {
-            NodeKind::Timer => (Transition::Running, ActivityState::Running),
-            _ => (Transition::Queued, ActivityState::Queued),
+        if self.runs_code() {
+            (Transition::Queued, ActivityState::Queued)
+        } else {
+            (Transition::Running, ActivityState::Running)
         }
     }
 
     /// True when the node runs code that may time out, retry, heartbeat and
-    /// report (Lambdas and task lists); a timer does none of these.
+    /// report (Lambdas and task lists); a timer or a signal wait does none
+    /// of these (a signal wait takes one timeout, `timeout_seconds`).
     pub fn runs_code(self) -> bool {
-        self != NodeKind::Timer
+        matches!(self, NodeKind::Lambda | NodeKind::TaskList)
     }
 }
 
@@ -140,6 +155,8 @@ mod tests {
         assert_eq!(NodeKind::Timer.released_as().1, ActivityState::Running);
         assert_eq!(NodeKind::TaskList.released_as().1, ActivityState::Queued);
         let fields: Vec<_> = NodeKind::ALL.into_iter().map(NodeKind::field).collect();
-        assert_eq!(fields, ["lambda", "task_list", "wait"]);
+        assert_eq!(fields, ["lambda", "task_list", "wait", "signal"]);
+        assert_eq!(NodeKind::Signal.released_as().1, ActivityState::Running);
+        assert!(!NodeKind::Signal.runs_code() && !NodeKind::Signal.is_invoked());
     }
 }

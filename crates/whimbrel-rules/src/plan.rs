@@ -146,7 +146,7 @@ pub struct PlannedActivity {
     /// Unique within the plan; `[A-Za-z0-9_.-]`, at most [`MAX_NAME_LEN`].
     pub name: String,
     /// The Lambda function that runs it (name or ARN). A node is exactly
-    /// one kind ([`NodeKind`]): `lambda`, `task_list` or `wait`.
+    /// one kind ([`NodeKind`]): `lambda`, `task_list`, `wait` or `signal`.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub lambda: String,
     /// The task list external workers claim it from (nothing is invoked):
@@ -159,6 +159,15 @@ pub struct PlannedActivity {
     /// retry policy, input or tokens.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wait: Option<WaitSpec>,
+    /// A wait for a signal instead of an activity (design.md § 9.2): the
+    /// signal's name, `[A-Za-z0-9_.-]`, at most [`MAX_NAME_LEN`]. The node
+    /// is RUNNING from its release until a signal of that name is sent to
+    /// the workflow (a row of `whimbrel_signal`; one sent earlier is kept
+    /// and delivered then), and COMPLETES with the signal's `input` as its
+    /// output; or, when `timeout_seconds` (start-to-close) pass first, is
+    /// TIMED_OUT. It takes no other timeout, retry policy, input or tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<String>,
     /// Names of the activities it waits for.
     #[serde(default)]
     pub depends_on: Vec<String>,
@@ -316,12 +325,12 @@ pub enum PlanError {
     /// `input_ref` given: only the engine sets it, on the plan it stores.
     #[error("activity {0:?} sets input_ref, which only the engine sets; give its input")]
     InputRef(String),
-    /// No kind given (none of `lambda`, `task_list`, `wait`), or a bad task
-    /// list name.
-    #[error("activity {0:?} needs exactly one of lambda, task_list or wait (a task list name is 1-{MAX_NAME_LEN} characters of A-Z a-z 0-9 _ . -)")]
+    /// No kind given (none of `lambda`, `task_list`, `wait`, `signal`), or
+    /// a bad task list or signal name.
+    #[error("activity {0:?} needs exactly one of lambda, task_list, wait or signal (a task list or signal name is 1-{MAX_NAME_LEN} characters of A-Z a-z 0-9 _ . -)")]
     NoLambda(String),
     /// Two or more kinds given.
-    #[error("activity {activity:?} gives {first} and {second}; a node is exactly one of lambda, task_list or wait")]
+    #[error("activity {activity:?} gives {first} and {second}; a node is exactly one of lambda, task_list, wait or signal")]
     TwoKinds {
         /// The node.
         activity: String,
@@ -338,13 +347,15 @@ pub enum PlanError {
         /// What is wrong.
         why: String,
     },
-    /// A timer node with a field that only activities take.
+    /// A timer or signal node with a field that only activities take.
     #[error(
-        "activity {activity:?} is a timer (wait); {field} applies only to activities that run code"
+        "activity {activity:?} is a {kind} node; {field} applies only to activities that run code"
     )]
     TimerField {
-        /// The timer node.
+        /// The timer or signal node.
         activity: String,
+        /// Its kind's field: `wait` or `signal`.
+        kind: &'static str,
         /// The field given.
         field: &'static str,
     },
@@ -442,11 +453,14 @@ impl PlannedActivity {
                 })
             }
         }
-        if a.task_list.as_deref().is_some_and(|l| !valid_name(l)) {
+        let bad_name = |n: &Option<String>| n.as_deref().is_some_and(|l| !valid_name(l));
+        if bad_name(&a.task_list) || bad_name(&a.signal) {
             return Err(PlanError::NoLambda(a.name.clone()));
         }
         if let Some(w) = &a.wait {
             w.check(&a.name)?;
+        }
+        if !a.kind().runs_code() {
             a.check_timer_fields()?;
         }
         for (what, t) in [
@@ -490,6 +504,7 @@ impl PlannedActivity {
                 NodeKind::Lambda => !self.lambda.trim().is_empty(),
                 NodeKind::TaskList => self.task_list.is_some(),
                 NodeKind::Timer => self.wait.is_some(),
+                NodeKind::Signal => self.signal.is_some(),
             })
             .collect()
     }
@@ -503,8 +518,10 @@ impl PlannedActivity {
             .unwrap_or(NodeKind::Lambda)
     }
 
-    /// A timer takes none of the fields of activities that run code.
+    /// A timer takes none of the fields of activities that run code; a
+    /// signal wait takes only `timeout_seconds` (start-to-close).
     fn check_timer_fields(&self) -> Result<(), PlanError> {
+        let timer = self.kind() == NodeKind::Timer;
         let given = [
             (
                 "heartbeat_timeout_seconds",
@@ -513,7 +530,7 @@ impl PlannedActivity {
             ("heartbeat_enabled", self.heartbeat_enabled.is_some()),
             (
                 "start_to_close_seconds",
-                self.start_to_close_seconds.is_some(),
+                timer && self.start_to_close_seconds.is_some(),
             ),
             (
                 "schedule_to_start_seconds",
@@ -530,6 +547,7 @@ impl PlannedActivity {
         match given.into_iter().find(|(_, set)| *set) {
             Some((field, _)) => Err(PlanError::TimerField {
                 activity: self.name.clone(),
+                kind: self.kind().field(),
                 field,
             }),
             None => Ok(()),
@@ -760,6 +778,7 @@ mod tests {
             schedule_to_close_seconds: None,
             retry: None,
             wait: None,
+            signal: None,
         }
     }
 
@@ -789,7 +808,7 @@ mod tests {
         let e = plan(vec![two]).validate().unwrap_err();
         assert_eq!(
             e.to_string(),
-            "activity \"t\" gives lambda and wait; a node is exactly one of lambda, task_list or wait"
+            "activity \"t\" gives lambda and wait; a node is exactly one of lambda, task_list, wait or signal"
         );
         let mut retried = timer("t", serde_json::json!({"seconds": 5}));
         retried.retry = Some(RetryPolicy::default());
@@ -814,6 +833,50 @@ mod tests {
         far.validate().unwrap();
         assert!(far.check_at(1_796_115_600).is_err());
         assert!(far.check_at(1_893_456_000 - MAX_WAIT_SECONDS).is_ok());
+    }
+
+    #[test]
+    fn a_signal_node_takes_a_name_and_only_a_timeout() {
+        let node = |v: serde_json::Value| -> PlannedActivity { serde_json::from_value(v).unwrap() };
+        let ok = plan(vec![node(serde_json::json!(
+            {"name": "approval", "signal": "approve", "timeout_seconds": 86400}
+        ))]);
+        ok.validate().unwrap();
+        assert_eq!(ok.activities[0].kind(), NodeKind::Signal);
+        assert_eq!(ok.activities[0].start_to_close_seconds, Some(86400));
+        let e = plan(vec![node(serde_json::json!(
+            {"name": "approval", "signal": "approve", "wait": {"seconds": 5}}
+        ))])
+        .validate()
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "activity \"approval\" gives wait and signal; a node is exactly one of lambda, task_list, wait or signal"
+        );
+        let e = plan(vec![node(serde_json::json!(
+            {"name": "approval", "signal": "approve", "retry": {"max_attempts": 3}}
+        ))])
+        .validate()
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "activity \"approval\" is a signal node; retry applies only to activities that run code"
+        );
+        let bad = plan(vec![node(
+            serde_json::json!({"name": "a", "signal": "no spaces"}),
+        )]);
+        assert!(matches!(bad.validate(), Err(PlanError::NoLambda(_))));
+        let timer_timeout = plan(vec![node(serde_json::json!(
+            {"name": "t", "wait": {"seconds": 5}, "timeout_seconds": 9}
+        ))]);
+        assert!(matches!(
+            timer_timeout.validate(),
+            Err(PlanError::TimerField {
+                kind: "wait",
+                field: "start_to_close_seconds",
+                ..
+            })
+        ));
     }
 
     fn plan(acts: Vec<PlannedActivity>) -> Plan {

@@ -54,7 +54,7 @@ pub fn definitions(t: &Tables) -> Vec<TableDef> {
 }
 
 /// The tables of write-once rows: install status, workflow requests,
-/// activity events, plans, edges and the workflow registry.
+/// activity events, plans, edges, the workflow registry and signals.
 fn write_once_tables(t: &Tables) -> Vec<TableDef> {
     vec![
         TableDef {
@@ -109,6 +109,14 @@ fn write_once_tables(t: &Tables) -> Vec<TableDef> {
             stream: false,
             gsis: vec![],
             description: "workflow name -> decider lambda or static definition",
+        },
+        TableDef {
+            name: t.signal(),
+            hash: (attr::WORKFLOW_EXEC_ID, ScalarType::S),
+            range: Some((attr::SIGNAL_KEY, ScalarType::S)),
+            stream: true,
+            gsis: vec![],
+            description: "signals sent to workflow executions (stream feeds activity-event)",
         },
     ]
 }

@@ -1,6 +1,7 @@
-//! `whimbrel-activity-event`: fed by the DynamoDB stream of
-//! `whimbrel_activity_event`; applies each inserted transition and returns a
-//! partial batch response (see `whimbrel_core::handlers::activity_events`).
+//! `whimbrel-activity-event`: fed by the DynamoDB streams of
+//! `whimbrel_activity_event` and `whimbrel_signal`; applies each inserted
+//! transition or signal and returns a partial batch response (see
+//! `whimbrel_core::handlers::client_rows`).
 
 use lambda_runtime::{service_fn, Error, LambdaEvent};
 use serde_json::Value;
@@ -15,7 +16,7 @@ async fn main() -> Result<(), Error> {
         let result = whimbrel_core::metrics::measured(
             "whimbrel-activity-event",
             engine.store().metrics(),
-            whimbrel_core::handlers::activity_events(engine, &event.payload),
+            whimbrel_core::handlers::client_rows(engine, &event.payload),
         )
         .await;
         let (response, _) = result?;

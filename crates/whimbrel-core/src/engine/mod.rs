@@ -9,7 +9,8 @@
 //! * [`start`]: a workflow request → exec, plan, activities, root launches;
 //! * [`apply`]: an event row → a transition (or parked, or refused);
 //! * [`effects`]: what a state owes (release, cancel, launch, finish);
-//! * [`monitor`]: the due-index sweep and heartbeats.
+//! * [`monitor`]: the due-index sweep and heartbeats;
+//! * [`signals`]: signal rows → the signal waits of their name.
 //!
 //! Design rules every step keeps (docs/design.md):
 //! * **Idempotent.** Ids are derived, creates conditional, every activity
@@ -34,6 +35,7 @@ pub mod outcome;
 pub mod payloads;
 pub mod plans;
 pub mod release;
+pub mod signals;
 pub mod start;
 
 use crate::attr;

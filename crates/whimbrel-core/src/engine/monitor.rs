@@ -360,7 +360,10 @@ impl<L: Launcher> Engine<L> {
             let parked =
                 u64::from(!exec.trail.parked.is_empty() && self.apply_parked(exec.clone()).await?);
             let (in_flight, left) = self.apply_in_flight(&exec).await?;
-            let applied = parked + in_flight;
+            // A signal sent before its deadline, which no stream handler
+            // or release delivered yet (design.md § 9.2).
+            let signalled = u64::from(self.deliver_kept_signal(&exec).await?);
+            let applied = parked + in_flight + signalled;
             report.reports_applied += applied;
             if left {
                 // A row not judged yet may beat the deadline: next sweep.

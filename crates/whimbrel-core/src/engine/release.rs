@@ -159,7 +159,8 @@ impl<L: Launcher> Engine<L> {
             }
             // Only a Lambda's attempt is claimed here and invoked: a
             // task-list activity is queued unclaimed (a worker claims it),
-            // a timer starts RUNNING (the monitor fires it).
+            // a timer starts RUNNING (the monitor fires it), and so does a
+            // signal wait (a signal completes it).
             let token = exec
                 .runner
                 .kind()
@@ -186,6 +187,11 @@ impl<L: Launcher> Engine<L> {
                         Some(token) => self.launch(&queued, &token).await,
                         None => {
                             info!(activity_exec_id = %queued.activity_exec_id, kind = ?queued.runner.kind(), state = %queued.state, due_epoch = ?queued.timing.due_epoch, "released: nothing to invoke");
+                            // A signal sent before it waited (design.md
+                            // § 9.2): read after the RUNNING write.
+                            if self.deliver_kept_signal(&queued).await? {
+                                return Ok(());
+                            }
                             self.send_wake_up(&queued).await;
                             Ok(())
                         }

@@ -89,7 +89,8 @@ impl Expressions {
             Cond::Exists(a) => format!("attribute_exists({})", self.name(a)),
             Cond::NotExists(a) => format!("attribute_not_exists({})", self.name(a)),
             Cond::Compare(a, op, v) => {
-                format!("{} {} {}", self.name(a), op.as_str(), self.value(v))
+                let (name, value) = (self.name(a), self.value(v));
+                op.render(&name, &value)
             }
             Cond::In(a, vs) => {
                 let n = self.name(a);
@@ -159,12 +160,8 @@ impl Expressions {
     pub fn key(&mut self, k: &KeyCond) -> String {
         let mut text = format!("{} = {}", self.name(&k.hash.0), self.value(&k.hash.1));
         if let Some((a, op, v)) = &k.range {
-            text.push_str(&format!(
-                " AND {} {} {}",
-                self.name(a),
-                op.as_str(),
-                self.value(v)
-            ));
+            let (name, value) = (self.name(a), self.value(v));
+            text.push_str(&format!(" AND {}", op.render(&name, &value)));
         }
         text
     }

@@ -13,6 +13,7 @@
 //! | RUNNING | heartbeat, start-to-close, schedule-to-close |
 //! | CANCELLED_RUNNING | the cancel grace |
 //! | RUNNING timer (design.md § 9.1) | its fire time: complete it |
+//! | RUNNING signal wait (design.md § 9.2) | start-to-close, when it has a `timeout_seconds` |
 
 use crate::config::EngineConfig;
 use crate::contract::ActivityState;
@@ -242,6 +243,15 @@ pub fn next_deadline(exec: &ActivityExec, cfg: &EngineConfig) -> Option<(i64, De
         ActivityState::Running if exec.runner.kind() == NodeKind::Timer => {
             all.extend(timer_fire_epoch(exec).map(|at| (at, Deadline::Timer)));
         }
+        ActivityState::Running if exec.runner.kind() == NodeKind::Signal => {
+            // Only its own timeout: no default, no heartbeat.
+            let start = exec.timing.start_time_epoch.max(0);
+            all.extend(
+                exec.timeouts
+                    .start_to_close_seconds
+                    .map(|t| (start.saturating_add(t), Deadline::StartToClose)),
+            );
+        }
         ActivityState::Running => {
             let (at, by_heartbeat) = running_deadline(exec, cfg);
             let kind = if by_heartbeat {
@@ -393,6 +403,11 @@ fn fired(exec: &ActivityExec, cfg: &EngineConfig, kind: Deadline) -> Verdict {
         )),
         Deadline::StartToClose if exec.state == ActivityState::Preparing => time_out(format!(
             "PREPARING for more than {}s (start-to-close)",
+            start_to_close(exec, cfg)
+        )),
+        Deadline::StartToClose if exec.runner.kind() == NodeKind::Signal => time_out(format!(
+            "no signal {:?} within {}s (timeout_seconds)",
+            exec.runner.signal_name.as_deref().unwrap_or_default(),
             start_to_close(exec, cfg)
         )),
         Deadline::StartToClose => time_out(format!(

@@ -144,7 +144,8 @@ fn edges_of(wf: &WorkflowExec, id: &str, prerequisites: &[String]) -> Vec<Activi
 }
 
 /// The activity's retry policy: its own over the plan's default; none when
-/// it allows a single attempt, or for a timer (nothing runs to fail).
+/// it allows a single attempt, or for a timer or a signal wait (nothing
+/// runs to fail).
 fn retry_of(a: &PlannedActivity, plan: &Plan) -> Option<RetryPolicy> {
     if !a.kind().runs_code() {
         return None;
@@ -177,6 +178,7 @@ fn requested_item(
             task_list: a.task_list.clone(),
             wait_seconds: a.wait.as_ref().and_then(|w| w.seconds),
             wait_until_epoch: a.wait.as_ref().and_then(WaitSpec::until_epoch),
+            signal_name: a.signal.clone(),
             input: a.input.clone().filter(crate::payloads::inline),
             // A stored plan names the row; a plan stored before inputs went
             // by reference (or not stored) still has the input.
@@ -193,7 +195,12 @@ fn requested_item(
         },
         timeouts: match a.kind() {
             NodeKind::Timer => Timeouts::default(),
-            _ => timeouts_of(a, config),
+            // Its one timeout; absent, it waits as long as the workflow.
+            NodeKind::Signal => Timeouts {
+                start_to_close_seconds: a.start_to_close_seconds,
+                ..Timeouts::default()
+            },
+            NodeKind::Lambda | NodeKind::TaskList => timeouts_of(a, config),
         },
         timing: Timing::default(),
         links: links.into_links(),
@@ -209,7 +216,8 @@ fn requested_item(
 /// never opens its activities to reports forged by a holder of the
 /// activity role (docs/contract.md § 2).
 fn requires_tokens(a: &PlannedActivity, plan: &Plan, config: &EngineConfig) -> bool {
-    // A timer takes no reports but CANCEL, which needs no token.
+    // A timer or a signal wait takes no reports but CANCEL, which needs no
+    // token.
     a.kind().runs_code()
         && (config.require_tokens || a.require_tokens.or(plan.require_tokens).unwrap_or(false))
 }

@@ -121,6 +121,9 @@ pub struct Runner {
     /// A timer node's fire time, epoch seconds (plan `wait.until`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wait_until_epoch: Option<i64>,
+    /// A signal node's signal name (plan `signal`, design.md § 9.2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal_name: Option<String>,
     /// While QUEUED and waiting for a worker: `(task_list)#(shard)`, hash
     /// key of the sparse task-list GSI (`task_list_shard-task_queued_epoch-index`).
     /// Removed by the claim.
@@ -147,11 +150,14 @@ pub struct Runner {
 
 impl Runner {
     /// What runs the node (design.md § 9.1): a timer when it has a wait, a
-    /// task list when it names one, else a Lambda.
+    /// signal wait when it names a signal, a task list when it names one,
+    /// else a Lambda.
     pub fn kind(&self) -> crate::kind::NodeKind {
         use crate::kind::NodeKind;
         if self.wait_seconds.is_some() || self.wait_until_epoch.is_some() {
             NodeKind::Timer
+        } else if self.signal_name.is_some() {
+            NodeKind::Signal
         } else if self.task_list.is_some() {
             NodeKind::TaskList
         } else {

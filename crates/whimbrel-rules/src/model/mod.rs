@@ -325,8 +325,12 @@ pub struct OutputRow {
 pub use crate::history::{HistoryEntry, HISTORY_ERROR_BYTES};
 
 mod activity_exec;
+mod signal;
 pub use activity_exec::{
     ActivityExec, Attempt, Links, Outcome, ParkedEvent, Runner, Timeouts, Timing, Trail,
+};
+pub use signal::{
+    earliest, signal_key, signal_key_prefix, SignalRow, MAX_SIGNAL_ID_LEN, MAX_SIGNAL_INPUT_BYTES,
 };
 
 /// A place in a group of at most G members that is complete when `size`

@@ -50,10 +50,15 @@ pub fn av_cmp(a: &AttributeValue, b: &AttributeValue) -> Option<std::cmp::Orderi
 }
 
 /// DynamoDB refuses an ordering comparison (`<`, `<=`, `>`, `>=`) whose
-/// operand is not a number, string or binary, whatever the item holds.
+/// operand is not a number, string or binary, and a `begins_with` whose
+/// operand is not a string or binary, whatever the item holds.
 pub fn validate(c: &Cond) -> Result<(), InvalidWrite> {
     use AttributeValue as A;
     match c {
+        Cond::Compare(_, Cmp::BeginsWith, v) if !matches!(v, A::S(_) | A::B(_)) => Err(invalid(
+            "ConditionCheck",
+            "ValidationException: Incorrect operand type for operator or function; operator or function: begins_with".to_string(),
+        )),
         Cond::Compare(_, op, v) if !matches!(op, Cmp::Eq | Cmp::Ne) && !matches!(v, A::N(_) | A::S(_) | A::B(_)) => Err(invalid(
             "ConditionCheck",
             format!("ValidationException: Incorrect operand type for operator or function; operator: {}", op.as_str()),
@@ -71,6 +76,11 @@ pub fn compare(a: &AttributeValue, op: Cmp, b: &AttributeValue) -> bool {
     match op {
         Cmp::Eq => av_eq(a, b),
         Cmp::Ne => !av_eq(a, b),
+        Cmp::BeginsWith => match (a, b) {
+            (AttributeValue::S(x), AttributeValue::S(p)) => x.starts_with(p.as_str()),
+            (AttributeValue::B(x), AttributeValue::B(p)) => x.starts_with(p),
+            _ => false,
+        },
         _ => matches!(
             (op, av_cmp(a, b)),
             (Cmp::Lt, Some(Less))

@@ -75,6 +75,9 @@ pub enum Cmp {
     Gt,
     /// `>=`
     Ge,
+    /// `begins_with(a, v)`: a string (or binary) prefix; a function in
+    /// DynamoDB's syntax, not an infix operator (see [`Cmp::render`]).
+    BeginsWith,
 }
 
 impl Cmp {
@@ -87,6 +90,17 @@ impl Cmp {
             Cmp::Le => "<=",
             Cmp::Gt => ">",
             Cmp::Ge => ">=",
+            Cmp::BeginsWith => "begins_with",
+        }
+    }
+
+    /// `a <op> v` in DynamoDB's expression syntax, given the placeholders
+    /// of the attribute name and the value: `#a >= :v`, or
+    /// `begins_with(#a, :v)`.
+    pub fn render(self, name: &str, value: &str) -> String {
+        match self {
+            Cmp::BeginsWith => format!("begins_with({name}, {value})"),
+            op => format!("{name} {} {value}", op.as_str()),
         }
     }
 }

@@ -1,0 +1,200 @@
+//! Signals (design.md § 9.2): a client inserts a row of `whimbrel_signal`
+//! naming a workflow execution, a signal name, an id and an input; each
+//! signal wait of that name (a `signal` node) COMPLETES with the input as
+//! its output. The row is the truth and is never deleted while the
+//! workflow runs, so the two orders meet:
+//!
+//! * a node released to RUNNING reads its name's rows right after that
+//!   write ([`Engine::deliver_kept_signal`]), so a signal sent before the
+//!   node waited is delivered then;
+//! * the stream handler of a row ([`Engine::receive_signal`]) completes
+//!   each node of its name that is RUNNING already.
+//!
+//! Both may try for one node: the decree is conditioned on RUNNING and its
+//! event id names the node and the signal
+//! ([`ids::EngineStep::SignalDelivered`]), so one wins and a redelivery
+//! changes nothing. The monitor, before it times a signal wait out, reads
+//! once more (the sweep's `deliver_kept_signal`), so a release that died
+//! between its write and its read loses nothing.
+
+use tracing::{info, warn};
+
+use super::{Applied, Engine, EngineError};
+use crate::contract::{ActivityState, NodeKind, Transition, WorkflowState};
+use crate::ids;
+use crate::launcher::Launcher;
+use crate::model::{earliest, signal_key_prefix, ActivityExec, SignalRow, WorkflowExec};
+use crate::store::{s, Cmp, KeyCond};
+use whimbrel_rules::attr;
+use whimbrel_rules::decide::{Details, Source};
+
+impl<L: Launcher> Engine<L> {
+    /// Apply a signal row from the stream: complete each signal wait of
+    /// its name that is RUNNING (one not released yet takes it when it
+    /// is). Safe to apply again.
+    ///
+    /// Returns [`Applied::State`] COMPLETED when it completed a node,
+    /// [`Applied::Workflow`] RUNNING when it is kept for later (the
+    /// workflow has not started, or its nodes of that name do not wait
+    /// yet).
+    ///
+    /// Errors: [`EngineError::Rejected`] for a malformed row, an unknown
+    /// or ended workflow, or a name no node of its plan waits for (the
+    /// row stays: a workflow started later still finds it);
+    /// [`EngineError::Retry`] when DynamoDB is unavailable.
+    pub async fn receive_signal(&self, row: &SignalRow) -> Result<Applied, EngineError> {
+        if let Some(why) = row.invalid() {
+            return Err(EngineError::Rejected(format!(
+                "signal {:?} for {}: {why}",
+                row.signal_key, row.workflow_exec_id
+            )));
+        }
+        let wf = self.signalled_workflow(row).await?;
+        if wf.state == WorkflowState::Requested {
+            info!(workflow_exec_id = %row.workflow_exec_id, signal = %row.signal_key, "signal kept: the workflow has not started");
+            return Ok(Applied::Workflow(wf.state));
+        }
+        let plan = self
+            .load_plan(&wf.workflow_exec_id, &wf.workflow_name)
+            .await?
+            .ok_or_else(|| {
+                EngineError::Retry(format!("{}: no stored plan", wf.workflow_exec_id))
+            })?;
+        let waits: Vec<String> = plan
+            .plan
+            .activities
+            .iter()
+            .filter(|a| a.signal.as_deref() == Some(row.name.as_str()))
+            .map(|a| ids::activity_exec_id(&wf.workflow_exec_id, &a.name))
+            .collect();
+        if waits.is_empty() {
+            return Err(EngineError::Rejected(format!(
+                "signal {:?}: no node of workflow exec {} waits for {:?}",
+                row.signal_key, wf.workflow_exec_id, row.name
+            )));
+        }
+        let mut applied = Applied::Workflow(wf.state);
+        for id in waits {
+            let exec = self.load_activity(&id, &wf.workflow_exec_id).await?;
+            if exec.state != ActivityState::Running {
+                continue;
+            }
+            if self.deliver(exec, row).await? == Some(ActivityState::Completed) {
+                applied = Applied::State(ActivityState::Completed);
+            }
+        }
+        Ok(applied)
+    }
+
+    /// The running workflow a signal names.
+    ///
+    /// Errors: [`EngineError::Rejected`] when it is unknown or ended.
+    async fn signalled_workflow(&self, row: &SignalRow) -> Result<WorkflowExec, EngineError> {
+        let id = &row.workflow_exec_id;
+        let unknown = || EngineError::Rejected(format!("signal for unknown workflow exec {id:?}"));
+        let name = ids::name_of(id).ok_or_else(unknown)?;
+        let wf: WorkflowExec = self
+            .store
+            .get(
+                &self.store.tables().workflow_exec(),
+                self.workflow_key(id, name),
+            )
+            .await?
+            .ok_or_else(unknown)?;
+        if wf.state.is_terminal() {
+            return Err(EngineError::Rejected(format!(
+                "signal {:?} for workflow exec {id}: it already ended {}",
+                row.signal_key, wf.state
+            )));
+        }
+        Ok(wf)
+    }
+
+    /// Deliver the earliest kept signal of `exec`'s name, if `exec` is a
+    /// RUNNING signal wait and one was sent: returns whether it COMPLETED.
+    /// Called by the release right after its RUNNING write, and by the
+    /// monitor before it times the wait out.
+    ///
+    /// Errors: [`EngineError::Retry`] when DynamoDB is unavailable.
+    pub(crate) async fn deliver_kept_signal(
+        &self,
+        exec: &ActivityExec,
+    ) -> Result<bool, EngineError> {
+        let Some(name) = exec.runner.signal_name.as_deref() else {
+            return Ok(false);
+        };
+        if exec.state != ActivityState::Running || exec.runner.kind() != NodeKind::Signal {
+            return Ok(false);
+        }
+        let rows = self.signals_named(&exec.workflow_exec_id, name).await?;
+        let Some(first) = earliest(&rows) else {
+            return Ok(false);
+        };
+        Ok(self.deliver(exec.clone(), first).await? == Some(ActivityState::Completed))
+    }
+
+    /// Every signal row of `name` sent to the workflow exec (a consistent
+    /// Query: `begins_with(signal_key, "name#")`).
+    ///
+    /// Errors: the store's; a row that is not a signal is left out.
+    pub async fn signals_named(
+        &self,
+        workflow_exec_id: &str,
+        name: &str,
+    ) -> Result<Vec<SignalRow>, EngineError> {
+        let table = self.store.tables().signal();
+        let key = KeyCond {
+            hash: (attr::WORKFLOW_EXEC_ID.into(), s(workflow_exec_id)),
+            range: Some((
+                attr::SIGNAL_KEY.into(),
+                Cmp::BeginsWith,
+                s(&signal_key_prefix(name)),
+            )),
+        };
+        let items = self.store.query_raw(&table, None, key).await?;
+        Ok(items
+            .into_iter()
+            .filter_map(|i| match serde_dynamo::from_item::<_, SignalRow>(i) {
+                Ok(row) => Some(row),
+                Err(e) => {
+                    warn!(workflow_exec_id, error = %e, "a malformed signal row is left out");
+                    None
+                }
+            })
+            .collect())
+    }
+
+    /// COMPLETE the signal wait `exec` with `row`'s input (the engine's
+    /// decree, event id `signal:(activity):(signal_key)`); returns the
+    /// state reached (`None` when it had ended or been cancelled).
+    async fn deliver(
+        &self,
+        exec: ActivityExec,
+        row: &SignalRow,
+    ) -> Result<Option<ActivityState>, EngineError> {
+        let event_id =
+            ids::EngineStep::SignalDelivered(&exec.activity_exec_id, &row.signal_key).event_id();
+        let mut details = Details {
+            output: Some(row.input.clone().unwrap_or(serde_json::Value::Null)),
+            at: Some(self.now().epoch),
+            ..Details::default()
+        };
+        // A large input goes to an output row, as a large report's does.
+        super::payloads::output_by_row(&mut details, &event_id);
+        let id = exec.activity_exec_id.clone();
+        let reached = self
+            .decree(
+                exec,
+                Transition::Completed,
+                Source::Engine,
+                &event_id,
+                details,
+            )
+            .await?;
+        if reached == Some(ActivityState::Completed) {
+            info!(activity_exec_id = %id, signal = %row.signal_key, "signal delivered");
+            crate::metrics::signal_delivered();
+        }
+        Ok(reached)
+    }
+}

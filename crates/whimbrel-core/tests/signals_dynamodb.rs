@@ -1,0 +1,178 @@
+//! Signal waits (design.md § 9.2), against DynamoDB Local: a signal row
+//! delivered from the stream completes a RUNNING wait of its name with its
+//! input, once; a signal sent before the node waits is kept and delivered
+//! at its release; a wait whose `timeout_seconds` pass is TIMED_OUT and
+//! fails the workflow, unless a signal was written before the deadline;
+//! bad signals are rejected with a reason, never retried.
+
+mod common;
+
+use common::{stream_event, Harness};
+use serde_json::json;
+use whimbrel_core::contract::{ActivityState, WorkflowState};
+use whimbrel_core::handlers;
+use whimbrel_core::model::SignalRow;
+
+fn approval() -> serde_json::Value {
+    json!({"activities": [
+        {"name": "prepare", "lambda": "f"},
+        {"name": "approval", "signal": "approve", "timeout_seconds": 600,
+         "depends_on": ["prepare"]},
+        {"name": "publish", "lambda": "f", "depends_on": ["approval"]},
+    ]})
+}
+
+/// Put `row` in the signal table, as a client does.
+async fn put_signal(h: &Harness, row: &SignalRow) {
+    h.store.put(&h.store.tables().signal(), row).await.unwrap();
+}
+
+/// Deliver `rows` as one stream batch of the signal table, through the
+/// activity-event function's entry point; returns (applied, rejected,
+/// retried).
+async fn deliver_signals(h: &Harness, rows: &[SignalRow], seq: u64) -> (u64, u64, u64) {
+    for r in rows {
+        put_signal(h, r).await;
+    }
+    let table = h.store.tables().signal();
+    let event = stream_event(&table, &["workflow_exec_id", "signal_key"], rows, seq);
+    let (resp, sum) = handlers::client_rows(&h.engine, &event).await.unwrap();
+    assert_eq!(common::failures(&resp).len() as u64, sum.retried);
+    (sum.applied, sum.rejected, sum.retried)
+}
+
+#[tokio::test]
+async fn a_signal_completes_its_wait_with_its_input_once() {
+    let h = Harness::new().await;
+    h.register("approval", approval()).await;
+    let wf = h.start("approval").await;
+    h.run_to_completion(&wf, "prepare").await;
+    let wait = h.activity(&wf, "approval").await;
+    assert_eq!(wait.state, ActivityState::Running);
+    assert_eq!(
+        wait.timing.due_epoch,
+        Some(wait.timing.start_time_epoch + 600)
+    );
+    assert_eq!(
+        h.launcher.launches_of("approval").len(),
+        0,
+        "nothing invoked"
+    );
+    let ok = SignalRow::new(&wf, "approve", "s-1", Some(json!({"by": "ana"})));
+    assert_eq!(
+        deliver_signals(&h, std::slice::from_ref(&ok), 1).await,
+        (1, 0, 0)
+    );
+    let done = h.activity(&wf, "approval").await;
+    assert_eq!(done.state, ActivityState::Completed);
+    assert_eq!(done.outcome.output, Some(json!({"by": "ana"})));
+    assert_eq!(
+        h.launcher.payload("publish", 0).prerequisites["approval"],
+        json!({"by": "ana"})
+    );
+    // The same record again, and a second signal: nothing changes.
+    let again = SignalRow::new(&wf, "approve", "s-2", Some(json!({"by": "bo"})));
+    deliver_signals(&h, &[ok, again], 5).await;
+    let still = h.activity(&wf, "approval").await;
+    assert_eq!(still.outcome.output, Some(json!({"by": "ana"})));
+    assert_eq!(still.version, done.version, "applied once");
+    h.run_to_completion(&wf, "publish").await;
+    assert_eq!(h.workflow(&wf).await.state, WorkflowState::Completed);
+}
+
+#[tokio::test]
+async fn a_signal_sent_before_the_wait_is_kept_and_delivered_at_its_release() {
+    let h = Harness::new().await;
+    h.register("approval", approval()).await;
+    let wf = h.start("approval").await;
+    // Sent while `prepare` runs: kept, not rejected.
+    let early = SignalRow::new(&wf, "approve", "early", Some(json!("yes")));
+    assert_eq!(deliver_signals(&h, &[early], 1).await, (1, 0, 0));
+    assert_eq!(
+        h.activity(&wf, "approval").await.state,
+        ActivityState::Requested
+    );
+    h.run_to_completion(&wf, "prepare").await;
+    let wait = h.activity(&wf, "approval").await;
+    assert_eq!(wait.state, ActivityState::Completed);
+    assert_eq!(wait.outcome.output, Some(json!("yes")));
+    assert_eq!(h.launcher.launches_of("publish").len(), 1);
+}
+
+#[tokio::test]
+async fn a_wait_times_out_unless_a_signal_was_written_before_its_deadline() {
+    let h = Harness::new().await;
+    h.register("approval", approval()).await;
+    let wf = h.start("approval").await;
+    h.run_to_completion(&wf, "prepare").await;
+    let due = h.activity(&wf, "approval").await.timing.due_epoch.unwrap();
+    assert_eq!(h.tick(due - 1).await.timed_out, 0);
+    let report = h.tick(due + 200).await;
+    assert_eq!(report.timed_out, 1, "{report:?}");
+    let wait = h.activity(&wf, "approval").await;
+    assert_eq!(wait.state, ActivityState::TimedOut);
+    assert!(
+        wait.outcome
+            .error
+            .as_deref()
+            .unwrap_or_default()
+            .contains("no signal \"approve\""),
+        "{:?}",
+        wait.outcome.error
+    );
+    h.tick(due + 400).await;
+    assert_eq!(h.workflow(&wf).await.state, WorkflowState::Failed);
+    // A signal for the ended workflow is rejected with its reason.
+    let late = SignalRow::new(&wf, "approve", "late", None);
+    assert_eq!(deliver_signals(&h, &[late], 9).await, (0, 1, 0));
+
+    // A signal row the stream never delivered (the release read before it
+    // was written): the monitor reads it before the timeout.
+    let wf2 = h.start("approval").await;
+    h.run_to_completion(&wf2, "prepare").await;
+    put_signal(
+        &h,
+        &SignalRow::new(&wf2, "approve", "quiet", Some(json!(7))),
+    )
+    .await;
+    let due = h.activity(&wf2, "approval").await.timing.due_epoch.unwrap();
+    let report = h.tick(due + 200).await;
+    assert_eq!(report.timed_out, 0, "{report:?}");
+    let wait = h.activity(&wf2, "approval").await;
+    assert_eq!(
+        (wait.state, wait.outcome.output),
+        (ActivityState::Completed, Some(json!(7)))
+    );
+}
+
+#[tokio::test]
+async fn bad_signals_are_rejected_never_retried() {
+    let h = Harness::new().await;
+    h.register("approval", approval()).await;
+    let wf = h.start("approval").await;
+    let unknown = SignalRow::new("approval::nope", "approve", "x", None);
+    let no_name = SignalRow::new("garbage", "approve", "x", None);
+    let unwaited = SignalRow::new(&wf, "reject", "x", None);
+    let mut forged = SignalRow::new(&wf, "approve", "x", None);
+    forged.signal_key = "approve#y".into();
+    let rows = [unknown, no_name, unwaited, forged];
+    assert_eq!(deliver_signals(&h, &rows, 1).await, (0, 4, 0));
+    // A malformed image (no name) is rejected too.
+    let table = h.store.tables().signal();
+    let bad = json!({"workflow_exec_id": wf, "signal_key": "k"});
+    let event = stream_event(&table, &["workflow_exec_id", "signal_key"], &[bad], 20);
+    let (resp, sum) = handlers::signals(&h.engine, &event).await.unwrap();
+    assert!(resp.batch_item_failures.is_empty());
+    assert_eq!(sum.rejected, 1, "{sum:?}");
+    // A large input goes to an output row and reaches the dependent whole.
+    h.run_to_completion(&wf, "prepare").await;
+    let big = json!({"pad": "x".repeat(2000)});
+    let row = SignalRow::new(&wf, "approve", "big", Some(big.clone()));
+    assert_eq!(deliver_signals(&h, &[row], 30).await, (1, 0, 0));
+    let wait = h.activity(&wf, "approval").await;
+    assert!(wait.outcome.output_ref.is_some(), "{:?}", wait.outcome);
+    assert_eq!(
+        h.launcher.payload("publish", 0).prerequisites["approval"],
+        big
+    );
+}

@@ -1,0 +1,152 @@
+//! A row of `whimbrel_signal` (design.md § 9.2): a named signal, with a
+//! JSON input, sent to one workflow execution by inserting one row. The
+//! row is the truth: a signal wait of that name completes with the
+//! earliest one ([`earliest`]), whether the row came before the node
+//! waited or after. A duplicate `signal_id` is the same key, so a second
+//! put overwrites the row (a MODIFY record, which the stream mapping
+//! filters out): a signal is applied once.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::plan::MAX_NAME_LEN;
+
+/// Largest signal `input`, bytes of JSON: the output of the node it
+/// completes, which the engine keeps on an output row when large
+/// (design.md § 2.8), within DynamoDB's 400 KB item.
+pub const MAX_SIGNAL_INPUT_BYTES: usize = 256 * 1024;
+
+/// Longest `signal_id`, characters.
+pub const MAX_SIGNAL_ID_LEN: usize = 256;
+
+/// One signal row.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SignalRow {
+    /// Hash key: the workflow execution signalled.
+    pub workflow_exec_id: String,
+    /// Range key, `(name)#(signal_id)` ([`signal_key`]), so a signal wait
+    /// queries its name's signals with `begins_with`.
+    pub signal_key: String,
+    /// The signal's name, as a plan's `signal` node names it:
+    /// `[A-Za-z0-9_.-]`, 1..=[`MAX_NAME_LEN`] characters.
+    pub name: String,
+    /// The sender's id for it, unique per signal (dedupe): 1..=
+    /// [`MAX_SIGNAL_ID_LEN`] characters, no `#`.
+    pub signal_id: String,
+    /// The payload, any JSON: the output of the node it completes
+    /// (`null` when absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input: Option<Value>,
+    /// When it was sent, epoch seconds (the sender's clock); orders two
+    /// signals of one name (absent sorts first, then by `signal_id`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub when_epoch: Option<i64>,
+    /// When DynamoDB TTL may delete the row, epoch seconds; absent = kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at_epoch: Option<i64>,
+}
+
+/// The range key of signal `signal_id` of name `name`: `(name)#(signal_id)`.
+pub fn signal_key(name: &str, signal_id: &str) -> String {
+    format!("{name}#{signal_id}")
+}
+
+/// The range key prefix of every signal named `name`: `(name)#`.
+pub fn signal_key_prefix(name: &str) -> String {
+    format!("{name}#")
+}
+
+impl SignalRow {
+    /// A signal for `workflow_exec_id`, its key derived.
+    pub fn new(workflow_exec_id: &str, name: &str, signal_id: &str, input: Option<Value>) -> Self {
+        SignalRow {
+            workflow_exec_id: workflow_exec_id.into(),
+            signal_key: signal_key(name, signal_id),
+            name: name.into(),
+            signal_id: signal_id.into(),
+            input,
+            when_epoch: None,
+            expires_at_epoch: None,
+        }
+    }
+
+    /// Why the row can never be delivered, if it cannot: a bad name or id,
+    /// a key that is not `(name)#(signal_id)`, an input too large.
+    pub fn invalid(&self) -> Option<String> {
+        let name_ok = (1..=MAX_NAME_LEN).contains(&self.name.len())
+            && self
+                .name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'));
+        if !name_ok {
+            return Some(format!(
+                "signal name {:?} is invalid: use 1-{MAX_NAME_LEN} characters of A-Z a-z 0-9 _ . -",
+                self.name
+            ));
+        }
+        if self.signal_id.is_empty()
+            || self.signal_id.len() > MAX_SIGNAL_ID_LEN
+            || self.signal_id.contains('#')
+        {
+            return Some(format!(
+                "signal_id {:?} is invalid: 1-{MAX_SIGNAL_ID_LEN} characters, no '#'",
+                self.signal_id
+            ));
+        }
+        if self.signal_key != signal_key(&self.name, &self.signal_id) {
+            return Some(format!(
+                "signal_key {:?} is not (name)#(signal_id) = {:?}",
+                self.signal_key,
+                signal_key(&self.name, &self.signal_id)
+            ));
+        }
+        let size = self.input.as_ref().map_or(0, |v| v.to_string().len());
+        (size > MAX_SIGNAL_INPUT_BYTES).then(|| {
+            format!("signal input is {size} bytes; at most {MAX_SIGNAL_INPUT_BYTES} are allowed")
+        })
+    }
+
+    /// The order in which signals of one name are delivered: by
+    /// `when_epoch`, then `signal_id`.
+    fn order(&self) -> (i64, &str) {
+        (self.when_epoch.unwrap_or(i64::MIN), &self.signal_id)
+    }
+}
+
+/// The signal a waiting node takes among `rows` (all of its name): the
+/// earliest valid one, so that every deliverer (the stream handler, the
+/// release, the monitor) picks the same one once all are visible.
+pub fn earliest(rows: &[SignalRow]) -> Option<&SignalRow> {
+    rows.iter()
+        .filter(|r| r.invalid().is_none())
+        .min_by(|a, b| a.order().cmp(&b.order()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_row_is_checked_and_the_earliest_valid_wins() {
+        let mut a = SignalRow::new("wf", "approve", "b", Some(serde_json::json!({"ok": 1})));
+        assert_eq!(a.signal_key, "approve#b");
+        assert_eq!(a.invalid(), None);
+        a.when_epoch = Some(20);
+        let mut b = SignalRow::new("wf", "approve", "a", None);
+        b.when_epoch = Some(20);
+        let mut c = SignalRow::new("wf", "approve", "c", None);
+        c.when_epoch = Some(10);
+        c.signal_key = "approve#x".into();
+        assert!(c.invalid().unwrap().contains("not (name)#(signal_id)"));
+        let rows = [a.clone(), b.clone(), c];
+        assert_eq!(earliest(&rows).unwrap().signal_id, "a");
+        assert!(SignalRow::new("wf", "bad name", "x", None)
+            .invalid()
+            .is_some());
+        assert!(SignalRow::new("wf", "ok", "x#y", None).invalid().is_some());
+        let big = serde_json::json!("x".repeat(MAX_SIGNAL_INPUT_BYTES));
+        assert!(SignalRow::new("wf", "ok", "x", Some(big))
+            .invalid()
+            .is_some());
+    }
+}
