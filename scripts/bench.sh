@@ -10,6 +10,7 @@
 #    by whimbrel local), wall time insert -> end, on-demand cost;
 #  - 1,000 timers: cost per timer, and their lateness (p50, p99) from the
 #    tables;
+#  - 200 signal waits, each signalled: cost per signal, latency (p50, p99);
 #  - one 100-record stream batch through the activity-event handler, one
 #    item at a time and 16 at once (whimbrel bench-batch);
 #  - the three release functions: size, zipped as a Lambda `bootstrap`, and
@@ -68,6 +69,47 @@ acts = json.load(open(sys.argv[1]))["activities"]
 late = sorted(a["end_time_epoch"] - (a["start_time_epoch"] + a["wait_seconds"]) for a in acts)
 pick = lambda q: late[min(len(late) - 1, int(q * len(late)))]
 print(f"timer lateness over {len(late)} timers: p50 {pick(0.5)} s, p99 {pick(0.99)} s, max {late[-1]} s, early {sum(x < 0 for x in late)}")
+PY
+# Signals (design.md 9.2): 200 signal waits, each sent its own signal by a
+# client (boto3 PutItem, as any client would) once the workflow runs: the
+# engine's cost per signal (the client's PutItem is not counted, as a
+# start request's is not), and the latency from the put to the wait's
+# COMPLETED (end_time_epoch, whole seconds).
+echo; echo "==================== bench-signals: 200 signal waits, each signalled ===================="
+python3 - "$WHIMBREL_STACK_DIR/bench-signals.json" <<'PY'
+import json, sys
+acts = [{"name": f"s{i}", "signal": f"go{i}", "timeout_seconds": 600} for i in range(200)]
+json.dump({"activities": acts}, open(sys.argv[1], "w"))
+PY
+"$WB" register bench-signals --definition "$WHIMBREL_STACK_DIR/bench-signals.json" > /dev/null
+bench bench-signals --timeout-seconds 600 > "$WHIMBREL_STACK_DIR/bench-signals.out" &
+BENCH_PID=$!
+ID=
+for _ in $(seq 1 120); do
+  ID=$("$WB" list --state RUNNING --since-seconds 300 | awk '$1 ~ /^bench-signals::/ {print $1; exit}')
+  [[ -n $ID ]] && break; sleep 0.5
+done
+[[ -n $ID ]] || { echo "bench-signals did not start"; exit 1; }
+"${VENV:-.local/venv}/bin/python3" - "$ID" "${WHIMBREL_TABLE_PREFIX:-whimbrel_}signal" <<'PY'
+import os, sys, time, boto3
+wf, table = sys.argv[1], sys.argv[2]
+db = boto3.client("dynamodb", endpoint_url=os.environ["AWS_ENDPOINT_URL_DYNAMODB"])
+for i in range(200):
+    now = time.time()
+    db.put_item(TableName=table, Item={
+        "workflow_exec_id": {"S": wf}, "signal_key": {"S": f"go{i}#b{i}"},
+        "name": {"S": f"go{i}"}, "signal_id": {"S": f"b{i}"},
+        "when_epoch": {"N": str(int(now))},
+        "input": {"M": {"sent_ms": {"N": str(int(now * 1000))}}}})
+PY
+wait "$BENCH_PID"; cat "$WHIMBREL_STACK_DIR/bench-signals.out"
+"$WB" status "$ID" --output json > "$WHIMBREL_STACK_DIR/bench-signals-status.json"
+python3 - "$WHIMBREL_STACK_DIR/bench-signals-status.json" <<'PY'
+import json, sys
+acts = json.load(open(sys.argv[1]))["activities"]
+lat = sorted(a["end_time_epoch"] - a["output"]["sent_ms"] // 1000 for a in acts)
+pick = lambda q: lat[min(len(lat) - 1, int(q * len(lat)))]
+print(f"signal latency (put -> COMPLETED, whole seconds) over {len(lat)} signals: p50 {pick(0.5)} s, p99 {pick(0.99)} s, max {lat[-1]} s")
 PY
 echo; echo "==================== one stream batch, items one at a time and concurrently ===================="
 # In-process through handlers::activity_events, on this stack's DynamoDB

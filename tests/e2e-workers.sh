@@ -15,7 +15,11 @@
 #  6. durable timers (`wait` nodes): 30 parallel waits of 2-6 s, one chained
 #     after another, one `until` a time: each fires once, never early, by
 #     the monitor (`timer-fired:`), and the lateness is printed; a timer of
-#     an hour is cancelled with its workflow.
+#     an hour is cancelled with its workflow;
+#  7. signals (`signal` nodes): an approval workflow (prepare -> wait for
+#     `approve`, 8 s timeout -> publish) COMPLETES with `whimbrel signal`,
+#     the signal's input reaching publish, and FAILS when no signal comes
+#     (the wait TIMED_OUT); a signal for the ended workflow is refused.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export WHIMBREL_STACK_DIR=$PWD/.stack-workers
@@ -177,4 +181,35 @@ wait_end "$ID" 60
 grep -Eq '^hour +CANCELLED' "$S/$ID.status" || { cat "$S/$ID.status"; fail "the hour's timer was not cancelled"; }
 echo "e2e-workers: a timer of an hour was CANCELLED with its workflow"
 
-echo "e2e-workers: 6 passed, 0 failed"
+# 7. Signals: an approval workflow, signalled and not.
+"$WB" register approval --definition "$D/approval.json" > /dev/null
+# publish echoes its launch payload: the prerequisites' outputs.
+"$WB" worker --task-list publish --name pub --idle-exit 30 --stdin payload --exec cat \
+  > "$S/publish.out" 2> "$S/publish.log" &
+PIDS+=($!)
+ID=$(start approval)
+for _ in $(seq 1 60); do "$WB" status "$ID" > "$S/$ID.status" 2>/dev/null && grep -Eq '^approval +RUNNING' "$S/$ID.status" && break; sleep 0.25; done
+grep -Eq '^  approval +"approve": waiting \(times out at [0-9:]{8}\)' "$S/$ID.status" || { cat "$S/$ID.status"; fail "status does not show the signal wait"; }
+"$WB" signal "$ID" approve --input '{"by": "ana"}' --id ana-1 --wait 10 > "$S/signal.out" || fail "whimbrel signal"
+"$WB" signal "$ID" approve --input '{"by": "bo"}' --id ana-1 > /dev/null 2>&1 && fail "a duplicate signal id was sent twice"
+wait_end "$ID" 60
+[[ $(state_of "$ID") == COMPLETED ]] || { cat "$S/$ID.status"; fail "the signalled approval did not complete"; }
+grep -Eq '^  approval +"approve": received at [0-9:]{8} \(id ana-1\)' "$S/$ID.status" || { cat "$S/$ID.status"; fail "status does not show the signal received"; }
+"$WB" status "$ID" --output json > "$S/approval-status.json"
+python3 - "$S/approval-status.json" <<'PY' || fail "the signal's input did not reach publish"
+import json, sys
+acts = {a["activity_name"]: a for a in json.load(open(sys.argv[1]))["activities"]}
+assert acts["approval"]["output"] == {"by": "ana"}, acts["approval"]
+done = [h for h in acts["approval"]["history"] if h["state"] == "COMPLETED"]
+assert len(done) == 1 and done[0]["event_id"].startswith("signal:"), done
+assert acts["publish"]["output"]["prerequisites"]["approval"] == {"by": "ana"}, acts["publish"]["output"]
+PY
+echo "e2e-workers: approval COMPLETED by \`whimbrel signal\`; its input reached publish"
+ID=$(start approval); wait_end "$ID" 60
+[[ $(state_of "$ID") == FAILED ]] || { cat "$S/$ID.status"; fail "the unsignalled approval did not fail"; }
+grep -Eq '^approval +TIMED_OUT' "$S/$ID.status" || { cat "$S/$ID.status"; fail "the signal wait did not time out"; }
+grep -Eq '^publish +CANCELLED' "$S/$ID.status" || { cat "$S/$ID.status"; fail "publish ran without approval"; }
+"$WB" signal "$ID" approve > /dev/null 2>&1 && fail "a signal for an ended workflow was sent"
+echo "e2e-workers: approval without a signal TIMED_OUT and FAILED the workflow"
+
+echo "e2e-workers: 7 passed, 0 failed"

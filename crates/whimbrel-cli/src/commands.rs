@@ -9,7 +9,7 @@ use whimbrel_core::contract::{ActivityState, Transition};
 use whimbrel_core::dates::Timestamp;
 use whimbrel_core::engine::{Engine, EngineConfig};
 use whimbrel_core::install;
-use whimbrel_core::model::WorkflowLambda;
+use whimbrel_core::model::{SignalRow, WorkflowLambda};
 
 use crate::{
     insert_event, insert_request, output, parse_json, show, status, store_for, CliError, Global,
@@ -161,6 +161,69 @@ pub async fn cancel(
         }
         tokio::time::sleep(std::time::Duration::from_millis(500)).await;
     }
+}
+
+/// `whimbrel signal`: put one signal row for a running workflow (unless
+/// a signal with this id was sent already), then optionally watch for a
+/// waiting node of that name to complete.
+pub async fn signal(
+    g: &Global,
+    workflow_exec_id: &str,
+    name: &str,
+    input: Option<String>,
+    id: Option<String>,
+    wait_seconds: u64,
+) -> Result<(), CliError> {
+    let input: Option<Value> = input
+        .map(|t| serde_json::from_str(&t))
+        .transpose()
+        .map_err(|e| CliError(format!("--input is not JSON: {e}")))?;
+    let store = store_for(g).await;
+    let snap = status::snapshot(&store, workflow_exec_id).await?;
+    if snap.workflow.state.is_terminal() {
+        return Err(CliError(format!(
+            "{workflow_exec_id} already ended {}: a signal would be rejected",
+            snap.workflow.state
+        )));
+    }
+    let now = Timestamp::now();
+    let id = id.unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+    let row = SignalRow {
+        when_epoch: Some(now.epoch),
+        expires_at_epoch: EngineConfig::from_env()
+            .map_err(CliError)?
+            .row_expiry(now.epoch),
+        ..SignalRow::new(workflow_exec_id, name, &id, input)
+    };
+    if let Some(why) = row.invalid() {
+        return Err(CliError(why));
+    }
+    if !whimbrel_core::engine::signals::send_signal(&store, &row).await? {
+        return Err(CliError(format!(
+            "signal {:?} was sent already; its first input stands",
+            row.signal_key
+        )));
+    }
+    println!("signal_key\t{}", row.signal_key);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(wait_seconds);
+    while wait_seconds > 0 {
+        let snap = status::snapshot(&store, workflow_exec_id).await?;
+        let waits: Vec<_> = snap
+            .activities
+            .iter()
+            .filter(|a| a.runner.signal_name.as_deref() == Some(name))
+            .collect();
+        if waits.iter().any(|a| a.state == ActivityState::Completed)
+            || std::time::Instant::now() >= deadline
+        {
+            for a in waits {
+                println!("{}\t{}", a.activity_name, a.state);
+            }
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+    Ok(())
 }
 
 /// `whimbrel heartbeat`: record a heartbeat and print the activity's state.

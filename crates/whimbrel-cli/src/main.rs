@@ -115,6 +115,27 @@ enum Command {
         #[arg(long, default_value_t = 15)]
         wait: u64,
     },
+    /// Send a signal to a workflow: insert one whimbrel_signal row
+    /// (design.md § 9.2). A `signal` node of that name completes with the
+    /// input as its output; one that does not wait yet takes it when it
+    /// does. Prints the signal key.
+    Signal {
+        /// The workflow exec id.
+        workflow_exec_id: String,
+        /// The signal's name, as the plan's `signal` node gives it.
+        name: String,
+        /// The payload, JSON text (default `null`).
+        #[arg(long)]
+        input: Option<String>,
+        /// The signal id (dedupe: a second signal with the same id is not
+        /// sent). Default: a new UUID.
+        #[arg(long)]
+        id: Option<String>,
+        /// How long to watch for a node waiting for it to complete,
+        /// seconds (0: only insert the row).
+        #[arg(long, default_value_t = 0)]
+        wait: u64,
+    },
     /// Record a heartbeat for a running activity; prints its state.
     Heartbeat {
         /// The activity exec id.
@@ -352,6 +373,13 @@ async fn run(cli: Cli) -> Result<(), CliError> {
             reason,
             wait,
         } => commands::cancel(g, &workflow_exec_id, &reason, wait).await?,
+        Command::Signal {
+            workflow_exec_id,
+            name,
+            input,
+            id,
+            wait,
+        } => commands::signal(g, &workflow_exec_id, &name, input, id, wait).await?,
         Command::Heartbeat { activity_exec_id } => {
             commands::heartbeat(g, &activity_exec_id).await?
         }

@@ -103,6 +103,16 @@ pub fn cause(event_id: &str, a: &ActivityExec, attempt: Option<u32>) -> (Actor, 
         "launcher" if a.runner.kind() == NodeKind::Timer => {
             (Actor::Engine, Some("timer started".into()))
         }
+        "launcher" if a.runner.kind() == NodeKind::Signal => {
+            (Actor::Engine, Some("waiting for a signal".into()))
+        }
+        "signal" => (
+            Actor::Client,
+            Some(match event_id.rsplit_once('#') {
+                Some((_, id)) => format!("signal received (id {id})"),
+                None => "signal received".into(),
+            }),
+        ),
         "launcher" => (Actor::Engine, Some(attr::LAUNCH.into())),
         "timer-fired" => (Actor::Monitor, Some("timer fired".into())),
         "relaunch" => (

@@ -165,6 +165,11 @@ pub fn render(snap: &Snapshot) -> String {
         out.push_str("timers:\n");
         out.push_str(&timers);
     }
+    let signals: String = snap.activities.iter().filter_map(signal_line).collect();
+    if !signals.is_empty() {
+        out.push_str("signals:\n");
+        out.push_str(&signals);
+    }
     if let Some(e) = &w.error {
         out.push_str(&format!("error: {e}\n"));
     }
@@ -193,6 +198,32 @@ fn timer_line(a: &ActivityExec) -> Option<String> {
         s => format!("{s}: not started"),
     };
     Some(format!("  {:<16} {when} (wait {wait})\n", a.activity_name))
+}
+
+/// A signal wait's line (design.md § 9.2): the signal it waits for, and
+/// until when, or when it was received (and by which signal id), or how
+/// it ended; `None` for any other node.
+fn signal_line(a: &ActivityExec) -> Option<String> {
+    use whimbrel_core::contract::ActivityState as S;
+    let name = a.runner.signal_name.as_deref()?;
+    let timeout = a.timeouts.start_to_close_seconds;
+    let when = match a.state {
+        S::Running => match timeout {
+            Some(t) => format!(
+                "waiting (times out at {})",
+                hms(Some(a.timing.start_time_epoch + t))
+            ),
+            None => "waiting".into(),
+        },
+        S::Completed => {
+            let by = a.trail.history.last().map(|h| h.event_id.as_str());
+            let id = by.and_then(|e| e.rsplit_once('#')).map_or("", |(_, id)| id);
+            format!("received at {} (id {id})", hms(a.timing.end_time_epoch))
+        }
+        S::Requested | S::Ready => "not waiting yet".into(),
+        s => format!("{s}"),
+    };
+    Some(format!("  {:<16} {name:?}: {when}\n", a.activity_name))
 }
 
 /// The attempts of a retried activity: each failed attempt with its

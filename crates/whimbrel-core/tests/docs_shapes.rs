@@ -59,6 +59,16 @@ fn documented_shapes_parse_and_agree() {
         .is_ok());
 }
 
+/// `docs/shapes/signal-row.json` is a valid signal row, for a workflow
+/// exec id of the documented form.
+#[test]
+fn the_documented_signal_row_is_valid() {
+    let signal: whimbrel_core::model::SignalRow = row("signal-row.json");
+    assert_eq!(signal.invalid(), None);
+    assert_eq!(ids::name_of(&signal.workflow_exec_id), Some("approval"));
+    assert_eq!(signal.input.unwrap()["by"], "ana");
+}
+
 /// `docs/shapes/plan-retries.json` is valid, and the policies in it give
 /// the delays the tables of `docs/retries.md` § 1–2 show.
 #[test]

@@ -24,7 +24,7 @@ use crate::contract::{ActivityState, NodeKind, Transition, WorkflowState};
 use crate::ids;
 use crate::launcher::Launcher;
 use crate::model::{earliest, signal_key_prefix, ActivityExec, SignalRow, WorkflowExec};
-use crate::store::{s, Cmp, KeyCond};
+use crate::store::{s, Cmp, KeyCond, Store, StoreError};
 use whimbrel_rules::attr;
 use whimbrel_rules::decide::{Details, Source};
 
@@ -197,4 +197,16 @@ impl<L: Launcher> Engine<L> {
         }
         Ok(reached)
     }
+}
+
+/// Send a signal: the client's one write (design.md § 9.2), a PutItem of
+/// `row` into `whimbrel_signal` unless a row with its key exists. Returns
+/// false for a signal id sent already (the first row stands). Check the
+/// row first ([`SignalRow::invalid`]): the engine rejects an invalid one.
+///
+/// Errors: the store's.
+pub async fn send_signal(store: &Store, row: &SignalRow) -> Result<bool, StoreError> {
+    store
+        .put_new(&store.tables().signal(), attr::WORKFLOW_EXEC_ID, row)
+        .await
 }
