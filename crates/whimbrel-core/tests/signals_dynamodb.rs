@@ -176,3 +176,63 @@ async fn bad_signals_are_rejected_never_retried() {
         big
     );
 }
+
+#[tokio::test]
+async fn a_release_that_died_before_its_read_is_finished_by_the_owed_settle() {
+    use whimbrel_core::contract::Transition;
+    use whimbrel_core::engine::decide;
+    let h = Harness::new().await;
+    // No timeout: no deadline would ever read the signals for it.
+    h.register(
+        "forever",
+        json!({"activities": [
+            {"name": "prepare", "lambda": "f"},
+            {"name": "approval", "signal": "approve", "depends_on": ["prepare"]},
+        ]}),
+    )
+    .await;
+    let wf = h.start("forever").await;
+    // Sent early: its stream record finds the node not waiting yet.
+    let early = SignalRow::new(&wf, "approve", "early", Some(json!(1)));
+    assert_eq!(deliver_signals(&h, &[early], 1).await, (1, 0, 0));
+    h.engine
+        .apply_event(&h.attempt_event(&wf, "prepare", "RUNNING", 0))
+        .await
+        .unwrap();
+    let owed = common::terminal_write_only(
+        &h,
+        &wf,
+        "prepare",
+        Transition::Completed,
+        ActivityState::Completed,
+        "done",
+        Default::default(),
+    )
+    .await;
+    // The settle released `approval` to RUNNING, then died before it read
+    // the signals.
+    let wait = h.activity(&wf, "approval").await;
+    let prepare_id = h.activity(&wf, "prepare").await.activity_exec_id;
+    let release = decide::release_and_queue_update(
+        h.store.tables(),
+        &h.config(),
+        &wait,
+        &prepare_id,
+        None,
+        h.now(),
+    );
+    h.store.update(release, false).await.unwrap();
+    let wait = h.activity(&wf, "approval").await;
+    assert_eq!(
+        (wait.state, wait.timing.due_epoch),
+        (ActivityState::Running, None)
+    );
+    // The monitor finishes the owed settle, which reads them.
+    h.tick(owed).await;
+    let wait = h.activity(&wf, "approval").await;
+    assert_eq!(
+        (wait.state, wait.outcome.output),
+        (ActivityState::Completed, Some(json!(1)))
+    );
+    assert_eq!(h.workflow(&wf).await.state, WorkflowState::Completed);
+}
