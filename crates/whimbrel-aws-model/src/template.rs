@@ -663,8 +663,30 @@ mod tests {
 
         let ae = t.function("whimbrel-activity-event").unwrap();
         assert_eq!(ae.timeout, Duration::from_secs(120));
+        // Two streams: activity events, then signals (handlers::client_rows
+        // tells them apart), with the same settings.
+        assert_eq!(ae.stream_mappings.len(), 2);
         assert_eq!(ae.stream_mappings[0].table, "wb_activity_event");
-        assert_eq!(t.stream_mappings().count(), 2);
+        let signals = &ae.stream_mappings[1];
+        assert_eq!(signals.table, "wb_signal");
+        assert_eq!(signals.event_names.as_deref(), Some(&names[..]));
+        assert_eq!(signals.batch_size, 100);
+        assert_eq!(signals.maximum_retry_attempts, Some(10));
+        assert_eq!(signals.maximum_record_age, Some(Duration::from_secs(3600)));
+        assert!(signals.bisect_batch_on_function_error);
+        assert!(signals.report_batch_item_failures);
+        assert_eq!(
+            signals.on_failure_queue.as_deref(),
+            Some("StreamFailureQueue")
+        );
+        assert_eq!(signals.starting_position, StartingPosition::TrimHorizon);
+        assert_eq!(t.stream_mappings().count(), 3);
+        let mut tables: Vec<&str> = t.stream_mappings().map(|(_, m)| m.table.as_str()).collect();
+        tables.sort_unstable();
+        assert_eq!(
+            tables,
+            ["wb_activity_event", "wb_signal", "wb_workflow_request"]
+        );
     }
 
     #[test]

@@ -205,9 +205,23 @@ pub async fn signal(
         )));
     }
     println!("signal_key\t{}", row.signal_key);
+    if wait_seconds > 0 {
+        watch_signal_waits(&store, workflow_exec_id, name, wait_seconds).await?;
+    }
+    Ok(())
+}
+
+/// Watch the workflow's waits for signal `name` until one COMPLETES or
+/// `wait_seconds` pass, then print each wait's state.
+async fn watch_signal_waits(
+    store: &whimbrel_core::store::Store,
+    workflow_exec_id: &str,
+    name: &str,
+    wait_seconds: u64,
+) -> Result<(), CliError> {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(wait_seconds);
-    while wait_seconds > 0 {
-        let snap = status::snapshot(&store, workflow_exec_id).await?;
+    loop {
+        let snap = status::snapshot(store, workflow_exec_id).await?;
         let waits: Vec<_> = snap
             .activities
             .iter()
@@ -219,11 +233,10 @@ pub async fn signal(
             for a in waits {
                 println!("{}\t{}", a.activity_name, a.state);
             }
-            break;
+            return Ok(());
         }
         tokio::time::sleep(std::time::Duration::from_millis(500)).await;
     }
-    Ok(())
 }
 
 /// `whimbrel heartbeat`: record a heartbeat and print the activity's state.

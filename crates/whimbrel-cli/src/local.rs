@@ -452,7 +452,7 @@ mod tests {
         let t = Template::parse(include_str!("../../../template.yaml"), "whimbrel_").unwrap();
         let args = Cli::parse_from(["x"]).local;
         let ms = mappings(&t, &args).unwrap();
-        assert_eq!(ms.len(), 2);
+        assert_eq!(ms.len(), 3, "workflow requests, activity events, signals");
         for m in &ms {
             assert_eq!(m.settings.maximum_retry_attempts, Some(10));
             assert_eq!(

@@ -43,12 +43,18 @@ const fn ix(table: &'static str, index: &'static str) -> Grant {
 /// `whimbrel-workflow-request`: start a workflow (`engine/start.rs`):
 /// read its definition, create the exec, the activity items (conditional
 /// puts) and the edges (batch), move it to RUNNING, claim the roots, and
-/// count one whose launch is refused for good (its count group item); and
-/// apply a cancel request (`engine/cancel.rs`): read the plan, cancel each
-/// activity that has not ended (found by a Query on its hash key, as a
-/// report's is), count its end and finish the workflow.
+/// count one whose launch is refused for good (its count group item), and
+/// read the signals kept for a root that waits for one (a Query of its
+/// name's rows, `engine/signals.rs`): one sent already completes it there,
+/// and its settle launches its dependents with its output or ends the
+/// workflow with its result (the prerequisites' items and output rows,
+/// read in batches); and apply a cancel request
+/// (`engine/cancel.rs`): read the plan, cancel each activity that has not
+/// ended (found by a Query on its hash key, as a report's is), count its
+/// end and finish the workflow.
 pub const WORKFLOW_REQUEST: &[Grant] = &[
     g("dynamodb:Query", "activity_exec"),
+    g("dynamodb:Query", "signal"),
     g("dynamodb:GetItem", "workflow_lambda"),
     g("dynamodb:GetItem", "workflow_exec"),
     g("dynamodb:PutItem", "workflow_exec"),
@@ -56,11 +62,13 @@ pub const WORKFLOW_REQUEST: &[Grant] = &[
     g("dynamodb:GetItem", "activity_exec"),
     g("dynamodb:PutItem", "activity_exec"),
     g("dynamodb:UpdateItem", "activity_exec"),
+    g("dynamodb:BatchGetItem", "activity_exec"),
     g("dynamodb:BatchWriteItem", "activity_exec_dependency"),
     g("dynamodb:UpdateItem", "activity_exec_dependency"),
     g("dynamodb:GetItem", "activity_exec_dependency"),
     g("dynamodb:PutItem", "workflow_plan"),
     g("dynamodb:GetItem", "workflow_plan"),
+    g("dynamodb:BatchGetItem", "workflow_plan"),
     g("dynamodb:BatchWriteItem", "workflow_plan"),
 ];
 
@@ -70,9 +78,13 @@ pub const WORKFLOW_REQUEST: &[Grant] = &[
 /// prerequisites' outputs to launch, finish the workflow with its result,
 /// read back the output of an event parked by reference, count a wide
 /// join's prerequisites in its join groups and every end in its count
-/// group, and keep a rejection on its event row (`decide::mark_rejected`).
+/// group, and keep a rejection on its event row (`decide::mark_rejected`);
+/// and apply a signal row (`engine/signals.rs`): read the workflow exec and
+/// its plan, complete the signal waits of its name. A signal wait released
+/// to RUNNING reads its name's rows (a Query of the signal table).
 pub const ACTIVITY_EVENT: &[Grant] = &[
     g("dynamodb:UpdateItem", "activity_event"),
+    g("dynamodb:Query", "signal"),
     g("dynamodb:Query", "activity_exec"),
     g("dynamodb:GetItem", "activity_exec"),
     g("dynamodb:UpdateItem", "activity_exec"),
@@ -88,7 +100,8 @@ pub const ACTIVITY_EVENT: &[Grant] = &[
 ];
 
 /// `whimbrel-stream-redrive`: apply the records the stream mappings gave up
-/// on (`redrive.rs`) through the handlers of both streams, so exactly what
+/// on (`redrive.rs`) through the handlers of their streams (requests,
+/// activity events, signals), so exactly what
 /// [`WORKFLOW_REQUEST`] and [`ACTIVITY_EVENT`] list (template.yaml: the
 /// role `StreamRedriveRole` has both engine policies the two functions'
 /// roles have). Reading the stream back is in [`PLATFORM`] (`stream`).
@@ -107,9 +120,12 @@ pub fn stream_redrive() -> Vec<Grant> {
 /// apply reports still in flight (event index + batch read), time out,
 /// relaunch, settle, expire workflows, and start REQUESTED ones again
 /// (everything the workflow-request function does, from the request row);
-/// a rejection of a row in flight is kept on the row.
+/// a rejection of a row in flight is kept on the row. Before it times a
+/// signal wait out it reads the signals of its name (a Query of the signal
+/// table), and delivers one sent in time.
 pub const HEARTBEAT_MONITOR: &[Grant] = &[
     g("dynamodb:UpdateItem", "activity_event"),
+    g("dynamodb:Query", "signal"),
     ix("activity_exec", "due_shard-due_epoch-index"),
     ix("workflow_exec", "due_shard-due_epoch-index"),
     ix("activity_event", "activity_exec_id-index"),
@@ -146,6 +162,15 @@ pub const ACTIVITY: &[Grant] = &[
     g("dynamodb:GetItem", "activity_exec"),
     g("dynamodb:UpdateItem", "activity_exec"),
 ];
+
+/// A client that sends signals (design.md § 9.2): one conditional PutItem
+/// of a signal row (`engine::signals::send_signal`, the write of `whimbrel
+/// signal`), nothing else (template.yaml `SignalSenderPolicy`, which an
+/// account may scope to some workflow exec ids with
+/// `dynamodb:LeadingKeys`). `whimbrel signal` itself also reads the
+/// workflow's status before it sends (and with `--wait`), which this list
+/// does not cover.
+pub const SIGNAL_SENDER: &[Grant] = &[g("dynamodb:PutItem", "signal")];
 
 /// A task-list worker (`worker.rs`, `whimbrel worker`; the row-level
 /// protocol of `docs/workers.md`, which `examples/python-worker` follows

@@ -4,10 +4,11 @@
 //! * `template.yaml` grants each function exactly its list (plus the
 //!   platform's actions): a call without a grant, or a grant without a
 //!   listed call, fails;
-//! * the same for an activity (`ExampleActivityPolicy`) and a task-list
+//! * the same for an activity (`ExampleActivityPolicy`), a task-list
 //!   worker (`TaskListWorkerPolicy`, whose poll is limited to its
 //!   `TaskLists` by `dynamodb:LeadingKeys` on the key format the code
-//!   queries), and each may use the tables' KMS key when one is set.
+//!   queries) and a signal sender (`SignalSenderPolicy`), and each may use
+//!   the tables' KMS key when one is set.
 
 mod common;
 
@@ -18,7 +19,7 @@ use serde_json::json;
 use serde_yaml::Value as Y;
 use whimbrel_core::grants::{self, Grant};
 use whimbrel_core::handlers;
-use whimbrel_core::model::{WorkflowExec, WorkflowRequest};
+use whimbrel_core::model::{SignalRow, WorkflowExec, WorkflowRequest};
 
 type Calls = BTreeSet<(String, String, Option<String>)>;
 
@@ -57,6 +58,25 @@ fn diamond() -> serde_json::Value {
         {"name": "c", "lambda": "f", "depends_on": ["a"], "heartbeat_timeout_seconds": 30},
         {"name": "d", "lambda": "f", "depends_on": ["b", "c"]}
     ]})
+}
+
+/// A root that waits for signal `approve` (for at most 60 s), and an
+/// activity after it.
+fn approval() -> serde_json::Value {
+    json!({"activities": [
+        {"name": "approval", "signal": "approve", "timeout_seconds": 60},
+        {"name": "after", "lambda": "f", "depends_on": ["approval"]}
+    ]})
+}
+
+/// A stream event of `whimbrel_signal` INSERTs for `rows`.
+fn signal_batch(h: &Harness, rows: &[SignalRow], seq: u64) -> serde_json::Value {
+    stream_event(
+        &h.store.tables().signal(),
+        &["workflow_exec_id", "signal_key"],
+        rows,
+        seq,
+    )
 }
 
 /// `JOIN_GROUP_SIZE + 1` roots and a wide join waiting for them all.
@@ -103,8 +123,11 @@ async fn completed_before_copies(h: &Harness, wf: &str, name: &str, row: &str) {
 }
 
 /// The workflow-request function's paths: a new request, the same record
-/// delivered again, and a root whose function does not exist (its launch
-/// is refused for good: FAILED and counted).
+/// delivered again, a root whose function does not exist (its launch is
+/// refused for good: FAILED and counted), and roots that wait for a
+/// signal sent before the workflow started (delivered at its release):
+/// one whose dependent then launches with its output, and one whose large
+/// input (an output row) ends the workflow with its result.
 async fn workflow_request_calls() -> Calls {
     let h = Harness::new().await;
     h.register("d", diamond()).await;
@@ -113,9 +136,35 @@ async fn workflow_request_calls() -> Calls {
         json!({"activities": [{"name": "r", "lambda": "missing-function"}]}),
     )
     .await;
+    h.register("s", approval()).await;
+    h.register(
+        "sole",
+        json!({"activities": [{"name": "approval", "signal": "approve"}]}),
+    )
+    .await;
     let req = h.request("d", Some(json!({"n": 1})));
     let req_id = req.workflow_request_id.clone();
     let missing = h.request("m", None);
+    let signalled = h.request("s", None);
+    let s_id = whimbrel_core::ids::workflow_exec_id("s", &signalled.workflow_request_id);
+    // The signal is sent first (a client's put: not the engine's call).
+    h.store
+        .put(
+            &h.store.tables().signal(),
+            &SignalRow::new(&s_id, "approve", "s1", Some(json!({"ok": true}))),
+        )
+        .await
+        .unwrap();
+    let sole = h.request("sole", None);
+    let sole_id = whimbrel_core::ids::workflow_exec_id("sole", &sole.workflow_request_id);
+    let large = json!({"pad": "x".repeat(300)});
+    h.store
+        .put(
+            &h.store.tables().signal(),
+            &SignalRow::new(&sole_id, "approve", "s1", Some(large.clone())),
+        )
+        .await
+        .unwrap();
     // As if a concurrent start (the monitor's) had counted the refused
     // root already: this start reads the group back.
     let m_id = whimbrel_core::ids::workflow_exec_id("m", &missing.workflow_request_id);
@@ -134,7 +183,7 @@ async fn workflow_request_calls() -> Calls {
     let event = stream_event(
         &h.store.tables().workflow_request(),
         &["workflow_request_id", "workflow_name"],
-        &[req, missing],
+        &[req, missing, signalled, sole],
         1,
     );
     for _ in 0..2 {
@@ -142,6 +191,24 @@ async fn workflow_request_calls() -> Calls {
             .await
             .unwrap();
     }
+    let approval = h.activity(&s_id, "approval").await;
+    assert_eq!(approval.state.as_str(), "COMPLETED");
+    assert_eq!(approval.outcome.output, Some(json!({"ok": true})));
+    assert_eq!(h.activity(&s_id, "after").await.state.as_str(), "QUEUED");
+    assert_eq!(
+        h.launcher.payload("after", 0).prerequisites["approval"],
+        json!({"ok": true})
+    );
+    // The large input is kept on an output row; the result reads it back.
+    let sole_wf = h.workflow(&sole_id).await;
+    assert_eq!(sole_wf.state.as_str(), "COMPLETED");
+    assert!(h
+        .activity(&sole_id, "approval")
+        .await
+        .outcome
+        .output_ref
+        .is_some());
+    assert_eq!(sole_wf.result, Some(json!({"approval": large})));
     // A cancel request for the running one: its activities are cancelled.
     let d_id = whimbrel_core::ids::workflow_exec_id("d", &req_id);
     let cancel = WorkflowRequest {
@@ -253,6 +320,56 @@ async fn activity_event_calls() -> Calls {
         deliver_events(&h, &evs, 50 + 10 * i as u64).await;
     }
     assert_eq!(h.activity(&w, "join").await.state.as_str(), "QUEUED");
+    let made: Calls = made.union(&calls(&h)).cloned().collect();
+    // A signal for a running signal wait, through the function's entry
+    // point: the node completes with its input, and `after` launches.
+    h.register("s", approval()).await;
+    let s = h.start("s").await;
+    assert_eq!(h.activity(&s, "approval").await.state.as_str(), "RUNNING");
+    let row = SignalRow::new(&s, "approve", "s1", Some(json!({"ok": true})));
+    h.clients
+        .put(&h.clients.tables().signal(), &row)
+        .await
+        .unwrap();
+    calls(&h);
+    let (resp, sum) = handlers::client_rows(&h.engine, &signal_batch(&h, &[row], 200))
+        .await
+        .unwrap();
+    assert!(
+        resp.batch_item_failures.is_empty() && sum.applied == 1,
+        "{sum:?}"
+    );
+    let approval = h.activity(&s, "approval").await;
+    assert_eq!(approval.state.as_str(), "COMPLETED");
+    assert_eq!(approval.outcome.output, Some(json!({"ok": true})));
+    assert_eq!(h.activity(&s, "after").await.state.as_str(), "QUEUED");
+    let made: Calls = made.union(&calls(&h)).cloned().collect();
+    // A signal wait released by a report reads the signals kept for it.
+    h.register(
+        "rs",
+        json!({"activities": [
+            {"name": "a", "lambda": "f"},
+            {"name": "approval", "signal": "approve", "depends_on": ["a"]}
+        ]}),
+    )
+    .await;
+    let rs = h.start("rs").await;
+    let row = SignalRow::new(&rs, "approve", "early", Some(json!("early")));
+    h.clients
+        .put(&h.clients.tables().signal(), &row)
+        .await
+        .unwrap();
+    calls(&h);
+    deliver_events(
+        &h,
+        &[h.event(&rs, "a", "RUNNING"), h.event(&rs, "a", "COMPLETED")],
+        300,
+    )
+    .await;
+    let approval = h.activity(&rs, "approval").await;
+    assert_eq!(approval.state.as_str(), "COMPLETED");
+    assert_eq!(approval.outcome.output, Some(json!("early")));
+    assert_eq!(h.workflow(&rs).await.state.as_str(), "COMPLETED");
     made.union(&calls(&h)).cloned().collect()
 }
 
@@ -353,6 +470,18 @@ async fn heartbeat_monitor_calls() -> Calls {
     let report = h.tick(owed).await;
     assert_eq!(report.settled, 1, "{report:?}");
     assert_eq!(h.activity(&w, "join").await.state.as_str(), "QUEUED");
+    let made: Calls = made.union(&calls(&h)).cloned().collect();
+    // A signal wait whose timeout passes with no signal: the monitor reads
+    // the signals of its name once more, then times it out.
+    h.register("s", approval()).await;
+    let s = h.start("s").await;
+    let waiting = h.activity(&s, "approval").await;
+    assert_eq!(waiting.state.as_str(), "RUNNING");
+    calls(&h);
+    let report = h.tick(h.deadline(&waiting) + 200).await;
+    assert!(report.timed_out >= 1, "{report:?}");
+    assert_eq!(h.activity(&s, "approval").await.state.as_str(), "TIMED_OUT");
+    assert_eq!(h.workflow(&s).await.state.as_str(), "FAILED");
     made.union(&calls(&h)).cloned().collect()
 }
 
@@ -399,6 +528,21 @@ async fn activity_calls() -> Calls {
     calls(&h);
     assert_eq!(join.prerequisite_outputs().await.unwrap()["a"], output);
     made.union(&calls(&h)).cloned().collect()
+}
+
+/// A signal sender's calls (`engine::signals::send_signal`, as `whimbrel
+/// signal` runs it): a conditional PutItem of a signal row, and the same
+/// id sent again (refused: the first row stands).
+async fn signal_sender_calls() -> Calls {
+    use whimbrel_core::engine::signals::send_signal;
+    let h = Harness::new().await;
+    h.register("s", approval()).await;
+    let wf = h.start("s").await;
+    calls(&h);
+    let row = SignalRow::new(&wf, "approve", "s1", Some(json!({"ok": true})));
+    assert!(send_signal(&h.store, &row).await.unwrap());
+    assert!(!send_signal(&h.store, &row).await.unwrap());
+    calls(&h)
 }
 
 /// A task-list worker's calls (`Worker`, as `whimbrel worker` runs it):
@@ -734,6 +878,12 @@ async fn each_function_is_granted_exactly_the_calls_its_code_makes() {
             resources["TaskListWorkerPolicy"]["Properties"]["PolicyDocument"]["Statement"].clone(),
             grants::WORKER,
             worker_calls().await,
+        ),
+        (
+            "a signal sender (SignalSenderPolicy)",
+            resources["SignalSenderPolicy"]["Properties"]["PolicyDocument"]["Statement"].clone(),
+            grants::SIGNAL_SENDER,
+            signal_sender_calls().await,
         ),
     ];
     // The activity's heartbeat touches only the attributes its role allows.

@@ -154,13 +154,14 @@ impl<L: Launcher> Engine<L> {
             // Only a first claim: REQUESTED or READY with nothing pending.
             // Anything further along (QUEUED, PREPARING...) is someone
             // else's attempt.
+            // Released already, by a call that may have died between its
+            // RUNNING write and its read of the kept signals: the owed
+            // settle that brings us here again reads them.
+            if pending == 0 && exec.state == ActivityState::Running {
+                self.deliver_kept_signal(&exec).await?;
+                return Ok(());
+            }
             if !claimable || pending > 0 {
-                // Released already, by a call that may have died between
-                // its RUNNING write and its read of the kept signals: the
-                // owed settle that brings us here again reads them.
-                if pending == 0 && exec.state == ActivityState::Running {
-                    self.deliver_kept_signal(&exec).await?;
-                }
                 return Ok(());
             }
             // Only a Lambda's attempt is claimed here and invoked: a

@@ -148,7 +148,7 @@ impl<L: Launcher> Engine<L> {
             range: Some((
                 attr::SIGNAL_KEY.into(),
                 Cmp::BeginsWith,
-                s(&signal_key_prefix(name)),
+                s(signal_key_prefix(name)),
             )),
         };
         let items = self.store.query_raw(&table, None, key).await?;

@@ -3,8 +3,8 @@
 //! row is the truth: a signal wait of that name completes with the
 //! earliest one ([`earliest`]), whether the row came before the node
 //! waited or after. A duplicate `signal_id` is the same key, so a second
-//! put overwrites the row (a MODIFY record, which the stream mapping
-//! filters out): a signal is applied once.
+//! put overwrites the row (a MODIFY record, which the handler skips and
+//! counts as `RowsOverwritten`): a signal is applied once.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
