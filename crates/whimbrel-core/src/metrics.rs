@@ -135,6 +135,12 @@ pub fn signal_received(rejected: bool) {
     ::metrics::counter!(name).increment(1);
 }
 
+/// An activity's slot of its plan's `max_concurrency` was given back
+/// (design.md § 9.3, `SlotsFreed`).
+pub fn slot_freed() {
+    ::metrics::counter!("SlotsFreed").increment(1);
+}
+
 /// A wake-up was sent to the timer queue (`WakeUpsSent`).
 pub fn wake_up_sent() {
     ::metrics::counter!("WakeUpsSent").increment(1);

@@ -163,6 +163,12 @@ pub const SCHEDULE_TO_CLOSE_SECONDS: &str = "schedule_to_close_seconds";
 pub const SCHEDULE_TO_START_SECONDS: &str = "schedule_to_start_seconds";
 /// `scheduled_epoch`: When the live attempt became due (its first queue, or the end of a retry delay), epoch seconds: schedule-to-start counts from it.
 pub const SCHEDULED_EPOCH: &str = "scheduled_epoch";
+/// `slot_held`: True while an activity of a limited plan holds a slot (design.md § 9.3).
+pub const SLOT_HELD: &str = "slot_held";
+/// `slot_waiters`: On a workflow exec: the activities waiting for a slot, `(plan index, 6 digits)#(name)` (a string set).
+pub const SLOT_WAITERS: &str = "slot_waiters";
+/// `slots_used`: On a workflow exec: the slots its activities hold (design.md § 9.3).
+pub const SLOTS_USED: &str = "slots_used";
 /// `signal_key`: Range key of `signal`, `(name)#(signal_id)`.
 pub const SIGNAL_KEY: &str = "signal_key";
 /// `signal_name`: A signal node's signal name (design.md § 9.2).

@@ -133,6 +133,13 @@ pub struct Plan {
     /// is cancelled. Absent = no limit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub execution_timeout_seconds: Option<i64>,
+    /// At most this many of its activities that run code (Lambdas and task
+    /// lists; not timers or signal waits) hold a slot at once: from their
+    /// first claim (QUEUED) to their end, retries included. The others wait
+    /// READY and are claimed as slots free, in plan order (design.md
+    /// § 9.3). 1..=[`MAX_ACTIVITIES`]; absent = no limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_concurrency: Option<u32>,
 }
 
 fn default_version() -> u32 {
@@ -339,6 +346,9 @@ pub enum PlanError {
         /// The second kind's field.
         second: &'static str,
     },
+    /// `max_concurrency` out of range.
+    #[error("max_concurrency is {0}; it must be within 1..={MAX_ACTIVITIES}")]
+    BadConcurrency(u32),
     /// A bad `wait`.
     #[error("activity {activity:?}: {why}")]
     BadWait {
@@ -635,6 +645,11 @@ impl Plan {
             return Err(PlanError::TooManyActivities(self.activities.len()));
         }
         check_timeout("execution_timeout_seconds", self.execution_timeout_seconds)?;
+        if let Some(m) = self.max_concurrency {
+            if !(1..=MAX_ACTIVITIES as u32).contains(&m) {
+                return Err(PlanError::BadConcurrency(m));
+            }
+        }
         if let Some(r) = &self.retry {
             r.validate().map_err(|error| PlanError::Retry {
                 owner: "plan".into(),

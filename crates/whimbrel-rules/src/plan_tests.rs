@@ -128,6 +128,7 @@ mod tests {
             require_tokens: None,
             retry: None,
             execution_timeout_seconds: None,
+            max_concurrency: None,
         }
     }
 

@@ -28,12 +28,14 @@ impl<L: Launcher> Engine<L> {
     pub(crate) async fn settle(&self, exec: &ActivityExec) -> Result<(), EngineError> {
         match exec.state {
             ActivityState::Completed => {
+                self.free_slot(exec).await?;
                 self.release_dependents(exec).await?;
                 self.count_ended(exec).await?;
                 self.finish_workflow(&exec.workflow_exec_id, &exec.workflow_name)
                     .await?;
             }
             s if s.is_terminal() => {
+                self.free_slot(exec).await?;
                 self.cancel_dependents(exec).await?;
                 self.count_ended(exec).await?;
                 self.finish_workflow(&exec.workflow_exec_id, &exec.workflow_name)

@@ -36,6 +36,7 @@ pub mod payloads;
 pub mod plans;
 pub mod release;
 pub mod signals;
+pub mod slots;
 pub mod start;
 
 use crate::attr;

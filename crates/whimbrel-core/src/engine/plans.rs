@@ -294,6 +294,7 @@ mod tests {
                 require_tokens: None,
                 retry: None,
                 execution_timeout_seconds: None,
+                max_concurrency: None,
             },
             input: None,
             recorded_epoch: 1,

@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use futures::stream::{self, StreamExt};
 use tracing::info;
 
+use super::slots::Claimed;
 use super::{decide, items};
 use super::{decoded, Engine, EngineError};
 use crate::contract::ActivityState;
@@ -136,24 +137,10 @@ impl<L: Launcher> Engine<L> {
             let claimable = matches!(exec.state, ActivityState::Requested | ActivityState::Ready);
             let pending = exec.links.pending_dependency_count - u64::from(release.is_some());
             if let Some(marker) = release.filter(|_| pending > 0 || !claimable) {
-                let req = decide::release_update(
-                    self.store.tables(),
-                    &exec.activity_exec_id,
-                    &exec.workflow_exec_id,
-                    marker,
-                );
-                exec = match self.store.update(req, true).await {
-                    Ok(Some(item)) => decoded(&exec.activity_exec_id, item)?,
-                    Ok(None) => return Err(no_item(&exec)),
-                    Err(StoreError::ConditionFailed) => self.reload(&exec).await?,
-                    Err(e) => return Err(e.into()),
-                };
+                exec = self.release_only(&exec, marker).await?;
                 release = None;
                 continue;
             }
-            // Only a first claim: REQUESTED or READY with nothing pending.
-            // Anything further along (QUEUED, PREPARING...) is someone
-            // else's attempt.
             // Released already, by a call that may have died between its
             // RUNNING write and its read of the kept signals: the owed
             // settle that brings us here again reads them.
@@ -161,59 +148,122 @@ impl<L: Launcher> Engine<L> {
                 self.deliver_kept_signal(&exec).await?;
                 return Ok(());
             }
+            // Only a first claim: REQUESTED or READY with nothing pending.
+            // Anything further along (QUEUED, PREPARING...) is someone
+            // else's attempt.
             if !claimable || pending > 0 {
                 return Ok(());
             }
-            // Only a Lambda's attempt is claimed here and invoked: a
-            // task-list activity is queued unclaimed (a worker claims it),
-            // a timer starts RUNNING (the monitor fires it), and so does a
-            // signal wait (a signal completes it).
-            let token = exec
-                .runner
-                .kind()
-                .is_invoked()
-                .then(|| self.env.new_token());
-            let hash = token.as_deref().map(ids::token_hash);
-            let now = self.now().epoch;
-            let t = self.store.tables();
-            let req = match release {
-                Some(marker) => decide::release_and_queue_update(
-                    t,
-                    &self.config,
-                    &exec,
-                    marker,
-                    hash.as_deref(),
-                    now,
-                ),
-                None => decide::queue_update(t, &self.config, &exec, hash.as_deref(), now),
-            };
-            match self.store.update(req, true).await {
-                Ok(Some(item)) => {
-                    let queued = decoded(&exec.activity_exec_id, item)?;
-                    return match token {
-                        Some(token) => self.launch(&queued, &token).await,
-                        None => {
-                            info!(activity_exec_id = %queued.activity_exec_id, kind = ?queued.runner.kind(), state = %queued.state, due_epoch = ?queued.timing.due_epoch, "released: nothing to invoke");
-                            // A signal sent before it waited (design.md
-                            // § 9.2): read after the RUNNING write.
-                            if self.deliver_kept_signal(&queued).await? {
-                                return Ok(());
-                            }
-                            self.send_wake_up(&queued).await;
-                            Ok(())
+            match self.queue_first(&exec, release, false).await? {
+                Claimed::Done => return Ok(()),
+                Claimed::Again(read) => exec = read,
+                // No slot (design.md § 9.3): the edge is released on its
+                // own, then the activity waits for a slot, unless one was
+                // freed meanwhile (claim again).
+                Claimed::NoSlot => match release.take() {
+                    Some(marker) => exec = self.release_only(&exec, marker).await?,
+                    None => {
+                        let limit = decide::slot_limit(&exec).unwrap_or(0);
+                        if self.wait_for_slot(&exec, limit).await? {
+                            return Ok(());
                         }
-                    };
-                }
-                Ok(None) => return Err(no_item(&exec)),
-                // Someone else changed it (released it, claimed it,
-                // cancelled it): look again.
-                Err(StoreError::ConditionFailed) => exec = self.reload(&exec).await?,
-                Err(e) => return Err(e.into()),
+                    }
+                },
             }
         }
     }
 
-    async fn reload(&self, exec: &ActivityExec) -> Result<ActivityExec, EngineError> {
+    /// Claim a waiter its turn came for (design.md § 9.3), with the slot
+    /// it is handed.
+    pub(crate) async fn claim_waiter(&self, waiting: ActivityExec) -> Result<(), EngineError> {
+        self.queue_first(&waiting, None, true).await.map(|_| ())
+    }
+
+    /// The blind per-edge release of `marker` on `exec`; returns the item
+    /// as it is after it.
+    async fn release_only(
+        &self,
+        exec: &ActivityExec,
+        marker: &str,
+    ) -> Result<ActivityExec, EngineError> {
+        let req = decide::release_update(
+            self.store.tables(),
+            &exec.activity_exec_id,
+            &exec.workflow_exec_id,
+            marker,
+        );
+        match self.store.update(req, true).await {
+            Ok(Some(item)) => decoded(&exec.activity_exec_id, item),
+            Ok(None) => Err(no_item(exec)),
+            Err(StoreError::ConditionFailed) => self.reload(exec).await,
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// The first claim of `exec` (releasing `release` in the same write),
+    /// under its plan's concurrency limit if it has one (`waiter`: handed
+    /// a slot as a waiter), then its launch, or what a node that runs no
+    /// code owes at its start.
+    async fn queue_first(
+        &self,
+        exec: &ActivityExec,
+        release: Option<&str>,
+        waiter: bool,
+    ) -> Result<Claimed, EngineError> {
+        // Only a Lambda's attempt is claimed here and invoked: a task-list
+        // activity is queued unclaimed (a worker claims it), a timer starts
+        // RUNNING (the monitor fires it), and so does a signal wait (a
+        // signal completes it).
+        let token = exec
+            .runner
+            .kind()
+            .is_invoked()
+            .then(|| self.env.new_token());
+        let hash = token.as_deref().map(ids::token_hash);
+        let now = self.now().epoch;
+        let t = self.store.tables();
+        let req = match release {
+            Some(marker) => decide::release_and_queue_update(
+                t,
+                &self.config,
+                exec,
+                marker,
+                hash.as_deref(),
+                now,
+            ),
+            None => decide::queue_update(t, &self.config, exec, hash.as_deref(), now),
+        };
+        let queued = match decide::slot_limit(exec) {
+            Some(limit) => match self.claim_with_slot(exec, req, limit, waiter).await? {
+                Ok(queued) => queued,
+                Err(other) => return Ok(other),
+            },
+            None => match self.store.update(req, true).await {
+                Ok(Some(item)) => decoded(&exec.activity_exec_id, item)?,
+                Ok(None) => return Err(no_item(exec)),
+                // Someone else changed it (released it, claimed it,
+                // cancelled it): look again.
+                Err(StoreError::ConditionFailed) => {
+                    return Ok(Claimed::Again(self.reload(exec).await?))
+                }
+                Err(e) => return Err(e.into()),
+            },
+        };
+        match token {
+            Some(token) => self.launch(&queued, &token).await?,
+            None => {
+                info!(activity_exec_id = %queued.activity_exec_id, kind = ?queued.runner.kind(), state = %queued.state, due_epoch = ?queued.timing.due_epoch, "released: nothing to invoke");
+                // A signal sent before it waited (design.md § 9.2): read
+                // after the RUNNING write.
+                if !self.deliver_kept_signal(&queued).await? {
+                    self.send_wake_up(&queued).await;
+                }
+            }
+        }
+        Ok(Claimed::Done)
+    }
+
+    pub(crate) async fn reload(&self, exec: &ActivityExec) -> Result<ActivityExec, EngineError> {
         self.load_activity(&exec.activity_exec_id, &exec.workflow_exec_id)
             .await
     }

@@ -232,6 +232,10 @@ impl<L: Launcher> Engine<L> {
         created: &HashSet<String>,
     ) -> Result<(), EngineError> {
         let roots = activities.iter().filter(|a| !a.has_prerequisites());
+        // Under a concurrency limit the roots take their slots in plan
+        // order (design.md § 9.3): one at a time.
+        let limited = activities.iter().any(|a| decide::slot_limit(a).is_some());
+        let concurrency = if limited { 1 } else { self.config.concurrency };
         let results: Vec<Result<(), EngineError>> = stream::iter(roots)
             .map(|a| async move {
                 let current = if created.contains(&a.activity_exec_id) {
@@ -242,7 +246,7 @@ impl<L: Launcher> Engine<L> {
                 };
                 self.queue_and_launch(current).await
             })
-            .buffer_unordered(self.config.concurrency)
+            .buffered(concurrency)
             .collect()
             .await;
         results.into_iter().collect::<Result<Vec<_>, _>>()?;

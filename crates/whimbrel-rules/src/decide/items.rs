@@ -77,6 +77,8 @@ pub fn activity_items(
             dependents_in_plan: wide_fan_out.then_some(waiting.len() as u32),
             prerequisites,
             group_size,
+            max_concurrency: plan.max_concurrency.filter(|_| a.kind().runs_code()),
+            plan_index: index as u32,
         };
         execs.push(requested_item(wf, plan, a, config, id, links));
     }
@@ -98,6 +100,10 @@ struct PlanLinks {
     prerequisites: Vec<String>,
     /// Prerequisites per join group.
     group_size: usize,
+    /// The plan's `max_concurrency`, for a node that runs code.
+    max_concurrency: Option<u32>,
+    /// Its index in the plan.
+    plan_index: u32,
 }
 
 impl PlanLinks {
@@ -119,6 +125,9 @@ impl PlanLinks {
             dependents: self.dependents,
             dependents_in_plan: self.dependents_in_plan,
             released_prerequisites: vec![],
+            max_concurrency: self.max_concurrency,
+            plan_index: self.max_concurrency.map(|_| self.plan_index),
+            slot_held: false,
         }
     }
 }

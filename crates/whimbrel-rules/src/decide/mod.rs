@@ -595,6 +595,9 @@ pub fn extend_due(tables: &Tables, exec: &ActivityExec, at: i64, now: i64) -> Up
 pub use attempts::*;
 pub use deadline::*;
 pub use items::activity_items;
+pub use slots::{
+    drop_waiter, give_back_slot, slot_limit, take_slot, wait_for_slot, waiter_entry, waiter_name,
+};
 pub use step::{
     applicable, applied_locally, report_details, transition_step, unstorable, Source,
     TransitionStep,
@@ -607,6 +610,7 @@ pub use workflow::{
 pub mod attempts;
 pub mod deadline;
 pub mod items;
+pub mod slots;
 pub mod step;
 pub mod wake;
 pub mod workflow;

@@ -353,6 +353,20 @@ pub struct Links {
         with = "serde_dynamo::string_set"
     )]
     pub released_prerequisites: Vec<String>,
+    /// Its plan's `max_concurrency`, on an activity that runs code of a
+    /// limited plan (design.md § 9.3): its first claim takes one of the
+    /// workflow's slots (`slots_used`), or it waits READY in
+    /// `slot_waiters`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_concurrency: Option<u32>,
+    /// Its index in the plan (with `max_concurrency`): waiters are claimed
+    /// in plan order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan_index: Option<u32>,
+    /// True from the claim that took a slot until the settle of its end
+    /// gives it back (the give-back removes it, once).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub slot_held: bool,
 }
 
 /// How it ended: its output (or the event row that holds it) and its error.
