@@ -98,6 +98,7 @@ pub fn wordcount_plan(input: &Value, count_lambda: &str, merge_lambda: &str) -> 
         require_tokens: Some(true),
         retry: None,
         execution_timeout_seconds: None,
+        max_concurrency: None,
     }
 }
 
@@ -137,6 +138,7 @@ pub fn fan_plan(input: &Value, lambda: &str) -> Plan {
         require_tokens: None,
         retry: None,
         execution_timeout_seconds: None,
+        max_concurrency: None,
     }
 }
 

@@ -3,7 +3,9 @@
 //! "Name"}` as its input, attempts 1..=K report FAILED with the error
 //! `Name: attempt N of K fails` instead (retries end to end). With
 //! `{"output_bytes": B}` its output carries `"pad"`, B bytes (benchmarks
-//! of 1 KB outputs; at most 90,000).
+//! of 1 KB outputs; at most 90,000). With `{"sleep_ms": M}` it runs M
+//! milliseconds between RUNNING and its end (at most 60,000), so that
+//! tests can watch activities in flight.
 
 use lambda_runtime::{service_fn, Error, LambdaEvent};
 use serde_json::json;
@@ -18,8 +20,13 @@ async fn handle(reporter: &Reporter, payload: LaunchPayload) -> Result<(), Error
         .to_string();
     let attempt = payload.attempt;
     let output_bytes = payload.input["output_bytes"].as_u64().unwrap_or(0);
+    let input = payload.input.clone();
     let activity = reporter.activity(payload);
     activity.running().await?;
+    let sleep_ms = payload_sleep_ms(&input);
+    if sleep_ms > 0 {
+        tokio::time::sleep(std::time::Duration::from_millis(sleep_ms)).await;
+    }
     if u64::from(attempt) <= fail_attempts {
         activity
             .failed(format!(
@@ -35,6 +42,11 @@ async fn handle(reporter: &Reporter, payload: LaunchPayload) -> Result<(), Error
         activity.completed(output).await?;
     }
     Ok(())
+}
+
+/// The run time asked for (`sleep_ms`), at most 60,000 ms.
+fn payload_sleep_ms(input: &serde_json::Value) -> u64 {
+    input["sleep_ms"].as_u64().unwrap_or(0).min(60_000)
 }
 
 /// The output padding asked for, at most 90,000 bytes (within the
