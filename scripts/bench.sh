@@ -11,6 +11,7 @@
 #  - 1,000 timers: cost per timer, and their lateness (p50, p99) from the
 #    tables;
 #  - 200 signal waits, each signalled: cost per signal, latency (p50, p99);
+#  - a limited fan-out: 100 no-ops, max_concurrency 5: cost per activity;
 #  - one 100-record stream batch through the activity-event handler, one
 #    item at a time and 16 at once (whimbrel bench-batch);
 #  - the three release functions: size, zipped as a Lambda `bootstrap`, and
@@ -70,6 +71,17 @@ late = sorted(a["end_time_epoch"] - (a["start_time_epoch"] + a["wait_seconds"]) 
 pick = lambda q: late[min(len(late) - 1, int(q * len(late)))]
 print(f"timer lateness over {len(late)} timers: p50 {pick(0.5)} s, p99 {pick(0.99)} s, max {late[-1]} s, early {sum(x < 0 for x in late)}")
 PY
+# A limited fan-out (design.md 9.3): 100 no-ops, at most 5 at a time: what
+# the slot writes on the workflow item cost per activity, against the
+# unlimited bench-fan.
+echo; echo "==================== bench-limited: 100 wide, max_concurrency 5 ===================="
+python3 - "$WHIMBREL_STACK_DIR/bench-limited.json" <<'PY'
+import json, sys
+acts = [{"name": f"n{i:03}", "lambda": "whimbrel-noop"} for i in range(100)]
+json.dump({"max_concurrency": 5, "activities": acts}, open(sys.argv[1], "w"))
+PY
+"$WB" register bench-limited --definition "$WHIMBREL_STACK_DIR/bench-limited.json" > /dev/null
+bench bench-limited --timeout-seconds 600
 # Signals (design.md 9.2): 200 signal waits, each sent its own signal by a
 # client (boto3 PutItem, as any client would) once the workflow runs: the
 # engine's cost per signal (the client's PutItem is not counted, as a
