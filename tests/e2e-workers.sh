@@ -236,6 +236,9 @@ while time.time() < deadline:
         continue
     doc = json.loads(out.stdout)
     peak = max(peak, sum(a["state"] in in_flight for a in doc["activities"]))
+    if samples == 5:
+        text = subprocess.run([wb, "status", wf], capture_output=True, text=True).stdout
+        assert "slots: " in text and " of 5 in use" in text, text
     samples += 1
     if doc["workflow"]["state"] in ("COMPLETED", "FAILED", "CANCELLED"):
         break

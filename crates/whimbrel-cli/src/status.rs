@@ -165,6 +165,7 @@ pub fn render(snap: &Snapshot) -> String {
         out.push_str("timers:\n");
         out.push_str(&timers);
     }
+    out.push_str(&slots_line(&snap.activities));
     let signals: String = snap.activities.iter().filter_map(signal_line).collect();
     if !signals.is_empty() {
         out.push_str("signals:\n");
@@ -198,6 +199,24 @@ fn timer_line(a: &ActivityExec) -> Option<String> {
         s => format!("{s}: not started"),
     };
     Some(format!("  {:<16} {when} (wait {wait})\n", a.activity_name))
+}
+
+/// The slots of a plan's `max_concurrency` (design.md § 9.3): how many
+/// its activities hold, and how many are ready and wait for one; empty
+/// for a plan without a limit.
+fn slots_line(activities: &[ActivityExec]) -> String {
+    use whimbrel_core::contract::ActivityState as S;
+    let Some(limit) = activities.iter().find_map(|a| a.links.max_concurrency) else {
+        return String::new();
+    };
+    let held = activities.iter().filter(|a| a.links.slot_held).count();
+    let waiting = activities
+        .iter()
+        .filter(|a| a.links.max_concurrency.is_some() && !a.links.slot_held)
+        .filter(|a| matches!(a.state, S::Requested | S::Ready))
+        .filter(|a| a.links.pending_dependency_count == 0)
+        .count();
+    format!("slots: {held} of {limit} in use, {waiting} ready and waiting for one\n")
 }
 
 /// A signal wait's line (design.md § 9.2): the signal it waits for, and
