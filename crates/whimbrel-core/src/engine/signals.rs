@@ -5,7 +5,7 @@
 //! workflow runs, so the two orders meet:
 //!
 //! * a node released to RUNNING reads its name's rows right after that
-//!   write ([`Engine::deliver_kept_signal`]), so a signal sent before the
+//!   write (`Engine::deliver_kept_signal`), so a signal sent before the
 //!   node waited is delivered then;
 //! * the stream handler of a row ([`Engine::receive_signal`]) completes
 //!   each node of its name that is RUNNING already.
