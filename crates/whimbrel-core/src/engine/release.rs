@@ -156,7 +156,7 @@ impl<L: Launcher> Engine<L> {
             }
             match self.queue_first(&exec, release, false).await? {
                 Claimed::Done => return Ok(()),
-                Claimed::Again(read) => exec = read,
+                Claimed::Again(read) => exec = *read,
                 // No slot (design.md § 9.3): the edge is released on its
                 // own, then the activity waits for a slot, unless one was
                 // freed meanwhile (claim again).
@@ -244,7 +244,7 @@ impl<L: Launcher> Engine<L> {
                 // Someone else changed it (released it, claimed it,
                 // cancelled it): look again.
                 Err(StoreError::ConditionFailed) => {
-                    return Ok(Claimed::Again(self.reload(exec).await?))
+                    return Ok(Claimed::Again(Box::new(self.reload(exec).await?)))
                 }
                 Err(e) => return Err(e.into()),
             },

@@ -35,7 +35,7 @@ pub(crate) enum Claimed {
     /// Queued (and launched, or started), or nothing left to do.
     Done,
     /// The item changed: decide again on this read.
-    Again(ActivityExec),
+    Again(Box<ActivityExec>),
     /// No slot was free (or, for a waiter, its turn was taken).
     NoSlot,
 }
@@ -67,12 +67,12 @@ impl<L: Launcher> Engine<L> {
                 Ok(Err(if now.version == exec.version {
                     Claimed::NoSlot
                 } else {
-                    Claimed::Again(now)
+                    Claimed::Again(Box::new(now))
                 }))
             }
             Err(StoreError::Conflict) => {
                 self.store.pause(20).await;
-                Ok(Err(Claimed::Again(self.reload(exec).await?)))
+                Ok(Err(Claimed::Again(Box::new(self.reload(exec).await?))))
             }
             Err(e) => Err(e.into()),
         }
