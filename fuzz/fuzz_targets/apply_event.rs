@@ -484,9 +484,11 @@ fn exec_of(i: &Input, cfg: &EngineConfig, now: i64) -> Option<ActivityExec> {
             task_queued_epoch: (state == S::Queued && task_list.is_some())
                 .then_some(scheduled.unwrap_or(now)),
             task_list,
-            // Activities that run code only: timers have their own table.
+            // Activities that run code only: timers and signal waits have
+            // their own tables.
             wait_seconds: None,
             wait_until_epoch: None,
+            signal_name: None,
             worker: None,
             input: Some(json!({"k": 1})),
             input_ref: None,
