@@ -33,9 +33,13 @@ use whimbrel_core::store::Tables;
 use crate::actors::Report;
 
 pub mod cancels;
+mod features;
 mod liveness;
 mod safety;
+mod signals;
 mod timing;
+
+pub use signals::signal_rows;
 
 pub use timing::HEARTBEAT_TOLERANCE;
 
@@ -69,6 +73,7 @@ pub struct Checker {
     ended_at: HashMap<String, i64>,
     workflow_terminal: HashMap<String, WorkflowState>,
     timing: timing::Timing,
+    signals: signals::Seen,
 }
 
 /// Every activity exec item, read; with a violation for each item that
@@ -340,69 +345,6 @@ impl Checker {
         out
     }
 
-    /// How often retries, workers and timeouts were exercised (so a passing run
-    /// is not vacuous): retried attempts, activities that completed after a
-    /// retry, worker claims, activities timed out for good by schedule-to-close
-    /// or schedule-to-start, workflows ended by their execution timeout,
-    /// completed workflows (whose result the liveness check compares),
-    /// timers fired and cancelled.
-    pub fn features(
-        &self,
-        mem: &MemoryBackend,
-        t: &Tables,
-    ) -> std::collections::BTreeMap<String, u64> {
-        let mut out = std::collections::BTreeMap::new();
-        let mut add = |k: &str, n: u64| *out.entry(k.to_string()).or_insert(0) += n;
-        for a in activities(mem, t).0 {
-            let retried = a
-                .trail
-                .history
-                .iter()
-                .filter(|h| h.attempt.is_some())
-                .count() as u64;
-            add("retried attempts", retried);
-            if retried > 0 && a.state == ActivityState::Completed {
-                add("completed after a retry", 1);
-            }
-            add(
-                "worker claims",
-                a.trail
-                    .history
-                    .iter()
-                    .filter(|h| h.event_id.starts_with("claim:"))
-                    .count() as u64,
-            );
-            if a.runner.kind() == whimbrel_core::contract::NodeKind::Timer {
-                match a.state {
-                    ActivityState::Completed => add("timers fired", 1),
-                    ActivityState::Cancelled => add("timers cancelled", 1),
-                    _ => {}
-                }
-            }
-            let err = a.outcome.error.as_deref().unwrap_or("");
-            if a.state == ActivityState::TimedOut && err.contains("(schedule-to-") {
-                add("schedule timeouts", 1);
-            }
-        }
-        for w in workflows(mem, t) {
-            if w.state == WorkflowState::Completed {
-                add("completed workflows (result checked)", 1);
-            }
-            if w.error
-                .as_deref()
-                .is_some_and(|e| e.starts_with("execution timeout"))
-            {
-                add("execution timeouts", 1);
-            }
-        }
-        let parts = mem.items(&t.workflow_plan());
-        add(
-            "plan parts stored",
-            parts.iter().filter(|i| i.contains_key(attr::PART)).count() as u64,
-        );
-        out
-    }
-
     /// True when every workflow requested so far ended.
     pub fn all_ended(&self, mem: &MemoryBackend, t: &Tables, lost: &HashSet<String>) -> bool {
         let requests = requests_not_lost(mem, t, lost);
@@ -466,6 +408,7 @@ impl Checker {
             v.extend(self.timing(&acts, cfg, now));
         }
         let acts = with_planned_dependents(acts, mem, t, cfg);
+        self.note_signals(mem, t, now);
         for a in &acts {
             if let (true, Some(now)) = (a.state.is_terminal(), now) {
                 self.ended_at
@@ -473,6 +416,7 @@ impl Checker {
                     .or_insert(now);
                 v.extend(self.timer_fired_early(a, now));
             }
+            v.extend(self.signal_violations(a, now));
             v.extend(safety::due_marker_violation(a, cfg));
             v.extend(self.terminal_state_change(a));
             v.extend(safety::history_violations(a));
@@ -514,12 +458,23 @@ impl Checker {
                 wfs.len()
             ));
         }
+        let known = liveness::Known {
+            plans: &plans,
+            signals: &self.signals.rows,
+        };
         for w in &wfs {
-            v.extend(liveness::workflow_violations(w, &acts, &plans));
+            v.extend(liveness::workflow_violations(w, &acts, &known));
         }
         for a in &acts {
-            v.extend(liveness::activity_violations(a, &acts, &plans, cfg, seen));
+            v.extend(liveness::activity_violations(a, &acts, &known, cfg, seen));
         }
+        let running: HashSet<&str> = wfs
+            .iter()
+            .filter(|w| !w.state.is_terminal())
+            .map(|w| w.workflow_exec_id.as_str())
+            .collect();
+        let rows = signal_rows(mem, t);
+        v.extend(signals::lost_signals(&acts, &running, &rows, seen.lost));
         v.extend(liveness::rows_only_retried(seen.outcomes, seen.lost));
         v.extend(cancels::violations(seen.cancels, &acts, &self.ended_at));
         v

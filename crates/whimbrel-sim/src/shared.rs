@@ -177,6 +177,11 @@ pub struct Shared {
     /// fixed (timers): its own stream of the same seed, so the schedules
     /// of earlier seeds (pinned in tests) draw as they did.
     pub node_rng: ChaCha8Rng,
+    /// The random source of signals (design.md § 9.2): signal nodes of
+    /// plans and what users send. A third stream of the same seed, so
+    /// that timers and wake-ups (`node_rng`) and the main draws of a
+    /// schedule whose plans wait for no signal stay as they were.
+    pub signal_rng: ChaCha8Rng,
     /// Current fault rates.
     pub faults: Faults,
     /// Sleeping tasks: wake time and waker.
@@ -231,6 +236,11 @@ impl Shared {
             node_rng: {
                 let mut r = ChaCha8Rng::seed_from_u64(seed);
                 r.set_stream(1);
+                r
+            },
+            signal_rng: {
+                let mut r = ChaCha8Rng::seed_from_u64(seed);
+                r.set_stream(2);
                 r
             },
             faults: Faults::NONE,

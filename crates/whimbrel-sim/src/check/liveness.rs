@@ -6,14 +6,25 @@
 
 use std::collections::{HashMap, HashSet};
 
-use whimbrel_core::contract::{self, ActivityState, WorkflowState};
+use whimbrel_core::contract::{self, ActivityState, NodeKind, WorkflowState};
 use whimbrel_core::engine::EngineConfig;
 use whimbrel_core::handlers::Outcome;
 use whimbrel_core::model::{ActivityExec, WorkflowExec, WorkflowPlan};
 
+use super::signals::{signal_output, stored_output, SignalRows};
 use super::Evidence;
 use crate::actors::output_of;
 use crate::world::GSI_LAG_SECONDS;
+
+/// What was stored that outputs are computed from: the plans by workflow
+/// exec id, and every signal row sent.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Known<'a> {
+    /// The stored plans, whole.
+    pub plans: &'a HashMap<String, WorkflowPlan>,
+    /// The signal rows seen.
+    pub signals: &'a SignalRows,
+}
 
 /// Violations of workflow `w` at the end: it is not terminal, it still
 /// has an obligation (due marker), its plan item disagrees with it, or
@@ -21,7 +32,7 @@ use crate::world::GSI_LAG_SECONDS;
 pub(super) fn workflow_violations(
     w: &WorkflowExec,
     acts: &[ActivityExec],
-    plans: &HashMap<String, WorkflowPlan>,
+    known: &Known<'_>,
 ) -> Vec<String> {
     let mut v = vec![];
     if !w.state.is_terminal() {
@@ -37,13 +48,13 @@ pub(super) fn workflow_violations(
         ));
     }
     if w.planned_epoch.is_some() {
-        v.extend(planned_violation(w, plans));
+        v.extend(planned_violation(w, known.plans));
     }
     if w.state.is_terminal() && w.planned_epoch.is_some() {
         v.extend(outcome_violations(w, acts));
     }
     if w.state == WorkflowState::Completed {
-        v.extend(result_violation(w, acts, plans));
+        v.extend(result_violation(w, acts, known));
     }
     v
 }
@@ -53,16 +64,12 @@ pub(super) fn workflow_violations(
 /// the activity function computed it from its input and its prerequisites'
 /// outputs (docs/retries.md § 6). A result kept on the activities
 /// (`result_in_activities`) is their outputs, which the output check covers.
-fn result_violation(
-    w: &WorkflowExec,
-    acts: &[ActivityExec],
-    plans: &HashMap<String, WorkflowPlan>,
-) -> Option<String> {
+fn result_violation(w: &WorkflowExec, acts: &[ActivityExec], known: &Known<'_>) -> Option<String> {
     let id = &w.workflow_exec_id;
     if w.result_in_activities == Some(true) {
         return None;
     }
-    let Some(plan) = plans.get(id) else {
+    let Some(plan) = known.plans.get(id) else {
         return Some(format!("workflow {id} COMPLETED without a readable plan"));
     };
     let needed: HashSet<&str> = plan
@@ -80,7 +87,7 @@ fn result_violation(
             let out = acts
                 .iter()
                 .find(|a| a.workflow_exec_id == *id && a.activity_name == sink.name)
-                .map_or(serde_json::Value::Null, |a| expected_output(a, acts, plans));
+                .map_or(serde_json::Value::Null, |a| expected_output(a, acts, known));
             (sink.name.clone(), out)
         })
         .collect();
@@ -148,7 +155,7 @@ fn ended_by_execution_timeout(w: &WorkflowExec) -> bool {
 pub(super) fn activity_violations(
     a: &ActivityExec,
     acts: &[ActivityExec],
-    plans: &HashMap<String, WorkflowPlan>,
+    known: &Known<'_>,
     cfg: &EngineConfig,
     seen: &Evidence<'_>,
 ) -> Vec<String> {
@@ -172,7 +179,7 @@ pub(super) fn activity_violations(
         ));
     }
     if a.state == ActivityState::Completed {
-        v.extend(output_violation(a, acts, plans));
+        v.extend(output_violation(a, acts, known));
     }
     if a.state == ActivityState::TimedOut {
         v.extend(timed_out_despite_report(a, cfg, seen));
@@ -182,13 +189,13 @@ pub(super) fn activity_violations(
 
 /// A COMPLETED activity whose output is not what it computed from its
 /// name, its planned input and its prerequisites' final outputs.
-fn output_violation(
-    a: &ActivityExec,
-    acts: &[ActivityExec],
-    plans: &HashMap<String, WorkflowPlan>,
-) -> Option<String> {
-    let expected = expected_output(a, acts, plans);
-    (a.outcome.output.as_ref() != Some(&expected)).then(|| {
+fn output_violation(a: &ActivityExec, acts: &[ActivityExec], known: &Known<'_>) -> Option<String> {
+    let expected = expected_output(a, acts, known);
+    let output = match a.runner.kind() {
+        NodeKind::Signal => Some(stored_output(a)),
+        _ => a.outcome.output.clone(),
+    };
+    (output.as_ref() != Some(&expected)).then(|| {
         format!(
             "activity {}: output {:?} is not {expected}",
             a.activity_exec_id, a.outcome.output
@@ -198,14 +205,18 @@ fn output_violation(
 
 /// The output activity `a` computes ([`output_of`]) from its name, its
 /// planned input and its prerequisites' final outputs (a wide join keeps
-/// no list: its prerequisites hold a slot).
+/// no list: its prerequisites hold a slot). A timer's is its firing, a
+/// signal wait's its signal's input ([`signal_output`]), which is also
+/// what a dependent of it must have received, whatever the wait stored.
 fn expected_output(
     a: &ActivityExec,
     acts: &[ActivityExec],
-    plans: &HashMap<String, WorkflowPlan>,
+    known: &Known<'_>,
 ) -> serde_json::Value {
-    if a.runner.kind() == whimbrel_core::contract::NodeKind::Timer {
-        return timer_output(a);
+    match a.runner.kind() {
+        NodeKind::Timer => return timer_output(a),
+        NodeKind::Signal => return signal_output(a, known.signals),
+        NodeKind::Lambda | NodeKind::TaskList => {}
     }
     let prereqs: serde_json::Map<String, serde_json::Value> = acts
         .iter()
@@ -214,13 +225,15 @@ fn expected_output(
                 || p.links.join_slots.contains_key(&a.activity_exec_id)
         })
         .map(|p| {
-            (
-                p.activity_name.clone(),
-                p.outcome.output.clone().unwrap_or_default(),
-            )
+            let out = match p.runner.kind() {
+                NodeKind::Signal => signal_output(p, known.signals),
+                _ => p.outcome.output.clone().unwrap_or_default(),
+            };
+            (p.activity_name.clone(), out)
         })
         .collect();
-    let input = plans
+    let input = known
+        .plans
         .get(&a.workflow_exec_id)
         .and_then(|p| p.plan.activities.iter().find(|x| x.name == a.activity_name))
         .and_then(|x| x.input.clone())

@@ -75,10 +75,14 @@ impl Sim {
     }
 
     /// DynamoDB TTL on the write-once tables (template.yaml
-    /// `TimeToLiveSpecification` on `expires_at_epoch`): delete the rows
-    /// that expired before `cut`.
+    /// `TimeToLiveSpecification` on `expires_at_epoch`), signals included:
+    /// delete the rows that expired before `cut`.
     fn ttl_deletes(&mut self, cut: i64) {
-        for table in [self.tables.activity_event(), self.tables.workflow_request()] {
+        for table in [
+            self.tables.activity_event(),
+            self.tables.workflow_request(),
+            self.tables.signal(),
+        ] {
             let gone = self
                 .mem
                 .expire(&table, whimbrel_core::attr::EXPIRES_AT_EPOCH, cut);

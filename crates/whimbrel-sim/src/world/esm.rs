@@ -1,4 +1,4 @@
-//! The event source mappings of the two stream tables, as
+//! The event source mappings of the three stream tables, as
 //! `template.yaml` configures them: shards in order per item and batches;
 //! every decision after an invocation (partial batch responses resume from
 //! the lowest failed sequence number, bisection on function errors, retries
@@ -16,8 +16,25 @@ use whimbrel_core::handlers::{self, BatchSummary, Outcome};
 use whimbrel_core::store::memory::StreamRecord;
 use whimbrel_core::store::Item;
 
-use super::{Sim, STREAM_SHARDS};
+use super::Sim;
 use crate::shared::{lock, World};
+
+/// Shards of each stream.
+pub(super) const STREAM_SHARDS: u64 = 2;
+
+/// The shards of the requests' and the activity events' streams, which
+/// the world's main draws pick from (those of the signals' stream come
+/// after them: `signals.rs`).
+pub(super) const MAIN_SHARDS: usize = 2 * STREAM_SHARDS as usize;
+
+/// The stream-enabled tables, in the order of their shards.
+pub(super) fn stream_tables(tables: &whimbrel_core::store::Tables) -> [String; 3] {
+    [
+        tables.workflow_request(),
+        tables.activity_event(),
+        tables.signal(),
+    ]
+}
 
 /// Waits between retries of a failing batch, in simulated time: 2 s
 /// doubling to 256 s (Lambda backs off exponentially, up to minutes).
@@ -30,21 +47,23 @@ impl Sim {
     pub(super) fn drain_streams(&mut self) {
         let now = lock(&self.world).now;
         for rec in self.mem.drain_stream() {
-            let key = rec
-                .keys
-                .values()
-                .filter_map(whimbrel_core::store::as_s)
+            // The key's values in the order of their names (a map's own
+            // order is not the same from one run to the next).
+            let mut keys: Vec<_> = rec.keys.iter().collect();
+            keys.sort_by(|a, b| a.0.cmp(b.0));
+            let key = keys
+                .into_iter()
+                .filter_map(|(_, v)| whimbrel_core::store::as_s(v))
                 .cloned()
                 .collect::<Vec<_>>()
                 .join("|");
             let h = key
                 .bytes()
                 .fold(0u64, |h, b| h.wrapping_mul(31).wrapping_add(u64::from(b)));
-            let base = if rec.table == self.tables.workflow_request() {
-                0
-            } else {
-                STREAM_SHARDS
-            };
+            let base = stream_tables(&self.tables)
+                .iter()
+                .position(|t| *t == rec.table);
+            let base = base.expect("a stream-enabled table") as u64 * STREAM_SHARDS;
             let shard = (base + h % STREAM_SHARDS) as usize;
             self.shards[shard].records.push((rec, now));
         }
@@ -96,6 +115,9 @@ impl Sim {
             .collect();
         let table = shard.table.clone();
         let payload = json!({ "Records": batch });
+        // The activity-event function is mapped to the streams of the
+        // activity events and of the signals (its handler routes a batch
+        // by its records' stream ARN, as the deployed function does).
         let requests = table == self.tables.workflow_request();
         let function = if requests {
             "whimbrel-workflow-request"
@@ -110,7 +132,7 @@ impl Sim {
             let r = if requests {
                 handlers::workflow_requests(&engine, &payload).await
             } else {
-                handlers::activity_events(&engine, &payload).await
+                handlers::client_rows(&engine, &payload).await
             };
             let id = *slot.lock().unwrap();
             results
@@ -254,16 +276,21 @@ impl Sim {
     }
 }
 
-/// The row id a stream record carries.
+/// The row id a stream record carries (a signal's is its `signal_key`,
+/// as the handler reports it).
 pub(super) fn row_id(r: &StreamRecord) -> Option<String> {
-    [attr::ACTIVITY_EVENT_ID, attr::WORKFLOW_REQUEST_ID]
-        .iter()
-        .find_map(|k| {
-            r.new_image
-                .get(*k)
-                .and_then(whimbrel_core::store::as_s)
-                .cloned()
-        })
+    [
+        attr::ACTIVITY_EVENT_ID,
+        attr::WORKFLOW_REQUEST_ID,
+        attr::SIGNAL_KEY,
+    ]
+    .iter()
+    .find_map(|k| {
+        r.new_image
+            .get(*k)
+            .and_then(whimbrel_core::store::as_s)
+            .cloned()
+    })
 }
 
 pub(super) fn lock_now(world: &World) -> i64 {

@@ -21,6 +21,7 @@ use crate::exec::{Executor, FunctionTimeout, Invocation, Polled};
 use crate::shared::{lock, Faults, Shared, SimBackend, SimEnv, SimLauncher, World};
 use crate::template::EsmSettings;
 
+mod approvers;
 mod background;
 mod esm;
 mod hostile;
@@ -28,7 +29,8 @@ mod lambda;
 mod redrive;
 mod scenario;
 mod schedule;
-use esm::lock_now;
+mod signals;
+use esm::{lock_now, stream_tables, MAIN_SHARDS, STREAM_SHARDS};
 
 /// What a schedule is made of (the shrinker lowers these).
 #[derive(Debug, Clone, PartialEq)]
@@ -113,7 +115,6 @@ pub struct Failure {
 }
 
 const START: i64 = 1_795_306_411;
-const STREAM_SHARDS: u64 = 2;
 /// Longest usual GSI lag, seconds, below the engine's report grace
 /// (longer lag is a fault: `Faults::gsi_stall`).
 pub(crate) const GSI_LAG_SECONDS: i64 = 5;
@@ -205,6 +206,8 @@ pub struct Sim {
     /// The on-failure queue and the redrive function (`redrive.rs`).
     failures: redrive::FailureQueue,
     require_tokens: HashMap<String, bool>,
+    /// The users who send signals, and what they sent (`signals.rs`).
+    signals: signals::Signals,
     stats: Stats,
     params: Params,
     checker: Checker,
@@ -267,7 +270,7 @@ impl Sim {
         let tables = Tables::new(cfg.table_prefix.clone());
         let mem = Arc::new(MemoryBackend::new(&tables, true));
         let esm = EsmSettings::from_template();
-        let shards = [tables.workflow_request(), tables.activity_event()]
+        let shards = stream_tables(&tables)
             .into_iter()
             .flat_map(|t| (0..STREAM_SHARDS).map(move |_| t.clone()))
             .map(|table| Shard {
@@ -315,6 +318,7 @@ impl Sim {
             lost: HashSet::new(),
             failures: redrive::FailureQueue::new(crate::template::redrive_settings()),
             require_tokens: HashMap::new(),
+            signals: signals::Signals::default(),
             stats: Stats::default(),
             params,
             checker: Checker::default(),
@@ -446,6 +450,7 @@ impl Sim {
         }
         self.scheduled_ticks();
         self.deliver_wake_ups();
+        self.deliver_signal_batch();
         let choice = self.rng(|r| r.gen_range(0..100));
         match choice {
             0..=54 => {
@@ -457,7 +462,7 @@ impl Sim {
                 }
             }
             55..=69 => {
-                let i = self.rng(|r| r.gen_range(0..self.shards.len()));
+                let i = self.rng(|r| r.gen_range(0..MAIN_SHARDS));
                 self.deliver(i);
             }
             70..=79 => self.deliver_invoke(),

@@ -16,6 +16,9 @@ use crate::shared::lock;
 /// The task list the simulation's workers serve.
 pub const TASK_LIST: &str = "sim-list";
 
+/// The names of the signals plans wait for and users send.
+pub const SIGNAL_NAMES: [&str; 3] = ["approve", "go", "ack"];
+
 /// A random retry policy.
 fn retry(r: &mut impl Rng) -> Value {
     let rate = [1.0, 2.0, 3.0][r.gen_range(0..3)];
@@ -99,6 +102,7 @@ impl Sim {
             })
             .collect();
         let acts = self.with_timers(acts);
+        let acts = self.with_signals(acts);
         let (tokens, default_retry, deadline) = self.rng(|r| {
             (
                 r.gen_bool(0.5),
@@ -139,10 +143,37 @@ impl Sim {
             .collect()
     }
 
+    /// Turn some of the nodes of `acts` that are not timers into signal
+    /// waits (design.md § 9.2), drawn from the world's signal stream: one
+    /// of [`SIGNAL_NAMES`], with a timeout of 1 to 30 minutes, or none
+    /// (it waits as long as its workflow).
+    fn with_signals(&self, acts: Vec<Value>) -> Vec<Value> {
+        let mut world = lock(&self.world);
+        let r = &mut world.signal_rng;
+        acts.into_iter()
+            .map(|a| {
+                if a.get("wait").is_some() || !r.gen_bool(0.1) {
+                    return a;
+                }
+                let name = SIGNAL_NAMES[r.gen_range(0..SIGNAL_NAMES.len())];
+                let mut node =
+                    json!({"name": a["name"], "depends_on": a["depends_on"], "signal": name});
+                if r.gen_bool(0.6) {
+                    node["timeout_seconds"] = json!(r.gen_range(60..=1800));
+                }
+                node
+            })
+            .collect()
+    }
+
     pub(super) fn setup(&mut self) {
         for w in 0..self.params.workflows {
             let name = format!("wf{w}");
             let plan = self.plan(&name);
+            {
+                let mut world = lock(&self.world);
+                self.signals.note_plan(&name, &plan, &mut world.signal_rng);
+            }
             self.require_tokens.insert(
                 name.clone(),
                 plan[attr::REQUIRE_TOKENS].as_bool().unwrap_or(false),

@@ -81,6 +81,7 @@ impl Sim {
         for step in 0..self.params.fault_steps {
             if self.params.fault_level > 0.0 {
                 self.disrupt_at(step, d);
+                self.break_signal_shards(step);
             }
             self.start_due_workflows(step, &mut d.pending_starts);
             self.user_or_hostile_action();
@@ -146,7 +147,8 @@ impl Sim {
     /// One draw decides whether a user cancels a workflow (2 in 1000: a
     /// cancel request ends the whole workflow, so more would leave few to
     /// complete) or a hostile row arrives (5 in 1000), each when the
-    /// schedule has them.
+    /// schedule has them; then perhaps a user sends a signal (drawn from
+    /// its own stream: `signals.rs`).
     fn user_or_hostile_action(&mut self) {
         let extra = self.rng(|r| r.gen_range(0..1000));
         if self.params.cancels && extra < 2 {
@@ -155,6 +157,7 @@ impl Sim {
         if self.params.hostile && (3..8).contains(&extra) {
             self.hostile_write();
         }
+        self.user_signal();
     }
 
     /// Phase 2: no more faults; time runs on (five seconds at a time when
@@ -170,6 +173,11 @@ impl Sim {
             let now = lock(&self.world).now;
             if now > limit {
                 break;
+            }
+            self.late_approval();
+            if self.quiet() {
+                // Every wait with no timeout is answered in the end.
+                self.answer_waiting_signals();
             }
             if self.quiet() && self.checker.all_ended(&self.mem, &self.tables, &self.lost) {
                 break;
@@ -223,6 +231,9 @@ impl Sim {
         self.stats
             .features
             .insert("cancel requests applied".into(), applied.count() as u64);
+        for (k, n) in self.signal_counts() {
+            self.stats.features.insert(k.into(), n);
+        }
         self.stats.faults = lock(&self.world)
             .exercised
             .iter()

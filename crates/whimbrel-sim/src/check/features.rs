@@ -1,0 +1,81 @@
+//! What a schedule exercised, counted at its end, so that a passing run
+//! is shown not to be vacuous.
+
+use whimbrel_core::attr;
+use whimbrel_core::contract::{ActivityState, NodeKind, WorkflowState};
+use whimbrel_core::store::memory::MemoryBackend;
+use whimbrel_core::store::Tables;
+
+use super::signals::at_deadline;
+use super::{activities, workflows, Checker};
+
+impl Checker {
+    /// How often retries, workers and timeouts were exercised (so a passing run
+    /// is not vacuous): retried attempts, activities that completed after a
+    /// retry, worker claims, activities timed out for good by schedule-to-close
+    /// or schedule-to-start, workflows ended by their execution timeout,
+    /// completed workflows (whose result the liveness check compares),
+    /// timers fired and cancelled, signals sent (rows written) and signal
+    /// waits completed, timed out and cancelled.
+    pub fn features(
+        &self,
+        mem: &MemoryBackend,
+        t: &Tables,
+    ) -> std::collections::BTreeMap<String, u64> {
+        let mut out = std::collections::BTreeMap::new();
+        let mut add = |k: &str, n: u64| *out.entry(k.to_string()).or_insert(0) += n;
+        for a in activities(mem, t).0 {
+            let retried = a
+                .trail
+                .history
+                .iter()
+                .filter(|h| h.attempt.is_some())
+                .count() as u64;
+            add("retried attempts", retried);
+            if retried > 0 && a.state == ActivityState::Completed {
+                add("completed after a retry", 1);
+            }
+            add(
+                "worker claims",
+                a.trail
+                    .history
+                    .iter()
+                    .filter(|h| h.event_id.starts_with("claim:"))
+                    .count() as u64,
+            );
+            match (a.runner.kind(), a.state) {
+                (NodeKind::Timer, ActivityState::Completed) => add("timers fired", 1),
+                (NodeKind::Timer, ActivityState::Cancelled) => add("timers cancelled", 1),
+                (NodeKind::Signal, ActivityState::Completed) => {
+                    add("signal waits completed", 1);
+                    add("signal waits completed at their deadline", at_deadline(&a));
+                }
+                (NodeKind::Signal, ActivityState::TimedOut) => add("signal waits timed out", 1),
+                (NodeKind::Signal, ActivityState::Cancelled) => add("signal waits cancelled", 1),
+                _ => {}
+            }
+            let err = a.outcome.error.as_deref().unwrap_or("");
+            if a.state == ActivityState::TimedOut && err.contains("(schedule-to-") {
+                add("schedule timeouts", 1);
+            }
+        }
+        for w in workflows(mem, t) {
+            if w.state == WorkflowState::Completed {
+                add("completed workflows (result checked)", 1);
+            }
+            if w.error
+                .as_deref()
+                .is_some_and(|e| e.starts_with("execution timeout"))
+            {
+                add("execution timeouts", 1);
+            }
+        }
+        add("signals sent", self.signals.rows.len() as u64);
+        let parts = mem.items(&t.workflow_plan());
+        add(
+            "plan parts stored",
+            parts.iter().filter(|i| i.contains_key(attr::PART)).count() as u64,
+        );
+        out
+    }
+}
