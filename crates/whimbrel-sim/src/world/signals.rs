@@ -104,14 +104,14 @@ struct Target {
 }
 
 impl Sim {
-    /// Perhaps (one step in sixty) a user sends a signal: see the module
+    /// Perhaps (one step in a hundred) a user sends a signal: see the module
     /// docs. Nothing at all in a schedule whose plans wait for none.
     pub(super) fn user_signal(&mut self) {
         if self.signals.waits.values().all(Vec::is_empty) {
             return;
         }
         self.late_approval();
-        if !self.signal_draw(|r| r.gen_bool(1.0 / 60.0)) {
+        if !self.signal_draw(|r| r.gen_bool(0.01)) {
             return;
         }
         let Some(t) = self.signal_target() else {
