@@ -37,6 +37,7 @@ mod features;
 mod liveness;
 mod safety;
 mod signals;
+mod slots;
 mod timing;
 
 pub use signals::signal_rows;
@@ -430,6 +431,7 @@ impl Checker {
             v.extend(self.workflow_terminal_state_change(&w));
         }
         v.extend(crate::counts::violations(&acts, mem, t));
+        v.extend(slots::violations(&acts, mem, t));
         v
     }
 

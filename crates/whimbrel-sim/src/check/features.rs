@@ -43,6 +43,15 @@ impl Checker {
                     .filter(|h| h.event_id.starts_with("claim:"))
                     .count() as u64,
             );
+            if a.links.max_concurrency.is_some() {
+                add("activities under a concurrency limit", 1);
+                let claimed = a
+                    .trail
+                    .history
+                    .iter()
+                    .any(|h| h.event_id.starts_with("launcher:"));
+                add("limited activities claimed", u64::from(claimed));
+            }
             match (a.runner.kind(), a.state) {
                 (NodeKind::Timer, ActivityState::Completed) => add("timers fired", 1),
                 (NodeKind::Timer, ActivityState::Cancelled) => add("timers cancelled", 1),

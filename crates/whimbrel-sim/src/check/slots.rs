@@ -40,8 +40,14 @@ pub fn violations(acts: &[ActivityExec], mem: &MemoryBackend, t: &Tables) -> Vec
                 "workflow {wf}: slots_used {count}, {held} activities hold a slot, limit {limit}"
             ));
         }
-        if held > 0 && limited.iter().all(|a| a.state.is_terminal() && a.timing.due_epoch.is_none()) {
-            v.push(format!("workflow {wf}: {held} slots leaked (every limited activity ended and settled)"));
+        if held > 0
+            && limited
+                .iter()
+                .all(|a| a.state.is_terminal() && a.timing.due_epoch.is_none())
+        {
+            v.push(format!(
+                "workflow {wf}: {held} slots leaked (every limited activity ended and settled)"
+            ));
         }
     }
     v

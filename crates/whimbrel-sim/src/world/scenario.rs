@@ -117,6 +117,16 @@ impl Sim {
         if let Some(t) = deadline {
             plan["execution_timeout_seconds"] = json!(t);
         }
+        // A concurrency limit (design.md § 9.3) on a fifth of the plans,
+        // drawn from the node stream so the main draws stay as they were.
+        let limit = {
+            let mut world = lock(&self.world);
+            let r = &mut world.node_rng;
+            r.gen_bool(0.2).then(|| r.gen_range(1..=3))
+        };
+        if let Some(m) = limit {
+            plan["max_concurrency"] = json!(m);
+        }
         plan
     }
 
