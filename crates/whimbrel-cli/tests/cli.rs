@@ -54,7 +54,7 @@ fn install_register_start_and_status_against_dynamodb() {
     let out = stdout(&run(&["install"]));
     assert_eq!(
         out.lines().filter(|l| l.ends_with("\texists")).count(),
-        8,
+        9,
         "{out}"
     );
 
