@@ -75,15 +75,25 @@ fn five_hundred_schedules_hold_every_invariant() {
         "completed workflows (result checked)",
         "cancel requests applied",
         "plan parts stored",
+        "signals sent before their wait",
+        "signals duplicated",
+        "signals rejected",
+        "signal waits completed",
+        "signal waits timed out",
     ] {
         assert!(
             features.get(f).copied().unwrap_or(0) > 5,
             "{f}: {features:?}"
         );
     }
-    // Every injected fault happened.
+    // Every injected fault happened; a rare one (about one schedule in
+    // fifty) at least a few times.
     for f in FAULTS {
-        assert!(faults.get(*f).copied().unwrap_or(0) > 10, "{f}: {faults:?}");
+        let least = if RARE_FAULTS.contains(f) { 5 } else { 10 };
+        assert!(
+            faults.get(*f).copied().unwrap_or(0) > least,
+            "{f}: {faults:?}"
+        );
     }
 }
 
@@ -94,6 +104,14 @@ fn five_hundred_schedules_hold_every_invariant() {
 /// launch heartbeat with clocks apart) is pinned by `tests/markers.rs`,
 /// which does not depend on the schedules' draws.
 const KNOWN_ENGINE_BUGS: &[(u64, &str)] = &[];
+
+/// Faults of [`FAULTS`] a schedule injects about once in fifty: a
+/// partial BatchGetItem needs a faulty read of two keys or more (a launch
+/// with two prerequisites or more, a workflow's result of two sinks or
+/// more, while faults last). About ten in 500, so any change of the
+/// schedules' draws moves them across ten (signal waits moved them from
+/// 12 to 9, by one schedule here and there, not by a trend).
+const RARE_FAULTS: &[&str] = &["batch reads partly unprocessed"];
 
 /// The faults the simulation counts as it injects them
 /// (`Stats::faults`).

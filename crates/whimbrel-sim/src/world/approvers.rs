@@ -26,27 +26,28 @@ impl Sim {
         }
     }
 
-    /// A late approver: now and then (one step in twenty) a user
-    /// answers the waits of names sent late whose timeout comes in two to
-    /// five minutes, so that the stream handler races the monitor's last
-    /// read, which delivers it when the signal's stream record is held up
-    /// (`break_signal_shards`).
+    /// A late approver: now and then (one step in twenty) a user answers
+    /// the waits of names sent late: a wait with a timeout when it comes
+    /// in two to five minutes, so that the stream handler races the
+    /// monitor's last read, which delivers it when the signal's stream
+    /// record is held up (`break_signal_shards`); one without, once it
+    /// waited a minute (its dependents then run while faults still may).
     pub(super) fn late_approval(&mut self) {
         if self.signals.late_names.is_empty() || !self.signal_draw(|r| r.gen_bool(0.05)) {
             return;
         }
         let now = lock(&self.world).now;
         let late = |a: &ActivityExec| {
-            let due = a
-                .timeouts
-                .start_to_close_seconds
-                .map(|t| a.timing.start_time_epoch + t);
+            let start = a.timing.start_time_epoch;
             let slot = (
                 a.workflow_name.clone(),
                 a.runner.signal_name.clone().unwrap_or_default(),
             );
-            due.is_some_and(|d| (120..=300).contains(&(d - now)))
-                && self.signals.late_names.contains(&slot)
+            let due = match a.timeouts.start_to_close_seconds {
+                Some(t) => (120..=300).contains(&(start + t - now)),
+                None => now - start >= 60,
+            };
+            due && self.signals.late_names.contains(&slot)
         };
         for (exec, name) in self.unanswered(late) {
             self.signals.late += 1;
