@@ -40,7 +40,9 @@ const fn ix(table: &'static str, index: &'static str) -> Grant {
     }
 }
 
-/// `whimbrel-workflow-request`: start a workflow (`engine/start.rs`):
+/// `whimbrel-workflow-request`: start a workflow (`engine/start.rs`),
+/// whose root child workflow nodes put their children's request rows (a
+/// conditional put, read back when the id is taken; `engine/children.rs`):
 /// read its definition, create the exec, the activity items (conditional
 /// puts) and the edges (batch), move it to RUNNING, claim the roots, and
 /// count one whose launch is refused for good (its count group item), and
@@ -53,6 +55,8 @@ const fn ix(table: &'static str, index: &'static str) -> Grant {
 /// ended (found by a Query on its hash key, as a report's is), count its
 /// end and finish the workflow.
 pub const WORKFLOW_REQUEST: &[Grant] = &[
+    g("dynamodb:PutItem", "workflow_request"),
+    g("dynamodb:GetItem", "workflow_request"),
     g("dynamodb:Query", "activity_exec"),
     g("dynamodb:Query", "signal"),
     g("dynamodb:GetItem", "workflow_lambda"),
@@ -81,8 +85,13 @@ pub const WORKFLOW_REQUEST: &[Grant] = &[
 /// group, and keep a rejection on its event row (`decide::mark_rejected`);
 /// and apply a signal row (`engine/signals.rs`): read the workflow exec and
 /// its plan, complete the signal waits of its name. A signal wait released
-/// to RUNNING reads its name's rows (a Query of the signal table).
+/// to RUNNING reads its name's rows (a Query of the signal table). A child
+/// workflow node released puts its child's request row (a conditional
+/// put, read back when the id is taken), and a cancelled one its child's
+/// cancel request (`engine/children.rs`).
 pub const ACTIVITY_EVENT: &[Grant] = &[
+    g("dynamodb:PutItem", "workflow_request"),
+    g("dynamodb:GetItem", "workflow_request"),
     g("dynamodb:UpdateItem", "activity_event"),
     g("dynamodb:Query", "signal"),
     g("dynamodb:Query", "activity_exec"),
@@ -122,8 +131,11 @@ pub fn stream_redrive() -> Vec<Grant> {
 /// (everything the workflow-request function does, from the request row);
 /// a rejection of a row in flight is kept on the row. Before it times a
 /// signal wait out it reads the signals of its name (a Query of the signal
-/// table), and delivers one sent in time.
+/// table), and delivers one sent in time. A settle that releases or
+/// cancels a child workflow node puts its child's request or cancel
+/// request row (`engine/children.rs`).
 pub const HEARTBEAT_MONITOR: &[Grant] = &[
+    g("dynamodb:PutItem", "workflow_request"),
     g("dynamodb:UpdateItem", "activity_event"),
     g("dynamodb:Query", "signal"),
     ix("activity_exec", "due_shard-due_epoch-index"),

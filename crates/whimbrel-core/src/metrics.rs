@@ -119,6 +119,18 @@ pub fn timer_fired(lateness_seconds: i64) {
     ::metrics::histogram!("TimerLatenessSeconds").record(lateness_seconds.max(0) as f64);
 }
 
+/// A child workflow node requested its child (design.md § 9.5,
+/// `ChildrenStarted`).
+pub fn child_started() {
+    ::metrics::counter!("ChildrenStarted").increment(1);
+}
+
+/// A child workflow's end reached its node (design.md § 9.5,
+/// `ChildrenEnded`).
+pub fn child_ended() {
+    ::metrics::counter!("ChildrenEnded").increment(1);
+}
+
 /// A signal completed a signal wait (design.md § 9.2, `SignalsDelivered`).
 pub fn signal_delivered() {
     ::metrics::counter!("SignalsDelivered").increment(1);

@@ -24,6 +24,7 @@ const START: i64 = 1_795_306_411;
 
 fn workflow(plan: &Plan) -> WorkflowExec {
     WorkflowExec {
+        parent: None,
         workflow_exec_id: "w::5b0f8e1c-2d7a-4f3e-9c61-7a2b9d0e4f13".into(),
         workflow_name: "w".into(),
         state: WorkflowState::Running,

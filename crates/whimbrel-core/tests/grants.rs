@@ -69,6 +69,48 @@ fn approval() -> serde_json::Value {
     ]})
 }
 
+/// `a`, then `kid`: a child workflow of `c` (design.md § 9.5).
+fn with_child() -> serde_json::Value {
+    json!({"activities": [
+        {"name": "a", "lambda": "f"},
+        {"name": "kid", "workflow": "c", "depends_on": ["a"]},
+    ]})
+}
+
+/// Register `c` (one Lambda activity), `pc` ([`with_child`]) and `pr`
+/// (a root child node of `c`).
+async fn register_children(h: &Harness) {
+    h.register("c", json!({"activities": [{"name": "w", "lambda": "f"}]}))
+        .await;
+    h.register("pc", with_child()).await;
+    h.register(
+        "pr",
+        json!({"activities": [{"name": "kid", "workflow": "c"}]}),
+    )
+    .await;
+}
+
+/// A request row at the child id of `wf`'s node `kid` that the engine did
+/// not write (a client's put, not the engine's call): the node's release
+/// finds it, reads it back, and fails the node.
+async fn squat_child(h: &Harness, wf: &str) {
+    let node = whimbrel_core::ids::activity_exec_id(wf, "kid");
+    let row = WorkflowRequest {
+        workflow_request_id: whimbrel_core::ids::child_request_id("c", &node),
+        ..h.request("c", Some(json!("not the parent's")))
+    };
+    h.clients
+        .put(&h.clients.tables().workflow_request(), &row)
+        .await
+        .unwrap();
+}
+
+/// Whether `wf`'s node `kid` requested its child (RUNNING) or found its
+/// request id taken (FAILED).
+async fn kid_state(h: &Harness, wf: &str) -> String {
+    h.activity(wf, "kid").await.state.as_str().to_string()
+}
+
 /// A stream event of `whimbrel_signal` INSERTs for `rows`.
 fn signal_batch(h: &Harness, rows: &[SignalRow], seq: u64) -> serde_json::Value {
     stream_event(
@@ -157,6 +199,13 @@ async fn workflow_request_calls() -> Calls {
         .unwrap();
     let sole = h.request("sole", None);
     let sole_id = whimbrel_core::ids::workflow_exec_id("sole", &sole.workflow_request_id);
+    // Two workflows whose root is a child node: one requests its child,
+    // the other finds its child's request id taken.
+    register_children(&h).await;
+    let (parent, squatted) = (h.request("pr", None), h.request("pr", None));
+    let parent_id = whimbrel_core::ids::workflow_exec_id("pr", &parent.workflow_request_id);
+    let squatted_id = whimbrel_core::ids::workflow_exec_id("pr", &squatted.workflow_request_id);
+    squat_child(&h, &squatted_id).await;
     let large = json!({"pad": "x".repeat(300)});
     h.store
         .put(
@@ -183,7 +232,7 @@ async fn workflow_request_calls() -> Calls {
     let event = stream_event(
         &h.store.tables().workflow_request(),
         &["workflow_request_id", "workflow_name"],
-        &[req, missing, signalled, sole],
+        &[req, missing, signalled, sole, parent, squatted],
         1,
     );
     for _ in 0..2 {
@@ -209,22 +258,30 @@ async fn workflow_request_calls() -> Calls {
         .output_ref
         .is_some());
     assert_eq!(sole_wf.result, Some(json!({"approval": large})));
-    // A cancel request for the running one: its activities are cancelled.
+    assert_eq!(kid_state(&h, &parent_id).await, "RUNNING");
+    assert_eq!(kid_state(&h, &squatted_id).await, "FAILED");
+    // A cancel request for the running one: its activities are cancelled
+    // (and the child node's child with them).
     let d_id = whimbrel_core::ids::workflow_exec_id("d", &req_id);
     let cancel = WorkflowRequest {
         cancel_workflow_exec_id: Some(d_id.clone()),
         ..h.request("d", None)
     };
+    let cancel_parent = WorkflowRequest {
+        cancel_workflow_exec_id: Some(parent_id.clone()),
+        ..h.request("pr", None)
+    };
     let event = stream_event(
         &h.store.tables().workflow_request(),
         &["workflow_request_id", "workflow_name"],
-        &[cancel],
+        &[cancel, cancel_parent],
         10,
     );
     handlers::workflow_requests(&h.engine, &event)
         .await
         .unwrap();
     assert_eq!(h.activity(&d_id, "a").await.state.as_str(), "CANCELLED");
+    assert_eq!(kid_state(&h, &parent_id).await, "CANCELLED");
     calls(&h)
 }
 
@@ -370,7 +427,56 @@ async fn activity_event_calls() -> Calls {
     assert_eq!(approval.state.as_str(), "COMPLETED");
     assert_eq!(approval.outcome.output, Some(json!("early")));
     assert_eq!(h.workflow(&rs).await.state.as_str(), "COMPLETED");
-    made.union(&calls(&h)).cloned().collect()
+    let made: Calls = made.union(&calls(&h)).cloned().collect();
+    made.union(&child_release_calls(&h, 400, false).await)
+        .cloned()
+        .collect()
+}
+
+/// A report (`tick`: the monitor's apply of one in flight) that releases
+/// a child node: one requests its child, the other finds its child's
+/// request id taken; then the child's end reaches the first.
+async fn child_release_calls(h: &Harness, seq: u64, tick: bool) -> Calls {
+    register_children(h).await;
+    // Reports carry the attempts' tokens: `a`'s launches so far come first.
+    let base = h.launcher.launches_of("a").len();
+    let (kid, squatted) = (h.start("pc").await, h.start("pc").await);
+    squat_child(h, &squatted).await;
+    for (i, wf) in [&kid, &squatted].into_iter().enumerate() {
+        h.engine
+            .apply_event(&h.attempt_event(wf, "a", "RUNNING", base + i))
+            .await
+            .unwrap();
+    }
+    calls(h);
+    let mut owed = 0;
+    for (i, wf) in [&kid, &squatted].into_iter().enumerate() {
+        let done = h.attempt_event(wf, "a", "COMPLETED", base + i);
+        if !tick {
+            deliver_events(h, &[done], seq + i as u64).await;
+            continue;
+        }
+        // Written by a function that died before its settle: the
+        // monitor's settle releases the child node.
+        owed = common::terminal_write_only(
+            h,
+            wf,
+            "a",
+            whimbrel_core::contract::Transition::Completed,
+            whimbrel_core::contract::ActivityState::Completed,
+            "died",
+            Default::default(),
+        )
+        .await;
+    }
+    if tick {
+        let report = h.tick(owed).await;
+        assert_eq!(report.settled, 2, "{report:?}");
+    }
+    let made = calls(h);
+    assert_eq!(kid_state(h, &kid).await, "RUNNING");
+    assert_eq!(kid_state(h, &squatted).await, "FAILED");
+    made
 }
 
 /// The heartbeat monitor's paths: restart a REQUESTED workflow from its
@@ -384,6 +490,7 @@ async fn heartbeat_monitor_calls() -> Calls {
     let id = whimbrel_core::ids::workflow_exec_id("d", &req.workflow_request_id);
     let now = h.now();
     let stuck = WorkflowExec {
+        parent: None,
         workflow_exec_id: id.clone(),
         workflow_name: "d".into(),
         state: whimbrel_core::contract::WorkflowState::Requested,
@@ -482,7 +589,10 @@ async fn heartbeat_monitor_calls() -> Calls {
     assert!(report.timed_out >= 1, "{report:?}");
     assert_eq!(h.activity(&s, "approval").await.state.as_str(), "TIMED_OUT");
     assert_eq!(h.workflow(&s).await.state.as_str(), "FAILED");
-    made.union(&calls(&h)).cloned().collect()
+    let made: Calls = made.union(&calls(&h)).cloned().collect();
+    made.union(&child_release_calls(&h, 0, true).await)
+        .cloned()
+        .collect()
 }
 
 /// An activity's own calls through the helper: report, heartbeat, read

@@ -131,6 +131,8 @@ pub const PARKED: &str = "parked";
 pub const PART: &str = "part";
 /// `parts`: Set when the plan did not fit one item: its activities are on `WorkflowPlanPart` items, and `plan.activities` is empty here (`engine::plans` puts them together again).
 pub const PARTS: &str = "parts";
+/// `parent`: A child workflow's parent link (design.md § 9.5), a map.
+pub const PARENT: &str = "parent";
 /// `pending_dependency_count`: Prerequisites not yet COMPLETED (design.md § 3.2).
 pub const PENDING_DEPENDENCY_COUNT: &str = "pending_dependency_count";
 /// `plan`: The validated plan (`shapes.md` § 2).

@@ -330,13 +330,45 @@ pub const SIGNAL_TRANSITIONS: &[Row] = &[
     (S::Running, T::TimedOut, S::TimedOut, ActorsSet(MONITOR)),
 ];
 
+/// Extension (design.md § 9.5): the transitions of a child workflow
+/// node. Released to RUNNING like a timer; COMPLETED or FAILED by the
+/// engine only, as its child workflow ends (the child's end reports it);
+/// cancelled like any node. No timeout of its own: the child's plan
+/// bounds it (`execution_timeout_seconds`).
+pub const CHILD_TRANSITIONS: &[Row] = &[
+    (
+        S::Requested,
+        T::Cancel,
+        S::Cancelled,
+        ActorsSet(CLIENT_OR_ENGINE),
+    ),
+    (S::Requested, T::Ready, S::Ready, ActorsSet(ENGINE)),
+    (S::Requested, T::Running, S::Running, ActorsSet(ENGINE)),
+    (
+        S::Ready,
+        T::Cancel,
+        S::Cancelled,
+        ActorsSet(CLIENT_OR_ENGINE),
+    ),
+    (S::Ready, T::Running, S::Running, ActorsSet(ENGINE)),
+    (
+        S::Running,
+        T::Cancel,
+        S::Cancelled,
+        ActorsSet(CLIENT_OR_ENGINE),
+    ),
+    (S::Running, T::Completed, S::Completed, ActorsSet(ENGINE)),
+    (S::Running, T::Failed, S::Failed, ActorsSet(ENGINE)),
+];
+
 /// The contract table of a node of `kind`: [`TIMER_TRANSITIONS`] for
-/// timers, [`SIGNAL_TRANSITIONS`] for signal waits, [`TRANSITIONS`] for
-/// everything that runs code.
+/// timers, [`SIGNAL_TRANSITIONS`] for signal waits, [`CHILD_TRANSITIONS`]
+/// for child workflows, [`TRANSITIONS`] for everything that runs code.
 pub fn table(kind: NodeKind) -> &'static [Row] {
     match kind {
         NodeKind::Timer => TIMER_TRANSITIONS,
         NodeKind::Signal => SIGNAL_TRANSITIONS,
+        NodeKind::Child => CHILD_TRANSITIONS,
         NodeKind::Lambda | NodeKind::TaskList => TRANSITIONS,
     }
 }

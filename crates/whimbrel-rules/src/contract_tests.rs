@@ -307,4 +307,22 @@ mod tests {
         assert!(next_state(k, S::Running, T::Failed, Actor::Client).is_err());
         assert_eq!(sources(k, T::Completed, S::Completed), [S::Running]);
     }
+
+    #[test]
+    fn a_child_node_ends_only_by_the_engine_or_a_cancel() {
+        let k = NodeKind::Child;
+        for t in [T::Completed, T::Failed] {
+            assert!(next_state(k, S::Running, t, Actor::Engine).is_ok(), "{t:?}");
+            assert!(
+                next_state(k, S::Running, t, Actor::Client).is_err(),
+                "{t:?}"
+            );
+        }
+        assert!(next_state(k, S::Running, T::TimedOut, Actor::Monitor).is_err());
+        assert_eq!(
+            next_state(k, S::Running, T::Cancel, Actor::Client).unwrap(),
+            S::Cancelled
+        );
+        assert_eq!(sources(k, T::Failed, S::Failed), [S::Running]);
+    }
 }

@@ -158,6 +158,12 @@ pub enum EngineStep<'a> {
     /// (design.md § 9.2). The same signal on the same node is one event
     /// id, whoever delivers it.
     SignalDelivered(&'a str, &'a str),
+    /// A child workflow's end reached its node: `child-ended:(activity)`
+    /// (design.md § 9.5; a node starts one child, which ends once).
+    ChildEnded(&'a str),
+    /// A child workflow node cancelled because another activity of its
+    /// workflow failed (its `parent_close`): `parent-failing:(activity)`.
+    ParentFailing(&'a str),
 }
 
 impl EngineStep<'_> {
@@ -174,8 +180,33 @@ impl EngineStep<'_> {
             EngineStep::Launcher(a) => format!("launcher:{a}"),
             EngineStep::TimerFired(id) => format!("timer-fired:{id}:1"),
             EngineStep::SignalDelivered(id, key) => format!("signal:{id}:{key}"),
+            EngineStep::ChildEnded(id) => format!("child-ended:{id}"),
+            EngineStep::ParentFailing(id) => format!("parent-failing:{id}"),
         }
     }
+}
+
+/// The request id of the child workflow `workflow_name` that the node
+/// `activity_exec_id` starts (design.md § 9.5):
+/// `(workflow_name)::(uuid v5 of the node's id)`, so every release of the
+/// node names the same child, and its exec id
+/// ([`workflow_exec_id`]) is known before it starts.
+pub fn child_request_id(workflow_name: &str, activity_exec_id: &str) -> String {
+    let uuid = Uuid::new_v5(
+        &WHIMBREL_NAMESPACE,
+        format!("child:{activity_exec_id}").as_bytes(),
+    );
+    format!("{workflow_name}{SEPARATOR}{uuid}")
+}
+
+/// The request id of the cancel request a child node's cancel writes for
+/// its child (`parent_close: cancel`), the same for every try.
+pub fn child_cancel_request_id(workflow_name: &str, child_exec_id: &str) -> String {
+    let uuid = Uuid::new_v5(
+        &WHIMBREL_NAMESPACE,
+        format!("cancel:{child_exec_id}").as_bytes(),
+    );
+    format!("{workflow_name}{SEPARATOR}{uuid}")
 }
 
 /// The hash of an attempt token, as stored on the activity exec

@@ -1,7 +1,7 @@
 //! What runs a node of a plan, defined once (design.md § 9.1, § 9.2): a
 //! Lambda the engine invokes, a task list external workers claim from, a
-//! durable timer the heartbeat monitor fires, or a wait for a signal a
-//! client sends. A plan node is exactly one
+//! durable timer the heartbeat monitor fires, a wait for a signal a
+//! client sends, or a child workflow the node starts and waits for. A plan node is exactly one
 //! ([`crate::plan::PlannedActivity::kind`]); an activity exec item says
 //! which by its runner fields ([`crate::model::Runner::kind`]). Every rule
 //! that differs by kind asks the kind: its contract rows
@@ -34,24 +34,34 @@ pub enum NodeKind {
     /// `timeout_seconds` pass (TIMED_OUT by the monitor); nothing is
     /// invoked, no token is minted, no report is taken but CANCEL.
     Signal,
+    /// `workflow`: a child workflow (design.md § 9.5). Released, it is
+    /// RUNNING while the child runs (the release inserts the child's
+    /// request row), and ends as the child ends: COMPLETED with its result,
+    /// or FAILED with its reason. Cancelled, it cancels the child unless
+    /// its `parent_close` is `abandon`. Nothing is invoked, no token is
+    /// minted, no report is taken but CANCEL.
+    Child,
 }
 
 impl NodeKind {
     /// Every kind, in the order validation names them.
-    pub const ALL: [NodeKind; 4] = [
+    pub const ALL: [NodeKind; 5] = [
         NodeKind::Lambda,
         NodeKind::TaskList,
         NodeKind::Timer,
         NodeKind::Signal,
+        NodeKind::Child,
     ];
 
-    /// The plan field that gives this kind: `lambda`, `task_list`, `wait`.
+    /// The plan field that gives this kind: `lambda`, `task_list`, `wait`,
+    /// `signal`, `workflow`.
     pub fn field(self) -> &'static str {
         match self {
             NodeKind::Lambda => "lambda",
             NodeKind::TaskList => "task_list",
             NodeKind::Timer => "wait",
             NodeKind::Signal => "signal",
+            NodeKind::Child => "workflow",
         }
     }
 
@@ -64,7 +74,8 @@ impl NodeKind {
 
     /// The transition and state the release of its first attempt writes
     /// (contract: "Launching A New Activity"): QUEUED for activities,
-    /// RUNNING for a timer or a signal wait, which start waiting at once.
+    /// RUNNING for a timer, a signal wait or a child workflow, which start
+    /// waiting at once.
     pub fn released_as(self) -> (Transition, ActivityState) {
         if self.runs_code() {
             (Transition::Queued, ActivityState::Queued)
@@ -80,6 +91,24 @@ impl NodeKind {
         matches!(self, NodeKind::Lambda | NodeKind::TaskList)
     }
 }
+
+/// What becomes of a child workflow when its node is cancelled (its
+/// parent's cancel, execution timeout, or another activity's failure;
+/// design.md § 9.5): plan field `parent_close`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ParentClose {
+    /// The child is cancelled too (a cancel request row for it).
+    #[default]
+    Cancel,
+    /// The child runs on; its end no longer reaches the parent.
+    Abandon,
+}
+
+/// Deepest nesting of child workflows: a workflow started by a node of a
+/// workflow at depth [`MAX_CHILD_DEPTH`] fails at its start, and the
+/// failure reaches every ancestor (a runaway recursion ends).
+pub const MAX_CHILD_DEPTH: u32 = 8;
 
 /// How long a timer node waits: exactly one of `seconds` (from its
 /// release) and `until` (an RFC 3339 time, e.g. `"2026-12-01T09:00:00Z"`;
@@ -155,7 +184,12 @@ mod tests {
         assert_eq!(NodeKind::Timer.released_as().1, ActivityState::Running);
         assert_eq!(NodeKind::TaskList.released_as().1, ActivityState::Queued);
         let fields: Vec<_> = NodeKind::ALL.into_iter().map(NodeKind::field).collect();
-        assert_eq!(fields, ["lambda", "task_list", "wait", "signal"]);
+        assert_eq!(
+            fields,
+            ["lambda", "task_list", "wait", "signal", "workflow"]
+        );
+        assert_eq!(NodeKind::Child.released_as().1, ActivityState::Running);
+        assert!(!NodeKind::Child.runs_code() && !NodeKind::Child.is_invoked());
         assert_eq!(NodeKind::Signal.released_as().1, ActivityState::Running);
         assert!(!NodeKind::Signal.runs_code() && !NodeKind::Signal.is_invoked());
     }

@@ -6,7 +6,7 @@ use std::collections::{HashMap, HashSet};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-pub use crate::kind::{NodeKind, WaitSpec, MAX_WAIT_SECONDS};
+pub use crate::kind::{NodeKind, ParentClose, WaitSpec, MAX_CHILD_DEPTH, MAX_WAIT_SECONDS};
 use crate::retry::{PolicyError, RetryPolicy};
 
 /// Version of the decider request, plan and launch payload shapes.
@@ -153,7 +153,8 @@ pub struct PlannedActivity {
     /// Unique within the plan; `[A-Za-z0-9_.-]`, at most [`MAX_NAME_LEN`].
     pub name: String,
     /// The Lambda function that runs it (name or ARN). A node is exactly
-    /// one kind ([`NodeKind`]): `lambda`, `task_list`, `wait` or `signal`.
+    /// one kind ([`NodeKind`]): `lambda`, `task_list`, `wait`, `signal` or
+    /// `workflow`.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub lambda: String,
     /// The task list external workers claim it from (nothing is invoked):
@@ -175,6 +176,21 @@ pub struct PlannedActivity {
     /// TIMED_OUT. It takes no other timeout, retry policy, input or tokens.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub signal: Option<String>,
+    /// A child workflow instead of an activity (design.md § 9.5): the
+    /// registered workflow's name, `[A-Za-z0-9_.-]`, at most
+    /// [`MAX_NAME_LEN`]. Released, the node starts it (a row of
+    /// `whimbrel_workflow_request` whose id is derived from the node's
+    /// activity exec id, so a retried release never starts two) with the
+    /// node's `input` as the workflow input, and is RUNNING until it ends:
+    /// COMPLETED with the child's result as its output, or FAILED with
+    /// its reason. Takes `input` and `parent_close` only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workflow: Option<String>,
+    /// A child workflow node's policy when the node is cancelled (a cancel
+    /// of the parent, its execution timeout, another activity's failure):
+    /// `cancel` (default) or `abandon`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_close: Option<ParentClose>,
     /// Names of the activities it waits for.
     #[serde(default)]
     pub depends_on: Vec<String>,
@@ -332,12 +348,12 @@ pub enum PlanError {
     /// `input_ref` given: only the engine sets it, on the plan it stores.
     #[error("activity {0:?} sets input_ref, which only the engine sets; give its input")]
     InputRef(String),
-    /// No kind given (none of `lambda`, `task_list`, `wait`, `signal`), or
-    /// a bad task list or signal name.
-    #[error("activity {0:?} needs exactly one of lambda, task_list, wait or signal (a task list or signal name is 1-{MAX_NAME_LEN} characters of A-Z a-z 0-9 _ . -)")]
+    /// No kind given (none of `lambda`, `task_list`, `wait`, `signal`,
+    /// `workflow`), or a bad task list, signal or workflow name.
+    #[error("activity {0:?} needs exactly one of lambda, task_list, wait, signal or workflow (a task list, signal or workflow name is 1-{MAX_NAME_LEN} characters of A-Z a-z 0-9 _ . -)")]
     NoLambda(String),
     /// Two or more kinds given.
-    #[error("activity {activity:?} gives {first} and {second}; a node is exactly one of lambda, task_list, wait or signal")]
+    #[error("activity {activity:?} gives {first} and {second}; a node is exactly one of lambda, task_list, wait, signal or workflow")]
     TwoKinds {
         /// The node.
         activity: String,
@@ -357,14 +373,17 @@ pub enum PlanError {
         /// What is wrong.
         why: String,
     },
-    /// A timer or signal node with a field that only activities take.
+    /// `parent_close` on a node that is not a child workflow.
+    #[error("activity {0:?} gives parent_close, which only a workflow (child) node takes")]
+    NotAChild(String),
+    /// A timer, signal or child node with a field that only activities take.
     #[error(
         "activity {activity:?} is a {kind} node; {field} applies only to activities that run code"
     )]
     TimerField {
-        /// The timer or signal node.
+        /// The timer, signal or child node.
         activity: String,
-        /// Its kind's field: `wait` or `signal`.
+        /// Its kind's field: `wait`, `signal` or `workflow`.
         kind: &'static str,
         /// The field given.
         field: &'static str,
@@ -464,7 +483,7 @@ impl PlannedActivity {
             }
         }
         let bad_name = |n: &Option<String>| n.as_deref().is_some_and(|l| !valid_name(l));
-        if bad_name(&a.task_list) || bad_name(&a.signal) {
+        if bad_name(&a.task_list) || bad_name(&a.signal) || bad_name(&a.workflow) {
             return Err(PlanError::NoLambda(a.name.clone()));
         }
         if let Some(w) = &a.wait {
@@ -472,6 +491,9 @@ impl PlannedActivity {
         }
         if !a.kind().runs_code() {
             a.check_timer_fields()?;
+        }
+        if a.parent_close.is_some() && a.kind() != NodeKind::Child {
+            return Err(PlanError::NotAChild(a.name.clone()));
         }
         for (what, t) in [
             ("schedule_to_start_seconds", a.schedule_to_start_seconds),
@@ -515,6 +537,7 @@ impl PlannedActivity {
                 NodeKind::TaskList => self.task_list.is_some(),
                 NodeKind::Timer => self.wait.is_some(),
                 NodeKind::Signal => self.signal.is_some(),
+                NodeKind::Child => self.workflow.is_some(),
             })
             .collect()
     }
@@ -529,9 +552,11 @@ impl PlannedActivity {
     }
 
     /// A timer takes none of the fields of activities that run code; a
-    /// signal wait takes only `timeout_seconds` (start-to-close).
+    /// signal wait takes only `timeout_seconds` (start-to-close), a child
+    /// workflow only `input` (its workflow's input).
     fn check_timer_fields(&self) -> Result<(), PlanError> {
-        let timer = self.kind() == NodeKind::Timer;
+        let timer = self.kind() != NodeKind::Signal;
+        let child = self.kind() == NodeKind::Child;
         let given = [
             (
                 "heartbeat_timeout_seconds",
@@ -551,7 +576,7 @@ impl PlannedActivity {
                 self.schedule_to_close_seconds.is_some(),
             ),
             ("retry", self.retry.is_some()),
-            ("input", self.input.is_some()),
+            ("input", !child && self.input.is_some()),
             ("require_tokens", self.require_tokens.is_some()),
         ];
         match given.into_iter().find(|(_, set)| *set) {
@@ -587,6 +612,14 @@ impl PlannedActivity {
 }
 
 impl Plan {
+    /// True when a node is a child workflow that closes with its parent
+    /// (`parent_close: cancel`, the default; design.md § 9.5).
+    pub fn closes_children(&self) -> bool {
+        self.activities
+            .iter()
+            .any(|a| a.kind() == NodeKind::Child && a.parent_close != Some(ParentClose::Abandon))
+    }
+
     /// Validate the plan before anything is written (design.md § 4): unique valid
     /// names, a lambda each, known and distinct prerequisites, no cycle,
     /// sizes within the item limits.

@@ -6,6 +6,8 @@ mod tests {
 
     fn act(name: &str, deps: &[&str]) -> PlannedActivity {
         PlannedActivity {
+            parent_close: None,
+            workflow: None,
             name: name.into(),
             lambda: "fn".into(),
             depends_on: deps.iter().map(|s| s.to_string()).collect(),
@@ -50,7 +52,7 @@ mod tests {
         let e = plan(vec![two]).validate().unwrap_err();
         assert_eq!(
             e.to_string(),
-            "activity \"t\" gives lambda and wait; a node is exactly one of lambda, task_list, wait or signal"
+            "activity \"t\" gives lambda and wait; a node is exactly one of lambda, task_list, wait, signal or workflow"
         );
         let mut retried = timer("t", serde_json::json!({"seconds": 5}));
         retried.retry = Some(RetryPolicy::default());
@@ -78,6 +80,45 @@ mod tests {
     }
 
     #[test]
+    fn a_child_node_takes_a_workflow_an_input_and_a_parent_close_policy() {
+        let node = |v: serde_json::Value| -> PlannedActivity { serde_json::from_value(v).unwrap() };
+        let ok = plan(vec![node(serde_json::json!(
+            {"name": "thumbs", "workflow": "make-thumbnails", "input": {"n": 3}, "parent_close": "abandon"}
+        ))]);
+        ok.validate().unwrap();
+        assert_eq!(ok.activities[0].kind(), NodeKind::Child);
+        assert_eq!(ok.activities[0].parent_close, Some(ParentClose::Abandon));
+        let e = plan(vec![node(serde_json::json!(
+            {"name": "thumbs", "workflow": "w", "lambda": "f"}
+        ))])
+        .validate()
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "activity \"thumbs\" gives lambda and workflow; a node is exactly one of lambda, task_list, wait, signal or workflow"
+        );
+        let e = plan(vec![node(serde_json::json!(
+            {"name": "thumbs", "workflow": "w", "timeout_seconds": 5}
+        ))])
+        .validate()
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "activity \"thumbs\" is a workflow node; start_to_close_seconds applies only to activities that run code"
+        );
+        let e = plan(vec![node(
+            serde_json::json!({"name": "a", "lambda": "f", "parent_close": "cancel"}),
+        )])
+        .validate()
+        .unwrap_err();
+        assert!(matches!(e, PlanError::NotAChild(_)), "{e}");
+        let bad = plan(vec![node(
+            serde_json::json!({"name": "a", "workflow": "a b"}),
+        )]);
+        assert!(matches!(bad.validate(), Err(PlanError::NoLambda(_))));
+    }
+
+    #[test]
     fn a_signal_node_takes_a_name_and_only_a_timeout() {
         let node = |v: serde_json::Value| -> PlannedActivity { serde_json::from_value(v).unwrap() };
         let ok = plan(vec![node(serde_json::json!(
@@ -93,7 +134,7 @@ mod tests {
         .unwrap_err();
         assert_eq!(
             e.to_string(),
-            "activity \"approval\" gives wait and signal; a node is exactly one of lambda, task_list, wait or signal"
+            "activity \"approval\" gives wait and signal; a node is exactly one of lambda, task_list, wait, signal or workflow"
         );
         let e = plan(vec![node(serde_json::json!(
             {"name": "approval", "signal": "approve", "retry": {"max_attempts": 3}}

@@ -1,7 +1,8 @@
 //! What a state owes, run after the write that reached it and again by the
 //! monitor while the due marker says it is not done: release dependents
-//! (COMPLETED), cancel them (FAILED, TIMED_OUT, CANCELLED), finish the
-//! workflow; and launching a claimed attempt. Every step is idempotent.
+//! (COMPLETED), cancel them (FAILED, TIMED_OUT, CANCELLED), close a
+//! cancelled child node's child and a failing workflow's children, finish
+//! the workflow; and launching a claimed attempt. Every step is idempotent.
 
 use std::collections::HashMap;
 
@@ -36,6 +37,8 @@ impl<L: Launcher> Engine<L> {
             }
             s if s.is_terminal() => {
                 self.free_slot(exec).await?;
+                self.close_child(exec).await?;
+                self.cancel_children(exec).await?;
                 self.cancel_dependents(exec).await?;
                 self.count_ended(exec).await?;
                 self.finish_workflow(&exec.workflow_exec_id, &exec.workflow_name)

@@ -28,6 +28,7 @@
 
 pub mod apply;
 pub mod cancel;
+pub mod children;
 pub mod counting;
 pub mod effects;
 pub mod monitor;
@@ -304,10 +305,14 @@ struct WorkflowCounts {
     cancelled_count: u64,
     #[serde(default)]
     start_time_epoch: i64,
+    /// A child's parent link: its end owes the parent a report.
+    #[serde(default)]
+    parent: Option<crate::model::ParentLink>,
 }
 
 impl WorkflowCounts {
-    const ATTRIBUTES: [&'static str; 6] = [
+    const ATTRIBUTES: [&'static str; 7] = [
+        attr::PARENT,
         attr::START_TIME_EPOCH,
         attr::STATE,
         attr::ACTIVITY_COUNT,

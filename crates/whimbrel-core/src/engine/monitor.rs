@@ -263,7 +263,8 @@ impl<L: Launcher> Engine<L> {
         Ok(())
     }
 
-    /// A due workflow: failed by its execution timeout, or started again.
+    /// A due workflow: failed by its execution timeout, its end told to its
+    /// parent, or started again.
     /// An error is logged and counted; the next tick tries again.
     async fn sweep_workflow(&self, k: &WorkflowKey, now: i64, report: &mut MonitorReport) {
         let r = async {
@@ -275,6 +276,13 @@ impl<L: Launcher> Engine<L> {
             match wf {
                 Some(wf) if self.expire_workflow(&wf, now).await? => {
                     report.workflows_timed_out += 1;
+                    Ok(false)
+                }
+                // Ended, and still owes its parent its end (design.md
+                // § 9.5): a writer died before it told it.
+                Some(wf) if wf.state.is_terminal() => {
+                    self.tell_parent(&wf.workflow_exec_id, &wf.workflow_name)
+                        .await?;
                     Ok(false)
                 }
                 Some(wf) => Box::pin(self.restart_workflow(wf, now)).await,

@@ -60,6 +60,7 @@ impl<L: Launcher> Engine<L> {
         if wf.state != WorkflowState::Running {
             return Ok(());
         }
+        let child = wf.parent.is_some();
         let counts = contract::EndCounts {
             completed: wf.completed_count,
             failed: wf.failed_count,
@@ -68,7 +69,13 @@ impl<L: Launcher> Engine<L> {
         let Some(outcome) = contract::workflow_outcome(wf.activity_count, counts) else {
             return Ok(());
         };
-        let plain = self.move_request(id, name, WorkflowState::Running, outcome, None)?;
+        // A child's end owes its parent a report (design.md § 9.5).
+        let mv = WorkflowMove {
+            owes_until: child.then_some(self.now().epoch),
+            ..WorkflowMove::new(WorkflowState::Running, outcome, self.now(), None)
+        };
+        let plain = decide::workflow_move(self.store.tables(), id, name, &mv)
+            .map_err(EngineError::Rejected)?;
         let mut req = plain.clone();
         if outcome == WorkflowState::Completed {
             let plan = self.load_plan(id, name).await?.map(|p| p.plan);
@@ -105,6 +112,9 @@ impl<L: Launcher> Engine<L> {
         if moved {
             crate::metrics::workflow_duration(self.now().epoch - wf.start_time_epoch);
             info!(workflow_exec_id = id, state = %outcome, "workflow finished");
+        }
+        if child {
+            self.tell_parent(id, name).await?;
         }
         Ok(())
     }
@@ -193,6 +203,8 @@ impl<L: Launcher> Engine<L> {
         }
         let event_id = ids::EngineStep::ExecutionTimeout(&wf.workflow_exec_id).event_id();
         self.cancel_all(wf, &event_id, "workflow execution timeout")
+            .await?;
+        self.tell_parent(&wf.workflow_exec_id, &wf.workflow_name)
             .await?;
         let done = UpdateRequest::new(
             self.store.tables().workflow_exec(),

@@ -13,7 +13,7 @@ use tracing::info;
 use super::slots::Claimed;
 use super::{decide, items};
 use super::{decoded, Engine, EngineError};
-use crate::contract::ActivityState;
+use crate::contract::{ActivityState, NodeKind};
 use crate::ids;
 use crate::launcher::Launcher;
 use crate::model::{ActivityExec, GroupSlot, JoinGroup};
@@ -142,11 +142,11 @@ impl<L: Launcher> Engine<L> {
                 continue;
             }
             // Released already, by a call that may have died between its
-            // RUNNING write and its read of the kept signals: the owed
-            // settle that brings us here again reads them.
+            // RUNNING write and what a wait owes then (its read of the kept
+            // signals, its child's request): the owed settle that brings us
+            // here again does it.
             if pending == 0 && exec.state == ActivityState::Running {
-                self.deliver_kept_signal(&exec).await?;
-                return Ok(());
+                return self.begin_waiting(&exec, false).await;
             }
             // Only a first claim: REQUESTED or READY with nothing pending.
             // Anything further along (QUEUED, PREPARING...) is someone
@@ -253,14 +253,27 @@ impl<L: Launcher> Engine<L> {
             Some(token) => self.launch(&queued, &token).await?,
             None => {
                 info!(activity_exec_id = %queued.activity_exec_id, kind = ?queued.runner.kind(), state = %queued.state, due_epoch = ?queued.timing.due_epoch, "released: nothing to invoke");
-                // A signal sent before it waited (design.md § 9.2): read
-                // after the RUNNING write.
-                if !self.deliver_kept_signal(&queued).await? {
-                    self.send_wake_up(&queued).await;
-                }
+                self.begin_waiting(&queued, true).await?;
             }
         }
         Ok(Claimed::Done)
+    }
+
+    /// What a node that runs no code owes once RUNNING, after the write
+    /// that released it (or by the owed settle that finds it released): a
+    /// signal wait reads the signals sent before it waited (design.md
+    /// § 9.2), a child node requests its child (§ 9.5); with `wake`, a
+    /// timer or a signal wait still waiting sends its wake-up (§ 9).
+    async fn begin_waiting(&self, exec: &ActivityExec, wake: bool) -> Result<(), EngineError> {
+        match exec.runner.kind() {
+            NodeKind::Child => return self.start_child(exec).await,
+            NodeKind::Signal if self.deliver_kept_signal(exec).await? => return Ok(()),
+            _ => {}
+        }
+        if wake {
+            self.send_wake_up(exec).await;
+        }
+        Ok(())
     }
 
     pub(crate) async fn reload(&self, exec: &ActivityExec) -> Result<ActivityExec, EngineError> {

@@ -314,6 +314,7 @@ impl<L: Launcher> Engine<L> {
             expires_at_epoch: None,
             cancel_workflow_exec_id: None,
             reason: None,
+            parent: exec.parent.clone(),
         });
         warn!(workflow_exec_id = %exec.workflow_exec_id, state = %exec.state, attempt = exec.start_attempts + 1, "monitor: starting the workflow again");
         self.start_workflow(&request).await.map(|_| true)
@@ -335,14 +336,21 @@ impl<L: Launcher> Engine<L> {
         reason: &str,
     ) -> Result<WorkflowState, EngineError> {
         let (from, to) = (WorkflowState::Requested, WorkflowState::Cancelled);
+        // A child's end owes its parent a report (design.md § 9.5): the
+        // marker stays until it is told (whether it is a child is on the
+        // item, not read here).
         let mv = WorkflowMove {
             unplanned: true,
+            owes_until: Some(self.now().epoch),
             ..WorkflowMove::new(from, to, self.now(), Some(reason))
         };
         let req = decide::workflow_move(self.store.tables(), id, name, &mv)
             .map_err(EngineError::Rejected)?;
         match self.store.update(req, false).await {
-            Ok(_) => Ok(WorkflowState::Cancelled),
+            Ok(_) => {
+                self.tell_parent(id, name).await?;
+                Ok(WorkflowState::Cancelled)
+            }
             Err(StoreError::ConditionFailed) => {
                 let wf = self
                     .store
@@ -488,6 +496,7 @@ impl<L: Launcher> Engine<L> {
         let (from, to) = (WorkflowState::Requested, WorkflowState::Failed);
         let mv = WorkflowMove {
             unplanned: true,
+            owes_until: exec.parent.is_some().then_some(self.now().epoch),
             ..WorkflowMove::new(from, to, self.now(), Some(reason))
         };
         let (id, name) = (&exec.workflow_exec_id, &exec.workflow_name);
@@ -496,6 +505,9 @@ impl<L: Launcher> Engine<L> {
         match self.store.update(req, false).await {
             Ok(_) => {
                 warn!(workflow_exec_id = %id, %reason, "workflow failed before it started");
+                if exec.parent.is_some() {
+                    self.tell_parent(id, name).await?;
+                }
                 Ok(true)
             }
             Err(StoreError::ConditionFailed) => Ok(false),

@@ -291,6 +291,7 @@ impl Harness {
     pub fn request(&self, name: &str, input: Option<Value>) -> WorkflowRequest {
         let now = self.clock.now();
         WorkflowRequest {
+            parent: None,
             workflow_request_id: ids::new_id(name),
             workflow_name: name.into(),
             when: Some(now.date_list()),

@@ -21,8 +21,8 @@ use crate::contract::ActivityState;
 use crate::ids;
 use crate::kind::NodeKind;
 use crate::model::{
-    ActivityExec, ActivityExecDependency, Attempt, GroupSlot, Links, Outcome, Runner, Timeouts,
-    Timing, Trail, WorkflowExec,
+    ActivityExec, ActivityExecDependency, Attempt, ChildRunner, GroupSlot, Links, Outcome, Runner,
+    Timeouts, Timing, Trail, WorkflowExec,
 };
 use crate::plan::{Plan, PlannedActivity, WaitSpec};
 use crate::retry::RetryPolicy;
@@ -48,6 +48,7 @@ pub fn activity_items(
     let mut slots = join_slots(plan, &id_of, config);
     let group_size = group_size(config);
     let total = plan.activities.len();
+    let closes_children = plan.closes_children();
     let mut execs = Vec::with_capacity(total);
     let mut edges = Vec::new();
     for (index, a) in plan.activities.iter().enumerate() {
@@ -79,6 +80,7 @@ pub fn activity_items(
             group_size,
             max_concurrency: plan.max_concurrency.filter(|_| a.kind().runs_code()),
             plan_index: index as u32,
+            closes_children,
         };
         execs.push(requested_item(wf, plan, a, config, id, links));
     }
@@ -104,6 +106,8 @@ struct PlanLinks {
     max_concurrency: Option<u32>,
     /// Its index in the plan.
     plan_index: u32,
+    /// Its plan has child nodes to cancel when an activity fails.
+    closes_children: bool,
 }
 
 impl PlanLinks {
@@ -128,6 +132,7 @@ impl PlanLinks {
             max_concurrency: self.max_concurrency,
             plan_index: self.max_concurrency.map(|_| self.plan_index),
             slot_held: false,
+            closes_children: self.closes_children,
         }
     }
 }
@@ -188,6 +193,11 @@ fn requested_item(
             wait_seconds: a.wait.as_ref().and_then(|w| w.seconds),
             wait_until_epoch: a.wait.as_ref().and_then(WaitSpec::until_epoch),
             signal_name: a.signal.clone(),
+            child: a.workflow.as_ref().map(|w| ChildRunner {
+                workflow_name: w.clone(),
+                depth: wf.parent.as_ref().map_or(0, |p| p.depth) + 1,
+                parent_close: a.parent_close.unwrap_or_default(),
+            }),
             input: a.input.clone().filter(crate::payloads::inline),
             // A stored plan names the row; a plan stored before inputs went
             // by reference (or not stored) still has the input.
@@ -203,7 +213,7 @@ fn requested_item(
             ..Attempt::default()
         },
         timeouts: match a.kind() {
-            NodeKind::Timer => Timeouts::default(),
+            NodeKind::Timer | NodeKind::Child => Timeouts::default(),
             // Its one timeout; absent, it waits as long as the workflow.
             NodeKind::Signal => Timeouts {
                 start_to_close_seconds: a.start_to_close_seconds,

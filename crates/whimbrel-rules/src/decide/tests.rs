@@ -13,6 +13,7 @@ pub(super) fn cfg() -> EngineConfig {
 /// A RUNNING workflow exec `w::1` of one activity.
 pub(super) fn workflow() -> WorkflowExec {
     WorkflowExec {
+        parent: None,
         workflow_exec_id: "w::1".into(),
         workflow_name: "w".into(),
         state: crate::contract::WorkflowState::Running,

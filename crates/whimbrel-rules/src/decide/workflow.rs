@@ -8,7 +8,7 @@ use crate::dates::Timestamp;
 use crate::ids;
 use crate::keys::{self, Tables};
 use crate::model::{WorkflowExec, WorkflowRequest};
-use crate::plan::MAX_WORKFLOW_INPUT_BYTES;
+use crate::plan::{MAX_CHILD_DEPTH, MAX_WORKFLOW_INPUT_BYTES};
 use crate::write::{av, n, s, Cond, UpdateRequest};
 
 /// Whether a request row can start a workflow at all: a workflow name, and
@@ -32,8 +32,9 @@ pub fn check_request(req: &WorkflowRequest) -> Result<bool, String> {
 
 /// The workflow exec a request creates at `now` (REQUESTED, with a due
 /// marker `start_retry_seconds` ahead so the monitor resumes a start that
-/// dies), and the reason it must fail when its input is over
-/// [`MAX_WORKFLOW_INPUT_BYTES`] (then the exec keeps no input).
+/// dies), and the reason it must fail: its input is over
+/// [`MAX_WORKFLOW_INPUT_BYTES`] (then the exec keeps no input), or it is a
+/// child deeper than [`MAX_CHILD_DEPTH`] (design.md § 9.5).
 pub fn requested_exec(
     req: &WorkflowRequest,
     now: Timestamp,
@@ -43,6 +44,12 @@ pub fn requested_exec(
     let input_size = req.input.as_ref().map_or(0, |v| v.to_string().len());
     let oversized = (input_size > MAX_WORKFLOW_INPUT_BYTES).then(|| {
         format!("workflow input is {input_size} bytes; at most {MAX_WORKFLOW_INPUT_BYTES} bytes are allowed")
+    });
+    let too_deep = req.parent.as_ref().filter(|p| p.depth > MAX_CHILD_DEPTH).map(|p| {
+        format!(
+            "child workflow depth {} exceeds the limit of {MAX_CHILD_DEPTH} (a workflow that starts itself?)",
+            p.depth
+        )
     });
     let exec = WorkflowExec {
         due_shard: Some(keys::shard_of(&id)),
@@ -67,8 +74,9 @@ pub fn requested_exec(
         start_attempts: 0,
         result: None,
         result_in_activities: None,
+        parent: req.parent.clone(),
     };
-    (exec, oversized)
+    (exec, oversized.or(too_deep))
 }
 
 /// When a workflow's execution timeout passes, epoch seconds (from the
@@ -109,8 +117,9 @@ pub struct WorkflowMove<'a> {
     /// Also require that no plan is stored: a start storing its plan
     /// meanwhile wins (a cancel or give-up of a REQUESTED workflow).
     pub unplanned: bool,
-    /// Keep the due marker until this epoch second (work the end still
-    /// owes, e.g. cancelling what did not end); else an end clears it.
+    /// Keep (or set) the due marker, due at this epoch second, for work the
+    /// end still owes (cancelling what did not end, a child's report to
+    /// its parent); else an end clears it.
     pub owes_until: Option<i64>,
 }
 
@@ -144,7 +153,9 @@ pub fn workflow_move(
         .set(attr::END_TIME, av(&mv.now.date_list()))
         .set(attr::END_TIME_EPOCH, n(mv.now.epoch));
     Ok(match mv.owes_until {
-        Some(at) => req.set(attr::DUE_EPOCH, n(at)),
+        Some(at) => req
+            .set(attr::DUE_EPOCH, n(at))
+            .set(attr::DUE_SHARD, n(keys::shard_of(id))),
         None => req.remove(attr::DUE_EPOCH).remove(attr::DUE_SHARD),
     })
 }

@@ -124,6 +124,10 @@ pub struct Runner {
     /// A signal node's signal name (plan `signal`, design.md § 9.2).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub signal_name: Option<String>,
+    /// A child workflow node's child (plan `workflow`, design.md § 9.5):
+    /// a map attribute `child`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub child: Option<ChildRunner>,
     /// While QUEUED and waiting for a worker: `(task_list)#(shard)`, hash
     /// key of the sparse task-list GSI (`task_list_shard-task_queued_epoch-index`).
     /// Removed by the claim.
@@ -158,12 +162,26 @@ impl Runner {
             NodeKind::Timer
         } else if self.signal_name.is_some() {
             NodeKind::Signal
+        } else if self.child.is_some() {
+            NodeKind::Child
         } else if self.task_list.is_some() {
             NodeKind::TaskList
         } else {
             NodeKind::Lambda
         }
     }
+}
+
+/// The child workflow a `workflow` node starts (design.md § 9.5).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChildRunner {
+    /// The registered workflow it runs.
+    pub workflow_name: String,
+    /// The child's depth (its parent's + 1).
+    pub depth: u32,
+    /// What becomes of the child when the node is cancelled.
+    #[serde(default)]
+    pub parent_close: crate::kind::ParentClose,
 }
 
 /// The live attempt: its number, its launches, the hash of its token and the
@@ -367,6 +385,11 @@ pub struct Links {
     /// gives it back (the give-back removes it, once).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub slot_held: bool,
+    /// True when its plan has child workflow nodes that close with their
+    /// parent (`parent_close: cancel`, design.md § 9.5): its failure
+    /// cancels those still running.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub closes_children: bool,
 }
 
 /// How it ended: its output (or the event row that holds it) and its error.

@@ -52,6 +52,26 @@ pub struct WorkflowRequest {
     /// A cancel request's reason, recorded on the activities it cancels.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// Set by the engine on the request of a child workflow (design.md
+    /// § 9.5): the node that started it. Copied onto the workflow exec.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<ParentLink>,
+}
+
+/// The parent of a child workflow (design.md § 9.5): a map attribute
+/// `parent` on its request row and its workflow exec.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ParentLink {
+    /// The parent's workflow exec id.
+    pub workflow_exec_id: String,
+    /// The parent's workflow name (the range key of its exec).
+    pub workflow_name: String,
+    /// The child node's activity exec id in the parent, from which the
+    /// child's request id is derived ([`crate::ids::child_request_id`]).
+    pub activity_exec_id: String,
+    /// The child's depth: 1 for a child of a top-level workflow; a start
+    /// deeper than [`crate::kind::MAX_CHILD_DEPTH`] fails.
+    pub depth: u32,
 }
 
 /// A row of `whimbrel_activity_event` (write-once): a requested transition
@@ -232,6 +252,11 @@ pub struct WorkflowExec {
     /// sink activities' `output` (`whimbrel result` assembles it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub result_in_activities: Option<bool>,
+    /// A child workflow's parent (from its request, design.md § 9.5);
+    /// absent for a top-level workflow. While a child's end has not
+    /// reached its parent, its due marker stays.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<ParentLink>,
 }
 
 /// An item of `whimbrel_workflow_plan`: the cold, write-once part of a
@@ -327,7 +352,8 @@ pub use crate::history::{HistoryEntry, HISTORY_ERROR_BYTES};
 mod activity_exec;
 mod signal;
 pub use activity_exec::{
-    ActivityExec, Attempt, Links, Outcome, ParkedEvent, Runner, Timeouts, Timing, Trail,
+    ActivityExec, Attempt, ChildRunner, Links, Outcome, ParkedEvent, Runner, Timeouts, Timing,
+    Trail,
 };
 pub use signal::{
     earliest, signal_key, signal_key_prefix, SignalRow, MAX_SIGNAL_ID_LEN, MAX_SIGNAL_INPUT_BYTES,
@@ -495,6 +521,7 @@ mod tests {
     #[test]
     fn optional_attributes_are_omitted_not_null() {
         let r = WorkflowRequest {
+            parent: None,
             workflow_request_id: "w::0e7c2c36-3d5c-4c3b-8a53-2f0c6f8c1d11".into(),
             workflow_name: "w".into(),
             when: None,

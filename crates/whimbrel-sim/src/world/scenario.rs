@@ -228,6 +228,7 @@ impl Sim {
     fn request(&self, name: String) -> WorkflowRequest {
         let now = lock(&self.world).now;
         WorkflowRequest {
+            parent: None,
             workflow_request_id: String::new(),
             workflow_name: name,
             when: None,

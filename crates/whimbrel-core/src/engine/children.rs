@@ -1,0 +1,311 @@
+//! Child workflows (design.md § 9.5): a `workflow` node starts a workflow
+//! and ends as it ends.
+//!
+//! * **Start.** Released to RUNNING, the node puts the child's request
+//!   row ([`Engine::start_child`]): its id is derived from the node's
+//!   activity exec id ([`ids::child_request_id`]), so a release run again
+//!   finds the row and starts nothing more. The row carries the parent
+//!   link (`parent`, with the child's depth); the workflow-request
+//!   function starts it like any other, and copies the link onto the
+//!   child's exec.
+//! * **End.** Every write that ends a child keeps its due marker
+//!   ([`whimbrel_rules::decide::WorkflowMove::owes_until`]) until the end reached the
+//!   parent ([`Engine::tell_parent`]): the node COMPLETES with the child's
+//!   result or FAILS with its reason, a decree with event id
+//!   `child-ended:(node)`, so a repeated report changes nothing. The
+//!   writer tells it at once; the monitor tells what a writer that died
+//!   left owed.
+//! * **Parent close.** A child node that is cancelled (the parent's
+//!   cancel or execution timeout, or another activity's failure, which
+//!   cancels the running children at once) cancels its child with a
+//!   cancel request row, unless its `parent_close` is `abandon`
+//!   ([`Engine::close_child`]).
+
+use serde_json::Value;
+use tracing::{info, warn};
+
+use super::{Engine, EngineError};
+use crate::attr;
+use crate::contract::{ActivityState, NodeKind, Transition, WorkflowState};
+use crate::ids;
+use crate::launcher::Launcher;
+use crate::model::{ActivityExec, ParentLink, WorkflowExec, WorkflowRequest};
+use crate::plan::ParentClose;
+use crate::store::{s, Cond, StoreError, UpdateRequest};
+use whimbrel_rules::decide::{Details, Source};
+
+impl<L: Launcher> Engine<L> {
+    /// Start the child of the RUNNING `workflow` node `exec`: put its
+    /// request row unless it is there, then take the child's end if it
+    /// ended already. A row at the child's id that the engine did not
+    /// write (another input or parent) fails the node. Called by the
+    /// release after its RUNNING write, and by the owed settle or restart
+    /// that finds the node released.
+    ///
+    /// Errors: [`EngineError::Retry`] when DynamoDB is unavailable.
+    pub(crate) async fn start_child(&self, exec: &ActivityExec) -> Result<(), EngineError> {
+        let Some(child) = &exec.runner.child else {
+            return Ok(());
+        };
+        if exec.state != ActivityState::Running {
+            return Ok(());
+        }
+        let row = self.child_request(exec, child).await?;
+        let t = self.store.tables();
+        let created = self
+            .store
+            .put_new(&t.workflow_request(), attr::WORKFLOW_REQUEST_ID, &row)
+            .await?;
+        if created {
+            info!(activity_exec_id = %exec.activity_exec_id, child = %row.workflow_request_id, "child workflow requested");
+            crate::metrics::child_started();
+        } else if let Some(why) = self.foreign_request(&row).await? {
+            let event_id = ids::EngineStep::ChildEnded(&exec.activity_exec_id).event_id();
+            let details = Details {
+                error: Some(why),
+                ..Details::default()
+            };
+            let (t, src) = (Transition::Failed, Source::Engine);
+            self.decree(exec.clone(), t, src, &event_id, details)
+                .await?;
+            return Ok(());
+        }
+        // Its end may have come before the node waited (a row put by a
+        // release that died, the child run meanwhile).
+        let child_id = ids::workflow_exec_id(&row.workflow_name, &row.workflow_request_id);
+        let ended: Option<WorkflowExec> = self
+            .store
+            .get(
+                &t.workflow_exec(),
+                self.workflow_key(&child_id, &row.workflow_name),
+            )
+            .await?;
+        match ended {
+            Some(wf) if wf.state.is_terminal() => self.report_to_parent(&wf).await,
+            _ => Ok(()),
+        }
+    }
+
+    /// The request row that starts the child of node `exec`.
+    async fn child_request(
+        &self,
+        exec: &ActivityExec,
+        child: &crate::model::ChildRunner,
+    ) -> Result<WorkflowRequest, EngineError> {
+        let now = self.now();
+        let input = self.input_of(exec).await?;
+        Ok(WorkflowRequest {
+            workflow_request_id: ids::child_request_id(
+                &child.workflow_name,
+                &exec.activity_exec_id,
+            ),
+            workflow_name: child.workflow_name.clone(),
+            when: Some(now.date_list()),
+            when_epoch: Some(now.epoch as f64),
+            source: Some(format!("child of {}", exec.workflow_exec_id)),
+            manual: None,
+            input: (input != Value::Null).then_some(input),
+            expires_at_epoch: self.config.row_expiry(now.epoch),
+            cancel_workflow_exec_id: None,
+            reason: None,
+            parent: Some(ParentLink {
+                workflow_exec_id: exec.workflow_exec_id.clone(),
+                workflow_name: exec.workflow_name.clone(),
+                activity_exec_id: exec.activity_exec_id.clone(),
+                depth: child.depth,
+            }),
+        })
+    }
+
+    /// Why the request row already at `row`'s key is not the engine's
+    /// (its workflow input or parent differ), or `None` when it is.
+    async fn foreign_request(&self, row: &WorkflowRequest) -> Result<Option<String>, EngineError> {
+        let key = std::collections::HashMap::from([
+            (
+                attr::WORKFLOW_REQUEST_ID.to_string(),
+                s(&row.workflow_request_id),
+            ),
+            (attr::WORKFLOW_NAME.to_string(), s(&row.workflow_name)),
+        ]);
+        let there: Option<WorkflowRequest> = self
+            .store
+            .get(&self.store.tables().workflow_request(), key)
+            .await?;
+        Ok(match there {
+            Some(r) if r.parent == row.parent && r.input == row.input => None,
+            _ => Some(format!(
+                "child request {} is taken by a row the engine did not write",
+                row.workflow_request_id
+            )),
+        })
+    }
+
+    /// Report the ended `child` to its node: COMPLETED with the child's
+    /// result, FAILED with its state and reason. Nothing when the node is
+    /// gone, not this child's (a forged parent link), or ended already.
+    ///
+    /// Errors: [`EngineError::Retry`] when DynamoDB is unavailable.
+    pub(crate) async fn report_to_parent(&self, child: &WorkflowExec) -> Result<(), EngineError> {
+        let Some(p) = &child.parent else {
+            return Ok(());
+        };
+        let node: Option<ActivityExec> = self
+            .store
+            .get(
+                &self.store.tables().activity_exec(),
+                self.activity_key(&p.activity_exec_id, &p.workflow_exec_id),
+            )
+            .await?;
+        let Some(node) = node.filter(|n| started_by(n, &child.workflow_exec_id)) else {
+            warn!(workflow_exec_id = %child.workflow_exec_id, parent = %p.activity_exec_id, "no node of the parent started this workflow; its end reaches no one");
+            return Ok(());
+        };
+        if node.state != ActivityState::Running {
+            return Ok(());
+        }
+        let event_id = ids::EngineStep::ChildEnded(&node.activity_exec_id).event_id();
+        let (id, name) = (&child.workflow_exec_id, &child.workflow_name);
+        let (transition, mut details) = if child.state == WorkflowState::Completed {
+            let result = self.workflow_result(id, name).await?;
+            let output = Some(result.unwrap_or(Value::Null));
+            (
+                Transition::Completed,
+                Details {
+                    output,
+                    ..Details::default()
+                },
+            )
+        } else {
+            let why = child.error.as_deref().unwrap_or("no reason given");
+            let error = Some(format!("child workflow {id} ended {}: {why}", child.state));
+            (
+                Transition::Failed,
+                Details {
+                    error,
+                    ..Details::default()
+                },
+            )
+        };
+        details.at = Some(self.now().epoch);
+        whimbrel_rules::payloads::output_by_row(&mut details, &event_id);
+        let reached = self
+            .decree(node, transition, Source::Engine, &event_id, details)
+            .await?;
+        if reached.is_some() {
+            info!(workflow_exec_id = %id, state = %child.state, parent = %p.activity_exec_id, "child workflow's end reached its node");
+            crate::metrics::child_ended();
+        }
+        Ok(())
+    }
+
+    /// What an ended workflow owes while its due marker stays: a child's
+    /// report to its parent ([`Engine::report_to_parent`]); then the
+    /// marker goes. Nothing for a workflow not ended or without a marker.
+    ///
+    /// Errors: [`EngineError::Retry`] when DynamoDB is unavailable (the
+    /// marker stays: the monitor tells it later).
+    pub(crate) async fn tell_parent(&self, id: &str, name: &str) -> Result<(), EngineError> {
+        let wf = self.load_workflow(id, name).await?;
+        if !wf.state.is_terminal() || wf.due_epoch.is_none() {
+            return Ok(());
+        }
+        self.report_to_parent(&wf).await?;
+        let done = UpdateRequest::new(
+            self.store.tables().workflow_exec(),
+            self.workflow_key(id, name),
+        )
+        .when(Cond::eq(attr::STATE, s(wf.state.as_str())))
+        .remove(attr::DUE_EPOCH)
+        .remove(attr::DUE_SHARD);
+        match self.store.update(done, false).await {
+            Ok(_) | Err(StoreError::ConditionFailed) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// A cancelled child node's parent-close duty: a cancel request row
+    /// for its child (`parent_close: cancel`, the default), put once (its
+    /// id is derived from the child's). The workflow-request function
+    /// cancels the child, or rejects the row when it ended or never
+    /// started.
+    ///
+    /// Errors: [`EngineError::Retry`] when DynamoDB is unavailable.
+    pub(crate) async fn close_child(&self, exec: &ActivityExec) -> Result<(), EngineError> {
+        let Some(child) = &exec.runner.child else {
+            return Ok(());
+        };
+        if exec.state != ActivityState::Cancelled || child.parent_close == ParentClose::Abandon {
+            return Ok(());
+        }
+        let request = ids::child_request_id(&child.workflow_name, &exec.activity_exec_id);
+        let child_id = ids::workflow_exec_id(&child.workflow_name, &request);
+        let now = self.now();
+        let row = WorkflowRequest {
+            workflow_request_id: ids::child_cancel_request_id(&child.workflow_name, &child_id),
+            workflow_name: child.workflow_name.clone(),
+            when: Some(now.date_list()),
+            when_epoch: Some(now.epoch as f64),
+            source: Some(format!("parent close of {}", exec.activity_exec_id)),
+            manual: None,
+            input: None,
+            expires_at_epoch: self.config.row_expiry(now.epoch),
+            cancel_workflow_exec_id: Some(child_id),
+            reason: Some(format!(
+                "its parent's node {} was cancelled",
+                exec.activity_name
+            )),
+            parent: None,
+        };
+        let t = self.store.tables();
+        if self
+            .store
+            .put_new(&t.workflow_request(), attr::WORKFLOW_REQUEST_ID, &row)
+            .await?
+        {
+            info!(activity_exec_id = %exec.activity_exec_id, child = ?row.cancel_workflow_exec_id, "child workflow cancel requested");
+        }
+        Ok(())
+    }
+
+    /// An activity of `exec`'s workflow failed: cancel its child nodes
+    /// that have not ended and close with their parent
+    /// (`parent_close: cancel`), so the failing workflow does not wait for
+    /// children whose results no longer matter. Nothing for a plan without
+    /// such nodes (its items do not say `closes_children`).
+    ///
+    /// Errors: [`EngineError::Retry`] when DynamoDB is unavailable.
+    pub(crate) async fn cancel_children(&self, exec: &ActivityExec) -> Result<(), EngineError> {
+        if !exec.state.is_failure() || !exec.links.closes_children {
+            return Ok(());
+        }
+        let plan = self.plan_of(exec).await?;
+        let wf = &exec.workflow_exec_id;
+        let closing = |a: &&crate::plan::PlannedActivity| {
+            a.kind() == NodeKind::Child && a.parent_close != Some(ParentClose::Abandon)
+        };
+        for a in plan.plan.activities.iter().filter(closing) {
+            let id = ids::activity_exec_id(wf, &a.name);
+            let node = self.load_activity(&id, wf).await?;
+            if node.state.is_terminal() {
+                continue;
+            }
+            let event_id = ids::EngineStep::ParentFailing(&id).event_id();
+            let details = Details {
+                error: Some(format!("activity {} {}", exec.activity_name, exec.state)),
+                ..Details::default()
+            };
+            self.decree(node, Transition::Cancel, Source::Engine, &event_id, details)
+                .await?;
+        }
+        Ok(())
+    }
+}
+
+/// Whether `node` is a child node whose child is the workflow exec
+/// `child_exec_id` (its id derived from the node's).
+fn started_by(node: &ActivityExec, child_exec_id: &str) -> bool {
+    node.runner.child.as_ref().is_some_and(|c| {
+        let request = ids::child_request_id(&c.workflow_name, &node.activity_exec_id);
+        ids::workflow_exec_id(&c.workflow_name, &request) == child_exec_id
+    })
+}

@@ -1,0 +1,262 @@
+//! Child workflows (design.md § 9.5), against DynamoDB Local: a `workflow`
+//! node requests its child once (a derived id), ends as the child ends
+//! (COMPLETED with its result, FAILED with its reason), and a failing
+//! parent cancels its other children unless they are abandoned; a child
+//! whose end did not reach its parent (a writer died) is told by the
+//! monitor; nesting deeper than the limit fails every ancestor.
+
+mod common;
+
+use common::{stream_event, Harness};
+use serde_json::{json, Value};
+use whimbrel_core::contract::{ActivityState, WorkflowState};
+use whimbrel_core::handlers;
+use whimbrel_core::ids;
+use whimbrel_core::model::{ActivityExec, WorkflowRequest};
+use whimbrel_core::plan::MAX_CHILD_DEPTH;
+
+/// `parent`: prepare, then two children (`thumbs`, cancelled with the
+/// parent; `audit`, abandoned), then publish.
+fn parent() -> Value {
+    json!({"activities": [
+        {"name": "prepare", "lambda": "f"},
+        {"name": "thumbs", "workflow": "thumbs", "input": {"n": 3},
+         "depends_on": ["prepare"]},
+        {"name": "audit", "workflow": "audit", "parent_close": "abandon",
+         "depends_on": ["prepare"]},
+        {"name": "publish", "lambda": "f", "depends_on": ["thumbs", "audit"]},
+    ]})
+}
+
+fn one(lambda: &str) -> Value {
+    json!({"activities": [{"name": "work", "lambda": lambda}]})
+}
+
+/// The request row the node `node` of `wf` put for its child.
+async fn child_request(h: &Harness, node: &ActivityExec) -> Option<WorkflowRequest> {
+    let child = node.runner.child.as_ref().expect("a child node");
+    let id = ids::child_request_id(&child.workflow_name, &node.activity_exec_id);
+    let key = std::collections::HashMap::from([
+        ("workflow_request_id".to_string(), common::sv(&id)),
+        (
+            "workflow_name".to_string(),
+            common::sv(&child.workflow_name),
+        ),
+    ]);
+    h.store
+        .get(&h.store.tables().workflow_request(), key)
+        .await
+        .unwrap()
+}
+
+/// Deliver the request rows as the workflow-request function's stream
+/// batch would; returns (applied, rejected, retried).
+async fn deliver_requests(h: &Harness, rows: &[WorkflowRequest], seq: u64) -> (u64, u64, u64) {
+    let table = h.store.tables().workflow_request();
+    let event = stream_event(&table, &["workflow_request_id", "workflow_name"], rows, seq);
+    let (resp, sum) = handlers::workflow_requests(&h.engine, &event)
+        .await
+        .unwrap();
+    assert_eq!(common::failures(&resp).len() as u64, sum.retried);
+    (sum.applied, sum.rejected, sum.retried)
+}
+
+/// Start the children of `wf`'s nodes `names` from their request rows;
+/// returns their exec ids.
+async fn start_children(h: &Harness, wf: &str, names: &[&str], seq: u64) -> Vec<String> {
+    let mut rows = vec![];
+    for n in names {
+        let node = h.activity(wf, n).await;
+        assert_eq!(node.state, ActivityState::Running, "{n}");
+        rows.push(child_request(h, &node).await.expect("child requested"));
+    }
+    deliver_requests(h, &rows, seq).await;
+    rows.iter()
+        .map(|r| ids::workflow_exec_id(&r.workflow_name, &r.workflow_request_id))
+        .collect()
+}
+
+#[tokio::test]
+async fn a_child_node_starts_its_child_once_and_completes_with_its_result() {
+    let h = Harness::new().await;
+    h.register("parent", parent()).await;
+    h.register("thumbs", one("thumbnailer")).await;
+    h.register("audit", one("auditor")).await;
+    let wf = h.start("parent").await;
+    h.run_to_completion(&wf, "prepare").await;
+    let node = h.activity(&wf, "thumbs").await;
+    let row = child_request(&h, &node).await.expect("requested");
+    assert_eq!(row.input, Some(json!({"n": 3})));
+    let link = row.parent.clone().expect("parent link");
+    assert_eq!(
+        (link.workflow_exec_id.as_str(), link.depth),
+        (wf.as_str(), 1)
+    );
+    let kids = start_children(&h, &wf, &["thumbs", "audit"], 1).await;
+    // The same rows again (a redelivery) start nothing more.
+    let rows = [row.clone()];
+    deliver_requests(&h, &rows, 3).await;
+    let child = h.workflow(&kids[0]).await;
+    assert_eq!(child.parent, Some(link));
+    assert_eq!(child.state, WorkflowState::Running);
+    assert_eq!(h.launcher.launches_of("work").len(), 2);
+    h.run_to_completion(&kids[0], "work").await;
+    assert_eq!(h.workflow(&kids[0]).await.state, WorkflowState::Completed);
+    assert_eq!(h.workflow(&kids[0]).await.due_epoch, None, "told");
+    let done = h.activity(&wf, "thumbs").await;
+    assert_eq!(done.state, ActivityState::Completed);
+    let result = h.workflow(&kids[0]).await.result.expect("result");
+    assert_eq!(done.outcome.output, Some(result));
+    h.run_to_completion(&kids[1], "work").await;
+    assert_eq!(
+        h.activity(&wf, "audit").await.state,
+        ActivityState::Completed
+    );
+    assert_eq!(h.launcher.launches_of("publish").len(), 1);
+    h.run_to_completion(&wf, "publish").await;
+    assert_eq!(h.workflow(&wf).await.state, WorkflowState::Completed);
+}
+
+#[tokio::test]
+async fn a_failed_child_fails_its_node_and_the_parent_cancels_its_other_children() {
+    let h = Harness::new().await;
+    h.register("parent", parent()).await;
+    h.register("thumbs", one("thumbnailer")).await;
+    h.register("audit", one("auditor")).await;
+    let wf = h.start("parent").await;
+    h.run_to_completion(&wf, "prepare").await;
+    let kids = start_children(&h, &wf, &["thumbs", "audit"], 1).await;
+    // `audit`'s child fails: its node FAILS with the child's reason.
+    let (run, fail) = (
+        h.event(&kids[1], "work", "RUNNING"),
+        h.event(&kids[1], "work", "FAILED"),
+    );
+    h.engine.apply_event(&run).await.unwrap();
+    h.engine.apply_event(&fail).await.unwrap();
+    let audit = h.activity(&wf, "audit").await;
+    assert_eq!(audit.state, ActivityState::Failed);
+    let why = audit.outcome.error.clone().unwrap_or_default();
+    assert!(
+        why.contains(&format!("child workflow {} ended FAILED", kids[1])),
+        "{why}"
+    );
+    // The other child node is cancelled at once, and cancels its child
+    // with a cancel request row.
+    let thumbs = h.activity(&wf, "thumbs").await;
+    assert_eq!(thumbs.state, ActivityState::Cancelled);
+    let cancel_id = ids::child_cancel_request_id("thumbs", &kids[0]);
+    let key = std::collections::HashMap::from([
+        ("workflow_request_id".to_string(), common::sv(&cancel_id)),
+        ("workflow_name".to_string(), common::sv("thumbs")),
+    ]);
+    let cancel: WorkflowRequest = h
+        .store
+        .get(&h.store.tables().workflow_request(), key)
+        .await
+        .unwrap()
+        .expect("cancel request");
+    assert_eq!(
+        cancel.cancel_workflow_exec_id.as_deref(),
+        Some(kids[0].as_str())
+    );
+    deliver_requests(&h, &[cancel], 5).await;
+    let work = h.activity(&kids[0], "work").await;
+    assert!(
+        matches!(
+            work.state,
+            ActivityState::Cancelled | ActivityState::CancelledRunning
+        ),
+        "{:?}",
+        work.state
+    );
+    assert_eq!(h.workflow(&wf).await.state, WorkflowState::Failed);
+}
+
+#[tokio::test]
+async fn an_abandoned_child_runs_on_and_a_lost_report_is_told_by_the_monitor() {
+    let h = Harness::new().await;
+    h.register("parent", parent()).await;
+    h.register("thumbs", one("thumbnailer")).await;
+    h.register("audit", one("auditor")).await;
+    let wf = h.start("parent").await;
+    h.run_to_completion(&wf, "prepare").await;
+    let kids = start_children(&h, &wf, &["thumbs", "audit"], 1).await;
+    let (run, fail) = (
+        h.event(&kids[0], "work", "RUNNING"),
+        h.event(&kids[0], "work", "FAILED"),
+    );
+    h.engine.apply_event(&run).await.unwrap();
+    h.engine.apply_event(&fail).await.unwrap();
+    assert_eq!(h.activity(&wf, "thumbs").await.state, ActivityState::Failed);
+    // `audit` is abandoned: it keeps running, and its end reaches no one
+    // that still waits.
+    assert_eq!(h.activity(&wf, "audit").await.state, ActivityState::Running);
+    assert_eq!(h.workflow(&kids[1]).await.state, WorkflowState::Running);
+
+    // A child whose finisher died before it told its parent: its end
+    // keeps its due marker, and the monitor tells it.
+    let wf2 = h.start("parent").await;
+    h.run_to_completion(&wf2, "prepare").await;
+    let kids2 = start_children(&h, &wf2, &["thumbs", "audit"], 7).await;
+    h.run_to_completion(&kids2[0], "work").await;
+    assert_eq!(
+        h.activity(&wf2, "thumbs").await.state,
+        ActivityState::Completed
+    );
+    // `audit`'s child ended FAILED by a writer that died before it told
+    // its parent: the child keeps its due marker.
+    let node = h.activity(&wf2, "audit").await;
+    let child = h.workflow(&kids2[1]).await;
+    h.engine
+        .store()
+        .put(
+            &h.store.tables().workflow_exec(),
+            &whimbrel_core::model::WorkflowExec {
+                state: WorkflowState::Failed,
+                error: Some("lost".into()),
+                due_epoch: Some(h.now()),
+                due_shard: Some(whimbrel_core::keys::shard_of(&kids2[1])),
+                ..child
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(node.state, ActivityState::Running);
+    h.tick(h.now() + 1).await;
+    let audit = h.activity(&wf2, "audit").await;
+    assert_eq!(audit.state, ActivityState::Failed, "told by the monitor");
+    assert!(audit.outcome.error.unwrap_or_default().contains("lost"));
+    assert_eq!(h.workflow(&kids2[1]).await.due_epoch, None);
+}
+
+#[tokio::test]
+async fn nesting_deeper_than_the_limit_fails_every_ancestor() {
+    let h = Harness::new().await;
+    // A workflow that starts itself.
+    h.register(
+        "again",
+        json!({"activities": [{"name": "deeper", "workflow": "again"}]}),
+    )
+    .await;
+    let top = h.start("again").await;
+    let mut chain = vec![top.clone()];
+    for depth in 1..=MAX_CHILD_DEPTH + 1 {
+        let wf = chain.last().unwrap().clone();
+        let kid = start_children(&h, &wf, &["deeper"], u64::from(depth) * 10).await;
+        chain.push(kid[0].clone());
+    }
+    let deepest = h.workflow(chain.last().unwrap()).await;
+    assert_eq!(deepest.state, WorkflowState::Failed);
+    let why = deepest.error.unwrap_or_default();
+    assert!(why.contains("depth 9 exceeds the limit of 8"), "{why}");
+    for id in &chain {
+        let wf = h.workflow(id).await;
+        assert_eq!(wf.state, WorkflowState::Failed, "{id}");
+    }
+    assert!(h
+        .workflow(&top)
+        .await
+        .error
+        .unwrap_or_default()
+        .contains("child workflow"));
+}
