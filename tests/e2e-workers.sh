@@ -23,7 +23,12 @@
 #  8. a concurrency limit: a 100-wide fan-out with `max_concurrency` 5
 #     (activities of 0.8 s) COMPLETES, and both the tables sampled while it
 #     runs and the history afterwards show at most 5 in flight (and 5 at
-#     some point: the limit, not the machine, bounded it).
+#     some point: the limit, not the machine, bounded it);
+#  9. child workflows (`workflow` nodes): a parent starts four children;
+#     one COMPLETES (its result is the node's output), one FAILS (the node
+#     FAILS with its reason, the parent FAILS), and the failure cancels the
+#     other two nodes at once: the child of the `cancel` one is CANCELLED,
+#     the `abandon` one's runs on; `status` links parent and children.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export WHIMBREL_STACK_DIR=$PWD/.stack-workers
@@ -256,4 +261,39 @@ assert peak <= 5 and worst <= 5, (peak, worst)
 assert peak >= 4, f"only {peak} in flight at once: the limit was not what bounded it"
 PY
 
-echo "e2e-workers: 8 passed, 0 failed"
+# 9. Child workflows.
+for w in family thumbs-ok thumbs-bad slow; do "$WB" register "$w" --definition "$D/$w.json" > /dev/null; done
+ID=$(start family); wait_end "$ID" 90
+[[ $(state_of "$ID") == FAILED ]] || { cat "$S/$ID.status"; fail "the parent of a failed child did not fail"; }
+"$WB" status "$ID" --output json > "$S/family.json"
+grep -Eq '^  ok +thumbs-ok::[0-9a-f-]{36} COMPLETED$' "$S/$ID.status" || { cat "$S/$ID.status"; fail "status does not link the children"; }
+python3 - "$WB" "$S/family.json" <<'PY' || fail "the children did not end as their policies say"
+import json, subprocess, sys
+wb, doc = sys.argv[1], json.load(open(sys.argv[2]))
+acts = {a["activity_name"]: a for a in doc["activities"]}
+states = {n: a["state"] for n, a in acts.items()}
+assert states == {"prepare": "COMPLETED", "ok": "COMPLETED", "bad": "FAILED", "slow": "CANCELLED",
+                  "kept": "CANCELLED", "publish": "CANCELLED"}, states
+assert "ended FAILED" in acts["bad"]["error"] and "Broken" in acts["bad"]["error"], acts["bad"]["error"]
+def child(node):
+    out = subprocess.run([wb, "status", node, "--output", "json"], capture_output=True, text=True)
+    return json.loads(out.stdout)["workflow"]
+def child_id(name):
+    text = subprocess.run([wb, "status", doc["workflow"]["workflow_exec_id"]], capture_output=True, text=True).stdout
+    return next(l.split()[1] for l in text.splitlines() if l.startswith(f"  {name} "))
+ok = child(child_id("ok"))
+assert ok["state"] == "COMPLETED" and acts["ok"]["output"] == ok["result"], (ok, acts["ok"]["output"])
+assert ok["parent"]["workflow_exec_id"] == doc["workflow"]["workflow_exec_id"], ok
+import time
+for _ in range(40):
+    slow, kept = child(child_id("slow")), child(child_id("kept"))
+    if slow["state"] == "CANCELLED":
+        break
+    time.sleep(0.25)
+assert slow["state"] == "CANCELLED", slow
+assert kept["state"] == "RUNNING", kept
+print(f"e2e-workers: family FAILED with its failed child; ok's result {acts['ok']['output']}; slow's child CANCELLED, kept's child still RUNNING")
+subprocess.run([wb, "cancel", kept["workflow_exec_id"]], check=True, capture_output=True)
+PY
+
+echo "e2e-workers: 9 passed, 0 failed"

@@ -65,6 +65,7 @@ fn runner(a: &PlannedActivity) -> String {
             (Some(until), _) => format!("wait until {until}"),
             (None, seconds) => format!("wait {}s", seconds.unwrap_or(0)),
         },
+        (NodeKind::Child, ..) => format!("workflow {:?}", a.workflow.as_deref().unwrap_or("")),
         (NodeKind::Signal, ..) => match a.start_to_close_seconds {
             Some(t) => format!("signal {:?} ({t}s)", a.signal.as_deref().unwrap_or("")),
             None => format!("signal {:?}", a.signal.as_deref().unwrap_or("")),

@@ -106,6 +106,18 @@ pub fn cause(event_id: &str, a: &ActivityExec, attempt: Option<u32>) -> (Actor, 
         "launcher" if a.runner.kind() == NodeKind::Signal => {
             (Actor::Engine, Some("waiting for a signal".into()))
         }
+        "launcher" if a.runner.kind() == NodeKind::Child => (
+            Actor::Engine,
+            Some(format!("child workflow {} requested", child_of(a))),
+        ),
+        "child-ended" => (
+            Actor::Engine,
+            Some(format!("child workflow {} ended", child_of(a))),
+        ),
+        "parent-failing" => (
+            Actor::Engine,
+            Some("cancelled: another activity failed (parent_close: cancel)".into()),
+        ),
         "signal" => (
             Actor::Client,
             Some(match event_id.rsplit_once('#') {
@@ -276,14 +288,29 @@ fn workflow_row(epoch: i64, from: Option<WorkflowState>, to: WorkflowState) -> R
     }
 }
 
+/// The workflow exec id of the child a `workflow` node starts (design.md
+/// § 9.5), derived from the node's id; empty for any other node.
+pub fn child_of(a: &ActivityExec) -> String {
+    a.runner.child.as_ref().map_or(String::new(), |c| {
+        let request = whimbrel_core::ids::child_request_id(&c.workflow_name, &a.activity_exec_id);
+        whimbrel_core::ids::workflow_exec_id(&c.workflow_name, &request)
+    })
+}
+
 /// The workflow execution's creation: REQUESTED by the client that
-/// inserted the workflow request row.
+/// inserted the workflow request row, or by its parent's node.
 fn requested_row(w: &WorkflowExec) -> Row {
     Row {
         actor: Actor::Client,
-        detail: Some(match &w.source {
-            Some(source) => format!("request from {source}"),
-            None => "request".into(),
+        detail: Some(match (&w.parent, &w.source) {
+            (Some(p), _) => format!(
+                "child of {} (node {}, depth {})",
+                p.workflow_exec_id,
+                whimbrel_core::ids::name_of(&p.activity_exec_id).unwrap_or("?"),
+                p.depth
+            ),
+            (None, Some(source)) => format!("request from {source}"),
+            (None, None) => "request".into(),
         }),
         event_id: w.workflow_request_id.clone(),
         ..workflow_row(w.start_time_epoch, None, WorkflowState::Requested)

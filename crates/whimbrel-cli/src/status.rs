@@ -171,6 +171,19 @@ pub fn render(snap: &Snapshot) -> String {
         out.push_str("signals:\n");
         out.push_str(&signals);
     }
+    let children: String = snap.activities.iter().filter_map(child_line).collect();
+    if !children.is_empty() {
+        out.push_str("children:\n");
+        out.push_str(&children);
+    }
+    if let Some(p) = &w.parent {
+        out.push_str(&format!(
+            "parent: {} (node {}, depth {})\n",
+            p.workflow_exec_id,
+            whimbrel_core::ids::name_of(&p.activity_exec_id).unwrap_or("?"),
+            p.depth
+        ));
+    }
     if let Some(e) = &w.error {
         out.push_str(&format!("error: {e}\n"));
     }
@@ -243,6 +256,23 @@ fn signal_line(a: &ActivityExec) -> Option<String> {
         s => format!("{s}"),
     };
     Some(format!("  {:<16} {name:?}: {when}\n", a.activity_name))
+}
+
+/// A child workflow node's line (design.md § 9.5): its child's exec id
+/// (`whimbrel status` it for the child's own activities) and where the
+/// node is; `None` for any other node.
+fn child_line(a: &ActivityExec) -> Option<String> {
+    let child = a.runner.child.as_ref()?;
+    let close = match child.parent_close {
+        whimbrel_core::plan::ParentClose::Cancel => "",
+        whimbrel_core::plan::ParentClose::Abandon => ", abandoned if cancelled",
+    };
+    Some(format!(
+        "  {:<16} {} {}{close}\n",
+        a.activity_name,
+        crate::show::child_of(a),
+        a.state
+    ))
 }
 
 /// The attempts of a retried activity: each failed attempt with its

@@ -188,10 +188,25 @@ async fn an_abandoned_child_runs_on_and_a_lost_report_is_told_by_the_monitor() {
     h.engine.apply_event(&run).await.unwrap();
     h.engine.apply_event(&fail).await.unwrap();
     assert_eq!(h.activity(&wf, "thumbs").await.state, ActivityState::Failed);
-    // `audit` is abandoned: it keeps running, and its end reaches no one
-    // that still waits.
-    assert_eq!(h.activity(&wf, "audit").await.state, ActivityState::Running);
+    // `audit`'s node is cancelled with the failing parent, but its child
+    // is abandoned: it runs on, and its end reaches no one.
+    assert_eq!(
+        h.activity(&wf, "audit").await.state,
+        ActivityState::Cancelled
+    );
     assert_eq!(h.workflow(&kids[1]).await.state, WorkflowState::Running);
+    assert_eq!(h.workflow(&wf).await.state, WorkflowState::Failed);
+    h.run_to_completion(&kids[1], "work").await;
+    assert_eq!(h.workflow(&kids[1]).await.state, WorkflowState::Completed);
+    assert_eq!(
+        h.workflow(&kids[1]).await.due_epoch,
+        None,
+        "told no one, once"
+    );
+    assert_eq!(
+        h.activity(&wf, "audit").await.state,
+        ActivityState::Cancelled
+    );
 
     // A child whose finisher died before it told its parent: its end
     // keeps its due marker, and the monitor tells it.

@@ -612,12 +612,10 @@ impl PlannedActivity {
 }
 
 impl Plan {
-    /// True when a node is a child workflow that closes with its parent
-    /// (`parent_close: cancel`, the default; design.md § 9.5).
+    /// True when a node is a child workflow: a failure closes it
+    /// (design.md § 9.5).
     pub fn closes_children(&self) -> bool {
-        self.activities
-            .iter()
-            .any(|a| a.kind() == NodeKind::Child && a.parent_close != Some(ParentClose::Abandon))
+        self.activities.iter().any(|a| a.kind() == NodeKind::Child)
     }
 
     /// Validate the plan before anything is written (design.md § 4): unique valid

@@ -17,9 +17,10 @@
 //!   left owed.
 //! * **Parent close.** A child node that is cancelled (the parent's
 //!   cancel or execution timeout, or another activity's failure, which
-//!   cancels the running children at once) cancels its child with a
-//!   cancel request row, unless its `parent_close` is `abandon`
-//!   ([`Engine::close_child`]).
+//!   cancels the running child nodes at once: [`Engine::cancel_children`])
+//!   cancels its child with a cancel request row, unless its
+//!   `parent_close` is `abandon` ([`Engine::close_child`]): then the
+//!   child runs on.
 
 use serde_json::Value;
 use tracing::{info, warn};
@@ -267,11 +268,13 @@ impl<L: Launcher> Engine<L> {
         Ok(())
     }
 
-    /// An activity of `exec`'s workflow failed: cancel its child nodes
-    /// that have not ended and close with their parent
-    /// (`parent_close: cancel`), so the failing workflow does not wait for
-    /// children whose results no longer matter. Nothing for a plan without
-    /// such nodes (its items do not say `closes_children`).
+    /// An activity of `exec`'s workflow failed: the workflow closes its
+    /// children at once, so it does not wait for children whose results
+    /// no longer matter. Each child node not ended is cancelled, which
+    /// cancels its child unless its `parent_close` is `abandon` (then the
+    /// child runs on, its end reaching no one; [`Engine::close_child`]).
+    /// Nothing for a plan without child nodes (its items do not say
+    /// `closes_children`).
     ///
     /// Errors: [`EngineError::Retry`] when DynamoDB is unavailable.
     pub(crate) async fn cancel_children(&self, exec: &ActivityExec) -> Result<(), EngineError> {
@@ -280,10 +283,8 @@ impl<L: Launcher> Engine<L> {
         }
         let plan = self.plan_of(exec).await?;
         let wf = &exec.workflow_exec_id;
-        let closing = |a: &&crate::plan::PlannedActivity| {
-            a.kind() == NodeKind::Child && a.parent_close != Some(ParentClose::Abandon)
-        };
-        for a in plan.plan.activities.iter().filter(closing) {
+        let child = |a: &&crate::plan::PlannedActivity| a.kind() == NodeKind::Child;
+        for a in plan.plan.activities.iter().filter(child) {
             let id = ids::activity_exec_id(wf, &a.name);
             let node = self.load_activity(&id, wf).await?;
             if node.state.is_terminal() {

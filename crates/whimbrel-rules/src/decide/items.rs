@@ -106,7 +106,7 @@ struct PlanLinks {
     max_concurrency: Option<u32>,
     /// Its index in the plan.
     plan_index: u32,
-    /// Its plan has child nodes to cancel when an activity fails.
+    /// Its plan has child nodes, cancelled when an activity fails.
     closes_children: bool,
 }
 

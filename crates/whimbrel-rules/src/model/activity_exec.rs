@@ -385,9 +385,8 @@ pub struct Links {
     /// gives it back (the give-back removes it, once).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub slot_held: bool,
-    /// True when its plan has child workflow nodes that close with their
-    /// parent (`parent_close: cancel`, design.md § 9.5): its failure
-    /// cancels those still running.
+    /// True when its plan has child workflow nodes (design.md § 9.5): its
+    /// failure cancels those still running.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub closes_children: bool,
 }
