@@ -474,6 +474,7 @@ fn exec_of(i: &Input, cfg: &EngineConfig, now: i64) -> Option<ActivityExec> {
         state,
         version: u64::from(i.version),
         runner: Runner {
+            child: None,
             lambda: if task_list.is_some() {
                 String::new()
             } else {
@@ -848,6 +849,10 @@ fn write_transition(
 
 fn workflow_item() -> Item {
     let wf = WorkflowExec {
+        parent: None,
+        redrive_count: None,
+        redriving: None,
+        redrives: vec![],
         workflow_exec_id: WORKFLOW.into(),
         workflow_name: "w".into(),
         state: WorkflowState::Running,

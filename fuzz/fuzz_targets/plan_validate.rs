@@ -56,6 +56,10 @@ fn check_policy(p: &RetryPolicy, who: &str) {
 
 fn workflow(plan: &Plan) -> WorkflowExec {
     WorkflowExec {
+        parent: None,
+        redrive_count: None,
+        redriving: None,
+        redrives: vec![],
         workflow_exec_id: ids::workflow_exec_id("fuzz", "fuzz::request"),
         workflow_name: "fuzz".into(),
         state: WorkflowState::Running,

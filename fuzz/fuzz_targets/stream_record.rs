@@ -190,6 +190,8 @@ fn worlds() -> &'static [Snapshot] {
                         return;
                     }
                     let req = WorkflowRequest {
+                        parent: None,
+                        redrive_workflow_exec_id: None,
                         workflow_request_id: REQUEST_ID.into(),
                         workflow_name: "wordcount".into(),
                         when: None,

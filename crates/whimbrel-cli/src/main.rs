@@ -286,6 +286,7 @@ pub async fn insert_cancel_request(
 fn request_row(name: &str, source: &str) -> Result<WorkflowRequest, CliError> {
     let now = Timestamp::now();
     Ok(WorkflowRequest {
+        redrive_workflow_exec_id: None,
         parent: None,
         workflow_request_id: ids::new_id(name),
         workflow_name: name.into(),

@@ -116,7 +116,9 @@ pub fn cause(event_id: &str, a: &ActivityExec, attempt: Option<u32>) -> (Actor, 
         ),
         "parent-failing" => (
             Actor::Engine,
-            Some("cancelled: another activity failed (parent_close: cancel)".into()),
+            Some(
+                "cancelled: another activity failed (its child is closed per parent_close)".into(),
+            ),
         ),
         "signal" => (
             Actor::Client,

@@ -275,3 +275,61 @@ async fn nesting_deeper_than_the_limit_fails_every_ancestor() {
         .unwrap_or_default()
         .contains("child workflow"));
 }
+
+#[tokio::test]
+async fn a_child_whose_node_was_cancelled_before_it_started_never_runs() {
+    let h = Harness::new().await;
+    h.register("parent", parent()).await;
+    h.register("thumbs", one("thumbnailer")).await;
+    h.register("audit", one("auditor")).await;
+    let wf = h.start("parent").await;
+    h.run_to_completion(&wf, "prepare").await;
+    let rows = [
+        child_request(&h, &h.activity(&wf, "thumbs").await)
+            .await
+            .unwrap(),
+        child_request(&h, &h.activity(&wf, "audit").await)
+            .await
+            .unwrap(),
+    ];
+    // The parent is cancelled before either child started.
+    let cancel = WorkflowRequest {
+        cancel_workflow_exec_id: Some(wf.clone()),
+        ..h.request("parent", None)
+    };
+    h.engine.cancel_workflow(&cancel).await.unwrap();
+    assert_eq!(
+        h.activity(&wf, "thumbs").await.state,
+        ActivityState::Cancelled
+    );
+    // The node's cancel request comes first: refused, no child exists.
+    let kid = ids::workflow_exec_id("thumbs", &rows[0].workflow_request_id);
+    let cancel_id = ids::child_cancel_request_id("thumbs", &kid);
+    let key = std::collections::HashMap::from([
+        ("workflow_request_id".to_string(), common::sv(&cancel_id)),
+        ("workflow_name".to_string(), common::sv("thumbs")),
+    ]);
+    let cancel_row: WorkflowRequest = h
+        .store
+        .get(&h.store.tables().workflow_request(), key)
+        .await
+        .unwrap()
+        .expect("the node's cancel request");
+    assert_eq!(deliver_requests(&h, &[cancel_row], 1).await, (0, 1, 0));
+    // Then the child's request: it ends CANCELLED at once, nothing runs;
+    // the abandoned one runs on.
+    deliver_requests(&h, &rows, 2).await;
+    let child = h.workflow(&kid).await;
+    assert_eq!(child.state, WorkflowState::Cancelled);
+    assert!(child
+        .error
+        .unwrap_or_default()
+        .contains("ended CANCELLED before it started"));
+    let kept = ids::workflow_exec_id("audit", &rows[1].workflow_request_id);
+    assert_eq!(h.workflow(&kept).await.state, WorkflowState::Running);
+    assert_eq!(
+        h.launcher.launches_of("work").len(),
+        1,
+        "only the abandoned child's"
+    );
+}

@@ -24,6 +24,9 @@ const START: i64 = 1_795_306_411;
 
 fn workflow(plan: &Plan) -> WorkflowExec {
     WorkflowExec {
+        redrive_count: None,
+        redrives: vec![],
+        redriving: None,
         parent: None,
         workflow_exec_id: "w::5b0f8e1c-2d7a-4f3e-9c61-7a2b9d0e4f13".into(),
         workflow_name: "w".into(),

@@ -147,6 +147,14 @@ pub const QUEUED_TIME: &str = "queued_time";
 pub const QUEUED_TIME_EPOCH: &str = "queued_time_epoch";
 /// `recorded_epoch`: When it was recorded, epoch seconds.
 pub const RECORDED_EPOCH: &str = "recorded_epoch";
+/// `redrive_count`: How often the workflow was redriven: its generation (design.md § 9.4).
+pub const REDRIVE_COUNT: &str = "redrive_count";
+/// `redrive_workflow_exec_id`: On a request row: the workflow execution to redrive (design.md § 9.4).
+pub const REDRIVE_WORKFLOW_EXEC_ID: &str = "redrive_workflow_exec_id";
+/// `redrives`: The request ids of the redrives applied to a workflow (string set): never twice.
+pub const REDRIVES: &str = "redrives";
+/// `redriving`: The request id of the redrive in progress, until its activities are claimed.
+pub const REDRIVING: &str = "redriving";
 /// `released`: The prerequisite names released into a join group (string set).
 pub const RELEASED: &str = "released";
 /// `released_prerequisites`: Per-edge release markers of the prerequisites released so far (string set), removed by the first claim.

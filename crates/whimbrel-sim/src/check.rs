@@ -7,14 +7,15 @@
 //! (`counts.rs`); each edge is released once, wide joins' groups included
 //! (`edges.rs`); attempts stay within the
 //! limit; one token per claimed attempt (checked by the launcher); hostile
-//! rows are rejected with a reason.
+//! rows are rejected with a reason; a child workflow is its node's own,
+//! and its node ends only by its end, once (`check/children.rs`).
 //!
 //! Liveness: every workflow and activity ends, no obligation (due marker)
 //! is left, the workflow's counters equal its activities' ends and its
 //! outcome agrees with them, completed
 //! outputs are what the activity computed from its prerequisites' final
-//! outputs, and a report written well before the monitor acted wins over
-//! TIMED_OUT.
+//! outputs, a report written well before the monitor acted wins over
+//! TIMED_OUT, and every child's end reached its node, with its result.
 
 use std::collections::{HashMap, HashSet};
 use whimbrel_core::attr;
@@ -33,6 +34,7 @@ use whimbrel_core::store::Tables;
 use crate::actors::Report;
 
 pub mod cancels;
+mod children;
 mod features;
 mod liveness;
 mod safety;
@@ -75,6 +77,7 @@ pub struct Checker {
     workflow_terminal: HashMap<String, WorkflowState>,
     timing: timing::Timing,
     signals: signals::Seen,
+    children: children::Seen,
 }
 
 /// Every activity exec item, read; with a violation for each item that
@@ -290,8 +293,6 @@ fn workflows(mem: &MemoryBackend, t: &Tables) -> Vec<WorkflowExec> {
         .collect()
 }
 
-/// How many workflow request rows there are, leaving out those whose
-/// stream record the mappings gave up on (`lost`).
 /// True for a row of `whimbrel_workflow_request` that cancels a workflow
 /// rather than starting one.
 fn is_cancel_request(row: &whimbrel_core::store::Item) -> bool {
@@ -299,6 +300,15 @@ fn is_cancel_request(row: &whimbrel_core::store::Item) -> bool {
         .is_ok_and(|r| r.cancel_workflow_exec_id.is_some())
 }
 
+/// How many rows of `whimbrel_workflow_request` start a workflow (users'
+/// and child workflows' alike; cancels, users' or a parent close's, left
+/// out).
+pub fn start_requests(mem: &MemoryBackend, t: &Tables) -> usize {
+    requests_not_lost(mem, t, &HashSet::new())
+}
+
+/// How many workflow request rows there are, leaving out those whose
+/// stream record the mappings gave up on (`lost`).
 fn requests_not_lost(mem: &MemoryBackend, t: &Tables, lost: &HashSet<String>) -> usize {
     mem.items(&t.workflow_request())
         .iter()
@@ -427,9 +437,11 @@ impl Checker {
         }
         v.extend(crate::edges::violations(&acts, &join_groups(mem, t)));
         v.extend(inputs_kept_twice(mem, t));
-        for w in workflows(mem, t) {
-            v.extend(self.workflow_terminal_state_change(&w));
+        let wfs = workflows(mem, t);
+        for w in &wfs {
+            v.extend(self.workflow_terminal_state_change(w));
         }
+        v.extend(self.child_violations(&acts, &wfs, mem, t));
         v.extend(crate::counts::violations(&acts, mem, t));
         v.extend(slots::violations(&acts, mem, t));
         v
@@ -478,6 +490,12 @@ impl Checker {
         let rows = signal_rows(mem, t);
         v.extend(signals::lost_signals(&acts, &running, &rows, seen.lost));
         v.extend(liveness::rows_only_retried(seen.outcomes, seen.lost));
+        v.extend(self.child_liveness(&children::End {
+            read: children::Read::new(&acts, &wfs),
+            plans: &plans,
+            outcomes: seen.outcomes,
+            lost: seen.lost,
+        }));
         v.extend(cancels::violations(seen.cancels, &acts, &self.ended_at));
         v
     }

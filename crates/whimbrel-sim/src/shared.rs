@@ -182,6 +182,11 @@ pub struct Shared {
     /// that timers and wake-ups (`node_rng`) and the main draws of a
     /// schedule whose plans wait for no signal stay as they were.
     pub signal_rng: ChaCha8Rng,
+    /// The random source of child workflows (design.md § 9.5): the child
+    /// nodes of plans and the plans of the child workflows registered. A
+    /// fourth stream of the same seed, so that a schedule whose plans
+    /// start no child draws everything else as it did.
+    pub child_rng: ChaCha8Rng,
     /// Current fault rates.
     pub faults: Faults,
     /// Sleeping tasks: wake time and waker.
@@ -241,6 +246,11 @@ impl Shared {
             signal_rng: {
                 let mut r = ChaCha8Rng::seed_from_u64(seed);
                 r.set_stream(2);
+                r
+            },
+            child_rng: {
+                let mut r = ChaCha8Rng::seed_from_u64(seed);
+                r.set_stream(3);
                 r
             },
             faults: Faults::NONE,

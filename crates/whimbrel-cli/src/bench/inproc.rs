@@ -125,6 +125,7 @@ pub(super) async fn start_many<L: Launcher>(
     stream::iter(0..count)
         .map(|_| async move {
             let row = WorkflowRequest {
+                redrive_workflow_exec_id: None,
                 parent: None,
                 workflow_request_id: ids::new_id(name),
                 workflow_name: name.into(),

@@ -31,7 +31,7 @@ use crate::contract::{ActivityState, NodeKind, Transition, WorkflowState};
 use crate::ids;
 use crate::launcher::Launcher;
 use crate::model::{ActivityExec, ParentLink, WorkflowExec, WorkflowRequest};
-use crate::plan::ParentClose;
+use crate::plan::{ParentClose, MAX_OUTPUT_BYTES};
 use crate::store::{s, Cond, StoreError, UpdateRequest};
 use whimbrel_rules::decide::{Details, Source};
 
@@ -96,6 +96,7 @@ impl<L: Launcher> Engine<L> {
         let now = self.now();
         let input = self.input_of(exec).await?;
         Ok(WorkflowRequest {
+            redrive_workflow_exec_id: None,
             workflow_request_id: ids::child_request_id(
                 &child.workflow_name,
                 &exec.activity_exec_id,
@@ -166,27 +167,11 @@ impl<L: Launcher> Engine<L> {
         }
         let event_id = ids::EngineStep::ChildEnded(&node.activity_exec_id).event_id();
         let (id, name) = (&child.workflow_exec_id, &child.workflow_name);
-        let (transition, mut details) = if child.state == WorkflowState::Completed {
-            let result = self.workflow_result(id, name).await?;
-            let output = Some(result.unwrap_or(Value::Null));
-            (
-                Transition::Completed,
-                Details {
-                    output,
-                    ..Details::default()
-                },
-            )
-        } else {
-            let why = child.error.as_deref().unwrap_or("no reason given");
-            let error = Some(format!("child workflow {id} ended {}: {why}", child.state));
-            (
-                Transition::Failed,
-                Details {
-                    error,
-                    ..Details::default()
-                },
-            )
+        let result = match child.state {
+            WorkflowState::Completed => self.workflow_result(id, name).await?,
+            _ => None,
         };
+        let (transition, mut details) = child_end(child, result);
         details.at = Some(self.now().epoch);
         whimbrel_rules::payloads::output_by_row(&mut details, &event_id);
         let reached = self
@@ -197,6 +182,43 @@ impl<L: Launcher> Engine<L> {
             crate::metrics::child_ended();
         }
         Ok(())
+    }
+
+    /// Why the child `exec` (REQUESTED, not planned) must not start: its
+    /// node ended before it did (cancelled with `parent_close: cancel`, so
+    /// the node's cancel request may have come before the child existed,
+    /// and been refused as for an unknown workflow). `None` for a
+    /// top-level workflow, an abandoned child, or a node still waiting.
+    ///
+    /// Errors: [`EngineError::Retry`] when DynamoDB is unavailable.
+    pub(crate) async fn orphaned(
+        &self,
+        exec: &WorkflowExec,
+    ) -> Result<Option<String>, EngineError> {
+        let Some(p) = &exec.parent else {
+            return Ok(None);
+        };
+        let node: Option<ActivityExec> = self
+            .store
+            .get(
+                &self.store.tables().activity_exec(),
+                self.activity_key(&p.activity_exec_id, &p.workflow_exec_id),
+            )
+            .await?;
+        let closes = |n: &ActivityExec| {
+            n.runner
+                .child
+                .as_ref()
+                .is_some_and(|c| c.parent_close == ParentClose::Cancel)
+        };
+        Ok(node
+            .filter(|n| started_by(n, &exec.workflow_exec_id) && n.state.is_terminal() && closes(n))
+            .map(|n| {
+                format!(
+                    "its parent's node {} ended {} before it started",
+                    n.activity_name, n.state
+                )
+            }))
     }
 
     /// What an ended workflow owes while its due marker stays: a child's
@@ -242,6 +264,7 @@ impl<L: Launcher> Engine<L> {
         let child_id = ids::workflow_exec_id(&child.workflow_name, &request);
         let now = self.now();
         let row = WorkflowRequest {
+            redrive_workflow_exec_id: None,
             workflow_request_id: ids::child_cancel_request_id(&child.workflow_name, &child_id),
             workflow_name: child.workflow_name.clone(),
             when: Some(now.date_list()),
@@ -300,6 +323,36 @@ impl<L: Launcher> Engine<L> {
         }
         Ok(())
     }
+}
+
+/// The node's end for the ended `child` (with its result when
+/// COMPLETED): COMPLETED with the result as its output, or FAILED with the
+/// child's state and reason; FAILED too when the result is larger than a
+/// node's output may be ([`MAX_OUTPUT_BYTES`]: it would be refused for
+/// good, and the node would wait forever).
+fn child_end(child: &WorkflowExec, result: Option<Value>) -> (Transition, Details) {
+    let id = &child.workflow_exec_id;
+    let size = result.as_ref().map_or(0, |r| r.to_string().len());
+    let error = if size > MAX_OUTPUT_BYTES {
+        format!("child workflow {id} COMPLETED, but its result is {size} bytes; a node's output holds at most {MAX_OUTPUT_BYTES}")
+    } else if child.state == WorkflowState::Completed {
+        let output = Some(result.unwrap_or(Value::Null));
+        return (
+            Transition::Completed,
+            Details {
+                output,
+                ..Details::default()
+            },
+        );
+    } else {
+        let why = child.error.as_deref().unwrap_or("no reason given");
+        format!("child workflow {id} ended {}: {why}", child.state)
+    };
+    let details = Details {
+        error: Some(error),
+        ..Details::default()
+    };
+    (Transition::Failed, details)
 }
 
 /// Whether `node` is a child node whose child is the workflow exec

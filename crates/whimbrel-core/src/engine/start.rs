@@ -66,6 +66,15 @@ impl<L: Launcher> Engine<L> {
         if let (Some(reason), None) = (&oversized, exec.planned_epoch) {
             return self.fail_start(&exec, reason).await;
         }
+        // A child whose node was cancelled before it existed (design.md
+        // § 9.5): the node's cancel request may have been refused.
+        if exec.planned_epoch.is_none() {
+            if let Some(reason) = self.orphaned(&exec).await? {
+                let (id, name) = (&exec.workflow_exec_id, &exec.workflow_name);
+                let state = self.cancel_requested_workflow(id, name, &reason).await?;
+                return Ok(Applied::Workflow(state));
+            }
+        }
         let (exec, plan, planned_now) = match self.plan_for_start(exec, req, created_exec).await? {
             Planned::Plan(exec, plan, planned_now) => (*exec, plan, planned_now),
             Planned::Ended(applied) => return Ok(applied),
@@ -304,6 +313,7 @@ impl<L: Launcher> Engine<L> {
         // Without its row (a Full Logic API caller may not insert one), the
         // exec holds what a start needs: the ids and the input.
         let request = request.unwrap_or_else(|| WorkflowRequest {
+            redrive_workflow_exec_id: None,
             workflow_request_id: request_id,
             workflow_name: exec.workflow_name.clone(),
             when: None,

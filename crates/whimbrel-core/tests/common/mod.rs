@@ -291,6 +291,7 @@ impl Harness {
     pub fn request(&self, name: &str, input: Option<Value>) -> WorkflowRequest {
         let now = self.clock.now();
         WorkflowRequest {
+            redrive_workflow_exec_id: None,
             parent: None,
             workflow_request_id: ids::new_id(name),
             workflow_name: name.into(),

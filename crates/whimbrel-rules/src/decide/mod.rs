@@ -610,6 +610,7 @@ pub use workflow::{
 pub mod attempts;
 pub mod deadline;
 pub mod items;
+pub mod redrive;
 pub mod slots;
 pub mod step;
 pub mod wake;

@@ -13,6 +13,9 @@ pub(super) fn cfg() -> EngineConfig {
 /// A RUNNING workflow exec `w::1` of one activity.
 pub(super) fn workflow() -> WorkflowExec {
     WorkflowExec {
+        redrive_count: None,
+        redrives: vec![],
+        redriving: None,
         parent: None,
         workflow_exec_id: "w::1".into(),
         workflow_name: "w".into(),

@@ -52,6 +52,9 @@ pub fn requested_exec(
         )
     });
     let exec = WorkflowExec {
+        redrive_count: None,
+        redrives: vec![],
+        redriving: None,
         due_shard: Some(keys::shard_of(&id)),
         workflow_exec_id: id,
         workflow_name: req.workflow_name.clone(),

@@ -56,6 +56,11 @@ pub struct WorkflowRequest {
     /// § 9.5): the node that started it. Copied onto the workflow exec.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent: Option<ParentLink>,
+    /// Set on a redrive request (design.md § 9.4): the FAILED or
+    /// CANCELLED workflow execution (of `workflow_name`) to take back to
+    /// RUNNING. The row then starts nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub redrive_workflow_exec_id: Option<String>,
 }
 
 /// The parent of a child workflow (design.md § 9.5): a map attribute
@@ -252,6 +257,21 @@ pub struct WorkflowExec {
     /// sink activities' `output` (`whimbrel result` assembles it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub result_in_activities: Option<bool>,
+    /// How often it was redriven (design.md § 9.4): the generation whose
+    /// count groups count its ends. Absent = 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub redrive_count: Option<u32>,
+    /// The request id of a redrive still in progress (its activities not
+    /// all redriven and claimed); the monitor resumes it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub redriving: Option<String>,
+    /// The request ids of the redrives applied (never twice).
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        with = "serde_dynamo::string_set"
+    )]
+    pub redrives: Vec<String>,
     /// A child workflow's parent (from its request, design.md § 9.5);
     /// absent for a top-level workflow. While a child's end has not
     /// reached its parent, its due marker stays.
@@ -521,6 +541,7 @@ mod tests {
     #[test]
     fn optional_attributes_are_omitted_not_null() {
         let r = WorkflowRequest {
+            redrive_workflow_exec_id: None,
             parent: None,
             workflow_request_id: "w::0e7c2c36-3d5c-4c3b-8a53-2f0c6f8c1d11".into(),
             workflow_name: "w".into(),

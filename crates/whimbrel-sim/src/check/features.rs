@@ -16,7 +16,9 @@ impl Checker {
     /// or schedule-to-start, workflows ended by their execution timeout,
     /// completed workflows (whose result the liveness check compares),
     /// timers fired and cancelled, signals sent (rows written) and signal
-    /// waits completed, timed out and cancelled.
+    /// waits completed, timed out and cancelled; child workflows started,
+    /// nested, completed, failed, cancelled and abandoned
+    /// (`children.rs`).
     pub fn features(
         &self,
         mem: &MemoryBackend,
@@ -24,7 +26,9 @@ impl Checker {
     ) -> std::collections::BTreeMap<String, u64> {
         let mut out = std::collections::BTreeMap::new();
         let mut add = |k: &str, n: u64| *out.entry(k.to_string()).or_insert(0) += n;
-        for a in activities(mem, t).0 {
+        let (acts, wfs) = (activities(mem, t).0, workflows(mem, t));
+        super::children::features(&super::children::Read::new(&acts, &wfs), &mut add);
+        for a in acts {
             let retried = a
                 .trail
                 .history
@@ -68,7 +72,7 @@ impl Checker {
                 add("schedule timeouts", 1);
             }
         }
-        for w in workflows(mem, t) {
+        for w in wfs {
             if w.state == WorkflowState::Completed {
                 add("completed workflows (result checked)", 1);
             }

@@ -65,8 +65,38 @@ impl Sim {
                 .position(|t| *t == rec.table);
             let base = base.expect("a stream-enabled table") as u64 * STREAM_SHARDS;
             let shard = (base + h % STREAM_SHARDS) as usize;
+            if rec.table == self.tables.workflow_request() {
+                self.trace_request(&rec, shard);
+            }
             self.shards[shard].records.push((rec, now));
         }
+    }
+
+    /// Trace a record of the request stream (a user's start or cancel,
+    /// or the engine's: a child's start, a parent close's cancel) going
+    /// to shard `shard`; its outcomes are traced too.
+    fn trace_request(&mut self, rec: &StreamRecord, shard: usize) {
+        let Some(id) = row_id(rec) else { return };
+        let text = |k: &str| {
+            rec.new_image
+                .get(k)
+                .and_then(whimbrel_core::store::as_s)
+                .cloned()
+        };
+        let what = match (
+            text("cancel_workflow_exec_id"),
+            rec.new_image.get(attr::PARENT),
+        ) {
+            (Some(wf), _) => format!("cancel of {wf}"),
+            (None, parent) => {
+                let name = text(attr::WORKFLOW_NAME).unwrap_or_default();
+                let exec = whimbrel_core::ids::workflow_exec_id(&name, &id);
+                let whose = if parent.is_some() { "a child's" } else { "a" };
+                format!("{whose} start of {exec}")
+            }
+        };
+        self.log(format!("request row {id} ({what}) to shard {shard}"));
+        self.request_rows.insert(id);
     }
 
     /// The model's retry state of shard `i`. The shard keeps the failures
@@ -219,6 +249,10 @@ impl Sim {
                     if r.outcome == Outcome::Applied && c.applied_at.is_none() {
                         c.applied_at = Some(now);
                     }
+                }
+                if self.request_rows.contains(k) {
+                    let line = format!("request row {k}: {:?}", r.outcome);
+                    lock(&self.world).log(line);
                 }
                 self.outcomes
                     .entry(k.clone())

@@ -23,6 +23,7 @@ use crate::template::EsmSettings;
 
 mod approvers;
 mod background;
+mod children;
 mod esm;
 mod hostile;
 mod lambda;
@@ -200,6 +201,9 @@ pub struct Sim {
     pub cancels: HashMap<String, crate::check::cancels::CancelRequest>,
     /// Stream outcomes per row id.
     pub outcomes: HashMap<String, Vec<Outcome>>,
+    /// Ids of the rows of `whimbrel_workflow_request` seen on its stream
+    /// (users' and the engine's), whose outcomes the trace shows.
+    request_rows: HashSet<String>,
     /// Row ids of on-failure messages that moved to the dead-letter
     /// queue: the redrive function could not apply them.
     pub lost: HashSet<String>,
@@ -314,6 +318,7 @@ impl Sim {
             hostile: HashSet::new(),
             overwritten: HashMap::new(),
             outcomes: HashMap::new(),
+            request_rows: HashSet::new(),
             cancels: HashMap::new(),
             lost: HashSet::new(),
             failures: redrive::FailureQueue::new(crate::template::redrive_settings()),

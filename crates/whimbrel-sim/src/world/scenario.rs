@@ -7,7 +7,7 @@ use whimbrel_core::attr;
 use rand::Rng;
 use serde_json::{json, Value};
 use whimbrel_core::ids;
-use whimbrel_core::model::{WorkflowLambda, WorkflowRequest};
+use whimbrel_core::model::WorkflowRequest;
 
 use super::Sim;
 use crate::check::cancels::CancelRequest;
@@ -20,7 +20,7 @@ pub const TASK_LIST: &str = "sim-list";
 pub const SIGNAL_NAMES: [&str; 3] = ["approve", "go", "ack"];
 
 /// A random retry policy.
-fn retry(r: &mut impl Rng) -> Value {
+pub(super) fn retry(r: &mut impl Rng) -> Value {
     let rate = [1.0, 2.0, 3.0][r.gen_range(0..3)];
     let mut p = json!({
         "max_attempts": r.gen_range(1..=3),
@@ -39,70 +39,108 @@ fn retry(r: &mut impl Rng) -> Value {
     p
 }
 
+/// The main draws of a plan's activities, in the order the main stream
+/// draws them (that order is part of every schedule): how many, their
+/// prerequisites, heartbeat timeouts, start-to-close timeouts, and the
+/// rest (retry policy, task list, schedule timeouts).
+struct Drawn {
+    n: usize,
+    edges: Vec<Vec<usize>>,
+    hb: Vec<Option<i64>>,
+    stc: Vec<Option<i64>>,
+    extra: Vec<Value>,
+}
+
+impl Drawn {
+    /// Draw a plan of at most `max` activities.
+    fn new(r: &mut impl Rng, max: usize) -> Self {
+        let n = r.gen_range(1..=max);
+        let edges: Vec<Vec<usize>> = (0..n)
+            .map(|i| (0..i).filter(|_| r.gen_bool(0.4)).collect())
+            .collect();
+        let hb: Vec<Option<i64>> = (0..n)
+            .map(|_| r.gen_bool(0.5).then(|| r.gen_range(30..=120)))
+            .collect();
+        let stc: Vec<Option<i64>> = (0..n)
+            .map(|_| r.gen_bool(0.3).then(|| r.gen_range(120..=600)))
+            .collect();
+        let extra: Vec<Value> = (0..n).map(|_| extra(r)).collect();
+        Drawn {
+            n,
+            edges,
+            hb,
+            stc,
+            extra,
+        }
+    }
+
+    /// Activity `a{i}` of workflow `name`, as drawn.
+    fn activity(&self, name: &str, i: usize) -> Value {
+        let mut a = json!({
+            "name": format!("a{i}"),
+            "lambda": "sim-activity",
+            "depends_on": self.edges[i].iter().map(|d| format!("a{d}")).collect::<Vec<_>>(),
+            "input": {"workflow": name, "i": i},
+        });
+        // Every third input is too large for the activity item: it
+        // goes by its input row (engine::payloads).
+        if i % 3 == 1 {
+            a["input"]["pad"] = json!("p".repeat(300));
+        }
+        if let Some(t) = self.hb[i] {
+            a["heartbeat_timeout_seconds"] = json!(t);
+        }
+        if let Some(t) = self.stc[i] {
+            a["timeout_seconds"] = json!(t);
+        }
+        for (k, v) in self.extra[i].as_object().into_iter().flatten() {
+            a[k] = v.clone();
+        }
+        if a.get(attr::TASK_LIST).is_some() {
+            a.as_object_mut().expect("object").remove(attr::LAMBDA);
+        }
+        a
+    }
+}
+
+/// The optional fields of one activity: a retry policy, a task list,
+/// schedule-to-start and schedule-to-close timeouts.
+fn extra(r: &mut impl Rng) -> Value {
+    let mut x = json!({});
+    if r.gen_bool(0.4) {
+        x[attr::RETRY] = retry(r);
+    }
+    if r.gen_bool(0.3) {
+        x["task_list"] = json!(TASK_LIST);
+    }
+    if r.gen_bool(0.2) {
+        x["schedule_to_start_seconds"] = json!(r.gen_range(30..=300));
+    }
+    if r.gen_bool(0.15) {
+        x["schedule_to_close_seconds"] = json!(r.gen_range(200..=2000));
+    }
+    x
+}
+
 impl Sim {
+    /// The plan of top-level workflow `name`: activities drawn from the
+    /// main stream, some turned into timers, signal waits and child
+    /// workflows (each from its own stream), and the plan's settings.
     pub(super) fn plan(&self, name: &str) -> Value {
         let max = self.params.max_activities.max(1);
-        let (n, edges, hb, stc, extra) = self.rng(|r| {
-            let n = r.gen_range(1..=max);
-            let edges: Vec<Vec<usize>> = (0..n)
-                .map(|i| (0..i).filter(|_| r.gen_bool(0.4)).collect())
-                .collect();
-            let hb: Vec<Option<i64>> = (0..n)
-                .map(|_| r.gen_bool(0.5).then(|| r.gen_range(30..=120)))
-                .collect();
-            let stc: Vec<Option<i64>> = (0..n)
-                .map(|_| r.gen_bool(0.3).then(|| r.gen_range(120..=600)))
-                .collect();
-            let extra: Vec<Value> = (0..n)
-                .map(|_| {
-                    let mut x = json!({});
-                    if r.gen_bool(0.4) {
-                        x[attr::RETRY] = retry(r);
-                    }
-                    if r.gen_bool(0.3) {
-                        x["task_list"] = json!(TASK_LIST);
-                    }
-                    if r.gen_bool(0.2) {
-                        x["schedule_to_start_seconds"] = json!(r.gen_range(30..=300));
-                    }
-                    if r.gen_bool(0.15) {
-                        x["schedule_to_close_seconds"] = json!(r.gen_range(200..=2000));
-                    }
-                    x
-                })
-                .collect();
-            (n, edges, hb, stc, extra)
-        });
-        let acts: Vec<Value> = (0..n)
-            .map(|i| {
-                let mut a = json!({
-                    "name": format!("a{i}"),
-                    "lambda": "sim-activity",
-                    "depends_on": edges[i].iter().map(|d| format!("a{d}")).collect::<Vec<_>>(),
-                    "input": {"workflow": name, "i": i},
-                });
-                // Every third input is too large for the activity item: it
-                // goes by its input row (engine::payloads).
-                if i % 3 == 1 {
-                    a["input"]["pad"] = json!("p".repeat(300));
-                }
-                if let Some(t) = hb[i] {
-                    a["heartbeat_timeout_seconds"] = json!(t);
-                }
-                if let Some(t) = stc[i] {
-                    a["timeout_seconds"] = json!(t);
-                }
-                for (k, v) in extra[i].as_object().into_iter().flatten() {
-                    a[k] = v.clone();
-                }
-                if a.get(attr::TASK_LIST).is_some() {
-                    a.as_object_mut().expect("object").remove(attr::LAMBDA);
-                }
-                a
-            })
-            .collect();
+        let drawn = self.rng(|r| Drawn::new(r, max));
+        let acts: Vec<Value> = (0..drawn.n).map(|i| drawn.activity(name, i)).collect();
         let acts = self.with_timers(acts);
         let acts = self.with_signals(acts);
+        let acts = self.with_children(acts);
+        self.plan_settings(acts)
+    }
+
+    /// A plan of `acts` with its settings: tokens required or not, a
+    /// default retry policy and an execution timeout (main stream), and a
+    /// concurrency limit on a fifth of the plans (design.md § 9.3), drawn
+    /// from the node stream so the main draws stay as they were.
+    fn plan_settings(&self, acts: Vec<Value>) -> Value {
         let (tokens, default_retry, deadline) = self.rng(|r| {
             (
                 r.gen_bool(0.5),
@@ -117,8 +155,6 @@ impl Sim {
         if let Some(t) = deadline {
             plan["execution_timeout_seconds"] = json!(t);
         }
-        // A concurrency limit (design.md § 9.3) on a fifth of the plans,
-        // drawn from the node stream so the main draws stay as they were.
         let limit = {
             let mut world = lock(&self.world);
             let r = &mut world.node_rng;
@@ -189,25 +225,9 @@ impl Sim {
                 plan[attr::REQUIRE_TOKENS].as_bool().unwrap_or(false),
             );
             let by_decider = self.rng(|r| r.gen_bool(0.3));
-            let reg = if by_decider {
-                lock(&self.world).deciders.insert(name.clone(), plan);
-                WorkflowLambda {
-                    workflow_name: name.clone(),
-                    lambda: Some("sim-decider".into()),
-                    definition: None,
-                }
-            } else {
-                WorkflowLambda {
-                    workflow_name: name.clone(),
-                    lambda: None,
-                    definition: Some(serde_json::from_value(plan).expect("plan shape")),
-                }
-            };
-            self.put_raw(
-                &self.tables.workflow_lambda(),
-                serde_dynamo::to_item(&reg).expect("item"),
-            );
+            self.register(&name, plan, by_decider);
         }
+        self.register_children();
     }
 
     pub(super) fn start_workflow(&mut self, w: usize) {
@@ -224,23 +244,22 @@ impl Sim {
         );
     }
 
-    /// A request row of workflow `name`, written now, with no id yet.
+    /// A request row of workflow `name`, written now, with no id yet: the
+    /// attributes `whimbrel start` writes, every other one absent (read
+    /// from JSON, so that an attribute added to requests later is absent
+    /// here too).
     fn request(&self, name: String) -> WorkflowRequest {
         let now = lock(&self.world).now;
-        WorkflowRequest {
-            parent: None,
-            workflow_request_id: String::new(),
-            workflow_name: name,
-            when: None,
-            when_epoch: Some(now as f64),
-            source: Some("sim".into()),
-            manual: None,
-            input: None,
-            // As `whimbrel start` writes it.
-            expires_at_epoch: self.cfg.row_expiry(now),
-            cancel_workflow_exec_id: None,
-            reason: None,
+        let mut row = json!({
+            "workflow_request_id": "",
+            "workflow_name": name,
+            "when_epoch": now as f64,
+            "source": "sim",
+        });
+        if let Some(at) = self.cfg.row_expiry(now) {
+            row[attr::EXPIRES_AT_EPOCH] = json!(at);
         }
+        serde_json::from_value(row).expect("a request row")
     }
 
     /// Insert a request to cancel `wf` (docs/contract.md § 6).

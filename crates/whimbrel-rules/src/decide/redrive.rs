@@ -1,0 +1,188 @@
+//! The pure rules of a redrive (design.md § 9.4): whether a workflow may
+//! be redriven, the write that takes it back to RUNNING, and what becomes
+//! of each activity. A redrive is a request row naming the workflow
+//! (`redrive_workflow_exec_id`); its request id R marks every step, so a
+//! redelivered or resumed redrive finishes what a dead one began and
+//! never redrives twice.
+//!
+//! **Generations.** Each redrive starts a generation G (the workflow's
+//! `redrive_count`). Ends are counted anew in G's own count groups:
+//! group `g` of the plan is numbered `G × GROUPS_PER_GENERATION + g`, so
+//! its item, its marker in `counted_groups` and the group an activity's
+//! `count_slot` names differ from every earlier generation's, and no late
+//! write of an earlier generation can count into G.
+
+use crate::attr;
+use crate::config::EngineConfig;
+use crate::contract::{ActivityState, WorkflowState};
+use crate::history::HistoryEntry;
+use crate::keys::{self, Tables};
+use crate::model::{ActivityExec, Attempt, Outcome, Timing, WorkflowExec};
+use crate::write::{n, s, Action, Cond, UpdateRequest, Value as AttributeValue};
+
+/// Count group numbers per generation: more than any plan has groups
+/// (`plan::MAX_ACTIVITIES` activities, at least one per group).
+pub const GROUPS_PER_GENERATION: u32 = 100_000;
+
+/// The event id a redrive writes into each activity it redrives:
+/// `redrive:(request id)`.
+pub fn redrive_event_id(redrive_id: &str) -> String {
+    format!("redrive:{redrive_id}")
+}
+
+/// Why `wf` cannot be redriven now, or `None` when it can: it must be
+/// FAILED or CANCELLED with every activity (`activities`, all of its
+/// plan's) ended and owing nothing (no due marker: a settle not done, a
+/// CANCELLED_RUNNING attempt of an execution timeout not ended).
+pub fn redrive_refusal(wf: &WorkflowExec, activities: &[ActivityExec]) -> Option<String> {
+    let id = &wf.workflow_exec_id;
+    if !matches!(wf.state, WorkflowState::Failed | WorkflowState::Cancelled) {
+        return Some(format!(
+            "workflow exec {id} is {}; only a FAILED or CANCELLED one is redriven",
+            wf.state
+        ));
+    }
+    if wf.planned_epoch.is_none() || activities.len() as u64 != wf.activity_count {
+        return Some(format!(
+            "workflow exec {id} never created its activities: start it anew"
+        ));
+    }
+    let busy = activities
+        .iter()
+        .find(|a| !a.state.is_terminal() || a.timing.due_epoch.is_some())?;
+    Some(format!(
+        "workflow exec {id}: activity {} is {} and not settled yet; redrive it once it is",
+        busy.activity_name, busy.state
+    ))
+}
+
+/// The conditional write that takes `wf` (FAILED or CANCELLED, as read)
+/// back to RUNNING for redrive `redrive_id` at `now`: generation
+/// `redrive_count + 1`, the request in `redrives` (a string set: never
+/// twice) and in `redriving` (until the redrive is done), the ends'
+/// counters and markers, error, end and result cleared, a due marker
+/// `start_retry_seconds` ahead (the monitor resumes a redrive that dies),
+/// and the execution timeout, if any, counted anew from `now`.
+pub fn redrive_update(
+    tables: &Tables,
+    wf: &WorkflowExec,
+    redrive_id: &str,
+    now: i64,
+    cfg: &EngineConfig,
+) -> UpdateRequest {
+    let id = &wf.workflow_exec_id;
+    let mut req = UpdateRequest::new(
+        tables.workflow_exec(),
+        keys::workflow_key(id, &wf.workflow_name),
+    )
+    .when(Cond::eq(attr::STATE, s(wf.state.as_str())))
+    .when(Cond::not_contains(attr::REDRIVES, s(redrive_id)))
+    .set(attr::STATE, s(WorkflowState::Running.as_str()))
+    .set(attr::COMPLETED_COUNT, n(0))
+    .set(attr::FAILED_COUNT, n(0))
+    .set(attr::CANCELLED_COUNT, n(0))
+    .set(attr::REDRIVING, s(redrive_id))
+    .set(attr::DUE_EPOCH, n(now + cfg.start_retry_seconds))
+    .set(attr::DUE_SHARD, n(keys::shard_of(id)))
+    .act(Action::Add(attr::REDRIVE_COUNT.into(), n(1)))
+    .act(Action::Add(
+        attr::REDRIVES.into(),
+        AttributeValue::Ss(vec![redrive_id.to_string()]),
+    ));
+    for gone in [
+        attr::COUNTED_GROUPS,
+        attr::ERROR,
+        attr::END_TIME,
+        attr::END_TIME_EPOCH,
+        attr::RESULT,
+        attr::RESULT_IN_ACTIVITIES,
+    ] {
+        req = req.remove(gone);
+    }
+    if let Some(t) = wf.execution_timeout_seconds {
+        // The deadline is start + timeout: the timeout runs anew from now.
+        let anew = (now - wf.start_time_epoch).max(0) + t;
+        req = req.set(attr::EXECUTION_TIMEOUT_SECONDS, n(anew));
+    }
+    req
+}
+
+/// The write that ends redrive `redrive_id` once its activities are
+/// redriven and claimed: `redriving` goes, and the due marker becomes the
+/// execution timeout's (or goes), as at the end of a start.
+pub fn redrive_done_update(tables: &Tables, wf: &WorkflowExec, redrive_id: &str) -> UpdateRequest {
+    let done = UpdateRequest::new(
+        tables.workflow_exec(),
+        keys::workflow_key(&wf.workflow_exec_id, &wf.workflow_name),
+    )
+    .when(Cond::eq(attr::REDRIVING, s(redrive_id)))
+    .remove(attr::REDRIVING);
+    match super::execution_deadline(wf) {
+        Some(at) if wf.state == WorkflowState::Running => done.set(attr::DUE_EPOCH, n(at)),
+        _ => done.remove(attr::DUE_EPOCH).remove(attr::DUE_SHARD),
+    }
+}
+
+/// `exec` as generation `generation` counts it: its count slot's group in
+/// that generation's numbering.
+pub fn in_generation(exec: &ActivityExec, generation: u32) -> ActivityExec {
+    let mut copy = exec.clone();
+    if let Some(slot) = copy.links.count_slot.as_mut() {
+        slot.group = generation * GROUPS_PER_GENERATION + slot.group % GROUPS_PER_GENERATION;
+    }
+    copy
+}
+
+/// True when `exec` was redriven by `redrive_id` already.
+pub fn redriven_by(exec: &ActivityExec, redrive_id: &str) -> bool {
+    let id = redrive_event_id(redrive_id);
+    exec.trail.history.iter().any(|h| h.event_id == id)
+}
+
+/// The item of the ended `exec` redriven by `redrive_id` into generation
+/// `generation` at `now`: REQUESTED again with its next attempt number,
+/// its output, error, times, token, worker and due marker gone, and a
+/// history entry `redrive:R` (transition `REDRIVE`) that keeps its last
+/// error. Its pending count and release markers are unchanged: the edges
+/// of completed prerequisites stay released. Put conditioned on its
+/// state and version as read.
+pub fn redriven_item(
+    exec: &ActivityExec,
+    redrive_id: &str,
+    generation: u32,
+    now: i64,
+) -> ActivityExec {
+    let mut item = in_generation(exec, generation);
+    let mut entry = HistoryEntry::new(
+        crate::contract::Transition::Queued,
+        ActivityState::Requested,
+        now,
+        &redrive_event_id(redrive_id),
+    );
+    entry.transition = "REDRIVE".into();
+    entry.attempt = Some(exec.attempt.number);
+    entry.error = exec.outcome.error.clone();
+    item.trail.history.push(entry);
+    item.trail.last_event_id = None;
+    item.trail.parked.clear();
+    item.state = ActivityState::Requested;
+    item.version = exec.version + 1;
+    item.attempt = Attempt {
+        number: exec.attempt.number + 1,
+        launches: 0,
+        token_hash: None,
+        ..exec.attempt.clone()
+    };
+    item.timing = Timing::default();
+    item.outcome = Outcome::default();
+    item.runner.worker = None;
+    item.runner.task_list_shard = None;
+    item.runner.task_queued_epoch = None;
+    item.links.slot_held = false;
+    item
+}
+
+/// The condition of the put of a redriven item: the item is as read.
+pub fn redrive_put_condition(exec: &ActivityExec) -> Cond {
+    Cond::eq(attr::STATE, s(exec.state.as_str())).and(Cond::eq(attr::VERSION, n(exec.version)))
+}
