@@ -194,6 +194,7 @@ impl World {
     }
     fn request(&self) -> WorkflowRequest {
         WorkflowRequest {
+            redrive_workflow_exec_id: None,
             parent: None,
             workflow_request_id: "wf::00000000-0000-4000-8000-000000000001".into(),
             workflow_name: "wf".into(),

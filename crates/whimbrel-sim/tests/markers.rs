@@ -139,6 +139,7 @@ fn a_heartbeat_older_than_the_one_read_cannot_leave_the_moved_marker_late() {
         Arc::new(Clock(now.clone())),
     );
     let request = WorkflowRequest {
+        redrive_workflow_exec_id: None,
         parent: None,
         workflow_request_id: "wf::00000000-0000-4000-8000-000000000001".into(),
         workflow_name: "wf".into(),

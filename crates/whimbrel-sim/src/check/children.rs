@@ -39,7 +39,7 @@ use whimbrel_core::contract::{ActivityState, NodeKind, WorkflowState};
 use whimbrel_core::handlers::Outcome;
 use whimbrel_core::ids;
 use whimbrel_core::model::{ActivityExec, WorkflowExec, WorkflowPlan, WorkflowRequest};
-use whimbrel_core::plan::{ParentClose, MAX_CHILD_DEPTH};
+use whimbrel_core::plan::{ParentClose, MAX_CHILD_DEPTH, MAX_OUTPUT_BYTES};
 use whimbrel_core::store::memory::MemoryBackend;
 use whimbrel_core::store::Tables;
 
@@ -50,14 +50,9 @@ use super::Checker;
 /// further on).
 const TOO_DEEP: &str = "child workflow depth ";
 
-/// Whether a parent close lost to a cancel row applied before its
-/// child's start row ([`lost_close`]) is a known engine bug, counted
-/// (`parent closes lost (known engine bug)`) rather than a violation.
-/// The engine rejects a cancel request for an exec that does not exist
-/// (`engine/cancel.rs`) for good, and nothing starts a child in the state
-/// of its node: so a child whose cancel came first runs on, as if
-/// abandoned. Set it to false once the engine keeps such a close.
-pub const LOST_PARENT_CLOSE_IS_KNOWN: bool = true;
+/// The error of a node whose child COMPLETED with a result larger than
+/// a node's output may be.
+const TOO_LARGE: &str = "COMPLETED, but its result is";
 
 /// The error of a node whose request id a foreign row took.
 const TAKEN: &str = "is taken by a row the engine did not write";
@@ -73,17 +68,6 @@ pub struct Seen {
     /// Each child node seen COMPLETED or FAILED, with its child's state
     /// when it was first seen so (`None`: no child exec).
     ended_with: HashMap<String, Option<WorkflowState>>,
-    /// The parent closes lost at the end ([`lost_close`]).
-    lost_closes: Vec<String>,
-}
-
-impl Checker {
-    /// The parent closes lost, found by the end-of-run checks
-    /// ([`lost_close`]): a known engine bug, counted rather than failed
-    /// while [`LOST_PARENT_CLOSE_IS_KNOWN`].
-    pub fn lost_parent_closes(&self) -> &[String] {
-        &self.children.lost_closes
-    }
 }
 
 /// The request id and exec id of the child that node `a` starts, if it
@@ -261,11 +245,13 @@ fn end_violation(a: &ActivityExec, child: Option<&WorkflowExec>) -> Option<Strin
     if error.contains(TAKEN) {
         return Some(format!("{id}: FAILED for a foreign request row: {error}"));
     }
-    let agrees = match a.state {
-        ActivityState::Completed => w.state == WorkflowState::Completed,
-        _ => {
-            matches!(w.state, WorkflowState::Failed | WorkflowState::Cancelled)
-                && error.contains(&format!("ended {}", w.state))
+    let agrees = match (a.state, w.state) {
+        (ActivityState::Completed, s) => s == WorkflowState::Completed,
+        // A result too large for a node's output (checked at the end).
+        (_, WorkflowState::Completed) => error.contains(TOO_LARGE),
+        (_, s) => {
+            matches!(s, WorkflowState::Failed | WorkflowState::Cancelled)
+                && error.contains(&format!("ended {s}"))
         }
     };
     (!agrees).then(|| {
@@ -375,21 +361,13 @@ pub(super) struct End<'a> {
 }
 
 impl Checker {
-    /// The liveness invariants of child workflows (module docs); the
-    /// parent closes lost ([`lost_close`]) are kept aside while
-    /// [`LOST_PARENT_CLOSE_IS_KNOWN`] ([`Checker::lost_parent_closes`]).
-    pub(super) fn child_liveness(&mut self, end: &End<'_>) -> Vec<String> {
+    /// The liveness invariants of child workflows (module docs).
+    pub(super) fn child_liveness(&self, end: &End<'_>) -> Vec<String> {
         let mut v = vec![];
         for a in end.read.acts.values() {
-            if a.runner.kind() != NodeKind::Child {
-                continue;
-            }
-            v.extend(self.node_at_end(a, end));
-            if let Some(lost) = lost_close(a, end) {
-                match LOST_PARENT_CLOSE_IS_KNOWN {
-                    true => self.children.lost_closes.push(lost),
-                    false => v.push(lost),
-                }
+            if a.runner.kind() == NodeKind::Child {
+                v.extend(self.node_at_end(a, end));
+                v.extend(lost_close(a, end));
             }
         }
         for w in end.read.wfs.values() {
@@ -412,6 +390,16 @@ impl Checker {
                 "{id}: still RUNNING at the end; its child {exec} is {:?}",
                 child.map(|w| w.state)
             )),
+            ActivityState::Failed => {
+                let result = child
+                    .filter(|w| w.state == WorkflowState::Completed)
+                    .map(|w| child_result(w, end).to_string().len());
+                if result.is_some_and(|n| n <= MAX_OUTPUT_BYTES) {
+                    v.push(format!(
+                        "{id}: FAILED though its child {exec} COMPLETED with a result of {result:?} bytes"
+                    ));
+                }
+            }
             ActivityState::Completed => {
                 let expected = child.map(|w| child_result(w, end));
                 let output = a.outcome.output.clone().unwrap_or(Value::Null);
@@ -458,8 +446,9 @@ impl Checker {
 /// parent close was lost (the child ran on unstopped). The request
 /// stream orders records per item only, so the cancel row can be applied
 /// before the start row it follows (or a release that read the node
-/// RUNNING puts the start row after the close put the cancel):
-/// [`LOST_PARENT_CLOSE_IS_KNOWN`].
+/// RUNNING puts the start row after the close put the cancel): the
+/// child's start must see its node ended and cancel it (seed 61 lost it
+/// before `Engine::orphaned`).
 pub(super) fn lost_close(a: &ActivityExec, end: &End<'_>) -> Option<String> {
     let c = a.runner.child.as_ref()?;
     let w = end.read.child_of(a)?;

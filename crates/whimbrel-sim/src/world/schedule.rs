@@ -230,14 +230,6 @@ impl Sim {
         self.stats
             .features
             .insert("cancel requests applied".into(), applied.count() as u64);
-        let lost = self.checker.lost_parent_closes();
-        for line in lost {
-            lock(&self.world).log(format!("parent close lost (known engine bug): {line}"));
-        }
-        self.stats.features.insert(
-            "parent closes lost (known engine bug)".into(),
-            lost.len() as u64,
-        );
         for (k, n) in self.signal_counts() {
             self.stats.features.insert(k.into(), n);
         }
