@@ -853,6 +853,7 @@ fn workflow_item() -> Item {
         redrive_count: None,
         redriving: None,
         redrives: vec![],
+        slots_used: None,
         workflow_exec_id: WORKFLOW.into(),
         workflow_name: "w".into(),
         state: WorkflowState::Running,

@@ -60,6 +60,7 @@ fn workflow(plan: &Plan) -> WorkflowExec {
         redrive_count: None,
         redriving: None,
         redrives: vec![],
+        slots_used: None,
         workflow_exec_id: ids::workflow_exec_id("fuzz", "fuzz::request"),
         workflow_name: "fuzz".into(),
         state: WorkflowState::Running,

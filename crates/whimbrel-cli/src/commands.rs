@@ -115,6 +115,47 @@ pub async fn event(
 ///
 /// Errors: an unknown workflow, or one that already ended (nothing is
 /// inserted).
+/// `whimbrel redrive`: a redrive request for a FAILED or CANCELLED
+/// workflow (design.md § 9.4), then, with `wait_seconds`, its state once
+/// it ended again (or when the wait is over).
+///
+/// Errors: a workflow not ended FAILED or CANCELLED; the store's.
+pub async fn redrive(
+    g: &Global,
+    workflow_exec_id: &str,
+    wait_seconds: u64,
+) -> Result<(), CliError> {
+    use whimbrel_core::contract::WorkflowState as W;
+    let store = store_for(g).await;
+    let snap = status::snapshot(&store, workflow_exec_id).await?;
+    let state = snap.workflow.state;
+    if !matches!(state, W::Failed | W::Cancelled) {
+        return Err(CliError(format!(
+            "{workflow_exec_id} is {state}: only a FAILED or CANCELLED workflow is redriven"
+        )));
+    }
+    let name = &snap.workflow.workflow_name;
+    let id = crate::insert_redrive_request(&store, name, workflow_exec_id).await?;
+    println!("workflow_request_id\t{id}");
+    if wait_seconds == 0 {
+        return Ok(());
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(wait_seconds);
+    loop {
+        let wf = status::snapshot(&store, workflow_exec_id).await?.workflow;
+        let taken = wf.redrives.contains(&id);
+        if (taken && wf.state.is_terminal()) || std::time::Instant::now() >= deadline {
+            println!("{workflow_exec_id}\t{}", wf.state);
+            if !taken {
+                eprintln!("the redrive request was not applied within {wait_seconds} s: the workflow-request function's log says why a request is refused");
+            }
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    }
+    Ok(())
+}
+
 pub async fn cancel(
     g: &Global,
     workflow_exec_id: &str,

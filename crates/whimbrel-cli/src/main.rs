@@ -115,6 +115,19 @@ enum Command {
         #[arg(long, default_value_t = 15)]
         wait: u64,
     },
+    /// Redrive a FAILED or CANCELLED workflow (design.md § 9.4): insert a
+    /// request row naming it. It goes back to RUNNING with the same exec
+    /// id; its COMPLETED activities keep their outputs and do not run
+    /// again, the others get their next attempt. Prints the request id,
+    /// then waits for it to end (`--wait`).
+    Redrive {
+        /// The workflow exec id.
+        workflow_exec_id: String,
+        /// How long to wait for the workflow to end again, seconds (0: only
+        /// insert the request).
+        #[arg(long, default_value_t = 0)]
+        wait: u64,
+    },
     /// Send a signal to a workflow: insert one whimbrel_signal row
     /// (design.md § 9.2). A `signal` node of that name completes with the
     /// input as its output; one that does not wait yet takes it when it
@@ -281,6 +294,23 @@ pub async fn insert_cancel_request(
     Ok(row.workflow_request_id)
 }
 
+/// Insert a redrive request for `workflow_exec_id` (of workflow `name`);
+/// returns its request id.
+///
+/// Errors: the store's.
+pub async fn insert_redrive_request(
+    store: &Store,
+    name: &str,
+    workflow_exec_id: &str,
+) -> Result<String, CliError> {
+    let row = WorkflowRequest {
+        redrive_workflow_exec_id: Some(workflow_exec_id.into()),
+        ..request_row(name, "whimbrel redrive")?
+    };
+    put_request(store, &row).await?;
+    Ok(row.workflow_request_id)
+}
+
 /// A fresh row of `whimbrel_workflow_request` for workflow `name`, dated
 /// now, with the retention the environment sets.
 fn request_row(name: &str, source: &str) -> Result<WorkflowRequest, CliError> {
@@ -375,6 +405,10 @@ async fn run(cli: Cli) -> Result<(), CliError> {
             reason,
             wait,
         } => commands::cancel(g, &workflow_exec_id, &reason, wait).await?,
+        Command::Redrive {
+            workflow_exec_id,
+            wait,
+        } => commands::redrive(g, &workflow_exec_id, wait).await?,
         Command::Signal {
             workflow_exec_id,
             name,

@@ -129,6 +129,7 @@ pub fn cause(event_id: &str, a: &ActivityExec, attempt: Option<u32>) -> (Actor, 
         ),
         "launcher" => (Actor::Engine, Some(attr::LAUNCH.into())),
         "timer-fired" => (Actor::Monitor, Some("timer fired".into())),
+        "redrive" => (Actor::Client, Some("redriven (whimbrel redrive)".into())),
         "relaunch" => (
             Actor::Engine,
             Some(match last_number(event_id) {

@@ -315,7 +315,9 @@ fn summarize(table: &str, reports: Vec<RecordReport>) -> (DynamoDbEventResponse,
 
 /// Handle a DynamoDB stream batch of `whimbrel_workflow_request`: start each
 /// inserted workflow (see [`Engine::start_workflow`]), or, for a row with
-/// `cancel_workflow_exec_id`, cancel that one ([`Engine::cancel_workflow`]).
+/// `cancel_workflow_exec_id`, cancel that one ([`Engine::cancel_workflow`]);
+/// with `redrive_workflow_exec_id`, redrive that one
+/// ([`Engine::redrive_workflow`]).
 ///
 /// Errors: [`PayloadError`] if the payload has no `Records` array.
 pub async fn workflow_requests<L: Launcher>(
@@ -337,6 +339,9 @@ pub async fn workflow_requests<L: Launcher>(
             }
             if row.cancel_workflow_exec_id.is_some() {
                 return engine.cancel_workflow(&row).await;
+            }
+            if row.redrive_workflow_exec_id.is_some() {
+                return engine.redrive_workflow(&row).await;
             }
             engine.start_workflow(&row).await
         },

@@ -24,6 +24,7 @@ const START: i64 = 1_795_306_411;
 
 fn workflow(plan: &Plan) -> WorkflowExec {
     WorkflowExec {
+        slots_used: None,
         redrive_count: None,
         redrives: vec![],
         redriving: None,

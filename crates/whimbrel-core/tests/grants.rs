@@ -490,6 +490,7 @@ async fn heartbeat_monitor_calls() -> Calls {
     let id = whimbrel_core::ids::workflow_exec_id("d", &req.workflow_request_id);
     let now = h.now();
     let stuck = WorkflowExec {
+        slots_used: None,
         redrive_count: None,
         redrives: vec![],
         redriving: None,

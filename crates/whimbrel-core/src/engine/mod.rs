@@ -39,6 +39,7 @@ pub mod release;
 pub mod signals;
 pub mod slots;
 pub mod start;
+pub mod workflow_redrive;
 
 use crate::attr;
 use std::collections::HashMap;

@@ -274,6 +274,12 @@ impl<L: Launcher> Engine<L> {
                 .get(&self.store.tables().workflow_exec(), key)
                 .await?;
             match wf {
+                // A redrive that died before its claims were done
+                // (design.md § 9.4).
+                Some(wf) if wf.redriving.is_some() => {
+                    let r = wf.redriving.clone().unwrap_or_default();
+                    Box::pin(self.finish_redrive(wf, &r)).await.map(|_| true)
+                }
                 Some(wf) if self.expire_workflow(&wf, now).await? => {
                     report.workflows_timed_out += 1;
                     Ok(false)

@@ -140,8 +140,8 @@ pub fn redriven_by(exec: &ActivityExec, redrive_id: &str) -> bool {
 }
 
 /// The item of the ended `exec` redriven by `redrive_id` into generation
-/// `generation` at `now`: REQUESTED again with its next attempt number,
-/// its output, error, times, token, worker and due marker gone, and a
+/// `generation` at `now`: REQUESTED again (its claim numbers the next
+/// attempt), its output, error, times, token, worker and due marker gone, and a
 /// history entry `redrive:R` (transition `REDRIVE`) that keeps its last
 /// error. Its pending count and release markers are unchanged: the edges
 /// of completed prerequisites stay released. Put conditioned on its
@@ -167,8 +167,10 @@ pub fn redriven_item(
     item.trail.parked.clear();
     item.state = ActivityState::Requested;
     item.version = exec.version + 1;
+    // The claim that follows numbers the next attempt, as a first
+    // claim numbers the first.
     item.attempt = Attempt {
-        number: exec.attempt.number + 1,
+        number: exec.attempt.number,
         launches: 0,
         token_hash: None,
         ..exec.attempt.clone()

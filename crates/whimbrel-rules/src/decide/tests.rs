@@ -13,6 +13,7 @@ pub(super) fn cfg() -> EngineConfig {
 /// A RUNNING workflow exec `w::1` of one activity.
 pub(super) fn workflow() -> WorkflowExec {
     WorkflowExec {
+        slots_used: None,
         redrive_count: None,
         redrives: vec![],
         redriving: None,

@@ -52,6 +52,7 @@ pub fn requested_exec(
         )
     });
     let exec = WorkflowExec {
+        slots_used: None,
         redrive_count: None,
         redrives: vec![],
         redriving: None,

@@ -265,6 +265,10 @@ pub struct WorkflowExec {
     /// all redriven and claimed); the monitor resumes it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub redriving: Option<String>,
+    /// Under a plan's `max_concurrency` (design.md § 9.3): the slots its
+    /// activities hold now (one item, so one read is a true sample).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slots_used: Option<u64>,
     /// The request ids of the redrives applied (never twice).
     #[serde(
         default,

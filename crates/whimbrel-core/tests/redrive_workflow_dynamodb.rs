@@ -1,0 +1,141 @@
+//! Redrive (design.md § 9.4), against DynamoDB Local: a FAILED workflow
+//! goes back to RUNNING with the same exec id; its COMPLETED activities
+//! keep their outputs and never run again, the failed one gets its next
+//! attempt and the cancelled one waits for it; the history records the
+//! redrive; a request redrives once; a redrive that died after its first
+//! write is finished by the monitor; one of an unfinished workflow is
+//! refused with its reason.
+
+mod common;
+
+use common::Harness;
+use serde_json::json;
+use whimbrel_core::contract::{ActivityState, WorkflowState};
+use whimbrel_core::engine::{Applied, EngineError};
+use whimbrel_core::model::WorkflowRequest;
+
+/// `a` → `b` → `c`, and `d` alone.
+fn chain() -> serde_json::Value {
+    json!({"activities": [
+        {"name": "a", "lambda": "f"},
+        {"name": "b", "lambda": "f", "depends_on": ["a"]},
+        {"name": "c", "lambda": "f", "depends_on": ["b"]},
+        {"name": "d", "lambda": "f"},
+    ]})
+}
+
+fn redrive(h: &Harness, wf: &str) -> WorkflowRequest {
+    WorkflowRequest {
+        redrive_workflow_exec_id: Some(wf.to_string()),
+        ..h.request("chain", None)
+    }
+}
+
+/// `chain` with `a` and `d` COMPLETED, `b` FAILED and `c` CANCELLED.
+async fn failed_chain(h: &Harness) -> String {
+    h.register("chain", chain()).await;
+    let wf = h.start("chain").await;
+    h.run_to_completion(&wf, "a").await;
+    h.run_to_completion(&wf, "d").await;
+    for t in ["RUNNING", "FAILED"] {
+        h.engine.apply_event(&h.event(&wf, "b", t)).await.unwrap();
+    }
+    assert_eq!(h.workflow(&wf).await.state, WorkflowState::Failed);
+    assert_eq!(h.activity(&wf, "c").await.state, ActivityState::Cancelled);
+    wf
+}
+
+#[tokio::test]
+async fn a_redrive_reruns_only_what_did_not_complete_and_the_workflow_completes() {
+    let h = Harness::new().await;
+    let wf = failed_chain(&h).await;
+    let a_before = h.activity(&wf, "a").await;
+    let req = redrive(&h, &wf);
+    let applied = h.engine.redrive_workflow(&req).await.unwrap();
+    assert_eq!(applied, Applied::Workflow(WorkflowState::Running));
+    let running = h.workflow(&wf).await;
+    assert_eq!(running.state, WorkflowState::Running);
+    assert_eq!(
+        (running.error.clone(), running.redriving.clone()),
+        (None, None)
+    );
+    assert_eq!(running.redrive_count, Some(1));
+    assert_eq!(
+        h.activity(&wf, "a").await,
+        a_before,
+        "a COMPLETED item is untouched"
+    );
+    let b = h.activity(&wf, "b").await;
+    assert_eq!((b.state, b.attempt.number), (ActivityState::Queued, 2));
+    let entry = b
+        .trail
+        .history
+        .iter()
+        .find(|e| e.event_id.starts_with("redrive:"));
+    assert_eq!(
+        entry.map(|e| e.event_id.clone()),
+        Some(format!("redrive:{}", req.workflow_request_id))
+    );
+    assert_eq!(h.activity(&wf, "c").await.state, ActivityState::Requested);
+    assert_eq!(h.launcher.launches_of("b").len(), 2);
+    // The same request again changes nothing.
+    h.engine.redrive_workflow(&req).await.unwrap();
+    assert_eq!(h.launcher.launches_of("b").len(), 2);
+    h.run_to_completion(&wf, "b").await;
+    h.run_to_completion(&wf, "c").await;
+    let done = h.workflow(&wf).await;
+    assert_eq!(done.state, WorkflowState::Completed);
+    assert_eq!(done.completed_count, 4);
+    assert_eq!(h.launcher.launches_of("a").len(), 1, "a never ran again");
+    assert_eq!(h.launcher.launches_of("d").len(), 1, "d never ran again");
+    // A COMPLETED workflow is not redriven; the old request is done.
+    assert_eq!(
+        h.engine.redrive_workflow(&req).await.unwrap(),
+        Applied::Workflow(WorkflowState::Completed)
+    );
+    let again = h.engine.redrive_workflow(&redrive(&h, &wf)).await;
+    assert!(matches!(again, Err(EngineError::Rejected(_))), "{again:?}");
+}
+
+#[tokio::test]
+async fn a_redrive_that_died_after_its_first_write_is_finished_by_the_monitor() {
+    let h = Harness::new().await;
+    let wf = failed_chain(&h).await;
+    let req = redrive(&h, &wf);
+    let failed = h.workflow(&wf).await;
+    let first = whimbrel_core::engine::decide::redrive::redrive_update(
+        h.store.tables(),
+        &failed,
+        &req.workflow_request_id,
+        h.now(),
+        &h.config(),
+    );
+    h.store.update(first, false).await.unwrap();
+    assert_eq!(h.activity(&wf, "b").await.state, ActivityState::Failed);
+    let due = h
+        .workflow(&wf)
+        .await
+        .due_epoch
+        .expect("the redrive's marker");
+    h.tick(due).await;
+    let b = h.activity(&wf, "b").await;
+    assert_eq!((b.state, b.attempt.number), (ActivityState::Queued, 2));
+    assert_eq!(h.workflow(&wf).await.redriving, None);
+    h.run_to_completion(&wf, "b").await;
+    h.run_to_completion(&wf, "c").await;
+    assert_eq!(h.workflow(&wf).await.state, WorkflowState::Completed);
+}
+
+#[tokio::test]
+async fn a_running_workflow_is_not_redriven() {
+    let h = Harness::new().await;
+    h.register("chain", chain()).await;
+    let wf = h.start("chain").await;
+    let e = h.engine.redrive_workflow(&redrive(&h, &wf)).await;
+    match e {
+        Err(EngineError::Rejected(why)) => {
+            assert!(why.contains("only a FAILED or CANCELLED one"), "{why}")
+        }
+        other => panic!("{other:?}"),
+    }
+}
