@@ -107,19 +107,12 @@ pub async fn event(
     Ok(())
 }
 
-/// `whimbrel cancel`: insert a request to cancel the workflow execution
-/// (a row of `whimbrel_workflow_request`, which the workflow-request
-/// function applies: docs/contract.md § 6, "Cancel requests"), print its id, then watch the
-/// workflow for up to `wait_seconds` and print what the request came to.
-/// A cancel needs no attempt token, so it works where tokens are required.
-///
-/// Errors: an unknown workflow, or one that already ended (nothing is
-/// inserted).
 /// `whimbrel redrive`: a redrive request for a FAILED or CANCELLED
 /// workflow (design.md § 9.4), then, with `wait_seconds`, its state once
 /// it ended again (or when the wait is over).
 ///
-/// Errors: a workflow not ended FAILED or CANCELLED; the store's.
+/// Errors: an unknown workflow, or one not ended FAILED or CANCELLED
+/// (nothing is inserted); the store's.
 pub async fn redrive(
     g: &Global,
     workflow_exec_id: &str,
@@ -156,6 +149,14 @@ pub async fn redrive(
     Ok(())
 }
 
+/// `whimbrel cancel`: insert a request to cancel the workflow execution
+/// (a row of `whimbrel_workflow_request`, which the workflow-request
+/// function applies: docs/contract.md § 6, "Cancel requests"), print its id, then watch the
+/// workflow for up to `wait_seconds` and print what the request came to.
+/// A cancel needs no attempt token, so it works where tokens are required.
+///
+/// Errors: an unknown workflow, or one that already ended (nothing is
+/// inserted).
 pub async fn cancel(
     g: &Global,
     workflow_exec_id: &str,

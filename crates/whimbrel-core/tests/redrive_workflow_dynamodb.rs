@@ -139,3 +139,33 @@ async fn a_running_workflow_is_not_redriven() {
         other => panic!("{other:?}"),
     }
 }
+
+#[tokio::test]
+async fn a_redriven_activity_that_fails_again_cancels_its_dependents_again() {
+    let h = Harness::new().await;
+    let wf = failed_chain(&h).await;
+    h.engine.redrive_workflow(&redrive(&h, &wf)).await.unwrap();
+    // `b` fails again: `c` is cancelled again (the same engine step id as
+    // in the first generation, `upstream-ended:b`), and the workflow fails.
+    for t in ["RUNNING", "FAILED"] {
+        h.engine.apply_event(&h.event(&wf, "b", t)).await.unwrap();
+    }
+    assert_eq!(h.activity(&wf, "c").await.state, ActivityState::Cancelled);
+    let failed = h.workflow(&wf).await;
+    assert_eq!(failed.state, WorkflowState::Failed);
+    assert_eq!(
+        (
+            failed.completed_count,
+            failed.failed_count,
+            failed.cancelled_count
+        ),
+        (2, 1, 1)
+    );
+    // A second redrive: generation 2, and this time it completes.
+    h.engine.redrive_workflow(&redrive(&h, &wf)).await.unwrap();
+    assert_eq!(h.workflow(&wf).await.redrive_count, Some(2));
+    h.run_to_completion(&wf, "b").await;
+    h.run_to_completion(&wf, "c").await;
+    assert_eq!(h.workflow(&wf).await.state, WorkflowState::Completed);
+    assert_eq!(h.launcher.launches_of("b").len(), 3);
+}

@@ -166,6 +166,32 @@ pub enum EngineStep<'a> {
     ParentFailing(&'a str),
 }
 
+/// The prefixes of [`EngineStep::event_id`]: the engine's own steps.
+const ENGINE_STEP_PREFIXES: [&str; 12] = [
+    "launch-failed",
+    "upstream-ended",
+    "timed-out",
+    "not-started",
+    "execution-timeout",
+    "cancel-request",
+    "claim",
+    "launcher",
+    "timer-fired",
+    "signal",
+    "child-ended",
+    "parent-failing",
+];
+
+/// True when `event_id` is an engine step's ([`EngineStep::event_id`]),
+/// not an event row's. Some steps' ids repeat in every generation of a
+/// redriven workflow (`upstream-ended:(activity)`), so a step applied
+/// before a redrive does not stand for one after it (design.md § 9.4).
+pub fn is_engine_step(event_id: &str) -> bool {
+    event_id
+        .split_once(':')
+        .is_some_and(|(prefix, _)| ENGINE_STEP_PREFIXES.contains(&prefix))
+}
+
 impl EngineStep<'_> {
     /// The step's event id.
     pub fn event_id(self) -> String {

@@ -2,7 +2,7 @@
 //! and ends as it ends.
 //!
 //! * **Start.** Released to RUNNING, the node puts the child's request
-//!   row ([`Engine::start_child`]): its id is derived from the node's
+//!   row (`Engine::start_child`): its id is derived from the node's
 //!   activity exec id ([`ids::child_request_id`]), so a release run again
 //!   finds the row and starts nothing more. The row carries the parent
 //!   link (`parent`, with the child's depth); the workflow-request
@@ -10,16 +10,16 @@
 //!   child's exec.
 //! * **End.** Every write that ends a child keeps its due marker
 //!   ([`whimbrel_rules::decide::WorkflowMove::owes_until`]) until the end reached the
-//!   parent ([`Engine::tell_parent`]): the node COMPLETES with the child's
+//!   parent (`Engine::tell_parent`): the node COMPLETES with the child's
 //!   result or FAILS with its reason, a decree with event id
 //!   `child-ended:(node)`, so a repeated report changes nothing. The
 //!   writer tells it at once; the monitor tells what a writer that died
 //!   left owed.
 //! * **Parent close.** A child node that is cancelled (the parent's
 //!   cancel or execution timeout, or another activity's failure, which
-//!   cancels the running child nodes at once: [`Engine::cancel_children`])
+//!   cancels the running child nodes at once: `Engine::cancel_children`)
 //!   cancels its child with a cancel request row, unless its
-//!   `parent_close` is `abandon` ([`Engine::close_child`]): then the
+//!   `parent_close` is `abandon` (`Engine::close_child`): then the
 //!   child runs on.
 
 use serde_json::Value;

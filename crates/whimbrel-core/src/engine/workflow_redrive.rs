@@ -89,10 +89,21 @@ impl<L: Launcher> Engine<L> {
         r: &str,
     ) -> Result<Applied, EngineError> {
         let generation = wf.redrive_count.unwrap_or(0);
-        let activities = self.all_activities(&wf).await?;
+        let t = self.store.tables();
+        if wf.state != WorkflowState::Running {
+            // Ended meanwhile (everything it redrove ended): nothing to do.
+            let dropped = rules::redrive_dropped_update(t, &wf, r);
+            return match self.store.update(dropped, false).await {
+                Ok(_) | Err(StoreError::ConditionFailed) => Ok(Applied::Workflow(wf.state)),
+                Err(e) => Err(e.into()),
+            };
+        }
         let mut redriven = Vec::new();
-        for a in activities {
+        for a in self.all_activities(&wf).await? {
             match a.state {
+                // Redriven by this request already, and ended again: its
+                // own settle counts it in this generation (again: once).
+                s if s.is_terminal() && rules::redriven_by(&a, r) => self.count_ended(&a).await?,
                 ActivityState::Completed => {
                     self.count_ended(&rules::in_generation(&a, generation))
                         .await?
@@ -111,10 +122,17 @@ impl<L: Launcher> Engine<L> {
                 self.queue_and_launch(a).await?;
             }
         }
-        let done = rules::redrive_done_update(self.store.tables(), &wf, r);
-        match self.store.update(done, false).await {
-            Ok(_) | Err(StoreError::ConditionFailed) => {}
-            Err(e) => return Err(e.into()),
+        let done = rules::redrive_done_update(t, &wf, r);
+        if let Err(e) = self.store.update(done, false).await {
+            if !matches!(e, StoreError::ConditionFailed) {
+                return Err(e.into());
+            }
+            // Ended meanwhile: the marker its end set stays.
+            let dropped = rules::redrive_dropped_update(t, &wf, r);
+            match self.store.update(dropped, false).await {
+                Ok(_) | Err(StoreError::ConditionFailed) => {}
+                Err(e) => return Err(e.into()),
+            }
         }
         self.finish_workflow(&wf.workflow_exec_id, &wf.workflow_name)
             .await?;

@@ -47,6 +47,12 @@ pub fn redrive_refusal(wf: &WorkflowExec, activities: &[ActivityExec]) -> Option
             "workflow exec {id} never created its activities: start it anew"
         ));
     }
+    if let Some(old) = activities.iter().find(|a| a.links.count_slot.is_none()) {
+        return Some(format!(
+            "workflow exec {id}: activity {} was written before count groups; start it anew",
+            old.activity_name
+        ));
+    }
     let busy = activities
         .iter()
         .find(|a| !a.state.is_terminal() || a.timing.due_epoch.is_some())?;
@@ -110,17 +116,33 @@ pub fn redrive_update(
 /// The write that ends redrive `redrive_id` once its activities are
 /// redriven and claimed: `redriving` goes, and the due marker becomes the
 /// execution timeout's (or goes), as at the end of a start.
+/// Conditioned on RUNNING too: a workflow that ended meanwhile keeps the
+/// marker its end set (a child's report owed), and only `redriving` goes
+/// ([`redrive_dropped_update`]).
 pub fn redrive_done_update(tables: &Tables, wf: &WorkflowExec, redrive_id: &str) -> UpdateRequest {
-    let done = UpdateRequest::new(
+    let done = redrive_dropped_update(tables, wf, redrive_id)
+        .when(Cond::eq(attr::STATE, s(WorkflowState::Running.as_str())));
+    match super::execution_deadline(wf) {
+        Some(at) => done
+            .set(attr::DUE_EPOCH, n(at))
+            .set(attr::DUE_SHARD, n(keys::shard_of(&wf.workflow_exec_id))),
+        None => done.remove(attr::DUE_EPOCH).remove(attr::DUE_SHARD),
+    }
+}
+
+/// The write that drops `redriving` alone (conditioned on it being
+/// `redrive_id`): the end of a redrive whose workflow ended meanwhile.
+pub fn redrive_dropped_update(
+    tables: &Tables,
+    wf: &WorkflowExec,
+    redrive_id: &str,
+) -> UpdateRequest {
+    UpdateRequest::new(
         tables.workflow_exec(),
         keys::workflow_key(&wf.workflow_exec_id, &wf.workflow_name),
     )
     .when(Cond::eq(attr::REDRIVING, s(redrive_id)))
-    .remove(attr::REDRIVING);
-    match super::execution_deadline(wf) {
-        Some(at) if wf.state == WorkflowState::Running => done.set(attr::DUE_EPOCH, n(at)),
-        _ => done.remove(attr::DUE_EPOCH).remove(attr::DUE_SHARD),
-    }
+    .remove(attr::REDRIVING)
 }
 
 /// `exec` as generation `generation` counts it: its count slot's group in
@@ -131,6 +153,25 @@ pub fn in_generation(exec: &ActivityExec, generation: u32) -> ActivityExec {
         slot.group = generation * GROUPS_PER_GENERATION + slot.group % GROUPS_PER_GENERATION;
     }
     copy
+}
+
+/// The history transition a redrive records.
+pub const REDRIVE_TRANSITION: &str = "REDRIVE";
+
+/// True when `event_id` was applied to `exec` already: an event row's id
+/// anywhere in its history, an engine step's only since its last redrive
+/// (an engine step's id may repeat in the next generation: the same
+/// prerequisite fails again, `upstream-ended:(activity)`).
+pub fn applied_before(exec: &ActivityExec, event_id: &str) -> bool {
+    let history = &exec.trail.history;
+    let since = history
+        .iter()
+        .rposition(|h| h.transition == REDRIVE_TRANSITION)
+        .map_or(0, |i| i + 1);
+    let id = &exec.activity_exec_id;
+    history.iter().enumerate().any(|(i, h)| {
+        h.names(id, event_id) && (i >= since || !crate::ids::is_engine_step(&h.event_id))
+    })
 }
 
 /// True when `exec` was redriven by `redrive_id` already.
@@ -159,7 +200,7 @@ pub fn redriven_item(
         now,
         &redrive_event_id(redrive_id),
     );
-    entry.transition = "REDRIVE".into();
+    entry.transition = REDRIVE_TRANSITION.into();
     entry.attempt = Some(exec.attempt.number);
     entry.error = exec.outcome.error.clone();
     item.trail.history.push(entry);

@@ -88,7 +88,7 @@ pub fn transition_step(
         return TransitionStep::Redelivered;
     }
     let id = &exec.activity_exec_id;
-    if exec.trail.history.iter().any(|h| h.names(id, event_id)) {
+    if super::redrive::applied_before(exec, event_id) {
         return TransitionStep::Superseded;
     }
     let parked = exec
