@@ -65,7 +65,8 @@ fn five_hundred_schedules_hold_every_invariant() {
         redriven > 10 && dead_lettered * 20 < redriven,
         "{redriven} redriven, {dead_lettered} dead-lettered"
     );
-    // Retries, workers and every timeout happened too.
+    // Retries, workers, every timeout, signals and child workflows
+    // (check/children.rs) happened too.
     for f in [
         "retried attempts",
         "completed after a retry",
@@ -80,12 +81,29 @@ fn five_hundred_schedules_hold_every_invariant() {
         "signals rejected",
         "signal waits completed",
         "signal waits timed out",
+        "child workflows started",
+        "child workflows completed",
+        "child workflows failed",
+        "child workflows cancelled (their node failed)",
+        "children cancelled by parent close",
+        "children abandoned",
+        "nested child workflows",
+        "child nodes cancelled by a failing sibling",
     ] {
         assert!(
             features.get(f).copied().unwrap_or(0) > 5,
             "{f}: {features:?}"
         );
     }
+    // A workflow that starts itself is drawn for about one schedule in
+    // eighty (six of the 500 when it was added): its nesting reaches the
+    // depth limit, whose start fails.
+    assert!(
+        features
+            .get("child starts failed for their depth")
+            .is_some_and(|&n| n > 0),
+        "{features:?}"
+    );
     // Every injected fault happened; a rare one (about one schedule in
     // fifty) at least a few times.
     for f in FAULTS {
