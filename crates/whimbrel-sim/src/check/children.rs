@@ -11,9 +11,11 @@
 //! - a child node is COMPLETED or FAILED only by its child's end
 //!   (`child-ended:(node)`, at most one such entry), and only once its
 //!   child is terminal: COMPLETED when the child COMPLETED, FAILED when
-//!   it FAILED or was CANCELLED, with the child's state in its error (a
-//!   request id taken by a foreign row would fail it too; nothing in the
-//!   simulation writes one, so that is a violation here). A cancelled node
+//!   it FAILED or was CANCELLED, with the child's state in its error, or
+//!   when it COMPLETED with a result too large for a node's output
+//!   (checked at the end); a request id taken by a foreign row would fail
+//!   it too, but nothing in the simulation writes one, so that is a
+//!   violation here. A cancelled node
 //!   never ends by its child's end (its history has no `child-ended:`);
 //! - a child deeper than `MAX_CHILD_DEPTH` never gets a plan: it fails at
 //!   its start (or a cancel ends it first), and no child within the limit
@@ -25,7 +27,8 @@
 //! - every child ended and told its parent (no due marker left), and no
 //!   node is RUNNING while its child ended;
 //! - a COMPLETED node's output, as its dependents read it, is its child's
-//!   result; the child's input is the node's planned input;
+//!   result (a node FAILED for a COMPLETED child had a result over
+//!   `MAX_OUTPUT_BYTES`); the child's input is the node's planned input;
 //! - the child of a node CANCELLED with `parent_close: cancel` ended and
 //!   was sent its cancel request; if that request was rejected because
 //!   the child did not exist yet, the child must not have been started
