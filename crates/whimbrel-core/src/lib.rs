@@ -34,9 +34,11 @@
 //!     input: None,
 //!     // The TTL attribute, when the stack keeps rows for a set time.
 //!     expires_at_epoch: engine.config().row_expiry(now.epoch),
-//!     // A start, not a cancel request.
+//!     // A start, not a cancel or redrive request, nor a child's.
 //!     cancel_workflow_exec_id: None,
 //!     reason: None,
+//!     redrive_workflow_exec_id: None,
+//!     parent: None,
 //! };
 //! let store = engine.store();
 //! store
