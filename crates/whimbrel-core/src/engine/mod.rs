@@ -31,6 +31,7 @@ pub mod cancel;
 pub mod children;
 pub mod counting;
 pub mod effects;
+pub mod heartbeat;
 pub mod monitor;
 pub mod outcome;
 pub mod payloads;
