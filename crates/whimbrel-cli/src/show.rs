@@ -295,8 +295,7 @@ fn workflow_row(epoch: i64, from: Option<WorkflowState>, to: WorkflowState) -> R
 /// § 9.5), derived from the node's id; empty for any other node.
 pub fn child_of(a: &ActivityExec) -> String {
     a.runner.child.as_ref().map_or(String::new(), |c| {
-        let request = whimbrel_core::ids::child_request_id(&c.workflow_name, &a.activity_exec_id);
-        whimbrel_core::ids::workflow_exec_id(&c.workflow_name, &request)
+        whimbrel_core::ids::child_exec_id(&c.workflow_name, &a.activity_exec_id)
     })
 }
 

@@ -225,6 +225,15 @@ pub fn child_request_id(workflow_name: &str, activity_exec_id: &str) -> String {
     format!("{workflow_name}{SEPARATOR}{uuid}")
 }
 
+/// The workflow exec id of that child ([`child_request_id`],
+/// [`workflow_exec_id`]): known before it starts.
+pub fn child_exec_id(workflow_name: &str, activity_exec_id: &str) -> String {
+    workflow_exec_id(
+        workflow_name,
+        &child_request_id(workflow_name, activity_exec_id),
+    )
+}
+
 /// The request id of the cancel request a child node's cancel writes for
 /// its child (`parent_close: cancel`), the same for every try.
 pub fn child_cancel_request_id(workflow_name: &str, child_exec_id: &str) -> String {

@@ -151,14 +151,7 @@ impl<L: Launcher> Engine<L> {
         let Some(p) = &child.parent else {
             return Ok(());
         };
-        let node: Option<ActivityExec> = self
-            .store
-            .get(
-                &self.store.tables().activity_exec(),
-                self.activity_key(&p.activity_exec_id, &p.workflow_exec_id),
-            )
-            .await?;
-        let Some(node) = node.filter(|n| started_by(n, &child.workflow_exec_id)) else {
+        let Some(node) = self.node_of(child).await? else {
             warn!(workflow_exec_id = %child.workflow_exec_id, parent = %p.activity_exec_id, "no node of the parent started this workflow; its end reaches no one");
             return Ok(());
         };
@@ -167,8 +160,10 @@ impl<L: Launcher> Engine<L> {
         }
         let event_id = ids::EngineStep::ChildEnded(&node.activity_exec_id).event_id();
         let (id, name) = (&child.workflow_exec_id, &child.workflow_name);
-        let result = match child.state {
-            WorkflowState::Completed => self.workflow_result(id, name).await?,
+        // On the item in hand when it fits there; else gathered.
+        let result = match (child.state, &child.result) {
+            (WorkflowState::Completed, Some(r)) => Some(r.clone()),
+            (WorkflowState::Completed, None) => self.workflow_result(id, name).await?,
             _ => None,
         };
         let (transition, mut details) = child_end(child, result);
@@ -184,6 +179,25 @@ impl<L: Launcher> Engine<L> {
         Ok(())
     }
 
+    /// The node of its parent that started `child`: `None` for a
+    /// top-level workflow, a node gone, or one that is not this child's
+    /// (a forged parent link: its derived child id is another).
+    ///
+    /// Errors: [`EngineError::Retry`] when DynamoDB is unavailable.
+    async fn node_of(&self, child: &WorkflowExec) -> Result<Option<ActivityExec>, EngineError> {
+        let Some(p) = &child.parent else {
+            return Ok(None);
+        };
+        let node: Option<ActivityExec> = self
+            .store
+            .get(
+                &self.store.tables().activity_exec(),
+                self.activity_key(&p.activity_exec_id, &p.workflow_exec_id),
+            )
+            .await?;
+        Ok(node.filter(|n| started_by(n, &child.workflow_exec_id)))
+    }
+
     /// Why the child `exec` (REQUESTED, not planned) must not start: its
     /// node ended before it did (cancelled with `parent_close: cancel`, so
     /// the node's cancel request may have come before the child existed,
@@ -195,16 +209,7 @@ impl<L: Launcher> Engine<L> {
         &self,
         exec: &WorkflowExec,
     ) -> Result<Option<String>, EngineError> {
-        let Some(p) = &exec.parent else {
-            return Ok(None);
-        };
-        let node: Option<ActivityExec> = self
-            .store
-            .get(
-                &self.store.tables().activity_exec(),
-                self.activity_key(&p.activity_exec_id, &p.workflow_exec_id),
-            )
-            .await?;
+        let node = self.node_of(exec).await?;
         let closes = |n: &ActivityExec| {
             n.runner
                 .child
@@ -212,7 +217,7 @@ impl<L: Launcher> Engine<L> {
                 .is_some_and(|c| c.parent_close == ParentClose::Cancel)
         };
         Ok(node
-            .filter(|n| started_by(n, &exec.workflow_exec_id) && n.state.is_terminal() && closes(n))
+            .filter(|n| n.state.is_terminal() && closes(n))
             .map(|n| {
                 format!(
                     "its parent's node {} ended {} before it started",
@@ -260,8 +265,7 @@ impl<L: Launcher> Engine<L> {
         if exec.state != ActivityState::Cancelled || child.parent_close == ParentClose::Abandon {
             return Ok(());
         }
-        let request = ids::child_request_id(&child.workflow_name, &exec.activity_exec_id);
-        let child_id = ids::workflow_exec_id(&child.workflow_name, &request);
+        let child_id = ids::child_exec_id(&child.workflow_name, &exec.activity_exec_id);
         let now = self.now();
         let row = WorkflowRequest {
             redrive_workflow_exec_id: None,
@@ -359,7 +363,6 @@ fn child_end(child: &WorkflowExec, result: Option<Value>) -> (Transition, Detail
 /// `child_exec_id` (its id derived from the node's).
 fn started_by(node: &ActivityExec, child_exec_id: &str) -> bool {
     node.runner.child.as_ref().is_some_and(|c| {
-        let request = ids::child_request_id(&c.workflow_name, &node.activity_exec_id);
-        ids::workflow_exec_id(&c.workflow_name, &request) == child_exec_id
+        ids::child_exec_id(&c.workflow_name, &node.activity_exec_id) == child_exec_id
     })
 }
