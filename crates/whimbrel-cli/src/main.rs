@@ -6,6 +6,7 @@
 mod bench;
 mod commands;
 mod graph;
+mod limits;
 mod local;
 mod output;
 mod replay;
@@ -127,6 +128,14 @@ enum Command {
         /// insert the request).
         #[arg(long, default_value_t = 0)]
         wait: u64,
+    },
+    /// Concurrency limits per Lambda function or task list, across
+    /// workflows (design.md § 9.3): `limit set TARGET N`, `limit show
+    /// TARGET`, `limit remove TARGET`, TARGET being `lambda:FUNCTION` or
+    /// `task_list:NAME`.
+    Limit {
+        #[command(subcommand)]
+        action: limits::LimitAction,
     },
     /// Send a signal to a workflow: insert one whimbrel_signal row
     /// (design.md § 9.2). A `signal` node of that name completes with the
@@ -409,6 +418,7 @@ async fn run(cli: Cli) -> Result<(), CliError> {
             workflow_exec_id,
             wait,
         } => commands::redrive(g, &workflow_exec_id, wait).await?,
+        Command::Limit { action } => limits::limit(g, action).await?,
         Command::Signal {
             workflow_exec_id,
             name,

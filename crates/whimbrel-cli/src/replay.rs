@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 
 use crate::{CliError, Global};
 use serde_json::{json, Value};
-use whimbrel_core::engine::{Engine, EngineConfig};
+use whimbrel_core::engine::Engine;
 use whimbrel_core::launcher::LambdaLauncher;
 use whimbrel_core::redrive::{self, DynamoDbStreamReader, OnFailureRecord, Redriven};
 
@@ -54,15 +54,7 @@ async fn replay_engine(
         .region()
         .map_or("us-east-1".to_string(), |r| r.to_string());
     let streams = DynamoDbStreamReader::new(aws_sdk_dynamodbstreams::Client::new(&sdk), region);
-    let config = EngineConfig {
-        table_prefix: g.table_prefix.clone(),
-        ..EngineConfig::from_env().map_err(CliError)?
-    };
-    let engine = Engine::new(
-        crate::store_for(g).await,
-        LambdaLauncher::new(aws_sdk_lambda::Client::new(&sdk)),
-        config,
-    );
+    let engine = crate::limits::lambda_engine(g).await?;
     Ok((engine, streams))
 }
 

@@ -292,11 +292,10 @@ fn workflow_row(epoch: i64, from: Option<WorkflowState>, to: WorkflowState) -> R
 }
 
 /// The workflow exec id of the child a `workflow` node starts (design.md
-/// § 9.5), derived from the node's id; empty for any other node.
+/// § 9.5), derived from the node's id and generation; empty for any
+/// other node.
 pub fn child_of(a: &ActivityExec) -> String {
-    a.runner.child.as_ref().map_or(String::new(), |c| {
-        whimbrel_core::ids::child_exec_id(&c.workflow_name, &a.activity_exec_id)
-    })
+    a.child_ids().map_or(String::new(), |(_, exec_id)| exec_id)
 }
 
 /// The workflow execution's creation: REQUESTED by the client that

@@ -40,6 +40,10 @@ const fn ix(table: &'static str, index: &'static str) -> Grant {
     }
 }
 
+/// Every engine function claims and settles activities, so each also
+/// reads a target's concurrency limit and takes, waits for, gives back
+/// and hands on its slots (`limit`, `engine/slots.rs`, design.md § 9.3).
+///
 /// `whimbrel-workflow-request`: start a workflow (`engine/start.rs`),
 /// whose root child workflow nodes put their children's request rows (a
 /// conditional put, read back when the id is taken; `engine/children.rs`):
@@ -55,6 +59,8 @@ const fn ix(table: &'static str, index: &'static str) -> Grant {
 /// ended (found by a Query on its hash key, as a report's is), count its
 /// end and finish the workflow.
 pub const WORKFLOW_REQUEST: &[Grant] = &[
+    g("dynamodb:GetItem", "limit"),
+    g("dynamodb:UpdateItem", "limit"),
     g("dynamodb:PutItem", "workflow_request"),
     g("dynamodb:GetItem", "workflow_request"),
     g("dynamodb:Query", "activity_exec"),
@@ -90,6 +96,8 @@ pub const WORKFLOW_REQUEST: &[Grant] = &[
 /// put, read back when the id is taken), and a cancelled one its child's
 /// cancel request (`engine/children.rs`).
 pub const ACTIVITY_EVENT: &[Grant] = &[
+    g("dynamodb:GetItem", "limit"),
+    g("dynamodb:UpdateItem", "limit"),
     g("dynamodb:PutItem", "workflow_request"),
     g("dynamodb:GetItem", "workflow_request"),
     g("dynamodb:UpdateItem", "activity_event"),
@@ -135,6 +143,8 @@ pub fn stream_redrive() -> Vec<Grant> {
 /// cancels a child workflow node puts its child's request or cancel
 /// request row (`engine/children.rs`).
 pub const HEARTBEAT_MONITOR: &[Grant] = &[
+    g("dynamodb:GetItem", "limit"),
+    g("dynamodb:UpdateItem", "limit"),
     g("dynamodb:PutItem", "workflow_request"),
     g("dynamodb:UpdateItem", "activity_event"),
     g("dynamodb:Query", "signal"),

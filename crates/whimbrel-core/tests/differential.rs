@@ -39,7 +39,7 @@ fn attr(r: &mut ChaCha8Rng) -> String {
 }
 
 fn cond(r: &mut ChaCha8Rng, depth: u32) -> Cond {
-    match r.gen_range(0..if depth > 1 { 6 } else { 8 }) {
+    match r.gen_range(0..if depth > 1 { 7 } else { 9 }) {
         0 => Cond::Exists(attr(r)),
         1 => Cond::NotExists(attr(r)),
         2 => Cond::Compare(
@@ -50,7 +50,8 @@ fn cond(r: &mut ChaCha8Rng, depth: u32) -> Cond {
         3 => Cond::In(attr(r), vec![value(r), value(r)]),
         4 => Cond::Contains("tags".into(), s(["p", "q"][r.gen_range(0..2)])),
         5 => Cond::Compare("count".into(), Cmp::Gt, n(r.gen_range(-1..3))),
-        6 => Cond::Not(Box::new(cond(r, depth + 1))),
+        6 => Cond::SizeLt(attr(r), r.gen_range(0..3)),
+        7 => Cond::Not(Box::new(cond(r, depth + 1))),
         _ => Cond::And(vec![cond(r, depth + 1), cond(r, depth + 1)]),
     }
 }

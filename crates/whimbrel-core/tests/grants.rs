@@ -96,7 +96,7 @@ async fn register_children(h: &Harness) {
 async fn squat_child(h: &Harness, wf: &str) {
     let node = whimbrel_core::ids::activity_exec_id(wf, "kid");
     let row = WorkflowRequest {
-        workflow_request_id: whimbrel_core::ids::child_request_id("c", &node),
+        workflow_request_id: whimbrel_core::ids::child_request_id("c", &node, 0),
         ..h.request("c", Some(json!("not the parent's")))
     };
     h.clients
@@ -119,6 +119,35 @@ fn signal_batch(h: &Harness, rows: &[SignalRow], seq: u64) -> serde_json::Value 
         rows,
         seq,
     )
+}
+
+/// Two roots run by Lambda `lim`, whose target limit of 1 (design.md
+/// § 9.3) is set here (through the clients' store's engine calls, which
+/// are discarded): one takes the slot, the other waits for it.
+async fn register_limited(h: &Harness) {
+    h.register(
+        "lim",
+        json!({"activities": [{"name": "x", "lambda": "lim"}, {"name": "y", "lambda": "lim"}]}),
+    )
+    .await;
+    h.engine.set_target_limit("lambda:lim", 1).await.unwrap();
+    calls(h);
+}
+
+/// The root of `lim` workflow `wf` that holds the slot, and the other.
+async fn holder(h: &Harness, wf: &str) -> (&'static str, &'static str) {
+    match h.activity(wf, "x").await.links.target_slot_held {
+        true => ("x", "y"),
+        false => ("y", "x"),
+    }
+}
+
+/// The other root of `wf` was handed the slot its holder gave back.
+async fn handed_on(h: &Harness, wf: &str, waiter: &str) {
+    let w = h.activity(wf, waiter).await;
+    assert!(w.links.target_slot_held, "{waiter} did not get the slot");
+    let l = h.engine.target_limit("lambda:lim").await.unwrap().unwrap();
+    assert_eq!((l.slots_used(), l.slot_waiters.len()), (1, 0));
 }
 
 /// `JOIN_GROUP_SIZE + 1` roots and a wide join waiting for them all.
@@ -228,11 +257,14 @@ async fn workflow_request_calls() -> Calls {
         .put(&h.store.tables().activity_exec_dependency(), &counted)
         .await
         .unwrap();
+    register_limited(&h).await;
+    let limited = h.request("lim", None);
+    let limited_id = whimbrel_core::ids::workflow_exec_id("lim", &limited.workflow_request_id);
     calls(&h);
     let event = stream_event(
         &h.store.tables().workflow_request(),
         &["workflow_request_id", "workflow_name"],
-        &[req, missing, signalled, sole, parent, squatted],
+        &[req, missing, signalled, sole, parent, squatted, limited],
         1,
     );
     for _ in 0..2 {
@@ -260,6 +292,14 @@ async fn workflow_request_calls() -> Calls {
     assert_eq!(sole_wf.result, Some(json!({"approval": large})));
     assert_eq!(kid_state(&h, &parent_id).await, "RUNNING");
     assert_eq!(kid_state(&h, &squatted_id).await, "FAILED");
+    let (held, waiting) = holder(&h, &limited_id).await;
+    assert!(
+        !h.activity(&limited_id, waiting)
+            .await
+            .links
+            .target_slot_held
+    );
+    assert_eq!(h.activity(&limited_id, held).await.state.as_str(), "QUEUED");
     // A cancel request for the running one: its activities are cancelled
     // (and the child node's child with them).
     let d_id = whimbrel_core::ids::workflow_exec_id("d", &req_id);
@@ -428,6 +468,23 @@ async fn activity_event_calls() -> Calls {
     assert_eq!(approval.outcome.output, Some(json!("early")));
     assert_eq!(h.workflow(&rs).await.state.as_str(), "COMPLETED");
     let made: Calls = made.union(&calls(&h)).cloned().collect();
+    // A report that ends the holder of a target's slot: given back, and
+    // handed to the root that waited.
+    register_limited(&h).await;
+    let lim = h.start("lim").await;
+    let (held, waiting) = holder(&h, &lim).await;
+    calls(&h);
+    deliver_events(
+        &h,
+        &[
+            h.event(&lim, held, "RUNNING"),
+            h.event(&lim, held, "COMPLETED"),
+        ],
+        350,
+    )
+    .await;
+    handed_on(&h, &lim, waiting).await;
+    let made: Calls = made.union(&calls(&h)).cloned().collect();
     made.union(&child_release_calls(&h, 400, false).await)
         .cloned()
         .collect()
@@ -593,6 +650,29 @@ async fn heartbeat_monitor_calls() -> Calls {
     assert!(report.timed_out >= 1, "{report:?}");
     assert_eq!(h.activity(&s, "approval").await.state.as_str(), "TIMED_OUT");
     assert_eq!(h.workflow(&s).await.state.as_str(), "FAILED");
+    let made: Calls = made.union(&calls(&h)).cloned().collect();
+    // The holder of a target's slot ended by a function that died before
+    // its settle: the tick gives the slot back and hands it on.
+    register_limited(&h).await;
+    let lim = h.start("lim").await;
+    let (held, waiting) = holder(&h, &lim).await;
+    h.engine
+        .apply_event(&h.event(&lim, held, "RUNNING"))
+        .await
+        .unwrap();
+    let owed = common::terminal_write_only(
+        &h,
+        &lim,
+        held,
+        whimbrel_core::contract::Transition::Completed,
+        whimbrel_core::contract::ActivityState::Completed,
+        "died",
+        Default::default(),
+    )
+    .await;
+    calls(&h);
+    h.tick(owed).await;
+    handed_on(&h, &lim, waiting).await;
     let made: Calls = made.union(&calls(&h)).cloned().collect();
     made.union(&child_release_calls(&h, 0, true).await)
         .cloned()

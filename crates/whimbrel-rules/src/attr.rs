@@ -177,8 +177,18 @@ pub const SCHEDULED_EPOCH: &str = "scheduled_epoch";
 pub const SLOT_HELD: &str = "slot_held";
 /// `slot_waiters`: On a workflow exec: the activities waiting for a slot, `(plan index, 6 digits)#(name)` (a string set).
 pub const SLOT_WAITERS: &str = "slot_waiters";
+/// `slots_free`: On a `whimbrel_limit` item: the target's slots not held, its `max_concurrency` minus those held (below 0 after the limit was lowered under the slots held; design.md § 9.3).
+pub const SLOTS_FREE: &str = "slots_free";
 /// `slots_used`: On a workflow exec: the slots its activities hold (design.md § 9.3).
 pub const SLOTS_USED: &str = "slots_used";
+/// `target`: Hash key of `whimbrel_limit`: `lambda:(function name)` or `task_list:(name)` (design.md § 9.3).
+pub const TARGET: &str = "target";
+/// `target_limit`: On an activity exec: the `whimbrel_limit` target its first claim took a slot of (design.md § 9.3); kept after the give-back.
+pub const TARGET_LIMIT: &str = "target_limit";
+/// `target_slot_held`: True while an activity holds a slot of its `target_limit` (removed by the give-back, once).
+pub const TARGET_SLOT_HELD: &str = "target_slot_held";
+/// `max_concurrency`: On a `whimbrel_limit` item: at most this many activities of the target hold a slot at once.
+pub const MAX_CONCURRENCY: &str = "max_concurrency";
 /// `signal_key`: Range key of `signal`, `(name)#(signal_id)`.
 pub const SIGNAL_KEY: &str = "signal_key";
 /// `signal_name`: A signal node's signal name (design.md § 9.2).

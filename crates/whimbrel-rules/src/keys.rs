@@ -99,6 +99,18 @@ impl Tables {
     pub fn signal(&self) -> String {
         self.name("signal")
     }
+    /// `whimbrel_limit`: concurrency limits per Lambda function or task
+    /// list, across workflows ([`crate::model::TargetLimit`], design.md
+    /// § 9.3).
+    pub fn limit(&self) -> String {
+        self.name("limit")
+    }
+}
+
+/// The key of a `whimbrel_limit` item: `target` is `lambda:(function)` or
+/// `task_list:(name)` ([`crate::decide::target_limits::target_of`]).
+pub fn limit_key(target: &str) -> Item {
+    HashMap::from([(attr::TARGET.to_string(), s(target))])
 }
 
 /// The key of an activity exec item.

@@ -122,7 +122,8 @@ fn write_once_tables(t: &Tables) -> Vec<TableDef> {
 }
 
 /// The tables the engine updates: workflow and activity executions, with
-/// their due, listing and task-list indexes.
+/// their due, listing and task-list indexes, and the concurrency limits
+/// per target.
 fn state_tables(t: &Tables) -> Vec<TableDef> {
     vec![
         TableDef {
@@ -172,6 +173,14 @@ fn state_tables(t: &Tables) -> Vec<TableDef> {
                 },
             ],
             description: "activity executions",
+        },
+        TableDef {
+            name: t.limit(),
+            hash: (attr::TARGET, ScalarType::S),
+            range: None,
+            stream: false,
+            gsis: vec![],
+            description: "concurrency limits per Lambda function or task list, across workflows",
         },
     ]
 }

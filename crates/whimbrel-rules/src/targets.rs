@@ -62,6 +62,13 @@ fn parse(reference: &str) -> FunctionRef<'_> {
     }
 }
 
+/// The function name of a Lambda reference (a name, `name:qualifier`, a
+/// partial or full ARN), without its qualifier: `resize` for
+/// `arn:aws:lambda:us-east-1:123456789012:function:resize:live`.
+pub fn function_name(reference: &str) -> &str {
+    parse(reference).name
+}
+
 /// True when `text` matches `pattern`, whose `*` matches any run of
 /// characters (none included) and every other character itself.
 pub fn matches(pattern: &str, text: &str) -> bool {

@@ -32,6 +32,7 @@ pub mod children;
 pub mod counting;
 pub mod effects;
 pub mod heartbeat;
+pub mod limits;
 pub mod monitor;
 pub mod outcome;
 pub mod payloads;

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use futures::stream::{self, StreamExt};
 use tracing::info;
 
-use super::slots::Claimed;
+use super::slots::{Claimed, Handed};
 use super::{decide, items};
 use super::{decoded, Engine, EngineError};
 use crate::contract::{ActivityState, NodeKind};
@@ -154,17 +154,16 @@ impl<L: Launcher> Engine<L> {
             if !claimable || pending > 0 {
                 return Ok(());
             }
-            match self.queue_first(&exec, release, false).await? {
+            match self.queue_first(&exec, release, None).await? {
                 Claimed::Done => return Ok(()),
                 Claimed::Again(read) => exec = *read,
                 // No slot (design.md § 9.3): the edge is released on its
                 // own, then the activity waits for a slot, unless one was
                 // freed meanwhile (claim again).
-                Claimed::NoSlot => match release.take() {
+                Claimed::NoSlot(limits) => match release.take() {
                     Some(marker) => exec = self.release_only(&exec, marker).await?,
                     None => {
-                        let limit = decide::slot_limit(&exec).unwrap_or(0);
-                        if self.wait_for_slot(&exec, limit).await? {
+                        if self.join_waiters(&exec, &limits, None).await? {
                             return Ok(());
                         }
                     }
@@ -174,9 +173,20 @@ impl<L: Launcher> Engine<L> {
     }
 
     /// Claim a waiter its turn came for (design.md § 9.3), with the slot
-    /// it is handed.
-    pub(crate) async fn claim_waiter(&self, waiting: ActivityExec) -> Result<(), EngineError> {
-        self.queue_first(&waiting, None, true).await.map(|_| ())
+    /// it is handed. A turn it cannot use (another limit of it has no slot
+    /// free) moves it to that limit's waiters: joined there first, then
+    /// out of `handed`'s, so no crash between loses it.
+    pub(crate) async fn claim_waiter(
+        &self,
+        waiting: ActivityExec,
+        handed: Handed,
+    ) -> Result<(), EngineError> {
+        if let Claimed::NoSlot(limits) = self.queue_first(&waiting, None, Some(&handed)).await? {
+            if self.join_waiters(&waiting, &limits, Some(&handed)).await? {
+                self.leave_waiters(&waiting, &handed).await?;
+            }
+        }
+        Ok(())
     }
 
     /// The blind per-edge release of `marker` on `exec`; returns the item
@@ -201,14 +211,14 @@ impl<L: Launcher> Engine<L> {
     }
 
     /// The first claim of `exec` (releasing `release` in the same write),
-    /// under its plan's concurrency limit if it has one (`waiter`: handed
-    /// a slot as a waiter), then its launch, or what a node that runs no
-    /// code owes at its start.
+    /// under its concurrency limits if it has any (`handed`: handed a slot
+    /// as a waiter), then its launch, or what a node that runs no code
+    /// owes at its start.
     async fn queue_first(
         &self,
         exec: &ActivityExec,
         release: Option<&str>,
-        waiter: bool,
+        handed: Option<&Handed>,
     ) -> Result<Claimed, EngineError> {
         // Only a Lambda's attempt is claimed here and invoked: a task-list
         // activity is queued unclaimed (a worker claims it), a timer starts
@@ -233,12 +243,13 @@ impl<L: Launcher> Engine<L> {
             ),
             None => decide::queue_update(t, &self.config, exec, hash.as_deref(), now),
         };
-        let queued = match decide::slot_limit(exec) {
-            Some(limit) => match self.claim_with_slot(exec, req, limit, waiter).await? {
+        let limits = self.limits_of(exec).await?;
+        let queued = match limits.any() {
+            true => match self.claim_with_slots(exec, req, &limits, handed).await? {
                 Ok(queued) => queued,
                 Err(other) => return Ok(other),
             },
-            None => match self.store.update(req, true).await {
+            false => match self.store.update(req, true).await {
                 Ok(Some(item)) => decoded(&exec.activity_exec_id, item)?,
                 Ok(None) => return Err(no_item(exec)),
                 // Someone else changed it (released it, claimed it,

@@ -98,6 +98,13 @@ impl Expressions {
                 format!("{n} IN ({})", list.join(", "))
             }
             Cond::Contains(a, v) => format!("contains({}, {})", self.name(a), self.value(v)),
+            Cond::SizeLt(a, limit) => {
+                let (name, value) = (
+                    self.name(a),
+                    self.value(&AttributeValue::N(limit.to_string())),
+                );
+                format!("size({name}) < {value}")
+            }
             Cond::Not(c) => format!("NOT ({})", self.condition(c)),
             Cond::And(cs) if cs.is_empty() => {
                 "attribute_exists(#always) OR attribute_not_exists(#always)"

@@ -132,6 +132,8 @@ impl PlanLinks {
             max_concurrency: self.max_concurrency,
             plan_index: self.max_concurrency.map(|_| self.plan_index),
             slot_held: false,
+            target_limit: None,
+            target_slot_held: false,
             closes_children: self.closes_children,
         }
     }

@@ -613,6 +613,7 @@ pub mod items;
 pub mod redrive;
 pub mod slots;
 pub mod step;
+pub mod target_limits;
 pub mod wake;
 pub mod workflow;
 

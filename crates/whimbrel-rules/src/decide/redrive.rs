@@ -222,6 +222,8 @@ pub fn redriven_item(
     item.runner.task_list_shard = None;
     item.runner.task_queued_epoch = None;
     item.links.slot_held = false;
+    item.links.target_limit = None;
+    item.links.target_slot_held = false;
     item
 }
 

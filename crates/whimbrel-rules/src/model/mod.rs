@@ -371,6 +371,41 @@ pub struct OutputRow {
     pub output: Value,
 }
 
+/// An item of `whimbrel_limit`: a concurrency limit on one Lambda function
+/// or task list across all workflows (design.md § 9.3), set with `whimbrel
+/// limit set`. An activity that runs this target takes a slot
+/// (`slots_free - 1`) in the transaction of its first claim, and gives it
+/// back when it ends; while none is free it waits in `slot_waiters`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TargetLimit {
+    /// Hash key: `lambda:(function name)` or `task_list:(name)`.
+    pub target: String,
+    /// At most this many of its activities hold a slot at once (1..);
+    /// `None` once removed (`whimbrel limit remove` leaves the key).
+    #[serde(default)]
+    pub max_concurrency: Option<u32>,
+    /// Slots not held: `max_concurrency` minus those held; below 0 while a
+    /// lowered limit is still exceeded by the slots held before.
+    #[serde(default)]
+    pub slots_free: i64,
+    /// Activities waiting for a slot, oldest first once sorted
+    /// ([`crate::decide::target_limits::waiter_entry`]).
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        with = "serde_dynamo::string_set"
+    )]
+    pub slot_waiters: Vec<String>,
+}
+
+impl TargetLimit {
+    /// Slots held now (`max_concurrency - slots_free`); 0 without a limit.
+    pub fn slots_used(&self) -> i64 {
+        self.max_concurrency
+            .map_or(0, |max| i64::from(max) - self.slots_free)
+    }
+}
+
 pub use crate::history::{HistoryEntry, HISTORY_ERROR_BYTES};
 
 mod activity_exec;

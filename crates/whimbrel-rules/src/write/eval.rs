@@ -110,10 +110,27 @@ pub fn eval(c: &Cond, item: Option<&Item>) -> bool {
             (Some(AttributeValue::L(x)), v) => x.iter().any(|e| av_eq(e, v)),
             _ => false,
         },
+        Cond::SizeLt(a, limit) => get(a).and_then(size_of).is_some_and(|n| n < *limit),
         Cond::Not(c) => !eval(c, item),
         Cond::And(cs) => cs.iter().all(|c| eval(c, item)),
         Cond::Or(cs) => cs.iter().any(|c| eval(c, item)),
     }
+}
+
+/// What DynamoDB's `size()` returns for `v`: elements of a set, list or
+/// map, bytes of a string or binary; `None` for another type.
+fn size_of(v: &AttributeValue) -> Option<u64> {
+    use AttributeValue as A;
+    let n = match v {
+        A::S(x) => x.len(),
+        A::B(x) => x.len(),
+        A::Ss(x) | A::Ns(x) => x.len(),
+        A::Bs(x) => x.len(),
+        A::L(x) => x.len(),
+        A::M(x) => x.len(),
+        _ => return None,
+    };
+    Some(n as u64)
 }
 
 fn add_numbers(a: &str, b: &str) -> String {

@@ -120,6 +120,9 @@ pub enum Cond {
     /// `contains(a, v)`: a string contains a substring, or a set or list
     /// holds an element.
     Contains(String, AttributeValue),
+    /// `size(a) < n`: the elements of a set, list or map, or the bytes of
+    /// a string or binary, fewer than `n`; false for a missing `a`.
+    SizeLt(String, u64),
     /// `NOT (c)`
     Not(Box<Cond>),
     /// `(c1) AND (c2) ...`; true when empty.
