@@ -34,13 +34,12 @@ fn one(lambda: &str) -> Value {
 
 /// The request row the node `node` of `wf` put for its child.
 async fn child_request(h: &Harness, node: &ActivityExec) -> Option<WorkflowRequest> {
-    let child = node.runner.child.as_ref().expect("a child node");
-    let id = ids::child_request_id(&child.workflow_name, &node.activity_exec_id);
+    let (id, _) = node.child_ids().expect("a child node");
     let key = std::collections::HashMap::from([
         ("workflow_request_id".to_string(), common::sv(&id)),
         (
             "workflow_name".to_string(),
-            common::sv(&child.workflow_name),
+            common::sv(&node.runner.child.as_ref().unwrap().workflow_name),
         ),
     ]);
     h.store
@@ -332,4 +331,47 @@ async fn a_child_whose_node_was_cancelled_before_it_started_never_runs() {
         1,
         "only the abandoned child's"
     );
+}
+
+#[tokio::test]
+async fn a_redriven_parent_starts_a_new_child_for_a_node_whose_child_failed() {
+    let h = Harness::new().await;
+    h.register(
+        "solo",
+        json!({"activities": [{"name": "thumbs", "workflow": "thumbs", "input": {"n": 1}}]}),
+    )
+    .await;
+    h.register("thumbs", one("thumbnailer")).await;
+    let wf = h.start("solo").await;
+    let old = start_children(&h, &wf, &["thumbs"], 1).await.remove(0);
+    h.engine
+        .apply_event(&h.event(&old, "work", "RUNNING"))
+        .await
+        .unwrap();
+    h.engine
+        .apply_event(&h.event(&old, "work", "FAILED"))
+        .await
+        .unwrap();
+    assert_eq!(h.workflow(&wf).await.state, WorkflowState::Failed);
+    let redrive = WorkflowRequest {
+        redrive_workflow_exec_id: Some(wf.clone()),
+        ..h.request("solo", None)
+    };
+    h.engine.redrive_workflow(&redrive).await.unwrap();
+    // The node runs again and names a new child: the old one ended.
+    let node = h.activity(&wf, "thumbs").await;
+    assert_eq!(node.state, ActivityState::Running);
+    let new = start_children(&h, &wf, &["thumbs"], 3).await.remove(0);
+    assert_ne!(new, old, "the redriven node took its old child");
+    assert_eq!(h.workflow(&new).await.state, WorkflowState::Running);
+    let parent = h.workflow(&new).await.parent.expect("linked");
+    assert_eq!(parent.workflow_exec_id, wf);
+    h.run_to_completion(&new, "work").await;
+    assert_eq!(
+        h.activity(&wf, "thumbs").await.state,
+        ActivityState::Completed
+    );
+    assert_eq!(h.workflow(&wf).await.state, WorkflowState::Completed);
+    // The old child stays FAILED and told no one again.
+    assert_eq!(h.workflow(&old).await.state, WorkflowState::Failed);
 }

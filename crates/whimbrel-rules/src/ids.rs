@@ -213,24 +213,27 @@ impl EngineStep<'_> {
 }
 
 /// The request id of the child workflow `workflow_name` that the node
-/// `activity_exec_id` starts (design.md § 9.5):
-/// `(workflow_name)::(uuid v5 of the node's id)`, so every release of the
-/// node names the same child, and its exec id
-/// ([`workflow_exec_id`]) is known before it starts.
-pub fn child_request_id(workflow_name: &str, activity_exec_id: &str) -> String {
-    let uuid = Uuid::new_v5(
-        &WHIMBREL_NAMESPACE,
-        format!("child:{activity_exec_id}").as_bytes(),
-    );
+/// `activity_exec_id` starts in its `generation` (design.md § 9.5; 0 until
+/// its workflow is redriven, § 9.4): `(workflow_name)::(uuid v5 of the
+/// node's id, and of the generation above 0)`, so every release of the
+/// node names the same child, a redriven node a new one (its old child
+/// ended), and its exec id ([`workflow_exec_id`]) is known before it
+/// starts.
+pub fn child_request_id(workflow_name: &str, activity_exec_id: &str, generation: u32) -> String {
+    let key = match generation {
+        0 => format!("child:{activity_exec_id}"),
+        g => format!("child:{activity_exec_id}#{g}"),
+    };
+    let uuid = Uuid::new_v5(&WHIMBREL_NAMESPACE, key.as_bytes());
     format!("{workflow_name}{SEPARATOR}{uuid}")
 }
 
 /// The workflow exec id of that child ([`child_request_id`],
 /// [`workflow_exec_id`]): known before it starts.
-pub fn child_exec_id(workflow_name: &str, activity_exec_id: &str) -> String {
+pub fn child_exec_id(workflow_name: &str, activity_exec_id: &str, generation: u32) -> String {
     workflow_exec_id(
         workflow_name,
-        &child_request_id(workflow_name, activity_exec_id),
+        &child_request_id(workflow_name, activity_exec_id, generation),
     )
 }
 

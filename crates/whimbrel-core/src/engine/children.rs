@@ -100,6 +100,7 @@ impl<L: Launcher> Engine<L> {
             workflow_request_id: ids::child_request_id(
                 &child.workflow_name,
                 &exec.activity_exec_id,
+                exec.generation(),
             ),
             workflow_name: child.workflow_name.clone(),
             when: Some(now.date_list()),
@@ -265,7 +266,11 @@ impl<L: Launcher> Engine<L> {
         if exec.state != ActivityState::Cancelled || child.parent_close == ParentClose::Abandon {
             return Ok(());
         }
-        let child_id = ids::child_exec_id(&child.workflow_name, &exec.activity_exec_id);
+        let child_id = ids::child_exec_id(
+            &child.workflow_name,
+            &exec.activity_exec_id,
+            exec.generation(),
+        );
         let now = self.now();
         let row = WorkflowRequest {
             redrive_workflow_exec_id: None,
@@ -362,7 +367,5 @@ fn child_end(child: &WorkflowExec, result: Option<Value>) -> (Transition, Detail
 /// Whether `node` is a child node whose child is the workflow exec
 /// `child_exec_id` (its id derived from the node's).
 fn started_by(node: &ActivityExec, child_exec_id: &str) -> bool {
-    node.runner.child.as_ref().is_some_and(|c| {
-        ids::child_exec_id(&c.workflow_name, &node.activity_exec_id) == child_exec_id
-    })
+    node.child_ids().is_some_and(|(_, id)| id == child_exec_id)
 }

@@ -385,6 +385,15 @@ pub struct Links {
     /// gives it back (the give-back removes it, once).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub slot_held: bool,
+    /// The `whimbrel_limit` target whose slot its first claim took
+    /// (design.md § 9.3), kept after the give-back so a settle run again
+    /// still hands the target's free slots on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_limit: Option<String>,
+    /// True from that claim until the settle of its end gives the slot
+    /// back (the give-back removes it, once).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub target_slot_held: bool,
     /// True when its plan has child workflow nodes (design.md § 9.5): its
     /// failure cancels those still running.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -472,6 +481,28 @@ impl Default for Timing {
 }
 
 impl ActivityExec {
+    /// Its workflow's generation when it was last put back to run: 0, or
+    /// the redrive that did (design.md § 9.4), read from its count slot
+    /// (numbered per generation,
+    /// [`crate::decide::redrive::GROUPS_PER_GENERATION`]).
+    pub fn generation(&self) -> u32 {
+        self.links.count_slot.map_or(0, |slot| {
+            slot.group / crate::decide::redrive::GROUPS_PER_GENERATION
+        })
+    }
+
+    /// A child workflow node's child in its generation (design.md § 9.5):
+    /// `(request id, workflow exec id)`, derived
+    /// ([`crate::ids::child_request_id`]); `None` for another node.
+    pub fn child_ids(&self) -> Option<(String, String)> {
+        let child = self.runner.child.as_ref()?;
+        let (name, generation) = (&child.workflow_name, self.generation());
+        Some((
+            crate::ids::child_request_id(name, &self.activity_exec_id, generation),
+            crate::ids::child_exec_id(name, &self.activity_exec_id, generation),
+        ))
+    }
+
     /// Id of the event (or engine step) behind the last state change, claim
     /// or retry: the last history entry's (or `last_event_id`, on an item an
     /// earlier version changed last). `None` before the first.

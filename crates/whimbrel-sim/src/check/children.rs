@@ -73,13 +73,13 @@ pub struct Seen {
     ended_with: HashMap<String, Option<WorkflowState>>,
 }
 
+/// The generations a child node's request id is looked for in.
+const MAX_GENERATIONS: u32 = 64;
+
 /// The request id and exec id of the child that node `a` starts, if it
 /// is a child node.
 pub fn derived_child(a: &ActivityExec) -> Option<(String, String)> {
-    let c = a.runner.child.as_ref()?;
-    let request = ids::child_request_id(&c.workflow_name, &a.activity_exec_id);
-    let exec = ids::workflow_exec_id(&c.workflow_name, &request);
-    Some((request, exec))
+    a.child_ids()
 }
 
 /// A workflow's depth: its parent link's, 0 for a top-level one.
@@ -305,8 +305,13 @@ impl Checker {
         }
         for (id, row) in &self.children.requests {
             let node = row.parent.as_ref().map(|p| p.activity_exec_id.as_str());
-            let derived = ids::child_request_id(&row.workflow_name, node.unwrap_or_default());
-            if *id != derived {
+            // Derived from the node and one of its generations (a redrive
+            // starts a new child).
+            let node = node.unwrap_or_default();
+            let derived = ids::child_request_id(&row.workflow_name, node, 0);
+            let any_generation = (0..=MAX_GENERATIONS)
+                .any(|g| *id == ids::child_request_id(&row.workflow_name, node, g));
+            if !any_generation {
                 v.push(format!(
                     "child request row {id} is not the derived {derived}"
                 ));
