@@ -12,6 +12,10 @@
 #    tables;
 #  - 200 signal waits, each signalled: cost per signal, latency (p50, p99);
 #  - a limited fan-out: 100 no-ops, max_concurrency 5: cost per activity;
+#  - 50 child workflows of one no-op: cost per child, the child's start
+#    latency from the tables;
+#  - a redrive of a chain of 20 whose last activity failed once: its cost
+#    and time from the redrive row to COMPLETED;
 #  - one 100-record stream batch through the activity-event handler, one
 #    item at a time and 16 at once (whimbrel bench-batch);
 #  - the three release functions: size, zipped as a Lambda `bootstrap`, and
@@ -123,6 +127,68 @@ lat = sorted(a["end_time_epoch"] - a["output"]["sent_ms"] // 1000 for a in acts)
 pick = lambda q: lat[min(len(lat) - 1, int(q * len(lat)))]
 print(f"signal latency (put -> COMPLETED, whole seconds) over {len(lat)} signals: p50 {pick(0.5)} s, p99 {pick(0.99)} s, max {lat[-1]} s")
 PY
+# Child workflows (design.md 9.5): a parent of 50 child nodes, each
+# starting bench-child (one no-op). `whimbrel bench` counts every
+# function's requests until the parent ends, the children's included, so
+# its "per activity" is per child workflow (its node in the parent, its
+# request row, its start, its no-op, its end told to the parent). Then,
+# from the tables (whole seconds): the node's RUNNING -> the child's
+# start, and the child's end -> the node's COMPLETED.
+echo; echo "==================== bench-children: 50 child workflows of one no-op ===================="
+python3 - "$WHIMBREL_STACK_DIR/bench-child.json" "$WHIMBREL_STACK_DIR/bench-children.json" <<'PY'
+import json, sys
+json.dump({"activities": [{"name": "work", "lambda": "whimbrel-noop"}]}, open(sys.argv[1], "w"))
+acts = [{"name": f"c{i:02}", "workflow": "bench-child", "input": {"i": i}} for i in range(50)]
+json.dump({"activities": acts}, open(sys.argv[2], "w"))
+PY
+"$WB" register bench-child --definition "$WHIMBREL_STACK_DIR/bench-child.json" > /dev/null
+"$WB" register bench-children --definition "$WHIMBREL_STACK_DIR/bench-children.json" > /dev/null
+bench bench-children --timeout-seconds 600 | tee "$WHIMBREL_STACK_DIR/bench-children.out"
+ID=$(awk '$1 == "workflow" {print $2; exit}' "$WHIMBREL_STACK_DIR/bench-children.out")
+"$WB" status "$ID" --output json > "$WHIMBREL_STACK_DIR/bench-children-status.json"
+"${VENV:-.local/venv}/bin/python3" - "$WHIMBREL_STACK_DIR/bench-children-status.json" "$ID" "${WHIMBREL_TABLE_PREFIX:-whimbrel_}workflow_exec" <<'PY'
+import json, os, sys, boto3
+nodes = {a["activity_exec_id"]: a for a in json.load(open(sys.argv[1]))["activities"]}
+db = boto3.client("dynamodb", endpoint_url=os.environ["AWS_ENDPOINT_URL_DYNAMODB"])
+children, kw = [], {}
+while True:
+    page = db.scan(TableName=sys.argv[3], FilterExpression="#p.workflow_exec_id = :p",
+                   ExpressionAttributeNames={"#p": "parent"},
+                   ExpressionAttributeValues={":p": {"S": sys.argv[2]}}, **kw)
+    children += page["Items"]
+    if "LastEvaluatedKey" not in page: break
+    kw = {"ExclusiveStartKey": page["LastEvaluatedKey"]}
+start, end = [], []
+for c in children:
+    node = nodes[c["parent"]["M"]["activity_exec_id"]["S"]]
+    running = min(h["at_epoch"] for h in node["history"] if h["state"] == "RUNNING")
+    start.append(int(c["start_time_epoch"]["N"]) - running)
+    end.append(node["end_time_epoch"] - int(c["end_time_epoch"]["N"]))
+def line(what, xs):
+    xs = sorted(xs); pick = lambda q: xs[min(len(xs) - 1, int(q * len(xs)))]
+    print(f"{what} over {len(xs)} children (whole seconds): p50 {pick(0.5)} s, p99 {pick(0.99)} s, max {xs[-1]} s")
+line("child start latency (node RUNNING -> child start)", start)
+line("child end -> node COMPLETED", end)
+PY
+# Redrive (design.md 9.4): a chain of 20 no-ops whose last fails on its
+# first attempt, with no retry, so the workflow FAILs; then `whimbrel bench
+# --redrive` inserts the redrive request and measures from that row to
+# COMPLETED: the redrive reads the 20 activities, counts the 19 COMPLETED
+# ones anew and runs the last again.
+echo; echo "==================== bench-redrive: a chain of 20 no-ops, the last failing once, redriven ===================="
+python3 - "$WHIMBREL_STACK_DIR/bench-redrive.json" <<'PY'
+import json, sys
+acts = [{"name": f"n{i:02}", "lambda": "whimbrel-noop"} for i in range(1, 21)]
+for a, b in zip(acts, acts[1:]): b["depends_on"] = [a["name"]]
+acts[-1]["input"] = {"fail_attempts": 1, "error": "Flaky"}
+json.dump({"activities": acts}, open(sys.argv[1], "w"))
+PY
+"$WB" register bench-redrive --definition "$WHIMBREL_STACK_DIR/bench-redrive.json" > /dev/null
+ID=$("$WB" start bench-redrive | awk '$1 == "workflow_exec_id" {print $2}')
+timeout 120 "$WB" result "$ID" --wait > /dev/null 2>&1 || true
+STATE=$("$WB" status "$ID" | awk 'NR == 1 {print $3}')
+[[ $STATE == FAILED ]] || { echo "bench-redrive: the first run ended ${STATE:-unknown}, not FAILED"; exit 1; }
+bench bench-redrive --redrive "$ID" --timeout-seconds 120
 echo; echo "==================== one stream batch, items one at a time and concurrently ===================="
 # In-process through handlers::activity_events, on this stack's DynamoDB
 # Local under its own table prefix (the stack's functions never see it).

@@ -49,6 +49,11 @@ pub struct BenchArgs {
     /// for GB-seconds.
     #[arg(long, default_value_t = 256)]
     memory_mb: u32,
+    /// Instead of starting the workflow, redrive this FAILED or CANCELLED
+    /// execution of it (design.md § 9.4) and measure the redrive: from its
+    /// request row to the workflow's end again.
+    #[arg(long, value_name = "WORKFLOW_EXEC_ID")]
+    redrive: Option<String>,
 }
 
 /// The functions of the engine (the others are activities).
@@ -128,15 +133,17 @@ fn read_metrics(path: &PathBuf, skip: usize) -> (usize, BTreeMap<String, Functio
     (lines.len(), by_fn)
 }
 
-/// Poll the workflow execution item until it is terminal (one GetItem a
-/// poll, so polling adds little load to the local DynamoDB the run is
-/// measured on).
+/// Poll the workflow execution item until it is terminal, and, for a
+/// redrive, has taken redrive request `redrive` (until then it is still
+/// the FAILED or CANCELLED it was); one GetItem a poll, so polling adds
+/// little load to the local DynamoDB the run is measured on.
 ///
 /// Errors: not ended `--timeout-seconds` after `t0`.
 async fn wait_for_workflow_end(
     store: &Store,
     a: &BenchArgs,
     workflow_exec_id: &str,
+    redrive: Option<&str>,
     t0: Instant,
 ) -> Result<(), CliError> {
     let key = std::collections::HashMap::from([
@@ -160,7 +167,10 @@ async fn wait_for_workflow_end(
             .get(&store.tables().workflow_exec(), key.clone())
             .await
             .unwrap_or(None);
-        if wf.is_some_and(|w| w.state.is_terminal()) {
+        let taken = |w: &whimbrel_core::model::WorkflowExec| {
+            redrive.is_none_or(|r| w.redrives.iter().any(|x| x == r))
+        };
+        if wf.is_some_and(|w| w.state.is_terminal() && taken(&w)) {
             return Ok(());
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
@@ -179,8 +189,19 @@ pub async fn run(g: Global, a: BenchArgs) -> Result<(), CliError> {
     let (skip, _) = read_metrics(&a.metrics_file, 0);
     let before = counters(&a.front).await?;
     let t0 = Instant::now();
-    let (_, wf_id) = insert_request(&store, &a.workflow, input, "whimbrel bench").await?;
-    wait_for_workflow_end(&store, &a, &wf_id, t0).await?;
+    let (redrive_id, wf_id) = match &a.redrive {
+        Some(id) => (
+            Some(crate::insert_redrive_request(&store, &a.workflow, id).await?),
+            id.clone(),
+        ),
+        None => (
+            None,
+            insert_request(&store, &a.workflow, input, "whimbrel bench")
+                .await?
+                .1,
+        ),
+    };
+    wait_for_workflow_end(&store, &a, &wf_id, redrive_id.as_deref(), t0).await?;
     let wall = t0.elapsed();
     let snap = crate::status::snapshot(&store, &wf_id).await?;
     // Let the last invocations append their metrics.
@@ -193,16 +214,29 @@ pub async fn run(g: Global, a: BenchArgs) -> Result<(), CliError> {
         "workflow {} {} ({} activities)",
         wf_id, snap.workflow.state, activities
     );
+    let what = if a.redrive.is_some() {
+        "redrive request insert"
+    } else {
+        "request insert"
+    };
     println!(
-        "wall time, request insert -> {}: {:.2}s",
+        "wall time, {what} -> {}: {:.2}s",
         snap.workflow.state,
         wall.as_secs_f64()
     );
     let usage = report::report(&by_fn, &before, &after, activities, &a, wall);
-    let spans: Vec<hops::Span> = get_json(&a.front, "/whimbrel/timeline").await?;
     println!();
-    report::print_critical_path(&snap.activities, &spans);
+    if a.redrive.is_some() {
+        // The timeline's first launch of each activity is the first run's.
+        println!("critical path: not measured for a redrive");
+    } else {
+        let spans: Vec<hops::Span> = get_json(&a.front, "/whimbrel/timeline").await?;
+        report::print_critical_path(&snap.activities, &spans);
+    }
     report::print_bill(&usage);
+    if a.redrive.is_some() {
+        report::print_per_run(&usage, "redrive");
+    }
     if snap.workflow.state != whimbrel_core::contract::WorkflowState::Completed {
         return Err(CliError(format!("workflow ended {}", snap.workflow.state)));
     }

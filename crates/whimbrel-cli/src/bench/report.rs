@@ -209,3 +209,18 @@ pub(super) fn print_bill(usage: &cost::Usage) {
     );
     println!("  Step Functions Express  ${:>8.2}  (one request per workflow, the wall time above at 64 MB)", bill.sfn_express);
 }
+
+/// Print the units and the bill per run of the whole workflow (`what`: a
+/// redrive), where one run, not one activity, is the unit: the
+/// per-activity figures times the workflow's activities.
+pub(super) fn print_per_run(usage: &cost::Usage, what: &str) {
+    let n = usage.activities.max(1) as f64;
+    let bill = usage.bill();
+    println!(
+        "per {what} (the figures above times {} activities): {:.1} WRU, {:.1} RRU, Whimbrel ${:.2} per million",
+        usage.activities,
+        usage.wru() * n,
+        usage.rru() * n,
+        bill.total() * n
+    );
+}
