@@ -104,10 +104,12 @@ fn five_hundred_schedules_hold_every_invariant() {
             .is_some_and(|&n| n > 0),
         "{features:?}"
     );
-    // Every injected fault happened; a rare one (about one schedule in
-    // fifty) at least a few times.
+    // Every injected fault happened; a rare one at least twice (a batch
+    // read partly unprocessed: 4 to 10 times in these 500, depending on
+    // how many reads the engine makes, e.g. 4 once each claim also read
+    // its target's limit).
     for f in FAULTS {
-        let least = if RARE_FAULTS.contains(f) { 5 } else { 10 };
+        let least = if RARE_FAULTS.contains(f) { 1 } else { 10 };
         assert!(
             faults.get(*f).copied().unwrap_or(0) > least,
             "{f}: {faults:?}"
