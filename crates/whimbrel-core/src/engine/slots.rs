@@ -9,6 +9,8 @@
 //! briefly in two: it joins the other before it leaves the one that handed
 //! it a slot it could not use, so no crash loses it.
 
+use std::collections::{HashMap, HashSet};
+
 use serde::Deserialize;
 use tracing::info;
 
@@ -111,6 +113,37 @@ impl<L: Launcher> Engine<L> {
             .await?;
         let target = limit.and_then(|l| l.max_concurrency).map(|_| target);
         Ok(Limits { plan, target })
+    }
+
+    /// The ids of `roots` whose first claim takes a slot: all of them
+    /// under their plan's `max_concurrency`, else those whose target has a
+    /// limit (one read of `whimbrel_limit` per distinct target). They must
+    /// claim one at a time, in plan order (design.md § 9.3).
+    ///
+    /// Errors: [`EngineError::Retry`] when DynamoDB is unavailable.
+    pub(crate) async fn slot_taking(
+        &self,
+        roots: &[&ActivityExec],
+    ) -> Result<HashSet<String>, EngineError> {
+        let mut limited: HashMap<String, bool> = HashMap::new();
+        let mut taking = HashSet::new();
+        for a in roots {
+            let takes = match target_limits::target_of(a) {
+                _ if decide::slot_limit(a).is_some() => true,
+                None => false,
+                Some(target) => match limited.get(&target) {
+                    Some(known) => *known,
+                    None => {
+                        let known = self.limits_of(a).await?.target.is_some();
+                        *limited.entry(target).or_insert(known)
+                    }
+                },
+            };
+            if takes {
+                taking.insert(a.activity_exec_id.clone());
+            }
+        }
+        Ok(taking)
     }
 
     /// The claim `req` of `exec` (its queue write) with its slots taken in

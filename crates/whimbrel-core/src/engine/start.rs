@@ -240,12 +240,34 @@ impl<L: Launcher> Engine<L> {
         activities: &[ActivityExec],
         created: &HashSet<String>,
     ) -> Result<(), EngineError> {
-        let roots = activities.iter().filter(|a| !a.has_prerequisites());
+        let roots: Vec<&ActivityExec> = activities
+            .iter()
+            .filter(|a| !a.has_prerequisites())
+            .collect();
         // Under a concurrency limit the roots take their slots in plan
-        // order (design.md § 9.3): one at a time.
-        let limited = activities.iter().any(|a| decide::slot_limit(a).is_some());
-        let concurrency = if limited { 1 } else { self.config.concurrency };
-        let results: Vec<Result<(), EngineError>> = stream::iter(roots)
+        // order (design.md § 9.3): one at a time; the others at once.
+        let taking = self.slot_taking(&roots).await?;
+        let (in_order, free): (Vec<&ActivityExec>, Vec<&ActivityExec>) = roots
+            .into_iter()
+            .partition(|a| taking.contains(&a.activity_exec_id));
+        let (ordered, others) = futures::join!(
+            self.launch_some(in_order, created, 1),
+            self.launch_some(free, created, self.config.concurrency.max(1))
+        );
+        let results = ordered.into_iter().chain(others);
+        results.into_iter().collect::<Result<Vec<_>, _>>()?;
+        Ok(())
+    }
+
+    /// Queue and launch `roots`, `concurrency` at a time, each from this
+    /// call's own copy when in `created`, read again otherwise.
+    async fn launch_some(
+        &self,
+        roots: Vec<&ActivityExec>,
+        created: &HashSet<String>,
+        concurrency: usize,
+    ) -> Vec<Result<(), EngineError>> {
+        stream::iter(roots)
             .map(|a| async move {
                 let current = if created.contains(&a.activity_exec_id) {
                     a.clone()
@@ -257,9 +279,7 @@ impl<L: Launcher> Engine<L> {
             })
             .buffered(concurrency)
             .collect()
-            .await;
-        results.into_iter().collect::<Result<Vec<_>, _>>()?;
-        Ok(())
+            .await
     }
 
     /// The monitor's resumption of a workflow whose due marker came up: it
