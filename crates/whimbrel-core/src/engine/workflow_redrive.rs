@@ -56,6 +56,11 @@ impl<L: Launcher> Engine<L> {
             }
             return Ok(Applied::Workflow(wf.state));
         }
+        // Judged before the activities are read: one that ended before it
+        // was planned may have a stored plan and no activities.
+        if let Some(why) = rules::workflow_refusal(&wf) {
+            return Err(EngineError::Rejected(format!("redrive request {r}: {why}")));
+        }
         let activities = self.all_activities(&wf).await?;
         if let Some(why) = rules::redrive_refusal(&wf, &activities) {
             return Err(EngineError::Rejected(format!("redrive request {r}: {why}")));
