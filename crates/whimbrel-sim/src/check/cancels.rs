@@ -6,7 +6,8 @@
 //! so nothing of the workflow runs on as if no cancel had come: an activity
 //! that was `REQUESTED` is never launched, and one that was running may
 //! still end as it reports (contract rows 22, 23), but only after the
-//! cancel was recorded on it.
+//! cancel was recorded on it. A workflow redriven after the cancel runs
+//! anew (design.md § 9.4).
 
 use std::collections::HashMap;
 
@@ -57,7 +58,8 @@ pub fn violations(
 }
 
 /// When `a` was first seen ended (else its history's time), if that was
-/// after `t` and no cancel is in its history.
+/// after `t` and no cancel is in its history, nor a redrive after `t`
+/// (its workflow ended, cancelled or not, and a user redrove it).
 fn uncancelled_end_after(a: &ActivityExec, t: i64, ended_at: &HashMap<String, i64>) -> Option<i64> {
     let history = &a.trail.history;
     let cancelled = |s: ActivityState| {
@@ -67,6 +69,13 @@ fn uncancelled_end_after(a: &ActivityExec, t: i64, ended_at: &HashMap<String, i6
         )
     };
     if history.iter().any(|h| cancelled(h.state)) {
+        return None;
+    }
+    // Redriven after the cancel (its workflow had ended): it runs anew.
+    let redriven_after = |h: &&whimbrel_core::history::HistoryEntry| {
+        super::workflow_redrive::is_redrive(h) && h.at_epoch + CLOCK_SLACK_SECONDS >= t
+    };
+    if history.iter().any(|h| redriven_after(&h)) {
         return None;
     }
     let end = match ended_at.get(&a.activity_exec_id) {
