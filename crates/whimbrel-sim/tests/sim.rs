@@ -65,33 +65,12 @@ fn five_hundred_schedules_hold_every_invariant() {
         redriven > 10 && dead_lettered * 20 < redriven,
         "{redriven} redriven, {dead_lettered} dead-lettered"
     );
-    // Retries, workers, every timeout, signals and child workflows
-    // (check/children.rs) happened too.
-    for f in [
-        "retried attempts",
-        "completed after a retry",
-        "worker claims",
-        "schedule timeouts",
-        "execution timeouts",
-        "completed workflows (result checked)",
-        "cancel requests applied",
-        "plan parts stored",
-        "signals sent before their wait",
-        "signals duplicated",
-        "signals rejected",
-        "signal waits completed",
-        "signal waits timed out",
-        "child workflows started",
-        "child workflows completed",
-        "child workflows failed",
-        "child workflows cancelled (their node failed)",
-        "children cancelled by parent close",
-        "children abandoned",
-        "nested child workflows",
-        "child nodes cancelled by a failing sibling",
-    ] {
+    // Retries, workers, every timeout, signals, child workflows
+    // (check/children.rs) and redrives (check/workflow_redrive.rs)
+    // happened too.
+    for f in FEATURES {
         assert!(
-            features.get(f).copied().unwrap_or(0) > 5,
+            features.get(*f).copied().unwrap_or(0) > 5,
             "{f}: {features:?}"
         );
     }
@@ -114,6 +93,43 @@ fn five_hundred_schedules_hold_every_invariant() {
         );
     }
 }
+
+/// The features (`Stats::features`) the 500 schedules must each exercise
+/// more than five times.
+const FEATURES: &[&str] = &[
+    "retried attempts",
+    "completed after a retry",
+    "worker claims",
+    "schedule timeouts",
+    "execution timeouts",
+    "completed workflows (result checked)",
+    "cancel requests applied",
+    "plan parts stored",
+    "signals sent before their wait",
+    "signals duplicated",
+    "signals rejected",
+    "signal waits completed",
+    "signal waits timed out",
+    "child workflows started",
+    "child workflows completed",
+    "child workflows failed",
+    "child workflows cancelled (their node failed)",
+    "children cancelled by parent close",
+    "children abandoned",
+    "nested child workflows",
+    "child nodes cancelled by a failing sibling",
+    "redrive requests sent",
+    "redrive requests sent again",
+    "redrive requests to refuse",
+    "redrive requests refused",
+    "workflows redriven",
+    "workflows redriven twice or more",
+    "child workflows redriven",
+    "activities redriven",
+    "redriven activities completed",
+    "redriven workflows completed",
+    "redriven workflows ended FAILED or CANCELLED again",
+];
 
 /// Seeds of the 500 that fail on a known engine bug, with a text of the
 /// violation they show. Each must still fail so; remove it once the
@@ -181,6 +197,34 @@ fn a_cancel_request_that_races_the_start_still_cancels() {
     let stats =
         run(280, &Params::default()).unwrap_or_else(|f| panic!("{}", f.violations.join("\n")));
     assert!(stats.features["cancel requests applied"] > 0, "{stats:?}");
+}
+
+/// Engine bugs the redriving users found (check/workflow_redrive.rs),
+/// each fixed with its seed as its test:
+/// - seed 3: a count that read its generation-0 group whole before a
+///   redrive and wrote after it added that group's ends into the
+///   counters the redrive had started anew (`counting.rs` now conditions
+///   the add on the group's generation);
+/// - seed 9: a redrive of a workflow cancelled before it was planned (its
+///   plan stored, no activities) read its activities first and was
+///   retried for good instead of refused (`decide::redrive::workflow_refusal`);
+/// - seed 21: a redrive resumed after its first delivery made a child
+///   node RUNNING and failed (throttled) before the child's request:
+///   the resumed redrive claimed only REQUESTED activities, and the node
+///   waited for good (`finish_redrive` hands a RUNNING one to the claim).
+///
+/// Each redrove a workflow; new draws may move them (re-find one by
+/// reverting its fix and running the simulation to its first failure).
+#[test]
+fn redrives_that_found_engine_bugs_hold() {
+    for seed in [3, 9, 21] {
+        let stats = run(seed, &Params::default())
+            .unwrap_or_else(|f| panic!("seed {seed}: {}", f.violations.join("\n")));
+        assert!(
+            stats.features["redrive requests sent"] > 0,
+            "seed {seed}: {stats:?}"
+        );
+    }
 }
 
 #[test]
