@@ -421,7 +421,7 @@ impl Checker {
         }
         let acts = with_planned_dependents(acts, mem, t, cfg);
         let wfs = workflows(mem, t);
-        v.extend(self.redrive_violations(&acts, &wfs, mem, t));
+        v.extend(self.redrive_violations(&acts, &wfs, mem, t, now));
         self.note_signals(mem, t, now);
         for a in &acts {
             if let (true, Some(now)) = (a.state.is_terminal(), now) {
@@ -494,7 +494,12 @@ impl Checker {
             outcomes: seen.outcomes,
             lost: seen.lost,
         }));
-        v.extend(cancels::violations(seen.cancels, &acts, &self.ended_at));
+        v.extend(cancels::violations(
+            seen.cancels,
+            &acts,
+            &self.ended_at,
+            self.redrive.applied_at(),
+        ));
         v.extend(workflow_redrive::liveness_violations(&wfs));
         v
     }

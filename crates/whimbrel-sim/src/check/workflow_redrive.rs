@@ -86,6 +86,16 @@ pub struct Seen {
     /// The redrive under way of each workflow, to be checked once done:
     /// its request id and the activities COMPLETED when it was applied.
     sweeps: HashMap<String, (String, HashSet<String>)>,
+    /// When each redrive was applied (its workflow's RUNNING write), world
+    /// time, by request id.
+    applied_at: HashMap<String, i64>,
+}
+
+impl Seen {
+    /// When each redrive was applied, world time, by request id.
+    pub fn applied_at(&self) -> &HashMap<String, i64> {
+        &self.applied_at
+    }
 }
 
 /// Whether `h` is a redrive's entry.
@@ -175,15 +185,17 @@ impl Checker {
     }
 
     /// The safety invariants of redrives (module docs) on the activities
-    /// and workflows read now. Run before the other checks of a look: an
-    /// activity redriven since the last look starts a new generation, and
-    /// what the checker remembers of its last one is forgotten.
+    /// and workflows read now (at world time `now`, when known). Run
+    /// before the other checks of a look: an activity redriven since the
+    /// last look starts a new generation, and what the checker remembers
+    /// of its last one is forgotten.
     pub(super) fn redrive_violations(
         &mut self,
         acts: &[ActivityExec],
         wfs: &[WorkflowExec],
         mem: &MemoryBackend,
         t: &Tables,
+        now: Option<i64>,
     ) -> Vec<String> {
         self.note_redrive_requests(mem, t);
         let by_id: HashMap<&str, &WorkflowExec> = wfs
@@ -209,6 +221,9 @@ impl Checker {
         for w in wfs {
             v.extend(bookkeeping_violations(w));
             v.extend(self.workflow_look(w, acts));
+            for r in w.redrives.iter().filter_map(|r| Some(r).zip(now)) {
+                self.redrive.applied_at.entry(r.0.clone()).or_insert(r.1);
+            }
         }
         v
     }

@@ -84,7 +84,7 @@ fn requests(ids: &[&str]) -> (MemoryBackend, Tables) {
 /// The violations of one look at `acts` and `wfs`.
 fn look(c: &mut Checker, acts: &[ActivityExec], wfs: &[WorkflowExec], ids: &[&str]) -> Vec<String> {
     let (mem, t) = requests(ids);
-    c.redrive_violations(acts, wfs, &mem, &t)
+    c.redrive_violations(acts, wfs, &mem, &t, Some(1000))
 }
 
 fn has(v: &[String], what: &str) -> bool {
