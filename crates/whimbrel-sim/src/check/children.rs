@@ -470,13 +470,16 @@ impl Checker {
 /// before the start row it follows (or a release that read the node
 /// RUNNING puts the start row after the close put the cancel): the
 /// child's start must see its node ended and cancel it (seed 61 lost it
-/// before `Engine::orphaned`). A child a user redrove since runs anew.
+/// before `Engine::orphaned`). A child a user redrove since runs anew; one
+/// that never got a plan (its start failed: too deep, seed 749) ran
+/// nothing.
 pub(super) fn lost_close(a: &ActivityExec, end: &End<'_>) -> Option<String> {
     let c = a.runner.child.as_ref()?;
     let w = end.read.child_of(a)?;
     if a.state != ActivityState::Cancelled
         || c.parent_close == ParentClose::Abandon
         || w.state == WorkflowState::Cancelled
+        || w.planned_epoch.is_none()
         || !w.redrives.is_empty()
     {
         return None;
