@@ -20,7 +20,7 @@
 use std::collections::{HashMap, HashSet};
 use whimbrel_core::attr;
 
-use whimbrel_core::contract::{ActivityState, WorkflowState};
+use whimbrel_core::contract::ActivityState;
 use whimbrel_core::engine::{payloads, EngineConfig};
 use whimbrel_core::handlers::Outcome;
 use whimbrel_core::ids;
@@ -41,6 +41,7 @@ mod safety;
 mod signals;
 mod slots;
 mod timing;
+mod workflow_redrive;
 
 pub use signals::signal_rows;
 
@@ -74,10 +75,10 @@ pub struct Checker {
     terminal: HashMap<String, ActivityState>,
     /// When each activity was first seen ended, world time.
     ended_at: HashMap<String, i64>,
-    workflow_terminal: HashMap<String, WorkflowState>,
     timing: timing::Timing,
     signals: signals::Seen,
     children: children::Seen,
+    redrive: workflow_redrive::Seen,
 }
 
 /// Every activity exec item, read; with a violation for each item that
@@ -293,16 +294,16 @@ fn workflows(mem: &MemoryBackend, t: &Tables) -> Vec<WorkflowExec> {
         .collect()
 }
 
-/// True for a row of `whimbrel_workflow_request` that cancels a workflow
-/// rather than starting one.
-fn is_cancel_request(row: &whimbrel_core::store::Item) -> bool {
+/// True for a row of `whimbrel_workflow_request` that cancels or
+/// redrives a workflow rather than starting one.
+fn is_not_a_start(row: &whimbrel_core::store::Item) -> bool {
     serde_dynamo::from_item::<_, WorkflowRequest>(row.clone())
-        .is_ok_and(|r| r.cancel_workflow_exec_id.is_some())
+        .is_ok_and(|r| r.cancel_workflow_exec_id.is_some() || r.redrive_workflow_exec_id.is_some())
 }
 
 /// How many rows of `whimbrel_workflow_request` start a workflow (users'
-/// and child workflows' alike; cancels, users' or a parent close's, left
-/// out).
+/// and child workflows' alike; cancels, users' or a parent close's, and
+/// redrives left out).
 pub fn start_requests(mem: &MemoryBackend, t: &Tables) -> usize {
     requests_not_lost(mem, t, &HashSet::new())
 }
@@ -312,7 +313,7 @@ pub fn start_requests(mem: &MemoryBackend, t: &Tables) -> usize {
 fn requests_not_lost(mem: &MemoryBackend, t: &Tables, lost: &HashSet<String>) -> usize {
     mem.items(&t.workflow_request())
         .iter()
-        .filter(|r| !is_cancel_request(r))
+        .filter(|r| !is_not_a_start(r))
         .filter(|r| {
             r.get(attr::WORKFLOW_REQUEST_ID)
                 .and_then(whimbrel_core::store::as_s)
@@ -419,6 +420,8 @@ impl Checker {
             v.extend(self.timing(&acts, cfg, now));
         }
         let acts = with_planned_dependents(acts, mem, t, cfg);
+        let wfs = workflows(mem, t);
+        v.extend(self.redrive_violations(&acts, &wfs, mem, t, now));
         self.note_signals(mem, t, now);
         for a in &acts {
             if let (true, Some(now)) = (a.state.is_terminal(), now) {
@@ -429,7 +432,6 @@ impl Checker {
             }
             v.extend(self.signal_violations(a, now));
             v.extend(safety::due_marker_violation(a, cfg));
-            v.extend(self.terminal_state_change(a));
             v.extend(safety::history_violations(a));
             v.extend(safety::timer_violations(a));
             v.extend(safety::hygiene_violations(a));
@@ -437,10 +439,6 @@ impl Checker {
         }
         v.extend(crate::edges::violations(&acts, &join_groups(mem, t)));
         v.extend(inputs_kept_twice(mem, t));
-        let wfs = workflows(mem, t);
-        for w in &wfs {
-            v.extend(self.workflow_terminal_state_change(w));
-        }
         v.extend(self.child_violations(&acts, &wfs, mem, t));
         v.extend(crate::counts::violations(&acts, mem, t));
         v.extend(slots::violations(&acts, mem, t));
@@ -496,7 +494,13 @@ impl Checker {
             outcomes: seen.outcomes,
             lost: seen.lost,
         }));
-        v.extend(cancels::violations(seen.cancels, &acts, &self.ended_at));
+        v.extend(cancels::violations(
+            seen.cancels,
+            &acts,
+            &self.ended_at,
+            self.redrive.applied_at(),
+        ));
+        v.extend(workflow_redrive::liveness_violations(&wfs));
         v
     }
 }

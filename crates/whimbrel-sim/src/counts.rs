@@ -4,12 +4,15 @@
 //! those activities' end states, and it never holds more than its size;
 //! a workflow's counters are the sums of the groups its `counted_groups`
 //! names, each of them complete. So each end is counted once, and only
-//! once a group is whole does the workflow see it. At the end of a
-//! schedule `check.rs` adds that the counters equal the activities' ends.
+//! once a group is whole does the workflow see it. Groups are numbered per
+//! generation (a redrive starts the next: design.md § 9.4); only the
+//! workflow's current generation's are judged. At the end of a schedule
+//! `check.rs` adds that the counters equal the activities' ends.
 
 use std::collections::HashMap;
 use whimbrel_core::attr;
 
+use whimbrel_core::engine::decide::redrive::GROUPS_PER_GENERATION;
 use whimbrel_core::ids;
 use whimbrel_core::model::{ActivityExec, CountGroup, WorkflowExec};
 use whimbrel_core::store::memory::MemoryBackend;
@@ -41,11 +44,31 @@ pub fn violations(acts: &[ActivityExec], mem: &MemoryBackend, t: &Tables) -> Vec
         .iter()
         .map(|a| (a.activity_exec_id.as_str(), a))
         .collect();
+    let generation: HashMap<String, u32> = mem
+        .items(&t.workflow_exec())
+        .into_iter()
+        .filter_map(|i| serde_dynamo::from_item::<_, WorkflowExec>(i).ok())
+        .map(|w| (w.workflow_exec_id, w.redrive_count.unwrap_or(0)))
+        .collect();
     let mut groups: Groups = HashMap::new();
     for item in mem.items(&t.activity_exec_dependency()) {
         let Some((key, wf, g)) = count_group_key(&item) else {
             continue;
         };
+        // An earlier generation's groups name activities a redrive took
+        // back; they count for nothing now.
+        let current = generation.get(&wf).copied().unwrap_or(0);
+        match (g / GROUPS_PER_GENERATION).cmp(&current) {
+            std::cmp::Ordering::Less => continue,
+            std::cmp::Ordering::Greater => {
+                v.push(format!(
+                    "{key}: a group of generation {}, its workflow's is {current}",
+                    g / GROUPS_PER_GENERATION
+                ));
+                continue;
+            }
+            std::cmp::Ordering::Equal => {}
+        }
         let group: CountGroup = match serde_dynamo::from_item(item.clone()) {
             Ok(g) => g,
             Err(e) => {
@@ -105,8 +128,12 @@ fn count_group_violations(
                 v.push(format!("{key}: counts {name}, which is {}", a.state))
             }
             Some(a) => {
+                // A COMPLETED activity keeps the slot of the generation
+                // it ended in; the redrive counts it into the same group
+                // of the next.
+                let same = |s: u32| s % GROUPS_PER_GENERATION == g % GROUPS_PER_GENERATION;
                 match a.links.count_slot {
-                    Some(slot) if slot.group == g => size = Some(slot.size),
+                    Some(slot) if same(slot.group) => size = Some(slot.size),
                     other => v.push(format!("{key}: counts {name}, whose slot is {other:?}")),
                 }
                 states.push(a.state);

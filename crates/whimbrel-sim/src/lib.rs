@@ -32,7 +32,7 @@ pub fn run(seed: u64, params: &Params) -> Result<Stats, Failure> {
 }
 
 /// The smallest parameters (fewer workflows and activities, fewer faulty
-/// steps, no users or hostile rows) under which `seed` still fails.
+/// steps, no users, hostile rows or redrives) under which `seed` still fails.
 pub fn shrink(seed: u64, params: &Params) -> (Params, Failure) {
     let mut best = params.clone();
     let mut failure = match run(seed, &best) {
@@ -68,6 +68,12 @@ pub fn shrink(seed: u64, params: &Params) -> (Params, Failure) {
         if best.hostile {
             candidates.push(Params {
                 hostile: false,
+                ..best.clone()
+            });
+        }
+        if best.redrives {
+            candidates.push(Params {
+                redrives: false,
                 ..best.clone()
             });
         }

@@ -187,6 +187,11 @@ pub struct Shared {
     /// fourth stream of the same seed, so that a schedule whose plans
     /// start no child draws everything else as it did.
     pub child_rng: ChaCha8Rng,
+    /// The random source of workflow redrives (design.md § 9.4): which
+    /// users redrive what, and when. A fifth stream of the same seed, so
+    /// that a schedule draws everything else as it did until its first
+    /// redrive request changes what happens.
+    pub redrive_rng: ChaCha8Rng,
     /// Current fault rates.
     pub faults: Faults,
     /// Sleeping tasks: wake time and waker.
@@ -251,6 +256,11 @@ impl Shared {
             child_rng: {
                 let mut r = ChaCha8Rng::seed_from_u64(seed);
                 r.set_stream(3);
+                r
+            },
+            redrive_rng: {
+                let mut r = ChaCha8Rng::seed_from_u64(seed);
+                r.set_stream(4);
                 r
             },
             faults: Faults::NONE,

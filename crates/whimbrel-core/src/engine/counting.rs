@@ -13,6 +13,7 @@
 use crate::attr;
 use crate::store::Value as AttributeValue;
 
+use super::decide::redrive::GROUPS_PER_GENERATION;
 use super::decide::{cap_error, group_item_key, workflow_key};
 use super::{Engine, EngineError};
 use crate::contract;
@@ -50,8 +51,22 @@ pub fn count_into_group(tables: &Tables, exec: &ActivityExec, group: u32) -> Upd
     .act(Action::Add(counter.into(), n(1)))
 }
 
+/// The condition that count group `group_number` is of its workflow's
+/// current generation (design.md § 9.4: `redrive_count`, absent before
+/// the first redrive). A redrive clears `counted_groups`, so a late count
+/// of an earlier generation (a settle that read its group whole before
+/// the redrive and writes after it) would otherwise add that group's
+/// ends into the counters the redrive started anew.
+fn of_current_generation(group_number: u32) -> Cond {
+    match group_number / GROUPS_PER_GENERATION {
+        0 => Cond::not_exists(attr::REDRIVE_COUNT),
+        g => Cond::eq(attr::REDRIVE_COUNT, n(g)),
+    }
+}
+
 /// Add a complete count group's counters to its workflow exec, once (the
-/// group's marker in `counted_groups`).
+/// group's marker in `counted_groups`), and only in the group's own
+/// generation.
 pub fn count_group_into_workflow(
     tables: &Tables,
     exec: &ActivityExec,
@@ -64,6 +79,7 @@ pub fn count_group_into_workflow(
         workflow_key(&exec.workflow_exec_id, &exec.workflow_name),
     )
     .when(Cond::exists(attr::WORKFLOW_EXEC_ID))
+    .when(of_current_generation(group_number))
     .when(Cond::not_contains(attr::COUNTED_GROUPS, s(marker.as_str())))
     .act(Action::Add(
         attr::COMPLETED_COUNT.into(),

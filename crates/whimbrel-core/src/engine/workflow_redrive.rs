@@ -56,6 +56,11 @@ impl<L: Launcher> Engine<L> {
             }
             return Ok(Applied::Workflow(wf.state));
         }
+        // Judged before the activities are read: one that ended before it
+        // was planned may have a stored plan and no activities.
+        if let Some(why) = rules::workflow_refusal(&wf) {
+            return Err(EngineError::Rejected(format!("redrive request {r}: {why}")));
+        }
         let activities = self.all_activities(&wf).await?;
         if let Some(why) = rules::redrive_refusal(&wf, &activities) {
             return Err(EngineError::Rejected(format!("redrive request {r}: {why}")));
@@ -116,9 +121,13 @@ impl<L: Launcher> Engine<L> {
             }
         }
         // Claimed one at a time: under a concurrency limit the slots go in
-        // plan order (design.md § 9.3).
+        // plan order (design.md § 9.3). A node an earlier run of this
+        // redrive made RUNNING, and that died or failed before what a
+        // wait owes once RUNNING (its child's request or end, the signals
+        // kept for it), is owed that still: the claim does it.
         for a in redriven {
-            if a.state == ActivityState::Requested && a.links.pending_dependency_count == 0 {
+            let claimable = matches!(a.state, ActivityState::Requested | ActivityState::Running);
+            if claimable && a.links.pending_dependency_count == 0 {
                 self.queue_and_launch(a).await?;
             }
         }

@@ -30,11 +30,12 @@ pub fn redrive_event_id(redrive_id: &str) -> String {
     format!("redrive:{redrive_id}")
 }
 
-/// Why `wf` cannot be redriven now, or `None` when it can: it must be
-/// FAILED or CANCELLED with every activity (`activities`, all of its
-/// plan's) ended and owing nothing (no due marker: a settle not done, a
-/// CANCELLED_RUNNING attempt of an execution timeout not ended).
-pub fn redrive_refusal(wf: &WorkflowExec, activities: &[ActivityExec]) -> Option<String> {
+/// Why `wf` cannot be redriven, judged on the workflow alone (before its
+/// activities are read), or `None`: it is not FAILED or CANCELLED, or it
+/// ended before it was planned. Such a workflow may have a stored plan
+/// but no activities (cancelled or failed while its start created them),
+/// so reading them would fail for good.
+pub fn workflow_refusal(wf: &WorkflowExec) -> Option<String> {
     let id = &wf.workflow_exec_id;
     if !matches!(wf.state, WorkflowState::Failed | WorkflowState::Cancelled) {
         return Some(format!(
@@ -42,10 +43,26 @@ pub fn redrive_refusal(wf: &WorkflowExec, activities: &[ActivityExec]) -> Option
             wf.state
         ));
     }
-    if wf.planned_epoch.is_none() || activities.len() as u64 != wf.activity_count {
-        return Some(format!(
-            "workflow exec {id} never created its activities: start it anew"
-        ));
+    wf.planned_epoch.is_none().then(|| never_planned(id))
+}
+
+/// The refusal of a workflow that never created its activities.
+fn never_planned(id: &str) -> String {
+    format!("workflow exec {id} never created its activities: start it anew")
+}
+
+/// Why `wf` cannot be redriven now, or `None` when it can: it must be
+/// FAILED or CANCELLED ([`workflow_refusal`]) with every activity
+/// (`activities`, all of its plan's) ended and owing nothing (no due
+/// marker: a settle not done, a CANCELLED_RUNNING attempt of an execution
+/// timeout not ended).
+pub fn redrive_refusal(wf: &WorkflowExec, activities: &[ActivityExec]) -> Option<String> {
+    let id = &wf.workflow_exec_id;
+    if let Some(why) = workflow_refusal(wf) {
+        return Some(why);
+    }
+    if activities.len() as u64 != wf.activity_count {
+        return Some(never_planned(id));
     }
     if let Some(old) = activities.iter().find(|a| a.links.count_slot.is_none()) {
         return Some(format!(

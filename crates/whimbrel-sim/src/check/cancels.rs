@@ -6,7 +6,9 @@
 //! so nothing of the workflow runs on as if no cancel had come: an activity
 //! that was `REQUESTED` is never launched, and one that was running may
 //! still end as it reports (contract rows 22, 23), but only after the
-//! cancel was recorded on it.
+//! cancel was recorded on it. A workflow redriven after the cancel runs
+//! anew (design.md § 9.4); one whose redrive was under way when the cancel
+//! came does not.
 
 use std::collections::HashMap;
 
@@ -37,6 +39,7 @@ pub fn violations(
     requests: &HashMap<String, CancelRequest>,
     acts: &[ActivityExec],
     ended_at: &HashMap<String, i64>,
+    redrives: &HashMap<String, i64>,
 ) -> Vec<String> {
     let mut v = vec![];
     for (id, req) in requests {
@@ -45,7 +48,7 @@ pub fn violations(
             .iter()
             .filter(|a| a.workflow_exec_id == req.workflow_exec_id)
         {
-            if let Some(end) = uncancelled_end_after(a, t, ended_at) {
+            if let Some(end) = uncancelled_end_after(a, t, ended_at, redrives) {
                 v.push(format!(
                     "activity {} ended {} at {end}, after the cancel request {id} of its workflow was applied at {t}, and was never cancelled (history {:?})",
                     a.activity_exec_id, a.state, a.trail.history
@@ -56,10 +59,20 @@ pub fn violations(
     v
 }
 
-/// When `a` was first seen ended (else its history's time), if that was
-/// after `t` and no cancel is in its history.
-fn uncancelled_end_after(a: &ActivityExec, t: i64, ended_at: &HashMap<String, i64>) -> Option<i64> {
-    let history = &a.trail.history;
+/// When `a` was first seen ended in its current generation (else its
+/// history's time), if that was after `t` and no cancel is in that
+/// generation. A generation a redrive began after `t` (`redrives`: when
+/// each was applied, world time) owes the cancel nothing: its workflow
+/// had ended, cancelled or not, and a user redrove it. One begun before
+/// does: a cancel applied while a redrive is under way must stop what it
+/// redrives.
+fn uncancelled_end_after(
+    a: &ActivityExec,
+    t: i64,
+    ended_at: &HashMap<String, i64>,
+    redrives: &HashMap<String, i64>,
+) -> Option<i64> {
+    let history = super::workflow_redrive::generation(a);
     let cancelled = |s: ActivityState| {
         matches!(
             s,
@@ -68,6 +81,18 @@ fn uncancelled_end_after(a: &ActivityExec, t: i64, ended_at: &HashMap<String, i6
     };
     if history.iter().any(|h| cancelled(h.state)) {
         return None;
+    }
+    let redrive = a
+        .trail
+        .history
+        .iter()
+        .rfind(|h| super::workflow_redrive::is_redrive(h));
+    if let Some(h) = redrive {
+        let r = h.event_id.strip_prefix("redrive:").unwrap_or_default();
+        let began = redrives.get(r).copied().unwrap_or(h.at_epoch);
+        if began + CLOCK_SLACK_SECONDS >= t {
+            return None;
+        }
     }
     let end = match ended_at.get(&a.activity_exec_id) {
         Some(at) => *at,
@@ -115,14 +140,15 @@ mod tests {
             ],
         );
         let seen = HashMap::new();
+        let none = HashMap::new();
         assert_eq!(
-            violations(&reqs, std::slice::from_ref(&late), &seen).len(),
+            violations(&reqs, std::slice::from_ref(&late), &seen, &none).len(),
             1
         );
         // Seen ended by the checker before the cancel applied: no violation,
         // whatever clock the history was written with.
         let seen_early = HashMap::from([("x::1".to_string(), 99)]);
-        assert!(violations(&reqs, &[late], &seen_early).is_empty());
+        assert!(violations(&reqs, &[late], &seen_early, &none).is_empty());
         let early = act("w::1", &[(ActivityState::Completed, 101)]);
         let cancelled = act(
             "w::1",
@@ -132,7 +158,7 @@ mod tests {
             ],
         );
         let other = act("w::2", &[(ActivityState::Completed, 200)]);
-        assert!(violations(&reqs, &[early, cancelled, other], &seen).is_empty());
+        assert!(violations(&reqs, &[early, cancelled, other], &seen, &none).is_empty());
         let pending = HashMap::from([(
             "r".to_string(),
             CancelRequest {
@@ -141,6 +167,41 @@ mod tests {
             },
         )]);
         let late = act("w::1", &[(ActivityState::Completed, 200)]);
-        assert!(violations(&pending, &[late], &seen).is_empty());
+        assert!(violations(&pending, &[late], &seen, &none).is_empty());
+    }
+
+    /// A redrive begun before the cancel was applied owes it (its
+    /// activities must be cancelled); one begun after does not.
+    #[test]
+    fn a_cancel_applied_while_a_redrive_is_under_way_must_stop_what_it_redrives() {
+        let reqs = HashMap::from([(
+            "r".to_string(),
+            CancelRequest {
+                workflow_exec_id: "w::1".into(),
+                applied_at: Some(100),
+            },
+        )]);
+        let mut a = act("w::1", &[(ActivityState::Cancelled, 50)]);
+        let mut redrive = HistoryEntry::new(
+            Transition::Queued,
+            ActivityState::Requested,
+            60,
+            "redrive:R",
+        );
+        redrive.transition = "REDRIVE".into();
+        a.trail.history.push(redrive);
+        a.trail.history.push(HistoryEntry::new(
+            Transition::Completed,
+            ActivityState::Completed,
+            200,
+            "e",
+        ));
+        a.state = ActivityState::Completed;
+        let seen = HashMap::new();
+        let before = HashMap::from([("R".to_string(), 60)]);
+        let v = violations(&reqs, std::slice::from_ref(&a), &seen, &before);
+        assert_eq!(v.len(), 1, "{v:?}");
+        let after = HashMap::from([("R".to_string(), 150)]);
+        assert!(violations(&reqs, &[a], &seen, &after).is_empty());
     }
 }

@@ -28,7 +28,8 @@
 //!   node is RUNNING while its child ended;
 //! - a COMPLETED node's output, as its dependents read it, is its child's
 //!   result (a node FAILED for a COMPLETED child had a result over
-//!   `MAX_OUTPUT_BYTES`); the child's input is the node's planned input;
+//!   `MAX_OUTPUT_BYTES`, or took the child's end before a user redrove
+//!   the child); the child's input is the node's planned input;
 //! - the child of a node CANCELLED with `parent_close: cancel` ended and
 //!   was sent its cancel request; if that request was rejected because
 //!   the child did not exist yet, the child must not have been started
@@ -75,6 +76,14 @@ pub struct Seen {
 
 /// The generations a child node's request id is looked for in.
 const MAX_GENERATIONS: u32 = 64;
+
+impl Seen {
+    /// Forget node `id`'s end (a redrive starts it anew: it takes its
+    /// child's end again).
+    pub(super) fn forget(&mut self, id: &str) {
+        self.ended_with.remove(id);
+    }
+}
 
 /// The request id and exec id of the child that node `a` starts, if it
 /// is a child node.
@@ -198,8 +207,9 @@ fn depth_violation(w: &WorkflowExec, depth: u32) -> Option<String> {
 }
 
 /// Violations of child node `a`'s history: an end by `child-ended:`
-/// other than its own, more than one, or after a cancel; a COMPLETED or
-/// FAILED end by anything else.
+/// other than its own, more than one in a generation (a redrive starts
+/// the next), or after a cancel; a COMPLETED or FAILED end by anything
+/// else.
 pub(super) fn history_violations(a: &ActivityExec) -> Vec<String> {
     if a.runner.kind() != NodeKind::Child {
         return vec![];
@@ -211,7 +221,15 @@ pub(super) fn history_violations(a: &ActivityExec) -> Vec<String> {
     let mut cancelled = false;
     for h in &a.trail.history {
         let by = h.full_event_id(id);
-        if by.starts_with("child-ended:") {
+        if super::workflow_redrive::is_redrive(h) {
+            // A new generation: the node takes its child's end again.
+            if ended_by_child > 1 {
+                v.push(format!(
+                    "{id}: ended by its child's end {ended_by_child} times"
+                ));
+            }
+            (ended_by_child, cancelled) = (0, false);
+        } else if by.starts_with("child-ended:") {
             ended_by_child += 1;
             if by != own {
                 v.push(format!("{id}: ended by {by}, another node's child"));
@@ -401,6 +419,7 @@ impl Checker {
             ActivityState::Failed => {
                 let result = child
                     .filter(|w| w.state == WorkflowState::Completed)
+                    .filter(|w| !super::workflow_redrive::ended_before_redriven_child(a, w))
                     .map(|w| child_result(w, end).to_string().len());
                 if result.is_some_and(|n| n <= MAX_OUTPUT_BYTES) {
                     v.push(format!(
@@ -456,13 +475,17 @@ impl Checker {
 /// before the start row it follows (or a release that read the node
 /// RUNNING puts the start row after the close put the cancel): the
 /// child's start must see its node ended and cancel it (seed 61 lost it
-/// before `Engine::orphaned`).
+/// before `Engine::orphaned`). A child a user redrove since runs anew; one
+/// that never got a plan (its start failed: too deep, seed 749) ran
+/// nothing.
 pub(super) fn lost_close(a: &ActivityExec, end: &End<'_>) -> Option<String> {
     let c = a.runner.child.as_ref()?;
     let w = end.read.child_of(a)?;
     if a.state != ActivityState::Cancelled
         || c.parent_close == ParentClose::Abandon
         || w.state == WorkflowState::Cancelled
+        || w.planned_epoch.is_none()
+        || !w.redrives.is_empty()
     {
         return None;
     }

@@ -252,7 +252,8 @@ fn a_node_cancelled_with_parent_close_cancel_closes_its_child() {
         "cancel-request:r",
         1010,
     );
-    let child = child_of(&cancelled, "COMPLETED");
+    let mut child = child_of(&cancelled, "COMPLETED");
+    child.planned_epoch = Some(1000);
     let cancel = ids::child_cancel_request_id("kid", &child.workflow_exec_id);
     let (acts, wfs) = (vec![cancelled.clone()], vec![child.clone()]);
     let run = |c: &Checker, outcomes: &HashMap<String, Vec<Outcome>>| {
@@ -278,6 +279,17 @@ fn a_node_cancelled_with_parent_close_cancel_closes_its_child() {
     )]);
     let v = run(&c, &rejected);
     assert!(v.iter().any(|m| m.contains("started after all")), "{v:?}");
+    // A child that never got a plan (its start failed) ran nothing.
+    let mut unplanned = child.clone();
+    unplanned.planned_epoch = None;
+    let (acts1, wfs1) = (vec![cancelled.clone()], vec![unplanned]);
+    let end = End {
+        read: Read::new(&acts1, &wfs1),
+        plans: &plans,
+        outcomes: &rejected,
+        lost: &lost,
+    };
+    assert!(lost_close(&acts1[0], &end).is_none());
     // Abandoned: nothing owed.
     let abandoned = ended(
         node("RUNNING", "abandon"),

@@ -18,7 +18,8 @@ impl Checker {
     /// timers fired and cancelled, signals sent (rows written) and signal
     /// waits completed, timed out and cancelled; child workflows started,
     /// nested, completed, failed, cancelled and abandoned
-    /// (`children.rs`).
+    /// (`children.rs`); workflows and activities redriven, and how
+    /// redriven workflows ended (`workflow_redrive.rs`).
     pub fn features(
         &self,
         mem: &MemoryBackend,
@@ -28,12 +29,13 @@ impl Checker {
         let mut add = |k: &str, n: u64| *out.entry(k.to_string()).or_insert(0) += n;
         let (acts, wfs) = (activities(mem, t).0, workflows(mem, t));
         super::children::features(&super::children::Read::new(&acts, &wfs), &mut add);
+        super::workflow_redrive::features(&acts, &wfs, &mut add);
         for a in acts {
             let retried = a
                 .trail
                 .history
                 .iter()
-                .filter(|h| h.attempt.is_some())
+                .filter(|h| h.attempt.is_some() && !super::workflow_redrive::is_redrive(h))
                 .count() as u64;
             add("retried attempts", retried);
             if retried > 0 && a.state == ActivityState::Completed {

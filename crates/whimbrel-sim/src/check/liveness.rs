@@ -172,7 +172,8 @@ pub(super) fn activity_violations(
             a.activity_exec_id, a.state
         ));
     }
-    if a.attempt.number > cfg.max_launch_attempts {
+    let redrives = super::workflow_redrive::redrive_count(a) as u32;
+    if a.attempt.number > cfg.max_launch_attempts + redrives {
         v.push(format!(
             "activity {} has {} attempts",
             a.activity_exec_id, a.attempt.number
@@ -283,7 +284,7 @@ fn timed_out_despite_report(
         .trail
         .history
         .iter()
-        .find(|h| h.state == ActivityState::TimedOut)
+        .rfind(|h| h.state == ActivityState::TimedOut)
         .map_or(i64::MAX, |h| h.at_epoch);
     let r = seen.reports.iter().find(|r| {
         r.activity_exec_id == a.activity_exec_id

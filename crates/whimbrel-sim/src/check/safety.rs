@@ -5,13 +5,17 @@
 use whimbrel_core::contract::{self, ActivityState, NodeKind};
 use whimbrel_core::engine::decide::deadline;
 use whimbrel_core::engine::EngineConfig;
-use whimbrel_core::model::{ActivityExec, WorkflowExec};
+use whimbrel_core::model::ActivityExec;
 
+use super::workflow_redrive::{generation, is_redrive, redrive_count};
 use super::Checker;
 
 impl Checker {
     /// A terminal activity whose state changed since the checker first saw
-    /// it terminal; the first terminal state seen is remembered.
+    /// it terminal; the first terminal state seen is remembered (and
+    /// forgotten when a redrive starts its next generation:
+    /// `workflow_redrive.rs`, which also judges workflows' terminal
+    /// states).
     pub(super) fn terminal_state_change(&mut self, a: &ActivityExec) -> Option<String> {
         let id = &a.activity_exec_id;
         match (self.terminal.get(id), a.state.is_terminal()) {
@@ -20,22 +24,6 @@ impl Checker {
             }
             (None, true) => {
                 self.terminal.insert(id.clone(), a.state);
-                None
-            }
-            _ => None,
-        }
-    }
-
-    /// The same for a workflow.
-    pub(super) fn workflow_terminal_state_change(&mut self, w: &WorkflowExec) -> Option<String> {
-        let id = &w.workflow_exec_id;
-        match (self.workflow_terminal.get(id), w.state.is_terminal()) {
-            (Some(s), _) if *s != w.state => Some(format!(
-                "workflow {id}: terminal state {s} changed to {}",
-                w.state
-            )),
-            (None, true) => {
-                self.workflow_terminal.insert(id.clone(), w.state);
                 None
             }
             _ => None,
@@ -66,9 +54,11 @@ pub(super) fn due_marker_violation(a: &ActivityExec, cfg: &EngineConfig) -> Opti
 }
 
 /// Violations of `a`'s history: every accepted step is a row of the
-/// contract table, a relaunch (QUEUED → QUEUED) or a retried failure
-/// (`contract::retry_state`), so no state ever goes back otherwise; and at
-/// most one terminal transition is accepted.
+/// contract table, a relaunch (QUEUED → QUEUED), a retried failure
+/// (`contract::retry_state`) or a redrive of an end other than COMPLETED
+/// (`REDRIVE`, to REQUESTED), so no state ever goes back otherwise; and
+/// at most one terminal transition is accepted in each generation (since
+/// the last redrive).
 /// Index and parking hygiene: only a QUEUED activity is in the task-list
 /// index (a worker may claim only it), and no event parked on an activity
 /// is one its history has applied (applying an event removes it from
@@ -108,8 +98,17 @@ pub(super) fn history_violations(a: &ActivityExec) -> Vec<String> {
             .ok()
             .and_then(|t| contract::retry_state(from, t))
             == Some(h.state);
+        // A redrive (design.md § 9.4): an end other than COMPLETED back
+        // to REQUESTED, outside the table.
+        let redriven = is_redrive(h)
+            && h.state == ActivityState::Requested
+            && matches!(
+                from,
+                ActivityState::Failed | ActivityState::TimedOut | ActivityState::Cancelled
+            );
         let allowed = (from == ActivityState::Queued && h.state == ActivityState::Queued)
             || retried
+            || redriven
             || contract::table(a.runner.kind())
                 .iter()
                 .any(|(f, t, to, _)| *f == from && t.as_str() == h.transition && *to == h.state);
@@ -123,14 +122,14 @@ pub(super) fn history_violations(a: &ActivityExec) -> Vec<String> {
         }
         from = h.state;
     }
-    let ends = a
-        .trail
-        .history
+    let ends = generation(a)
         .iter()
         .filter(|h| h.state.is_terminal())
         .count();
     if ends > 1 {
-        v.push(format!("{id}: {ends} terminal transitions accepted"));
+        v.push(format!(
+            "{id}: {ends} terminal transitions accepted since its last redrive"
+        ));
     }
     v
 }
@@ -193,22 +192,25 @@ impl Checker {
     }
 }
 
-/// Violations of `a`'s attempts: at most its retry policy's attempts;
-/// each attempt before the live one has exactly one recorded outcome (its
-/// retried failure), in order; each attempt is claimed by a worker at most
-/// once.
+/// Violations of `a`'s attempts: at most its retry policy's attempts,
+/// and one more per redrive; each attempt before the live one has exactly
+/// one recorded outcome (its retried failure, or the redrive of its end),
+/// in order; each attempt is claimed by a worker at most once.
 pub(super) fn attempt_violations(a: &ActivityExec) -> Vec<String> {
     let mut v = vec![];
     let id = &a.activity_exec_id;
-    let max = a.attempt.retry.as_ref().map_or(1, |r| r.attempts());
+    // A redrive gives one attempt more, even to a spent policy.
+    let redrives = redrive_count(a) as u32;
+    let max = a.attempt.retry.as_ref().map_or(1, |r| r.attempts()) + redrives;
     if a.attempt.number > max {
         v.push(format!(
             "{id}: attempt {} of at most {max}",
             a.attempt.number
         ));
     }
-    let failed: Vec<u32> = a.trail.history.iter().filter_map(|h| h.attempt).collect();
-    let want: Vec<u32> = (1..a.attempt.number.max(1)).collect();
+    let (failed, unclaimed) = ended_attempts(a);
+    let live = if unclaimed { 1 } else { 0 };
+    let want: Vec<u32> = (1..(a.attempt.number + live).max(1)).collect();
     if failed != want {
         v.push(format!(
             "{id}: attempt {} with failures recorded for {failed:?}",
@@ -228,4 +230,27 @@ pub(super) fn attempt_violations(a: &ActivityExec) -> Vec<String> {
         v.push(format!("{id}: one attempt claimed by two workers"));
     }
     v
+}
+
+/// The attempts of `a` whose ends its history records, in order: each
+/// retried failure's, and the attempt a `REDRIVE` entry kept (none when
+/// nothing had been claimed: attempt 0; once when two redrives came with
+/// no claim between them); and whether the last of them is a redrive's
+/// not claimed again yet (then the item's attempt ended too).
+fn ended_attempts(a: &ActivityExec) -> (Vec<u32>, bool) {
+    let mut ended: Vec<u32> = vec![];
+    let mut unclaimed = false;
+    for h in &a.trail.history {
+        let Some(k) = h.attempt else { continue };
+        if is_redrive(h) {
+            if k > 0 && ended.last() != Some(&k) {
+                ended.push(k);
+            }
+            unclaimed = k > 0 && k == a.attempt.number;
+        } else {
+            ended.push(k);
+            unclaimed = false;
+        }
+    }
+    (ended, unclaimed)
 }

@@ -51,6 +51,14 @@ pub struct Seen {
     present: HashSet<(String, String)>,
 }
 
+impl Seen {
+    /// Forget when wait `id` was first seen RUNNING (a redrive starts it
+    /// anew).
+    pub(super) fn forget(&mut self, id: &str) {
+        self.running.remove(id);
+    }
+}
+
 /// The rows of the signal table that parse (every one the simulation
 /// writes does).
 pub fn signal_rows(mem: &MemoryBackend, t: &Tables) -> Vec<SignalRow> {
@@ -131,7 +139,8 @@ impl Checker {
         if a.attempt.token_hash.is_some() || a.attempt.launches > 0 {
             v.push(format!("{id}: a signal wait was claimed or launched"));
         }
-        for h in &a.trail.history {
+        // An earlier generation's timeout counted from an earlier start.
+        for h in super::workflow_redrive::generation(a) {
             let by = h.full_event_id(id);
             match h.state {
                 ActivityState::Completed => v.extend(self.completion_violation(a, &by)),

@@ -72,8 +72,8 @@ impl Sim {
         }
     }
 
-    /// Trace a record of the request stream (a user's start or cancel,
-    /// or the engine's: a child's start, a parent close's cancel) going
+    /// Trace a record of the request stream (a user's start, cancel or
+    /// redrive, or the engine's: a child's start, a parent close's cancel) going
     /// to shard `shard`; its outcomes are traced too.
     fn trace_request(&mut self, rec: &StreamRecord, shard: usize) {
         let Some(id) = row_id(rec) else { return };
@@ -85,10 +85,12 @@ impl Sim {
         };
         let what = match (
             text("cancel_workflow_exec_id"),
+            text(attr::REDRIVE_WORKFLOW_EXEC_ID),
             rec.new_image.get(attr::PARENT),
         ) {
-            (Some(wf), _) => format!("cancel of {wf}"),
-            (None, parent) => {
+            (Some(wf), _, _) => format!("cancel of {wf}"),
+            (None, Some(wf), _) => format!("redrive of {wf}"),
+            (None, None, parent) => {
                 let name = text(attr::WORKFLOW_NAME).unwrap_or_default();
                 let exec = whimbrel_core::ids::workflow_exec_id(&name, &id);
                 let whose = if parent.is_some() { "a child's" } else { "a" };

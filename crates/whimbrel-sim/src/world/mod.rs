@@ -31,6 +31,7 @@ mod redrive;
 mod scenario;
 mod schedule;
 mod signals;
+mod workflow_redrive;
 use esm::{lock_now, stream_tables, MAIN_SHARDS, STREAM_SHARDS};
 
 /// What a schedule is made of (the shrinker lowers these).
@@ -48,6 +49,8 @@ pub struct Params {
     pub cancels: bool,
     /// Hostile rows arrive.
     pub hostile: bool,
+    /// Users redrive workflows (`workflow_redrive.rs`).
+    pub redrives: bool,
     /// Clients' clocks may be off by minutes
     /// ([`crate::shared::Faults::client_skew`]). On by default
     /// (`tests/clocks.rs`); `--trusted-client-clocks` turns it off.
@@ -63,6 +66,7 @@ impl Default for Params {
             fault_steps: 1500,
             cancels: true,
             hostile: true,
+            redrives: true,
             client_clock_minutes: true,
         }
     }
@@ -212,6 +216,9 @@ pub struct Sim {
     require_tokens: HashMap<String, bool>,
     /// The users who send signals, and what they sent (`signals.rs`).
     signals: signals::Signals,
+    /// The users who redrive workflows, and what they sent
+    /// (`workflow_redrive.rs`).
+    redrives: workflow_redrive::Redrives,
     stats: Stats,
     params: Params,
     checker: Checker,
@@ -324,6 +331,7 @@ impl Sim {
             failures: redrive::FailureQueue::new(crate::template::redrive_settings()),
             require_tokens: HashMap::new(),
             signals: signals::Signals::default(),
+            redrives: workflow_redrive::Redrives::default(),
             stats: Stats::default(),
             params,
             checker: Checker::default(),

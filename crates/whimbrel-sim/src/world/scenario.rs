@@ -248,7 +248,7 @@ impl Sim {
     /// attributes `whimbrel start` writes, every other one absent (read
     /// from JSON, so that an attribute added to requests later is absent
     /// here too).
-    fn request(&self, name: String) -> WorkflowRequest {
+    pub(super) fn request(&self, name: String) -> WorkflowRequest {
         let now = lock(&self.world).now;
         let mut row = json!({
             "workflow_request_id": "",

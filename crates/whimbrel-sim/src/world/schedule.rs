@@ -147,8 +147,9 @@ impl Sim {
     /// One draw decides whether a user cancels a workflow (2 in 1000: a
     /// cancel request ends the whole workflow, so more would leave few to
     /// complete) or a hostile row arrives (5 in 1000), each when the
-    /// schedule has them; then perhaps a user sends a signal (drawn from
-    /// its own stream: `signals.rs`).
+    /// schedule has them; then perhaps a user sends a signal, and perhaps
+    /// one redrives a workflow (each drawn from its own stream:
+    /// `signals.rs`, `workflow_redrive.rs`).
     fn user_or_hostile_action(&mut self) {
         let extra = self.rng(|r| r.gen_range(0..1000));
         if self.params.cancels && extra < 2 {
@@ -158,6 +159,9 @@ impl Sim {
             self.hostile_write();
         }
         self.user_signal();
+        if self.params.redrives {
+            self.user_redrive();
+        }
     }
 
     /// Phase 2: no more faults; time runs on (five seconds at a time when
@@ -231,6 +235,9 @@ impl Sim {
             .features
             .insert("cancel requests applied".into(), applied.count() as u64);
         for (k, n) in self.signal_counts() {
+            self.stats.features.insert(k.into(), n);
+        }
+        for (k, n) in self.redrive_counts() {
             self.stats.features.insert(k.into(), n);
         }
         self.stats.faults = lock(&self.world)

@@ -23,7 +23,7 @@ use std::sync::Arc;
 
 use rand::Rng;
 use serde_json::{json, Value};
-use whimbrel_core::contract::ActivityState;
+use whimbrel_core::contract::{ActivityState, WorkflowState};
 use whimbrel_core::engine::signals::send_signal;
 use whimbrel_core::handlers::Outcome;
 use whimbrel_core::ids;
@@ -99,7 +99,7 @@ struct Target {
     exec: String,
     /// Its workflow's name (what it waits for), when it is a real one.
     workflow: Option<String>,
-    /// The engine must reject the signal (made up, or ended).
+    /// The engine must reject the signal (made up, or ended for good).
     rejected: bool,
 }
 
@@ -192,16 +192,17 @@ impl Sim {
 
     /// A workflow exec to signal: one in twenty made up; else one
     /// requested so far, whether it exists yet or runs (nine in ten), or
-    /// one that ended; mostly (four in five) of a workflow that waits for some
+    /// one that ended (which must reject it, unless a user may redrive
+    /// it first); mostly (four in five) of a workflow that waits for some
     /// signal.
     fn signal_target(&self) -> Option<Target> {
-        let ended: HashSet<String> = self
+        let ended: HashMap<String, WorkflowState> = self
             .mem
             .items(&self.tables.workflow_exec())
             .into_iter()
             .filter_map(|i| serde_dynamo::from_item::<_, WorkflowExec>(i).ok())
             .filter(|w| w.state.is_terminal())
-            .map(|w| w.workflow_exec_id)
+            .map(|w| (w.workflow_exec_id, w.state))
             .collect();
         let (made_up, to_ended, waiting, pick) = self.signal_draw(|r| {
             (
@@ -217,12 +218,12 @@ impl Sim {
             .items(&self.tables.workflow_request())
             .into_iter()
             .filter_map(|i| serde_dynamo::from_item::<_, WorkflowRequest>(i).ok())
-            .filter(|r| r.cancel_workflow_exec_id.is_none())
+            .filter(|r| r.cancel_workflow_exec_id.is_none() && r.redrive_workflow_exec_id.is_none())
             .map(|r| {
                 let id = ids::workflow_exec_id(&r.workflow_name, &r.workflow_request_id);
                 (r.workflow_name, id)
             })
-            .filter(|(w, id)| ended.contains(id) == to_ended && (!waiting || waits(w)))
+            .filter(|(w, id)| ended.contains_key(id) == to_ended && (!waiting || waits(w)))
             .collect();
         if made_up || execs.is_empty() {
             return made_up.then(|| Target {
@@ -232,10 +233,13 @@ impl Sim {
             });
         }
         let (workflow, exec) = execs[(pick % execs.len() as u64) as usize].clone();
+        // A FAILED or CANCELLED one may be redriven before the signal
+        // reaches it (`workflow_redrive.rs`); a COMPLETED one never is.
+        let completed = ended.get(&exec) == Some(&WorkflowState::Completed);
         Some(Target {
             exec,
             workflow: Some(workflow),
-            rejected: to_ended,
+            rejected: to_ended && (completed || !self.params.redrives),
         })
     }
 
