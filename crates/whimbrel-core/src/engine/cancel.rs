@@ -15,6 +15,9 @@ use crate::model::{WorkflowExec, WorkflowRequest};
 /// The reason recorded when a cancel request gives none.
 pub const DEFAULT_CANCEL_REASON: &str = "cancelled by request";
 
+/// Redrives one cancel walks through before it leaves the rest to a retry.
+const MAX_REDRIVES_MET: usize = 3;
+
 impl<L: Launcher> Engine<L> {
     /// Apply the cancel request `req` (its `cancel_workflow_exec_id` set):
     /// a workflow not started yet is CANCELLED as a whole
@@ -53,7 +56,14 @@ impl<L: Launcher> Engine<L> {
     }
 
     /// Cancel every activity of the running workflow `wf` not ended, for
-    /// the cancel request `req`.
+    /// the cancel request `req`. A redrive under way (`redriving`) is
+    /// finished first, and a redrive that began after `wf` was read is
+    /// caught by reading it again: either way an activity still ended
+    /// when the cancel walks past it, and put back after, would run
+    /// despite the cancel (design.md § 9.4).
+    ///
+    /// Errors: [`EngineError::Retry`] when DynamoDB is unavailable, or the
+    /// workflow is redriven again and again while it is cancelled.
     async fn cancel_running(
         &self,
         wf: &WorkflowExec,
@@ -61,9 +71,23 @@ impl<L: Launcher> Engine<L> {
         reason: &str,
     ) -> Result<Applied, EngineError> {
         let step = ids::EngineStep::CancelRequest(&req.workflow_request_id).event_id();
-        self.cancel_all(wf, &step, reason).await?;
-        info!(workflow_exec_id = %wf.workflow_exec_id, %reason, "workflow cancel requested: its activities are cancelled");
-        Ok(Applied::Workflow(WorkflowState::Running))
+        let (id, name) = (&wf.workflow_exec_id, &wf.workflow_name);
+        let mut wf = wf.clone();
+        for _ in 0..MAX_REDRIVES_MET {
+            if let Some(r) = wf.redriving.clone() {
+                self.finish_redrive(wf.clone(), &r).await?;
+            }
+            self.cancel_all(&wf, &step, reason).await?;
+            let now = self.load_workflow(id, name).await?;
+            if now.redrive_count == wf.redrive_count && now.redriving.is_none() {
+                info!(workflow_exec_id = %id, %reason, "workflow cancel requested: its activities are cancelled");
+                return Ok(Applied::Workflow(WorkflowState::Running));
+            }
+            wf = now;
+        }
+        Err(EngineError::Retry(format!(
+            "cancel of workflow exec {id}: redriven {MAX_REDRIVES_MET} times while cancelled"
+        )))
     }
 
     /// The workflow exec a cancel request names, checked against the row.

@@ -102,7 +102,10 @@ pub fn count_group_into_workflow(
 /// Record a failed activity's reason as its workflow's `error`, unless one
 /// is there (the first failure counted wins): what the terminal
 /// transaction's counter update does for an item without a count slot.
-pub fn first_failure(tables: &Tables, exec: &ActivityExec) -> UpdateRequest {
+/// Only in the generation of the activity's count group (`group_number`):
+/// a late settle of an earlier generation would leave a redriven workflow
+/// an error of the failure it redrove.
+pub fn first_failure(tables: &Tables, exec: &ActivityExec, group_number: u32) -> UpdateRequest {
     let why = exec.outcome.error.as_deref().unwrap_or("no reason given");
     let reason = cap_error(&format!(
         "activity {} {}: {why}",
@@ -113,6 +116,7 @@ pub fn first_failure(tables: &Tables, exec: &ActivityExec) -> UpdateRequest {
         workflow_key(&exec.workflow_exec_id, &exec.workflow_name),
     )
     .when(Cond::exists(attr::WORKFLOW_EXEC_ID))
+    .when(of_current_generation(group_number))
     .act(Action::SetIfNotExists(attr::ERROR.into(), s(reason)))
 }
 
@@ -128,7 +132,11 @@ impl<L: Launcher> Engine<L> {
         };
         let t = self.store.tables();
         if exec.state.is_failure() {
-            match self.store.update(first_failure(t, exec), false).await {
+            match self
+                .store
+                .update(first_failure(t, exec, slot.group), false)
+                .await
+            {
                 Ok(_) | Err(StoreError::ConditionFailed) => {}
                 Err(e) => return Err(e.into()),
             }

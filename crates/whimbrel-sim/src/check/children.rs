@@ -91,6 +91,23 @@ pub fn derived_child(a: &ActivityExec) -> Option<(String, String)> {
     a.child_ids()
 }
 
+/// The ids of the child node `a` started in the generation whose child is
+/// exec `id` (one of its generations so far: a redrive starts a new
+/// child), else in its current generation.
+fn started_child(a: &ActivityExec, id: &str) -> Option<(String, String)> {
+    let name = &a.runner.child.as_ref()?.workflow_name;
+    let node = &a.activity_exec_id;
+    (0..a.generation())
+        .map(|g| {
+            (
+                ids::child_request_id(name, node, g),
+                ids::child_exec_id(name, node, g),
+            )
+        })
+        .find(|(_, exec)| exec == id)
+        .or_else(|| derived_child(a))
+}
+
 /// A workflow's depth: its parent link's, 0 for a top-level one.
 fn depth_of(w: &WorkflowExec) -> u32 {
     w.parent.as_ref().map_or(0, |p| p.depth)
@@ -146,7 +163,7 @@ pub(super) fn link_violations(w: &WorkflowExec, read: &Read<'_>) -> Vec<String> 
             p.workflow_exec_id, p.workflow_name, node.workflow_exec_id, node.workflow_name
         ));
     }
-    let (Some(c), Some((request, exec))) = (&node.runner.child, derived_child(node)) else {
+    let (Some(c), Some((request, exec))) = (&node.runner.child, started_child(node, id)) else {
         return vec![format!(
             "child workflow {id}: its node {} is not a child node",
             p.activity_exec_id
