@@ -425,6 +425,7 @@ mod tests {
         Snapshot {
             workflow,
             activities,
+            targets: vec![],
         }
     }
 
@@ -539,5 +540,28 @@ mod tests {
         assert!(lines[4].contains("engine (launch)"), "{table}");
         assert!(lines[5].contains("client event e1"), "{table}");
         assert!(lines[9].contains("engine (prerequisite ended)"), "{table}");
+    }
+
+    #[test]
+    fn status_shows_the_target_slots_across_workflows() {
+        let mut held = activity("a", &[], vec![]);
+        held.links.target_limit = Some("lambda:resize".into());
+        held.links.target_slot_held = true;
+        let mut snap = snapshot(vec![held], WorkflowState::Running);
+        snap.targets = vec![serde_json::from_value(json!({
+            "target": "lambda:resize",
+            "max_concurrency": 3,
+            "slots_free": 0,
+            "slot_waiters": ["0000000100#0004w::ub", "0000000101#0004x::uc"],
+        }))
+        .unwrap()];
+        let text = crate::status::render(&snap);
+        assert!(
+            text.contains("target slots, across workflows:\n  lambda:resize")
+                && text.contains("3 of 3 in use (1 here), 2 waiting (1 here)"),
+            "{text}"
+        );
+        snap.targets.clear();
+        assert!(!crate::status::render(&snap).contains("target slots"));
     }
 }

@@ -8,7 +8,7 @@ use whimbrel_core::attr;
 use serde_json::{json, Value};
 use whimbrel_core::contract::WorkflowState;
 use whimbrel_core::ids;
-use whimbrel_core::model::{ActivityExec, WorkflowExec};
+use whimbrel_core::model::{ActivityExec, TargetLimit, WorkflowExec};
 use whimbrel_core::store::{
     n, s, Cmp, KeyCond, Store, INDEX_ACTIVITIES_BY_WORKFLOW, INDEX_WORKFLOWS_BY_STATE,
 };
@@ -22,6 +22,9 @@ pub struct Snapshot {
     pub workflow: WorkflowExec,
     /// Its activities, by name.
     pub activities: Vec<ActivityExec>,
+    /// The limits of its activities' targets (`whimbrel_limit`), those
+    /// set, by target (design.md § 9.3).
+    pub targets: Vec<TargetLimit>,
 }
 
 /// Read the workflow exec (consistent) and its activities (GSI query),
@@ -68,10 +71,37 @@ pub async fn snapshot(store: &Store, workflow_exec_id: &str) -> Result<Snapshot,
         }
     }
     activities.sort_by_key(|a| natural_key(&a.activity_name));
+    let targets = target_limits(store, &activities).await?;
     Ok(Snapshot {
         workflow,
         activities,
+        targets,
     })
+}
+
+/// The limits set for the targets (`lambda:f`, `task_list:l`) of
+/// `activities` that run code: one GetItem per distinct target.
+///
+/// Errors: DynamoDB errors.
+async fn target_limits(
+    store: &Store,
+    activities: &[ActivityExec],
+) -> Result<Vec<TargetLimit>, CliError> {
+    let targets: std::collections::BTreeSet<String> = activities
+        .iter()
+        .filter_map(whimbrel_core::engine::decide::target_limits::target_of)
+        .collect();
+    let mut limits = vec![];
+    for target in targets {
+        let limit: Option<TargetLimit> = store
+            .get(
+                &store.tables().limit(),
+                whimbrel_core::keys::limit_key(&target),
+            )
+            .await?;
+        limits.extend(limit.filter(|l| l.max_concurrency.is_some()));
+    }
+    Ok(limits)
 }
 
 /// Sort "count-10" after "count-9".
@@ -166,6 +196,7 @@ pub fn render(snap: &Snapshot) -> String {
         out.push_str(&timers);
     }
     out.push_str(&slots_line(&snap.activities));
+    out.push_str(&target_slot_lines(snap));
     let signals: String = snap.activities.iter().filter_map(signal_line).collect();
     if !signals.is_empty() {
         out.push_str("signals:\n");
@@ -230,6 +261,39 @@ fn slots_line(activities: &[ActivityExec]) -> String {
         .filter(|a| a.links.pending_dependency_count == 0)
         .count();
     format!("slots: {held} of {limit} in use, {waiting} ready and waiting for one\n")
+}
+
+/// The slots of each limited target of the workflow's activities
+/// (design.md § 9.3), across workflows: held, of the limit, how many this
+/// workflow holds, and how many wait (of this workflow); empty for none.
+fn target_slot_lines(snap: &Snapshot) -> String {
+    use whimbrel_core::engine::decide::target_limits::waiter_of;
+    let id = snap.workflow.workflow_exec_id.as_str();
+    let mut out = String::new();
+    for l in &snap.targets {
+        let here = snap
+            .activities
+            .iter()
+            .filter(|a| a.links.target_slot_held)
+            .filter(|a| a.links.target_limit.as_deref() == Some(l.target.as_str()))
+            .count();
+        let waiting_here = l
+            .slot_waiters
+            .iter()
+            .filter(|e| waiter_of(e).is_some_and(|(wf, _)| wf == id))
+            .count();
+        out.push_str(&format!(
+            "  {:<24} {} of {} in use ({here} here), {} waiting ({waiting_here} here)\n",
+            l.target,
+            l.slots_used(),
+            l.max_concurrency.unwrap_or_default(),
+            l.slot_waiters.len()
+        ));
+    }
+    match out.is_empty() {
+        true => out,
+        false => format!("target slots, across workflows:\n{out}"),
+    }
 }
 
 /// A signal wait's line (design.md § 9.2): the signal it waits for, and
@@ -356,6 +420,7 @@ fn as_json(snap: &Snapshot) -> Value {
     json!({
         "workflow": snap.workflow,
         "activities": snap.activities,
+        "target_limits": snap.targets,
         attr::RESULT: result(snap),
     })
 }
