@@ -236,7 +236,7 @@ impl<L: Launcher> Engine<L> {
 
     /// Cancel every dependent of `exec` that has not started (design.md § 3.4);
     /// each cancelled one propagates further through its own settle.
-    async fn cancel_dependents(&self, exec: &ActivityExec) -> Result<(), EngineError> {
+    pub(crate) async fn cancel_dependents(&self, exec: &ActivityExec) -> Result<(), EngineError> {
         let event_id = ids::EngineStep::UpstreamEnded(&exec.activity_exec_id).event_id();
         let reason = format!("prerequisite {} ended {}", exec.activity_name, exec.state);
         let (dependents, _) = self.dependents_of(exec).await?;

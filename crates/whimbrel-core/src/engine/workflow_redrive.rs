@@ -131,6 +131,7 @@ impl<L: Launcher> Engine<L> {
                 self.queue_and_launch(a).await?;
             }
         }
+        self.propagate_ends_again(&wf, r).await?;
         let done = rules::redrive_done_update(t, &wf, r);
         if let Err(e) = self.store.update(done, false).await {
             if !matches!(e, StoreError::ConditionFailed) {
@@ -146,6 +147,25 @@ impl<L: Launcher> Engine<L> {
         self.finish_workflow(&wf.workflow_exec_id, &wf.workflow_name)
             .await?;
         Ok(Applied::Workflow(WorkflowState::Running))
+    }
+
+    /// Cancel again the dependents of each activity redrive `r` put back
+    /// that has failed or been cancelled again (a CANCEL row, a timeout):
+    /// when it ended while a dependent of it was still ended and not put
+    /// back yet, its settle passed that dependent by, and the redrive then
+    /// put it back waiting for a prerequisite that will never complete
+    /// (simulation seed 3624). Idempotent: the cancels carry the
+    /// prerequisite's engine step id, applied once per generation.
+    ///
+    /// Errors: [`EngineError::Retry`] when DynamoDB is unavailable.
+    async fn propagate_ends_again(&self, wf: &WorkflowExec, r: &str) -> Result<(), EngineError> {
+        for a in self.all_activities(wf).await? {
+            let ended_again = a.state.is_terminal() && a.state != ActivityState::Completed;
+            if ended_again && rules::redriven_by(&a, r) {
+                self.cancel_dependents(&a).await?;
+            }
+        }
+        Ok(())
     }
 
     /// Redrive the ended `a` (a conditional put of

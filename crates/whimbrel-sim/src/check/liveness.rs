@@ -161,9 +161,19 @@ pub(super) fn activity_violations(
 ) -> Vec<String> {
     let mut v = vec![];
     if !a.state.is_terminal() {
+        let history: Vec<String> = a
+            .trail
+            .history
+            .iter()
+            .map(|h| format!("{} by {}", h.state, h.full_event_id(&a.activity_exec_id)))
+            .collect();
         v.push(format!(
-            "activity {} stuck in {} (attempt {})",
-            a.activity_exec_id, a.state, a.attempt.number
+            "activity {} stuck in {} (attempt {}, {} pending, released {:?}, history {history:?})",
+            a.activity_exec_id,
+            a.state,
+            a.attempt.number,
+            a.links.pending_dependency_count,
+            a.links.released_prerequisites
         ));
     }
     if a.timing.due_epoch.is_some() {
