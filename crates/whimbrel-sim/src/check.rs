@@ -40,6 +40,7 @@ mod liveness;
 mod safety;
 mod signals;
 mod slots;
+mod target_slots;
 mod timing;
 mod workflow_redrive;
 
@@ -79,6 +80,7 @@ pub struct Checker {
     signals: signals::Seen,
     children: children::Seen,
     redrive: workflow_redrive::Seen,
+    target_slots: target_slots::Seen,
 }
 
 /// Every activity exec item, read; with a violation for each item that
@@ -442,6 +444,12 @@ impl Checker {
         v.extend(self.child_violations(&acts, &wfs, mem, t));
         v.extend(crate::counts::violations(&acts, mem, t));
         v.extend(slots::violations(&acts, mem, t));
+        v.extend(target_slots::violations(
+            &acts,
+            mem,
+            t,
+            &mut self.target_slots,
+        ));
         v
     }
 

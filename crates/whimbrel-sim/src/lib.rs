@@ -77,6 +77,12 @@ pub fn shrink(seed: u64, params: &Params) -> (Params, Failure) {
                 ..best.clone()
             });
         }
+        if best.target_limits {
+            candidates.push(Params {
+                target_limits: false,
+                ..best.clone()
+            });
+        }
         if best.fault_level > 0.0 {
             candidates.push(Params {
                 fault_level: 0.0,

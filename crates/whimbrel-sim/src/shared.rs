@@ -192,6 +192,11 @@ pub struct Shared {
     /// that a schedule draws everything else as it did until its first
     /// redrive request changes what happens.
     pub redrive_rng: ChaCha8Rng,
+    /// The random source of concurrency limits per target (design.md §
+    /// 9.3): which targets are limited, and the changes operators make.
+    /// A sixth stream of the same seed, so that a schedule draws
+    /// everything else as it did until a limit changes what happens.
+    pub limit_rng: ChaCha8Rng,
     /// Current fault rates.
     pub faults: Faults,
     /// Sleeping tasks: wake time and waker.
@@ -261,6 +266,11 @@ impl Shared {
             redrive_rng: {
                 let mut r = ChaCha8Rng::seed_from_u64(seed);
                 r.set_stream(4);
+                r
+            },
+            limit_rng: {
+                let mut r = ChaCha8Rng::seed_from_u64(seed);
+                r.set_stream(5);
                 r
             },
             faults: Faults::NONE,

@@ -131,6 +131,8 @@ const FEATURES: &[&str] = &[
     "redriven activities completed",
     "redriven workflows completed",
     "redriven workflows ended FAILED or CANCELLED again",
+    "activities claimed under a target limit",
+    "target slot waits",
 ];
 
 /// Seeds of the 500 that fail on a known engine bug, with a text of the
@@ -219,6 +221,13 @@ fn a_cancel_request_that_races_the_start_still_cancels() {
 ///   had put back so far; the rest ran on despite the cancel, or waited
 ///   for good (`cancel.rs` now finishes the redrive first, and walks the
 ///   activities again if a redrive began meanwhile);
+/// - seed 3624 (of the first 10,000, before target limits were
+///   simulated): a CANCEL row ended a redriven activity while its
+///   dependent was still ended and not yet put back; its settle passed
+///   the dependent by, and the redrive then put it back waiting for a
+///   prerequisite that would never complete (`finish_redrive` now
+///   cancels the dependents of what ended again, once more, before it
+///   is done);
 /// - seed 551: a late settle of a generation-0 failure wrote its reason
 ///   into the redriven workflow's `error`, and the workflow ended
 ///   COMPLETED with it (`counting::first_failure` is conditioned on the
@@ -232,7 +241,7 @@ fn a_cancel_request_that_races_the_start_still_cancels() {
 /// reverting its fix and running the simulation to its first failure).
 #[test]
 fn redrives_that_found_engine_bugs_hold() {
-    for seed in [3, 9, 21, 25, 551, 1209, 1405, 1962] {
+    for seed in [3, 9, 21, 25, 551, 1209, 1405, 1962, 3624] {
         let stats = run(seed, &Params::default())
             .unwrap_or_else(|f| panic!("seed {seed}: {}", f.violations.join("\n")));
         assert!(

@@ -49,6 +49,9 @@ impl Checker {
                     .filter(|h| h.event_id.starts_with("claim:"))
                     .count() as u64,
             );
+            if a.links.target_limit.is_some() {
+                add("activities claimed under a target limit", 1);
+            }
             if a.links.max_concurrency.is_some() {
                 add("activities under a concurrency limit", 1);
                 let claimed = a
@@ -86,6 +89,7 @@ impl Checker {
             }
         }
         add("signals sent", self.signals.rows.len() as u64);
+        add("target slot waits", self.target_slots.waiters.len() as u64);
         let parts = mem.items(&t.workflow_plan());
         add(
             "plan parts stored",

@@ -31,6 +31,7 @@ mod redrive;
 mod scenario;
 mod schedule;
 mod signals;
+mod target_limits;
 mod workflow_redrive;
 use esm::{lock_now, stream_tables, MAIN_SHARDS, STREAM_SHARDS};
 
@@ -51,6 +52,8 @@ pub struct Params {
     pub hostile: bool,
     /// Users redrive workflows (`workflow_redrive.rs`).
     pub redrives: bool,
+    /// Operators limit targets' concurrency (`target_limits.rs`).
+    pub target_limits: bool,
     /// Clients' clocks may be off by minutes
     /// ([`crate::shared::Faults::client_skew`]). On by default
     /// (`tests/clocks.rs`); `--trusted-client-clocks` turns it off.
@@ -67,6 +70,7 @@ impl Default for Params {
             cancels: true,
             hostile: true,
             redrives: true,
+            target_limits: true,
             client_clock_minutes: true,
         }
     }

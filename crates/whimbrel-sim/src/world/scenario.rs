@@ -228,6 +228,7 @@ impl Sim {
             self.register(&name, plan, by_decider);
         }
         self.register_children();
+        self.set_up_limits();
     }
 
     pub(super) fn start_workflow(&mut self, w: usize) {

@@ -162,6 +162,7 @@ impl Sim {
         if self.params.redrives {
             self.user_redrive();
         }
+        self.user_limit();
     }
 
     /// Phase 2: no more faults; time runs on (five seconds at a time when
