@@ -139,14 +139,39 @@ pub async fn redrive(
         let taken = wf.redrives.contains(&id);
         if (taken && wf.state.is_terminal()) || std::time::Instant::now() >= deadline {
             println!("{workflow_exec_id}\t{}", wf.state);
-            if !taken {
-                eprintln!("the redrive request was not applied within {wait_seconds} s: the workflow-request function's log says why a request is refused");
-            }
-            break;
+            return redrive_outcome(&wf, taken, wait_seconds);
         }
         tokio::time::sleep(std::time::Duration::from_millis(250)).await;
     }
-    Ok(())
+}
+
+/// What `whimbrel redrive --wait` exits with once `wf` (read last) ended
+/// or the wait of `wait_seconds` was over: success only for a redrive
+/// applied (`taken`) that ended COMPLETED, so a script can branch on it.
+///
+/// Errors: the request not applied (refused, or the functions down), the
+/// workflow ended FAILED or CANCELLED again (with its error), or still
+/// running.
+fn redrive_outcome(
+    wf: &whimbrel_core::model::WorkflowExec,
+    taken: bool,
+    wait_seconds: u64,
+) -> Result<(), CliError> {
+    use whimbrel_core::contract::WorkflowState as W;
+    let id = &wf.workflow_exec_id;
+    match (taken, wf.state) {
+        (false, _) => Err(CliError(format!(
+            "the redrive request was not applied within {wait_seconds} s: the workflow-request function's log says why a request is refused"
+        ))),
+        (true, W::Completed) => Ok(()),
+        (true, s) if s.is_terminal() => Err(CliError(format!(
+            "{id} ended {s} again: {}",
+            wf.error.as_deref().unwrap_or("no error recorded")
+        ))),
+        (true, s) => Err(CliError(format!(
+            "{id} is still {s} after {wait_seconds} s"
+        ))),
+    }
 }
 
 /// `whimbrel cancel`: insert a request to cancel the workflow execution
@@ -335,4 +360,43 @@ pub async fn result(g: &Global, workflow_exec_id: &str, wait: bool) -> Result<()
     let result = status::workflow_result(store, workflow_exec_id, wait).await?;
     print!("{}", output::pretty(&result));
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redrive_outcome;
+    use serde_json::json;
+    use whimbrel_core::model::WorkflowExec;
+
+    fn workflow(state: &str, error: Option<&str>) -> WorkflowExec {
+        serde_json::from_value(json!({
+            "workflow_exec_id": "w::u",
+            "workflow_name": "w",
+            "state": state,
+            "workflow_request_id": "w::r",
+            "start_time": [2026, 1, 1, 0, 0, 0],
+            "start_time_epoch": 100,
+            "source": "tests",
+            "activity_count": 2,
+            "error": error,
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn redrive_wait_succeeds_only_for_a_redrive_that_completed() {
+        assert!(redrive_outcome(&workflow("COMPLETED", None), true, 60).is_ok());
+        let again = redrive_outcome(
+            &workflow("FAILED", Some("activity once FAILED: boom")),
+            true,
+            60,
+        );
+        assert!(again.is_err_and(|e| e
+            .0
+            .contains("ended FAILED again: activity once FAILED: boom")),);
+        let running = redrive_outcome(&workflow("RUNNING", None), true, 60);
+        assert!(running.is_err_and(|e| e.0.contains("still RUNNING after 60 s")));
+        let refused = redrive_outcome(&workflow("FAILED", None), false, 60);
+        assert!(refused.is_err_and(|e| e.0.contains("not applied within 60 s")));
+    }
 }

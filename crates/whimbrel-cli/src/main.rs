@@ -120,7 +120,9 @@ enum Command {
     /// request row naming it. It goes back to RUNNING with the same exec
     /// id; its COMPLETED activities keep their outputs and do not run
     /// again, the others get their next attempt. Prints the request id,
-    /// then waits for it to end (`--wait`).
+    /// then waits for it to end (`--wait`): the exit status is 0 only if
+    /// it ended COMPLETED, 1 if it ended FAILED or CANCELLED again, was
+    /// still running when the wait was over, or the request was refused.
     Redrive {
         /// The workflow exec id.
         workflow_exec_id: String,
