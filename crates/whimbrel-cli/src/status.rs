@@ -23,7 +23,9 @@ pub struct Snapshot {
     /// Its activities, by name.
     pub activities: Vec<ActivityExec>,
     /// The limits of its activities' targets (`whimbrel_limit`), those
-    /// set, by target (design.md § 9.3).
+    /// set, by target (design.md § 9.3). Read by `whimbrel status` only
+    /// ([`with_target_limits`]): the wait loops that poll a snapshot
+    /// (`redrive --wait`, `cancel --wait`, `result --wait`) never need them.
     pub targets: Vec<TargetLimit>,
 }
 
@@ -71,23 +73,21 @@ pub async fn snapshot(store: &Store, workflow_exec_id: &str) -> Result<Snapshot,
         }
     }
     activities.sort_by_key(|a| natural_key(&a.activity_name));
-    let targets = target_limits(store, &activities).await?;
     Ok(Snapshot {
         workflow,
         activities,
-        targets,
+        targets: vec![],
     })
 }
 
-/// The limits set for the targets (`lambda:f`, `task_list:l`) of
-/// `activities` that run code: one GetItem per distinct target.
+/// `snap` with the limits set for the targets (`lambda:f`,
+/// `task_list:l`) of its activities that run code: one GetItem per
+/// distinct target.
 ///
 /// Errors: DynamoDB errors.
-async fn target_limits(
-    store: &Store,
-    activities: &[ActivityExec],
-) -> Result<Vec<TargetLimit>, CliError> {
-    let targets: std::collections::BTreeSet<String> = activities
+pub async fn with_target_limits(store: &Store, mut snap: Snapshot) -> Result<Snapshot, CliError> {
+    let targets: std::collections::BTreeSet<String> = snap
+        .activities
         .iter()
         .filter_map(whimbrel_core::engine::decide::target_limits::target_of)
         .collect();
@@ -101,7 +101,8 @@ async fn target_limits(
             .await?;
         limits.extend(limit.filter(|l| l.max_concurrency.is_some()));
     }
-    Ok(limits)
+    snap.targets = limits;
+    Ok(snap)
 }
 
 /// Sort "count-10" after "count-9".
@@ -433,7 +434,7 @@ pub async fn run(store: &Store, id: &str, watch: bool, format: Format) -> Result
     let mut waiting = false;
     loop {
         let snap = match snapshot(store, id).await {
-            Ok(s) => s,
+            Ok(s) => with_target_limits(store, s).await?,
             // Just inserted: the workflow-request function has not created
             // the exec yet.
             Err(CliError(m)) if watch && m.starts_with("no workflow exec") => {
