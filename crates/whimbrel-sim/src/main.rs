@@ -1,6 +1,9 @@
 //! `whimbrel-sim`: run seeded schedules of the whole system under faults.
 //! `make torture` runs 10,000; `WHIMBREL_SIM_SEED=n` replays one seed and
-//! prints its shrunk trace on failure.
+//! prints its shrunk trace on failure (the last 80 lines; all of it with
+//! `WHIMBREL_SIM_TRACE=1`). `WHIMBREL_SIM_DEBUG=text` also prints, on a
+//! failure, every activity item whose dump contains `text` (an activity
+//! exec id, say), as the store holds it then.
 
 use std::time::Instant;
 

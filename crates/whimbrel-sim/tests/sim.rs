@@ -251,6 +251,26 @@ fn redrives_that_found_engine_bugs_hold() {
     }
 }
 
+/// Engine bugs the simulated target limits found (world/target_limits.rs),
+/// each fixed with its seed as its test:
+/// - seed 6202: a claim under a target limit (a transaction, which returns
+///   no item) read its item again to launch it; its task stalled between
+///   the two, the monitor relaunched the lost-looking attempt with a new
+///   token, and the stalled claim then invoked the attempt with its own,
+///   older token under the relaunch's number: two holders of one launch
+///   (`queue_first` now launches only an item that still holds its token).
+#[test]
+fn target_limits_that_found_engine_bugs_hold() {
+    for seed in [6202] {
+        let stats = run(seed, &Params::default())
+            .unwrap_or_else(|f| panic!("seed {seed}: {}", f.violations.join("\n")));
+        assert!(
+            stats.features["activities claimed under a target limit"] > 0,
+            "seed {seed}: {stats:?}"
+        );
+    }
+}
+
 #[test]
 fn a_seed_replays_exactly() {
     let params = Params::default();

@@ -261,6 +261,13 @@ impl<L: Launcher> Engine<L> {
             },
         };
         match token {
+            // A claim under a limit reads its item again after the
+            // transaction; if a relaunch (or a later claim) replaced its
+            // token meanwhile, that one launched: invoking now would give
+            // the new launch's number to a second holder (seed 6202).
+            Some(_) if queued.attempt.token_hash != hash => {
+                info!(activity_exec_id = %queued.activity_exec_id, "claim replaced before its launch; not invoked")
+            }
             Some(token) => self.launch(&queued, &token).await?,
             None => {
                 info!(activity_exec_id = %queued.activity_exec_id, kind = ?queued.runner.kind(), state = %queued.state, due_epoch = ?queued.timing.due_epoch, "released: nothing to invoke");

@@ -560,7 +560,17 @@ impl Sim {
         }
     }
 
+    /// The failure report: the violations and the trace's tail (main.rs
+    /// says which variables widen it).
     fn failure(&self, violations: Vec<String>) -> Failure {
+        if let Ok(text) = std::env::var("WHIMBREL_SIM_DEBUG") {
+            for item in self.mem.items(&self.tables.activity_exec()) {
+                let dump = format!("{item:?}");
+                if dump.contains(&text) {
+                    eprintln!("activity item at the failure: {dump}");
+                }
+            }
+        }
         let w = lock(&self.world);
         let keep = if std::env::var("WHIMBREL_SIM_TRACE").is_ok() {
             usize::MAX
