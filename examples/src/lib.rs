@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 
 use serde_json::{json, Value};
-use whimbrel_core::plan::{Plan, PlannedActivity, SHAPE_VERSION};
+use whimbrel_core::plan::{Plan, PlannedActivity};
 
 /// The text counted when a request has no input: this project's README.
 pub const DEFAULT_TEXT: &str = include_str!("../../README.md");
@@ -93,12 +93,8 @@ pub fn wordcount_plan(input: &Value, count_lambda: &str, merge_lambda: &str) -> 
     // Every activity reports through the helper, with its attempt token:
     // reports from a stale attempt or without a token are refused.
     Plan {
-        version: SHAPE_VERSION,
-        activities,
         require_tokens: Some(true),
-        retry: None,
-        execution_timeout_seconds: None,
-        max_concurrency: None,
+        ..Plan::of(activities)
     }
 }
 
@@ -132,14 +128,7 @@ pub fn fan_plan(input: &Value, lambda: &str) -> Plan {
         activities.push(activity(w.clone(), vec!["start".into()], input));
     }
     activities.push(activity("join".into(), works, None));
-    Plan {
-        version: SHAPE_VERSION,
-        activities,
-        require_tokens: None,
-        retry: None,
-        execution_timeout_seconds: None,
-        max_concurrency: None,
-    }
+    Plan::of(activities)
 }
 
 #[cfg(test)]

@@ -117,7 +117,8 @@ async fn a_redrive_that_died_after_its_first_write_is_finished_by_the_monitor() 
         .await
         .due_epoch
         .expect("the redrive's marker");
-    h.tick(due).await;
+    let report = h.tick(due).await;
+    assert_eq!((report.redrives_finished, report.restarted), (1, 0));
     let b = h.activity(&wf, "b").await;
     assert_eq!((b.state, b.attempt.number), (ActivityState::Queued, 2));
     assert_eq!(h.workflow(&wf).await.redriving, None);

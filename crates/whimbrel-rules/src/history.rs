@@ -19,6 +19,16 @@ use crate::contract::{ActivityState, Transition};
 /// the last one whole, up to 2048 bytes).
 pub const HISTORY_ERROR_BYTES: usize = 256;
 
+/// `error` as a history entry keeps it: its first [`HISTORY_ERROR_BYTES`]
+/// bytes, cut on a character boundary.
+pub fn history_error(error: &str) -> String {
+    let mut end = error.len().min(HISTORY_ERROR_BYTES);
+    while !error.is_char_boundary(end) {
+        end -= 1;
+    }
+    error[..end].to_string()
+}
+
 /// One accepted transition in an activity's bounded audit trail.
 /// Read from either stored form; serialized with full names (use
 /// [`HistoryEntry::stored`] for what goes on the item).

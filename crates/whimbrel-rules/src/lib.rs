@@ -17,6 +17,7 @@
 //! * [`config`]: the engine's settings
 //! * [`mod@write`]: typed conditions and updates, with DynamoDB's semantics
 //!   ([`write::eval`]) and item sizes ([`write::size`])
+//! * [`decider`]: an episodic decider's answer, and when it is refused
 //! * [`decide`]: the pure decisions: transitions, claims, launches,
 //!   retries, deadlines and monitor verdicts, and the items of a plan
 
@@ -27,6 +28,7 @@ pub mod config;
 pub mod contract;
 pub mod dates;
 pub mod decide;
+pub mod decider;
 pub mod history;
 pub mod ids;
 pub mod keys;

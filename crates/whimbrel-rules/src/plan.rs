@@ -455,7 +455,8 @@ fn check_timeout(what: &str, t: Option<i64>) -> Result<(), PlanError> {
     }
 }
 
-fn valid_name(n: &str) -> bool {
+/// A name of `[A-Za-z0-9_.-]`, 1..=[`MAX_NAME_LEN`] characters.
+pub(crate) fn valid_name(n: &str) -> bool {
     !n.is_empty()
         && n.len() <= MAX_NAME_LEN
         && n.chars()
@@ -612,6 +613,18 @@ impl PlannedActivity {
 }
 
 impl Plan {
+    /// A plan of `activities` at [`SHAPE_VERSION`] with no other field set.
+    pub fn of(activities: Vec<PlannedActivity>) -> Plan {
+        Plan {
+            version: SHAPE_VERSION,
+            activities,
+            require_tokens: None,
+            retry: None,
+            execution_timeout_seconds: None,
+            max_concurrency: None,
+        }
+    }
+
     /// True when a node is a child workflow: a failure closes it
     /// (design.md § 9.5).
     pub fn closes_children(&self) -> bool {

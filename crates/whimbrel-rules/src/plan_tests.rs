@@ -163,14 +163,7 @@ mod tests {
     }
 
     fn plan(acts: Vec<PlannedActivity>) -> Plan {
-        Plan {
-            version: 1,
-            activities: acts,
-            require_tokens: None,
-            retry: None,
-            execution_timeout_seconds: None,
-            max_concurrency: None,
-        }
+        Plan::of(acts)
     }
 
     #[test]

@@ -67,6 +67,9 @@ pub struct MonitorReport {
     pub reports_applied: u64,
     /// Workflows started again (REQUESTED, or roots not launched).
     pub restarted: u64,
+    /// Redrives whose writer died before its claims were done, finished
+    /// by the tick (design.md § 9.4).
+    pub redrives_finished: u64,
     /// Workflows FAILED by their execution timeout (or whose cancels the
     /// tick resumed).
     pub workflows_timed_out: u64,
@@ -98,6 +101,7 @@ impl MonitorReport {
         self.settled += other.settled;
         self.reports_applied += other.reports_applied;
         self.restarted += other.restarted;
+        self.redrives_finished += other.redrives_finished;
         self.workflows_timed_out += other.workflows_timed_out;
         self.errors += other.errors;
         self.quarantined += other.quarantined;
@@ -271,7 +275,9 @@ impl<L: Launcher> Engine<L> {
                 // (design.md § 9.4).
                 Some(wf) if wf.redriving.is_some() => {
                     let r = wf.redriving.clone().unwrap_or_default();
-                    Box::pin(self.finish_redrive(wf, &r)).await.map(|_| true)
+                    Box::pin(self.finish_redrive(wf, &r)).await?;
+                    report.redrives_finished += 1;
+                    Ok(false)
                 }
                 Some(wf) if self.expire_workflow(&wf, now).await? => {
                     report.workflows_timed_out += 1;

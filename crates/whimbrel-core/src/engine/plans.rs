@@ -288,14 +288,7 @@ mod tests {
         WorkflowPlan {
             workflow_exec_id: "w::1".into(),
             workflow_name: "w".into(),
-            plan: Plan {
-                version: 1,
-                activities: acts,
-                require_tokens: None,
-                retry: None,
-                execution_timeout_seconds: None,
-                max_concurrency: None,
-            },
+            plan: Plan::of(acts),
             input: None,
             recorded_epoch: 1,
             parts: None,

@@ -11,8 +11,9 @@ use crate::attr;
 use crate::config::EngineConfig;
 use crate::contract::{self, ActivityState, Transition};
 use crate::dates::Timestamp;
+use crate::history::history_error;
 use crate::keys::{self, Tables};
-use crate::model::{ActivityExec, HistoryEntry, HISTORY_ERROR_BYTES};
+use crate::model::{ActivityExec, HistoryEntry};
 use crate::retry;
 use crate::write::{av, n, s, Action, Cond, UpdateRequest};
 
@@ -390,17 +391,9 @@ pub fn retry_update(
     now: i64,
 ) -> UpdateRequest {
     let error = details.error.as_deref().unwrap_or("no reason given");
-    let mut short = cap_error(error);
-    if short.len() > HISTORY_ERROR_BYTES {
-        let mut end = HISTORY_ERROR_BYTES;
-        while !short.is_char_boundary(end) {
-            end -= 1;
-        }
-        short.truncate(end);
-    }
     let entry = HistoryEntry {
         attempt: Some(exec.attempt.number),
-        error: Some(short),
+        error: Some(history_error(error)),
         next_attempt_epoch: Some(at),
         ..HistoryEntry::new(
             change.transition,

@@ -15,7 +15,7 @@
 use crate::attr;
 use crate::config::EngineConfig;
 use crate::contract::{ActivityState, WorkflowState};
-use crate::history::HistoryEntry;
+use crate::history::{history_error, HistoryEntry};
 use crate::keys::{self, Tables};
 use crate::model::{ActivityExec, Attempt, Outcome, Timing, WorkflowExec};
 use crate::write::{n, s, Action, Cond, UpdateRequest, Value as AttributeValue};
@@ -201,7 +201,7 @@ pub fn redriven_by(exec: &ActivityExec, redrive_id: &str) -> bool {
 /// `generation` at `now`: REQUESTED again (its claim numbers the next
 /// attempt), its output, error, times, token, worker and due marker gone, and a
 /// history entry `redrive:R` (transition `REDRIVE`) that keeps its last
-/// error. Its pending count and release markers are unchanged: the edges
+/// error, cut as every history entry's ([`history_error`]). Its pending count and release markers are unchanged: the edges
 /// of completed prerequisites stay released. Put conditioned on its
 /// state and version as read.
 pub fn redriven_item(
@@ -219,7 +219,7 @@ pub fn redriven_item(
     );
     entry.transition = REDRIVE_TRANSITION.into();
     entry.attempt = Some(exec.attempt.number);
-    entry.error = exec.outcome.error.clone();
+    entry.error = exec.outcome.error.as_deref().map(history_error);
     item.trail.history.push(entry);
     item.trail.last_event_id = None;
     item.trail.parked.clear();

@@ -691,3 +691,21 @@ fn a_stale_heartbeat_is_an_older_one_or_none_at_all() {
     stored.remove("heartbeat_time_epoch");
     assert!(eval(&cond, Some(&stored)), "missing");
 }
+
+#[test]
+fn a_redrive_entry_keeps_the_failure_cut_as_every_history_error() {
+    let mut a = running(None, Some(60));
+    a.state = ActivityState::Failed;
+    // 2,000 bytes of two-byte characters: no cut point is on a boundary
+    // by luck.
+    let error = "é".repeat(1000);
+    a.outcome.error = Some(error.clone());
+    let item = redrive::redriven_item(&a, "w::r1", 1, 2000);
+    let entry = item.trail.history.last().expect("the REDRIVE entry");
+    assert_eq!(entry.transition, redrive::REDRIVE_TRANSITION);
+    let kept = entry.error.as_deref().expect("the failure it redrove");
+    assert_eq!(kept.len(), crate::history::HISTORY_ERROR_BYTES);
+    assert!(error.starts_with(kept));
+    assert_eq!(item.state, ActivityState::Requested);
+    assert_eq!(item.outcome.error, None);
+}

@@ -1,0 +1,352 @@
+//! An episodic decider's answer and the rules that accept or refuse it
+//! (design.md § 10): the decisions, as SWF's, and their validation against
+//! the execution's state, whole, before any of it is written. A refused
+//! answer commits nothing but its refusal, whose reason the next decision
+//! is shown (design.md § 10.3).
+
+use std::collections::{HashMap, HashSet};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::plan::{
+    valid_name, Plan, PlanError, PlannedActivity, MAX_NAME_LEN, MAX_RESULT_BYTES,
+    MAX_WORKFLOW_INPUT_BYTES, SHAPE_VERSION,
+};
+
+/// Most decisions in one answer.
+pub const MAX_DECISIONS: usize = 1_000;
+
+/// Largest marker's `details`, bytes of JSON: markers are shown to every
+/// later decision, so they stay small.
+pub const MAX_MARKER_BYTES: usize = 32_000;
+
+/// Refused answers in a row after which the workflow fails with the last
+/// reason (design.md § 10.3).
+pub const DEFAULT_MAX_REFUSALS: u32 = 5;
+
+/// What a decider answers: a plan (the whole workflow, never consulted
+/// again: shapes.md § 2) or decisions (an episodic execution, design.md
+/// § 10.1).
+#[derive(Debug, Clone, PartialEq)]
+pub enum DeciderAnswer {
+    /// `{"activities": [...]}`: a static plan.
+    Plan(Plan),
+    /// `{"decisions": [...]}`: this episode's decisions.
+    Decisions(DecisionsAnswer),
+}
+
+impl DeciderAnswer {
+    /// Read an answer: decisions when it has a `decisions` field, else a
+    /// plan.
+    ///
+    /// Errors: the answer's JSON is not of the shape its field says.
+    pub fn from_value(v: Value) -> Result<Self, serde_json::Error> {
+        if v.get("decisions").is_some() {
+            serde_json::from_value(v).map(DeciderAnswer::Decisions)
+        } else {
+            serde_json::from_value(v).map(DeciderAnswer::Plan)
+        }
+    }
+}
+
+/// One episode's answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DecisionsAnswer {
+    /// Shape version; absent means [`SHAPE_VERSION`].
+    #[serde(default = "default_version")]
+    pub version: u32,
+    /// The decisions, applied in order. Empty: nothing to do until the
+    /// next event.
+    pub decisions: Vec<Decision>,
+    /// The events to be consulted on from now; absent keeps the last
+    /// answer's (the first answer's default: every kind).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decide_on: Option<Vec<EventKind>>,
+}
+
+fn default_version() -> u32 {
+    SHAPE_VERSION
+}
+
+/// The events a decider may be consulted on (design.md § 10.1). A refused
+/// decision is always shown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EventKind {
+    /// A node ended: an activity, a timer firing, a signal wait, a child.
+    ActivityEnded,
+    /// A signal no node waited for.
+    Signal,
+    /// A cancel request for the workflow.
+    CancelRequested,
+    /// The last answer was refused (shown whatever `decide_on` says).
+    DecisionRefused,
+}
+
+/// One decision (design.md § 10.5), tagged by `type`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Decision {
+    /// Schedule plan nodes of any kind (an activity, a `wait` timer, a
+    /// `signal` wait, a child `workflow`), each with a name new to the
+    /// execution, depending on nodes scheduled before or here.
+    Schedule {
+        /// The nodes, in the activity shape of a plan.
+        activities: Vec<PlannedActivity>,
+    },
+    /// Cancel nodes not ended, by name (a timer or a signal wait too).
+    Cancel {
+        /// The nodes' names.
+        names: Vec<String>,
+    },
+    /// Keep a named JSON value, shown to every later decision (the latest
+    /// per name).
+    RecordMarker {
+        /// `[A-Za-z0-9_.-]`, at most [`MAX_NAME_LEN`].
+        name: String,
+        /// At most [`MAX_MARKER_BYTES`] of JSON.
+        #[serde(default)]
+        details: Value,
+    },
+    /// End the workflow COMPLETED with `result`.
+    CompleteWorkflow {
+        /// At most [`MAX_RESULT_BYTES`] of JSON.
+        #[serde(default)]
+        result: Value,
+    },
+    /// End the workflow FAILED with `reason`.
+    FailWorkflow {
+        /// The workflow's `error`.
+        reason: String,
+    },
+    /// End the workflow CANCELLED.
+    CancelWorkflow {
+        /// Why, kept as the workflow's `error`.
+        #[serde(default)]
+        reason: Option<String>,
+    },
+    /// End this execution and start the next of its chain with `input`
+    /// (design.md § 10.6).
+    ContinueAsNew {
+        /// At most [`MAX_WORKFLOW_INPUT_BYTES`] of JSON.
+        #[serde(default)]
+        input: Value,
+    },
+}
+
+impl Decision {
+    /// True for a decision that ends the execution.
+    pub fn closes(&self) -> bool {
+        matches!(
+            self,
+            Decision::CompleteWorkflow { .. }
+                | Decision::FailWorkflow { .. }
+                | Decision::CancelWorkflow { .. }
+                | Decision::ContinueAsNew { .. }
+        )
+    }
+}
+
+/// What an answer is judged against, as read at its commit.
+#[derive(Debug, Clone, Default)]
+pub struct DecisionContext {
+    /// Every node of the execution by name: true when it has ended.
+    pub nodes: HashMap<String, bool>,
+    /// Events were appended after those this decision was shown.
+    pub unseen_events: bool,
+    /// Now, epoch seconds (a timer's `until` is judged against it).
+    pub now: i64,
+}
+
+/// Why an answer is refused: the reason recorded and shown to the next
+/// decision (design.md § 10.3).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DecisionRefusal {
+    /// Unsupported shape version.
+    #[error("decisions version {0} is not supported (expected {SHAPE_VERSION})")]
+    Version(u32),
+    /// More than [`MAX_DECISIONS`].
+    #[error("{0} decisions; at most {MAX_DECISIONS} are allowed in one answer")]
+    TooMany(usize),
+    /// A `schedule` with no node.
+    #[error("decision {0}: schedule has no activities")]
+    ScheduleNothing(usize),
+    /// The nodes scheduled break a plan rule (design.md § 4), judged with
+    /// the execution's nodes: a name used before is a duplicate.
+    #[error("decision {index}: {error}")]
+    Schedule {
+        /// The decision's index in the answer.
+        index: usize,
+        /// The plan rule broken.
+        error: PlanError,
+    },
+    /// A cancel of a node the execution does not have.
+    #[error("decision {index}: cancel of unknown node {name:?}")]
+    CancelUnknown {
+        /// The decision's index.
+        index: usize,
+        /// The name.
+        name: String,
+    },
+    /// A cancel of a node that has ended.
+    #[error("decision {index}: node {name:?} has ended; it cannot be cancelled")]
+    CancelEnded {
+        /// The decision's index.
+        index: usize,
+        /// The name.
+        name: String,
+    },
+    /// A bad marker name, or details too large.
+    #[error("decision {index}: marker {name:?} needs a name of 1-{MAX_NAME_LEN} characters of A-Z a-z 0-9 _ . - and at most {MAX_MARKER_BYTES} bytes of details")]
+    BadMarker {
+        /// The decision's index.
+        index: usize,
+        /// The name given.
+        name: String,
+    },
+    /// A closing decision not last, or a second one.
+    #[error("decision {0} ends the workflow but is not the last decision")]
+    CloseNotLast(usize),
+    /// A closing decision while events arrived during the decision (SWF's
+    /// `UNHANDLED_DECISION`).
+    #[error("events arrived while the decider decided; decide on them before ending the workflow")]
+    UnhandledEvents,
+    /// A result, input or reason out of bounds.
+    #[error("decision {index}: {what} is {size} bytes; at most {max} are allowed")]
+    TooLarge {
+        /// The decision's index.
+        index: usize,
+        /// What is too large.
+        what: &'static str,
+        /// Its size, bytes of JSON.
+        size: usize,
+        /// The limit, bytes.
+        max: usize,
+    },
+}
+
+/// Judge `answer` whole against `ctx` (design.md § 10.5): every decision
+/// valid, nodes scheduled as a plan would be, cancels of open nodes, at
+/// most one closing decision, last, and none while events went unseen.
+///
+/// Errors: the first [`DecisionRefusal`] found.
+pub fn validate(answer: &DecisionsAnswer, ctx: &DecisionContext) -> Result<(), DecisionRefusal> {
+    if answer.version != SHAPE_VERSION {
+        return Err(DecisionRefusal::Version(answer.version));
+    }
+    if answer.decisions.len() > MAX_DECISIONS {
+        return Err(DecisionRefusal::TooMany(answer.decisions.len()));
+    }
+    let last = answer.decisions.len().saturating_sub(1);
+    let mut names: HashMap<String, bool> = ctx.nodes.clone();
+    for (index, d) in answer.decisions.iter().enumerate() {
+        if d.closes() && index != last {
+            return Err(DecisionRefusal::CloseNotLast(index));
+        }
+        if d.closes() && ctx.unseen_events {
+            return Err(DecisionRefusal::UnhandledEvents);
+        }
+        check_one(index, d, &mut names, ctx.now)?;
+    }
+    Ok(())
+}
+
+/// One decision against the nodes as the answer's earlier decisions left
+/// them (`names`: name → ended), which a `schedule` extends.
+fn check_one(
+    index: usize,
+    d: &Decision,
+    names: &mut HashMap<String, bool>,
+    now: i64,
+) -> Result<(), DecisionRefusal> {
+    let too_large = |what, v: &Value, max| {
+        let size = v.to_string().len();
+        (size > max).then_some(DecisionRefusal::TooLarge {
+            index,
+            what,
+            size,
+            max,
+        })
+    };
+    let refused = match d {
+        Decision::Schedule { activities } => return schedule(index, activities, names, now),
+        Decision::Cancel { names: cancel } => return cancels(index, cancel, names),
+        Decision::RecordMarker { name, details } => (!valid_name(name)
+            || details.to_string().len() > MAX_MARKER_BYTES)
+            .then(|| DecisionRefusal::BadMarker {
+                index,
+                name: name.clone(),
+            }),
+        Decision::CompleteWorkflow { result } => too_large("result", result, MAX_RESULT_BYTES),
+        Decision::ContinueAsNew { input } => too_large("input", input, MAX_WORKFLOW_INPUT_BYTES),
+        Decision::FailWorkflow { .. } | Decision::CancelWorkflow { .. } => None,
+    };
+    refused.map_or(Ok(()), Err)
+}
+
+/// A `schedule`: its nodes validated as a plan together with every node
+/// the execution has (as stand-ins that run code), so a name used before
+/// is a duplicate, a prerequisite must exist, and the execution stays
+/// within [`crate::plan::MAX_ACTIVITIES`].
+fn schedule(
+    index: usize,
+    activities: &[PlannedActivity],
+    names: &mut HashMap<String, bool>,
+    now: i64,
+) -> Result<(), DecisionRefusal> {
+    if activities.is_empty() {
+        return Err(DecisionRefusal::ScheduleNothing(index));
+    }
+    let refused = |error| DecisionRefusal::Schedule { index, error };
+    let earlier = names.keys().map(|name| PlannedActivity {
+        name: name.clone(),
+        lambda: "scheduled-earlier".into(),
+        ..PlannedActivity::default()
+    });
+    let together = Plan::of(earlier.chain(activities.iter().cloned()).collect());
+    together.validate().map_err(refused)?;
+    Plan::of(activities.to_vec())
+        .check_at(now)
+        .map_err(refused)?;
+    names.extend(activities.iter().map(|a| (a.name.clone(), false)));
+    Ok(())
+}
+
+/// A `cancel`: each name a node not ended (nor cancelled twice in one
+/// answer).
+fn cancels(
+    index: usize,
+    cancel: &[String],
+    names: &mut HashMap<String, bool>,
+) -> Result<(), DecisionRefusal> {
+    let mut seen = HashSet::new();
+    for name in cancel {
+        match names.get(name) {
+            None => {
+                return Err(DecisionRefusal::CancelUnknown {
+                    index,
+                    name: name.clone(),
+                })
+            }
+            Some(true) => {
+                return Err(DecisionRefusal::CancelEnded {
+                    index,
+                    name: name.clone(),
+                })
+            }
+            Some(false) => {
+                seen.insert(name.clone());
+            }
+        }
+    }
+    for name in seen {
+        names.insert(name, true);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+#[path = "decider_tests.rs"]
+mod decider_tests;

@@ -1,0 +1,256 @@
+//! Unit tests of an episodic decider's answer: its shapes, and each way
+//! it is refused (design.md § 10.5).
+
+use serde_json::json;
+
+use super::*;
+use crate::plan::MAX_ACTIVITIES;
+
+/// An execution with nodes `a` (ended) and `b` (open).
+fn ctx() -> DecisionContext {
+    DecisionContext {
+        nodes: [("a".to_string(), true), ("b".to_string(), false)]
+            .into_iter()
+            .collect(),
+        unseen_events: false,
+        now: 1_000,
+    }
+}
+
+fn answer(decisions: Value) -> DecisionsAnswer {
+    match DeciderAnswer::from_value(json!({ "decisions": decisions })).expect("an answer") {
+        DeciderAnswer::Decisions(d) => d,
+        other => panic!("not decisions: {other:?}"),
+    }
+}
+
+fn refusal(decisions: Value) -> DecisionRefusal {
+    validate(&answer(decisions), &ctx()).expect_err("refused")
+}
+
+#[test]
+fn an_answer_with_activities_is_a_plan_and_one_with_decisions_is_an_episode() {
+    let plan = DeciderAnswer::from_value(json!({"activities": [{"name": "x", "lambda": "f"}]}));
+    assert!(matches!(plan, Ok(DeciderAnswer::Plan(p)) if p.activities.len() == 1));
+    let episode = DeciderAnswer::from_value(json!({
+        "decisions": [{"type": "record_marker", "name": "m", "details": {"n": 1}}],
+        "decide_on": ["activity_ended", "signal"],
+    }))
+    .expect("decisions");
+    let DeciderAnswer::Decisions(d) = episode else {
+        panic!("not decisions")
+    };
+    assert_eq!(
+        d.decide_on,
+        Some(vec![EventKind::ActivityEnded, EventKind::Signal])
+    );
+    assert_eq!(d.version, SHAPE_VERSION);
+}
+
+#[test]
+fn a_misspelt_field_or_type_is_an_error_not_a_dropped_decision() {
+    for bad in [
+        json!({"decisions": [{"type": "complete_workflow", "resutl": 1}]}),
+        json!({"decisions": [{"type": "start_timer", "seconds": 5}]}),
+        json!({"decisions": [], "decideOn": []}),
+    ] {
+        assert!(DeciderAnswer::from_value(bad.clone()).is_err(), "{bad}");
+    }
+}
+
+#[test]
+fn nodes_of_every_kind_are_scheduled_on_earlier_ones_and_the_workflow_completes() {
+    let a = answer(json!([
+        {"type": "schedule", "activities": [
+            {"name": "thumb", "task_list": "host-1", "depends_on": ["a", "b"]},
+            {"name": "pause", "wait": {"seconds": 2}, "depends_on": ["thumb"]},
+            {"name": "ok", "signal": "approve", "timeout_seconds": 60},
+            {"name": "kid", "workflow": "child", "input": {"n": 1}},
+        ]},
+        {"type": "schedule", "activities": [{"name": "after", "lambda": "f", "depends_on": ["pause"]}]},
+        {"type": "cancel", "names": ["b", "ok"]},
+        {"type": "record_marker", "name": "round", "details": 3},
+        {"type": "complete_workflow", "result": {"done": true}},
+    ]));
+    assert_eq!(validate(&a, &ctx()), Ok(()));
+    assert!(a.decisions.last().expect("last").closes());
+}
+
+#[test]
+fn an_empty_answer_waits_for_the_next_event() {
+    assert_eq!(validate(&answer(json!([])), &ctx()), Ok(()));
+}
+
+#[test]
+fn a_name_used_before_or_twice_is_refused() {
+    let before =
+        refusal(json!([{"type": "schedule", "activities": [{"name": "a", "lambda": "f"}]}]));
+    assert_eq!(
+        before,
+        DecisionRefusal::Schedule {
+            index: 0,
+            error: PlanError::DuplicateName("a".into())
+        }
+    );
+    let twice = refusal(json!([
+        {"type": "schedule", "activities": [{"name": "x", "lambda": "f"}]},
+        {"type": "schedule", "activities": [{"name": "x", "lambda": "f"}]},
+    ]));
+    assert!(
+        matches!(twice, DecisionRefusal::Schedule { index: 1, error: PlanError::DuplicateName(ref n) } if n == "x"),
+        "{twice}"
+    );
+}
+
+#[test]
+fn a_node_the_plan_rules_refuse_is_refused_with_their_reason() {
+    let unknown = refusal(json!([{"type": "schedule", "activities": [
+        {"name": "x", "lambda": "f", "depends_on": ["nope"]}]}]));
+    assert!(
+        unknown.to_string().contains("unknown activity \"nope\""),
+        "{unknown}"
+    );
+    let two_kinds = refusal(json!([{"type": "schedule", "activities": [
+        {"name": "x", "lambda": "f", "wait": {"seconds": 1}}]}]));
+    assert!(
+        two_kinds
+            .to_string()
+            .starts_with("decision 0: activity \"x\" gives lambda and wait"),
+        "{two_kinds}"
+    );
+    let cycle = refusal(json!([{"type": "schedule", "activities": [
+        {"name": "x", "lambda": "f", "depends_on": ["y"]},
+        {"name": "y", "lambda": "f", "depends_on": ["x"]}]}]));
+    assert!(
+        matches!(
+            cycle,
+            DecisionRefusal::Schedule {
+                error: PlanError::Cycle(_),
+                ..
+            }
+        ),
+        "{cycle}"
+    );
+    let nothing = refusal(json!([{"type": "schedule", "activities": []}]));
+    assert_eq!(nothing, DecisionRefusal::ScheduleNothing(0));
+}
+
+#[test]
+fn a_timer_until_past_a_year_from_now_is_refused() {
+    // 1970-01-01T00:16:40Z is `now`; two years on is past the limit.
+    let r = refusal(json!([{"type": "schedule", "activities": [
+        {"name": "t", "wait": {"until": "1972-01-01T00:00:00Z"}}]}]));
+    assert!(
+        matches!(
+            r,
+            DecisionRefusal::Schedule {
+                error: PlanError::BadWait { .. },
+                ..
+            }
+        ),
+        "{r}"
+    );
+}
+
+#[test]
+fn a_cancel_of_an_unknown_or_ended_node_is_refused() {
+    assert_eq!(
+        refusal(json!([{"type": "cancel", "names": ["zz"]}])),
+        DecisionRefusal::CancelUnknown {
+            index: 0,
+            name: "zz".into()
+        }
+    );
+    assert_eq!(
+        refusal(json!([{"type": "cancel", "names": ["a"]}])),
+        DecisionRefusal::CancelEnded {
+            index: 0,
+            name: "a".into()
+        }
+    );
+    // Cancelled by the answer's first decision: ended for its second.
+    assert_eq!(
+        refusal(json!([{"type": "cancel", "names": ["b"]}, {"type": "cancel", "names": ["b"]}])),
+        DecisionRefusal::CancelEnded {
+            index: 1,
+            name: "b".into()
+        }
+    );
+}
+
+#[test]
+fn a_closing_decision_must_be_last_and_alone() {
+    assert_eq!(
+        refusal(json!([
+            {"type": "fail_workflow", "reason": "no"},
+            {"type": "record_marker", "name": "m"},
+        ])),
+        DecisionRefusal::CloseNotLast(0)
+    );
+    assert_eq!(
+        refusal(json!([
+            {"type": "cancel_workflow"},
+            {"type": "continue_as_new", "input": 1},
+        ])),
+        DecisionRefusal::CloseNotLast(0)
+    );
+}
+
+#[test]
+fn the_workflow_is_not_ended_while_events_went_unseen() {
+    let mut c = ctx();
+    c.unseen_events = true;
+    let close = answer(json!([{"type": "complete_workflow"}]));
+    assert_eq!(validate(&close, &c), Err(DecisionRefusal::UnhandledEvents));
+    // Anything else still commits; the next decision sees the events.
+    let more = answer(json!([{"type": "schedule", "activities": [{"name": "x", "lambda": "f"}]}]));
+    assert_eq!(validate(&more, &c), Ok(()));
+}
+
+#[test]
+fn sizes_and_marker_names_are_bounded() {
+    let big = "x".repeat(MAX_RESULT_BYTES);
+    assert!(matches!(
+        refusal(json!([{"type": "complete_workflow", "result": big}])),
+        DecisionRefusal::TooLarge { what: "result", .. }
+    ));
+    let input = "x".repeat(MAX_WORKFLOW_INPUT_BYTES);
+    assert!(matches!(
+        refusal(json!([{"type": "continue_as_new", "input": input}])),
+        DecisionRefusal::TooLarge { what: "input", .. }
+    ));
+    for (name, details) in [
+        ("bad name", json!(1)),
+        ("m", json!("y".repeat(MAX_MARKER_BYTES))),
+    ] {
+        let r = refusal(json!([{"type": "record_marker", "name": name, "details": details}]));
+        assert!(matches!(r, DecisionRefusal::BadMarker { .. }), "{r}");
+    }
+}
+
+#[test]
+fn too_many_decisions_or_nodes_or_a_new_version_are_refused() {
+    let many: Vec<Value> = (0..=MAX_DECISIONS)
+        .map(|i| json!({"type": "record_marker", "name": format!("m{i}")}))
+        .collect();
+    assert_eq!(
+        refusal(Value::Array(many)),
+        DecisionRefusal::TooMany(MAX_DECISIONS + 1)
+    );
+    let mut c = ctx();
+    c.nodes = (0..MAX_ACTIVITIES)
+        .map(|i| (format!("n{i}"), true))
+        .collect();
+    let one_more =
+        answer(json!([{"type": "schedule", "activities": [{"name": "x", "lambda": "f"}]}]));
+    assert!(matches!(
+        validate(&one_more, &c),
+        Err(DecisionRefusal::Schedule {
+            error: PlanError::TooManyActivities(_),
+            ..
+        })
+    ));
+    let mut v2 = answer(json!([]));
+    v2.version = 2;
+    assert_eq!(validate(&v2, &ctx()), Err(DecisionRefusal::Version(2)));
+}
