@@ -264,8 +264,12 @@ impl<L: Launcher> Engine<L> {
             // A claim under a limit reads its item again after the
             // transaction; if a relaunch (or a later claim) replaced its
             // token meanwhile, that one launched: invoking now would give
-            // the new launch's number to a second holder (seed 6202).
-            Some(_) if queued.attempt.token_hash != hash => {
+            // the new launch's number to a second holder (seed 6202). One
+            // cancelled or failed meanwhile keeps its token hash but owes
+            // no launch either.
+            Some(_)
+                if queued.attempt.token_hash != hash || queued.state != ActivityState::Queued =>
+            {
                 info!(activity_exec_id = %queued.activity_exec_id, "claim replaced before its launch; not invoked")
             }
             Some(token) => self.launch(&queued, &token).await?,
