@@ -347,6 +347,9 @@ fn cancels(
     Ok(())
 }
 
+pub mod request;
+
+pub use request::{DecisionRequest, EventView, NodeView};
+
 #[cfg(test)]
-#[path = "decider_tests.rs"]
-mod decider_tests;
+mod tests;

@@ -254,3 +254,37 @@ fn too_many_decisions_or_nodes_or_a_new_version_are_refused() {
     v2.version = 2;
     assert_eq!(validate(&v2, &ctx()), Err(DecisionRefusal::Version(2)));
 }
+
+#[test]
+fn a_decision_request_reads_as_the_shape_documents_it() {
+    let mut req = DecisionRequest::new("img::1", "img", "img::1::d2::a1", json!({"urls": 2}));
+    req.open.push(NodeView {
+        name: "download-1".into(),
+        kind: "task_list".into(),
+        state: crate::contract::ActivityState::Running,
+        attempt: 1,
+        target: Some("shared".into()),
+        fires_epoch: None,
+    });
+    req.markers.insert("round".into(), json!(2));
+    req.events.push(
+        EventView {
+            node: Some("download-0".into()),
+            state: Some(crate::contract::ActivityState::Completed),
+            ..EventView::new(7, EventKind::ActivityEnded, 1_000)
+        }
+        .with_output(json!({"task_list": "host-a"}), || unreachable!("small")),
+    );
+    let big = json!("x".repeat(request::MAX_INLINE_BYTES));
+    req.events
+        .push(EventView::new(8, EventKind::Signal, 1_001).with_output(big, || "ref-8".into()));
+    let v = serde_json::to_value(&req).expect("json");
+    assert_eq!(v["type"], "decision");
+    assert_eq!(v["open"][0]["state"], "RUNNING");
+    assert_eq!(v["events"][0]["output"]["task_list"], "host-a");
+    assert_eq!(v["events"][0]["kind"], "activity_ended");
+    assert_eq!(v["events"][1]["output_ref"], "ref-8");
+    assert!(v["events"][1].get("output").is_none());
+    let back: DecisionRequest = serde_json::from_value(v).expect("reads back");
+    assert_eq!(back, req);
+}
