@@ -14,9 +14,15 @@ use crate::keys::{workflow_key, Tables};
 use crate::write::{av, n, s, Action, Cond, Item, UpdateRequest, Write};
 
 /// Longest attempt of a decision, seconds: the decider's synchronous
-/// Invoke (at most Lambda's 900 s) and the commit. A decision in flight
-/// longer is taken to be lost and tried again.
+/// Invoke (at most Lambda's 900 s) and the commit. The executor gives an
+/// attempt its decider's function timeout plus [`ATTEMPT_MARGIN_SECONDS`],
+/// at most this; an attempt in flight longer is taken to be lost and
+/// tried again.
 pub const DECISION_ATTEMPT_SECONDS: i64 = 960;
+
+/// What an attempt is given beyond its decider's function timeout, for
+/// the request's reads and the commit, seconds.
+pub const ATTEMPT_MARGIN_SECONDS: i64 = 60;
 
 /// Longest backoff between a decision's attempts, seconds.
 pub const MAX_DECISION_BACKOFF_SECONDS: i64 = 60;
@@ -116,6 +122,20 @@ fn log_item(workflow_exec_id: &str, log_key: String) -> Item {
     .collect()
 }
 
+/// The workflow's due marker at `at` (epoch seconds): the monitor looks at
+/// the execution then (design.md § 10.3). An episode write only ever
+/// moves it earlier than what it owes; the monitor's visit arms it again
+/// for the execution deadline.
+fn due_at(req: UpdateRequest, workflow_exec_id: &str, at: i64) -> UpdateRequest {
+    req.set(attr::DUE_EPOCH, n(at))
+        .set(attr::DUE_SHARD, n(crate::keys::shard_of(workflow_exec_id)))
+}
+
+/// The execution is RUNNING.
+fn running() -> Cond {
+    Cond::eq(attr::STATE, s(WorkflowState::Running.as_str()))
+}
+
 /// `attr = v`, or its absence when `v` is 0 (a counter never written).
 fn counter_is(attr: &str, v: u64) -> Cond {
     match v {
@@ -126,11 +146,12 @@ fn counter_is(attr: &str, v: u64) -> Cond {
 
 /// The workflow exec `(id, name)` as read in `state`: still RUNNING, not
 /// closed by a decision, its log at `state.event_seq`, moved to
-/// `state.event_seq + 1`.
+/// `state.event_seq + 1`. The caller makes the workflow due: an appender
+/// that dies before it starts the decision leaves it to the monitor.
 fn next_event_on(t: &Tables, wf: (&str, &str), state: &EpisodeState) -> UpdateRequest {
     UpdateRequest::new(t.workflow_exec(), workflow_key(wf.0, wf.1))
         .set(attr::EVENT_SEQ, n(state.event_seq + 1))
-        .when(Cond::eq(attr::STATE, s(WorkflowState::Running.as_str())))
+        .when(running())
         .when(Cond::not_exists(attr::CLOSED_BY_DECISION))
         .when(counter_is(attr::EVENT_SEQ, state.event_seq))
 }
@@ -162,7 +183,9 @@ fn event_puts(t: &Tables, event: &EpisodeEvent) -> [Write; 2] {
 
 /// The append of an event (`kind`, `source`, `at_epoch`, `details`) to the
 /// log of the RUNNING execution `wf` (id, name) read as `state`: one
-/// transaction (design.md § 10.2). Returns the event and its writes. A
+/// transaction (design.md § 10.2), which also makes the workflow due at
+/// `at_epoch`, so a decision is started even if the appender dies
+/// first. Returns the event and its writes. A
 /// failed transaction means the source was appended already (its marker
 /// exists: done), or another append won the place (read again, retry),
 /// or the execution ended (nothing to tell).
@@ -184,34 +207,40 @@ pub fn append_event(
         source: source.to_string(),
         details,
     };
-    let mut writes = vec![next_event_on(t, wf, state).into_write()];
+    let update = due_at(next_event_on(t, wf, state), wf.0, at_epoch);
+    let mut writes = vec![update.into_write()];
     writes.extend(event_puts(t, &event));
     (event, writes)
 }
 
-/// Start decision `state.decision_number()` at `now`, attempt 1, when the
-/// log has events no decision saw and none is in flight: conditioned on
-/// both as read. Returns its id and the write; `None` when there is
-/// nothing to start.
+/// Start decision `state.decision_number()` at `now`, attempt 1, given
+/// `attempt_seconds` (its decider's timeout plus
+/// [`ATTEMPT_MARGIN_SECONDS`], at most [`DECISION_ATTEMPT_SECONDS`]),
+/// when the log has events no decision saw and none is in flight:
+/// conditioned on both as read. The workflow is due when the attempt is
+/// over. Returns its id and the write; `None` when there is nothing to
+/// start.
 pub fn start_decision(
     t: &Tables,
     wf: (&str, &str),
     state: &EpisodeState,
     now: i64,
+    attempt_seconds: i64,
 ) -> Option<(String, UpdateRequest)> {
     if state.decision_id.is_some() || !state.has_new_events() {
         return None;
     }
     let id = decision_id(wf.0, state.decision_number(), 1);
+    let due = now + attempt_seconds.min(DECISION_ATTEMPT_SECONDS);
     let req = UpdateRequest::new(t.workflow_exec(), workflow_key(wf.0, wf.1))
         .set(attr::DECISION_ID, s(id.clone()))
         .set(attr::DECISION_ATTEMPT, n(1))
         .set(attr::DECISION_FIRST_EPOCH, n(now))
-        .set(attr::DECISION_DUE_EPOCH, n(now + DECISION_ATTEMPT_SECONDS))
-        .when(Cond::eq(attr::STATE, s(WorkflowState::Running.as_str())))
+        .set(attr::DECISION_DUE_EPOCH, n(due))
+        .when(running())
         .when(Cond::not_exists(attr::DECISION_ID))
         .when(counter_is(attr::DECIDED_SEQ, state.decided_seq));
-    Some((id, req))
+    Some((id, due_at(req, wf.0, due)))
 }
 
 /// The wait before attempt `attempt + 1` of a decision whose attempt
@@ -224,30 +253,35 @@ pub fn decision_backoff(attempt: u32) -> i64 {
         .min(MAX_DECISION_BACKOFF_SECONDS)
 }
 
-/// Start the next attempt of the decision in flight at `now` (its last
-/// attempt errored and its backoff is over, or it was lost): a new id, so
-/// a late answer of the old attempt commits nothing. Conditioned on the
-/// old id; `None` when none is in flight.
+/// Start the next attempt of the decision in flight at `now`, given
+/// `attempt_seconds` (as [`start_decision`]'s): its last attempt errored
+/// and its backoff is over, or it was lost. A new id, so a late answer of
+/// the old attempt commits nothing. Conditioned on the old id and on the
+/// execution RUNNING; `None` when none is in flight.
 pub fn retry_decision(
     t: &Tables,
     wf: (&str, &str),
     state: &EpisodeState,
     now: i64,
+    attempt_seconds: i64,
 ) -> Option<(String, UpdateRequest)> {
     let old = state.decision_id.as_deref()?;
     let attempt = state.decision_attempt.max(1) + 1;
     let id = decision_id(wf.0, state.decision_number(), attempt);
+    let due = now + attempt_seconds.min(DECISION_ATTEMPT_SECONDS);
     let req = UpdateRequest::new(t.workflow_exec(), workflow_key(wf.0, wf.1))
         .set(attr::DECISION_ID, s(id.clone()))
         .set(attr::DECISION_ATTEMPT, n(attempt))
-        .set(attr::DECISION_DUE_EPOCH, n(now + DECISION_ATTEMPT_SECONDS))
+        .set(attr::DECISION_DUE_EPOCH, n(due))
+        .when(running())
         .when(Cond::eq(attr::DECISION_ID, s(old)));
-    Some((id, req))
+    Some((id, due_at(req, wf.0, due)))
 }
 
 /// The attempt in flight failed at `now` (the decider errored, was
 /// throttled, or answered what is not an answer): its next attempt is
-/// due after [`decision_backoff`]. Conditioned on its id.
+/// due after [`decision_backoff`], and the workflow with it. Conditioned
+/// on its id and on the execution RUNNING.
 pub fn defer_decision(
     t: &Tables,
     wf: (&str, &str),
@@ -256,11 +290,11 @@ pub fn defer_decision(
 ) -> Option<UpdateRequest> {
     let id = state.decision_id.as_deref()?;
     let due = now + decision_backoff(state.decision_attempt.max(1));
-    Some(
-        UpdateRequest::new(t.workflow_exec(), workflow_key(wf.0, wf.1))
-            .set(attr::DECISION_DUE_EPOCH, n(due))
-            .when(Cond::eq(attr::DECISION_ID, s(id))),
-    )
+    let req = UpdateRequest::new(t.workflow_exec(), workflow_key(wf.0, wf.1))
+        .set(attr::DECISION_DUE_EPOCH, n(due))
+        .when(running())
+        .when(Cond::eq(attr::DECISION_ID, s(id)));
+    Some(due_at(req, wf.0, due))
 }
 
 /// What a committed decision records on its `decision#(number)` item.
@@ -268,7 +302,7 @@ pub fn defer_decision(
 pub struct DecisionRecord {
     /// The attempt's id.
     pub decision_id: String,
-    /// The first and last event it saw.
+    /// The first event it saw.
     pub from_seq: u64,
     /// The last event it saw.
     pub to_seq: u64,
@@ -282,14 +316,18 @@ pub struct DecisionRecord {
 }
 
 /// The commit of the decision in flight (`state`, re-read just before;
-/// its attempt `record.decision_id`) that saw the events up to
-/// `record.to_seq`: one transaction of the workflow, conditioned on that
-/// attempt still being in flight, and the decision's record, conditioned
-/// on being new (design.md § 10.3). `closes`: the answer ends the
-/// execution, so no event may have come after `to_seq`, and none is
-/// appended after it. A refused answer (`record.refused`) appends a
-/// `decision_refused` event the next decision sees, and counts the
-/// refusal; an accepted one clears the count.
+/// its attempt `record.decision_id`) at `record.decided_epoch`: one
+/// transaction of the workflow, conditioned on the execution RUNNING and
+/// on that attempt still being in flight, and the decision's record,
+/// conditioned on being new (design.md § 10.3).
+///
+/// - Accepted: the events up to `record.to_seq` are decided, the refusal
+///   count is cleared, and the workflow is due at once (the decisions'
+///   effects are owed). `closes` (the answer ends the execution): only
+///   while no event came after `to_seq`, and none is appended after it.
+/// - Refused (`record.refused`): the events it saw stay undecided, so the
+///   next decision sees them again, with a `decision_refused` event
+///   appended after them; the refusal is counted. `closes` is ignored.
 pub fn commit_decision(
     t: &Tables,
     wf: (&str, &str),
@@ -299,8 +337,8 @@ pub fn commit_decision(
 ) -> Vec<Write> {
     let number = state.decision_number();
     let mut update = UpdateRequest::new(t.workflow_exec(), workflow_key(wf.0, wf.1))
-        .set(attr::DECIDED_SEQ, n(record.to_seq))
         .set(attr::DECISION_COUNT, n(number))
+        .when(running())
         .when(Cond::eq(attr::DECISION_ID, s(record.decision_id.clone())));
     for a in [
         attr::DECISION_ID,
@@ -310,15 +348,10 @@ pub fn commit_decision(
     ] {
         update = update.remove(a);
     }
-    if closes {
-        update = update
-            .set(attr::CLOSED_BY_DECISION, n(number))
-            .when(counter_is(attr::EVENT_SEQ, record.to_seq));
-    }
     let mut writes = vec![];
     match &record.refused {
         Some(reason) => {
-            let (event, _) = append_event(
+            let (event, appended) = append_event(
                 t,
                 wf,
                 state,
@@ -327,13 +360,26 @@ pub fn commit_decision(
                 record.decided_epoch,
                 serde_json::json!({ "reason": reason }),
             );
-            update = update
-                .set(attr::EVENT_SEQ, n(event.seq))
-                .when(counter_is(attr::EVENT_SEQ, state.event_seq))
-                .act(Action::Add(attr::DECISION_REFUSALS.into(), n(1)));
-            writes.extend(event_puts(t, &event));
+            let mut appended = appended.into_iter();
+            if let Some(Write::Update { actions, cond, .. }) = appended.next() {
+                update.actions.extend(actions);
+                update = cond.into_iter().fold(update, UpdateRequest::when);
+            }
+            update = update.act(Action::Add(attr::DECISION_REFUSALS.into(), n(1)));
+            debug_assert_eq!(event.seq, state.event_seq + 1);
+            writes.extend(appended);
         }
-        None => update = update.set(attr::DECISION_REFUSALS, n(0)),
+        None => {
+            update = update
+                .set(attr::DECIDED_SEQ, n(record.to_seq))
+                .set(attr::DECISION_REFUSALS, n(0));
+            update = due_at(update, wf.0, record.decided_epoch);
+            if closes {
+                update = update
+                    .set(attr::CLOSED_BY_DECISION, n(number))
+                    .when(counter_is(attr::EVENT_SEQ, record.to_seq));
+            }
+        }
     }
     writes.insert(0, update.into_write());
     let mut item = log_item(wf.0, decision_log_key(number));
@@ -346,6 +392,13 @@ pub fn commit_decision(
         cond: Some(Cond::not_exists(attr::LOG_KEY)),
     });
     writes
+}
+
+/// True when a refusal now would be the `max_refusals`th in a row
+/// ([`crate::decider::DEFAULT_MAX_REFUSALS`]): the workflow fails with
+/// its reason instead (design.md § 10.3).
+pub fn refusals_exhausted(state: &EpisodeState, max_refusals: u32) -> bool {
+    state.decision_refusals.saturating_add(1) >= max_refusals
 }
 
 /// What the monitor does with an episodic execution at `now` (design.md
@@ -366,13 +419,19 @@ pub enum DecisionVerdict {
 }
 
 /// The monitor's verdict on `state` at `now`, with the registration's
-/// decision timeout (seconds from a decision's first attempt).
+/// decision timeout (seconds from a decision's first attempt): an
+/// attempt in flight is waited for until its due time, even past the
+/// timeout (it may still commit); only then is the decision given up,
+/// or tried again.
 pub fn decision_verdict(state: &EpisodeState, now: i64, timeout_seconds: i64) -> DecisionVerdict {
     if state.decision_id.is_none() {
         return match state.has_new_events() {
             true => DecisionVerdict::Start,
             false => DecisionVerdict::Idle,
         };
+    }
+    if let Some(due) = state.decision_due_epoch.filter(|due| now < *due) {
+        return DecisionVerdict::Wait(due);
     }
     let first = state.decision_first_epoch.unwrap_or(now);
     if now >= first.saturating_add(timeout_seconds) {
@@ -381,8 +440,5 @@ pub fn decision_verdict(state: &EpisodeState, now: i64, timeout_seconds: i64) ->
             state.decision_attempt
         ));
     }
-    match state.decision_due_epoch {
-        Some(due) if now < due => DecisionVerdict::Wait(due),
-        _ => DecisionVerdict::Retry,
-    }
+    DecisionVerdict::Retry
 }

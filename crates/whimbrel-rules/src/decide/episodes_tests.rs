@@ -62,6 +62,14 @@ impl Db {
                 table, key, cond, ..
             } => (self.key_of(table, key), cond.clone()),
         };
+        let mut keys: Vec<(String, String)> = writes.iter().map(|w| target(w).0).collect();
+        keys.sort();
+        keys.dedup();
+        assert_eq!(
+            keys.len(),
+            writes.len(),
+            "DynamoDB refuses two writes of one item"
+        );
         let holds = writes.iter().all(|w| {
             let (key, cond) = target(w);
             cond.is_none_or(|c| eval(&c, self.items.get(&key)))
@@ -82,6 +90,10 @@ impl Db {
                 (key, next)
             })
             .collect();
+        for (_, item) in &changed {
+            let size = crate::write::size::item_size(item);
+            assert!(size <= crate::write::size::MAX_ITEM_BYTES, "{size} bytes");
+        }
         self.items.extend(changed);
         true
     }
@@ -125,7 +137,7 @@ impl Db {
 
     fn start(&mut self, now: i64) -> Option<String> {
         let st = self.state();
-        let (id, req) = start_decision(&self.t, WF, &st, now)?;
+        let (id, req) = start_decision(&self.t, WF, &st, now, 120)?;
         self.transact(&[req.into_write()]).then_some(id)
     }
 }
@@ -190,7 +202,7 @@ fn one_decision_is_in_flight_at_a_time_and_only_for_new_events() {
     let id = db.start(2).expect("started");
     assert_eq!(id, "w::1::d1::a1");
     // A second starter that read before the first started loses.
-    let (_, late) = start_decision(&db.t, WF, &read, 2).expect("looked startable");
+    let (_, late) = start_decision(&db.t, WF, &read, 2, 120).expect("looked startable");
     assert!(!db.transact(&[late.into_write()]));
     assert_eq!(db.start(3), None, "one in flight");
 }
@@ -224,7 +236,7 @@ fn a_decision_commits_at_most_once_and_a_stale_attempt_not_at_all() {
     let first = db.start(2).expect("started");
     // The first attempt is lost; the monitor starts the second.
     let st = db.state();
-    let (second, req) = retry_decision(&db.t, WF, &st, 970).expect("in flight");
+    let (second, req) = retry_decision(&db.t, WF, &st, 970, 120).expect("in flight");
     assert!(db.transact(&[req.into_write()]));
     let st = db.state();
     let stale = commit_decision(&db.t, WF, &st, &record(&first, 1, None), false);
@@ -236,25 +248,28 @@ fn a_decision_commits_at_most_once_and_a_stale_attempt_not_at_all() {
 }
 
 #[test]
-fn a_refused_answer_is_shown_to_the_next_decision_and_counted() {
+fn a_refused_answer_leaves_its_events_to_the_next_decision_with_the_reason() {
     let mut db = Db::new();
     db.append("ended:a", 1);
     for round in 1..=2u32 {
         let id = db.start(2).expect("started");
         let st = db.state();
         let to = st.event_seq;
-        let writes = commit_decision(&db.t, WF, &st, &record(&id, to, Some("bad")), false);
+        let writes = commit_decision(&db.t, WF, &st, &record(&id, to, Some("bad")), true);
         assert!(db.transact(&writes), "round {round}");
         let after = db.state();
         assert_eq!(after.decision_refusals, round);
         assert_eq!(after.event_seq, to + 1, "the refusal is an event");
+        assert_eq!(after.decided_seq, 0, "what it saw is still undecided");
+        assert!(refusals_exhausted(&after, round + 1));
+        assert!(!refusals_exhausted(&after, round + 2));
     }
     assert!(
         db.log()[2].contains("refused:w::1::d2::a1"),
         "{:?}",
         db.log()
     );
-    let id = db.start(3).expect("the refusal is decided on");
+    let id = db.start(3).expect("decided on again");
     let st = db.state();
     let to = st.event_seq;
     assert!(db.transact(&commit_decision(
@@ -264,7 +279,51 @@ fn a_refused_answer_is_shown_to_the_next_decision_and_counted() {
         &record(&id, to, None),
         false
     )));
-    assert_eq!(db.state().decision_refusals, 0);
+    let after = db.state();
+    assert_eq!((after.decision_refusals, after.decided_seq), (0, 3));
+}
+
+#[test]
+fn a_late_answer_does_not_commit_on_an_ended_execution() {
+    let mut db = Db::new();
+    db.append("ended:a", 1);
+    let id = db.start(2).expect("started");
+    let st = db.state();
+    end(&mut db);
+    assert!(!db.transact(&commit_decision(
+        &db.t,
+        WF,
+        &st,
+        &record(&id, 1, None),
+        false
+    )));
+    let (_, retry) = retry_decision(&db.t, WF, &st, 5, 120).expect("in flight");
+    assert!(!db.transact(&[retry.into_write()]));
+}
+
+#[test]
+fn every_episode_write_makes_the_workflow_due_for_what_it_owes() {
+    let mut db = Db::new();
+    let due = |db: &Db| {
+        let key = db.key_of(
+            &db.t.workflow_exec(),
+            &crate::keys::workflow_key(WF.0, WF.1),
+        );
+        db.items[&key].get("due_epoch").cloned()
+    };
+    db.append("ended:a", 7);
+    assert_eq!(due(&db), Some(crate::write::n(7)), "a decision is owed");
+    let id = db.start(8).expect("started");
+    assert_eq!(due(&db), Some(crate::write::n(128)), "the attempt's end");
+    let st = db.state();
+    assert!(db.transact(&commit_decision(
+        &db.t,
+        WF,
+        &st,
+        &record(&id, 1, None),
+        false
+    )));
+    assert_eq!(due(&db), Some(crate::write::n(100)), "its effects are owed");
 }
 
 #[test]
@@ -281,9 +340,8 @@ fn the_workflow_is_closed_only_on_every_event_and_then_takes_none() {
     assert!(!db.append("ended:b", 4), "closed: nothing is appended");
 }
 
-#[test]
-fn an_ended_execution_takes_no_event() {
-    let mut db = Db::new();
+/// End the workflow as any end does (a cancel, a timeout).
+fn end(db: &mut Db) {
     let key = db.key_of(
         &db.t.workflow_exec(),
         &crate::keys::workflow_key(WF.0, WF.1),
@@ -291,7 +349,13 @@ fn an_ended_execution_takes_no_event() {
     db.items
         .get_mut(&key)
         .expect("workflow")
-        .insert("state".into(), s("COMPLETED"));
+        .insert("state".into(), s("CANCELLED"));
+}
+
+#[test]
+fn an_ended_execution_takes_no_event() {
+    let mut db = Db::new();
+    end(&mut db);
     assert!(!db.append("ended:a", 1));
 }
 
@@ -311,8 +375,11 @@ fn the_monitor_waits_retries_and_gives_up_on_a_decision() {
     st.decision_due_epoch = Some(12);
     assert_eq!(decision_verdict(&st, 11, 300), DecisionVerdict::Wait(12));
     assert_eq!(decision_verdict(&st, 12, 300), DecisionVerdict::Retry);
+    // An attempt still in flight is waited for, even past the timeout.
+    st.decision_due_epoch = Some(400);
+    assert_eq!(decision_verdict(&st, 310, 300), DecisionVerdict::Wait(400));
     assert!(matches!(
-        decision_verdict(&st, 310, 300),
+        decision_verdict(&st, 400, 300),
         DecisionVerdict::GiveUp(r) if r.contains("300 s")
     ));
     let backoffs: Vec<i64> = (1..=8).map(decision_backoff).collect();
