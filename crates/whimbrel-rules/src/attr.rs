@@ -27,10 +27,33 @@ pub const CANCELLED_COUNT: &str = "cancelled_count";
 pub const COMPLETED_COUNT: &str = "completed_count";
 /// `count`: How many there are (plan parts, group size).
 pub const COUNT: &str = "count";
+/// `closed_by_decision`: The number of the decision that ended the
+/// episodic execution (design.md § 10.3): no event is appended after it.
+pub const CLOSED_BY_DECISION: &str = "closed_by_decision";
 /// `count_slot`: The count group its end is counted in (design.md § 3.3): the group of the workflow's activities, in plan order, and its size.
 pub const COUNT_SLOT: &str = "count_slot";
 /// `counted_groups`: The count groups this ended activity was counted in (string set of markers).
 pub const COUNTED_GROUPS: &str = "counted_groups";
+/// `decided_seq`: The last event of the execution's log a committed decision saw
+/// (design.md § 10.3); 0 when missing.
+pub const DECIDED_SEQ: &str = "decided_seq";
+/// `decision_attempt`: The attempt of the decision in flight, from 1.
+pub const DECISION_ATTEMPT: &str = "decision_attempt";
+/// `decision_count`: Decisions committed (accepted or refused) in the
+/// execution; the one in flight is numbered one more.
+pub const DECISION_COUNT: &str = "decision_count";
+/// `decision_due_epoch`: When the decision in flight is tried again (its attempt's
+/// deadline, or the backoff after an error), epoch seconds.
+pub const DECISION_DUE_EPOCH: &str = "decision_due_epoch";
+/// `decision_first_epoch`: When the first attempt of the decision in flight
+/// started, epoch seconds: its decision timeout counts from here.
+pub const DECISION_FIRST_EPOCH: &str = "decision_first_epoch";
+/// `decision_id`: The decision in flight, `(workflow_exec_id)::d(number)::a(attempt)`;
+/// absent when none is (design.md § 10.3).
+pub const DECISION_ID: &str = "decision_id";
+/// `decision_refusals`: Answers refused in a row; the commit of an accepted
+/// one sets 0.
+pub const DECISION_REFUSALS: &str = "decision_refusals";
 /// `definition`: A static plan used instead of a decider.
 pub const DEFINITION: &str = "definition";
 /// `dependent_activity_exec_id`: The prerequisite it waits for.
@@ -55,6 +78,9 @@ pub const END_TIME_EPOCH: &str = "end_time_epoch";
 pub const ENDED: &str = "ended";
 /// `error`: Reason of a FAILED (or CANCEL) transition.
 pub const ERROR: &str = "error";
+/// `event_seq`: The last event appended to the execution's log (design.md
+/// § 10.2); 0 when missing.
+pub const EVENT_SEQ: &str = "event_seq";
 /// `execution_timeout_seconds`: The plan's `execution_timeout_seconds`, seconds, copied here when the plan is recorded, so the monitor judges the execution deadline from this item alone.
 pub const EXECUTION_TIMEOUT_SECONDS: &str = "execution_timeout_seconds";
 /// `expires_at_epoch`: When DynamoDB TTL may delete the row, epoch seconds (set by our writers when `RowRetentionDays` is on, see `config::EngineConfig::row_expiry`;
@@ -97,6 +123,9 @@ pub const LAUNCH: &str = "launch";
 pub const LAUNCHED_TIME: &str = "launched_time";
 /// `launched_time_epoch`: When the last launch (async Invoke) was accepted, epoch seconds.
 pub const LAUNCHED_TIME_EPOCH: &str = "launched_time_epoch";
+/// `log_key`: Range key of `whimbrel_decision`: `event#(seq)`,
+/// `event-id#(source)` or `decision#(number)` (design.md § 10.2).
+pub const LOG_KEY: &str = "log_key";
 /// `manual`: True when a Full Logic API client runs the workflow itself;
 pub const MANUAL: &str = "manual";
 /// `next_attempt_epoch`: While a retry waits out its delay: when the next attempt is due, epoch seconds.

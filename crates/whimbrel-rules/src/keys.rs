@@ -105,6 +105,12 @@ impl Tables {
     pub fn limit(&self) -> String {
         self.name("limit")
     }
+
+    /// `whimbrel_decision`: each episodic execution's event log and its
+    /// committed decisions (design.md § 10.2).
+    pub fn decision(&self) -> String {
+        self.name("decision")
+    }
 }
 
 /// The key of a `whimbrel_limit` item: `target` is `lambda:(function)` or

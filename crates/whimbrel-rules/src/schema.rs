@@ -122,8 +122,8 @@ fn write_once_tables(t: &Tables) -> Vec<TableDef> {
 }
 
 /// The tables the engine updates: workflow and activity executions, with
-/// their due, listing and task-list indexes, and the concurrency limits
-/// per target.
+/// their due, listing and task-list indexes, the concurrency limits per
+/// target, and the episodic executions' event logs.
 fn state_tables(t: &Tables) -> Vec<TableDef> {
     vec![
         TableDef {
@@ -181,6 +181,14 @@ fn state_tables(t: &Tables) -> Vec<TableDef> {
             stream: false,
             gsis: vec![],
             description: "concurrency limits per Lambda function or task list, across workflows",
+        },
+        TableDef {
+            name: t.decision(),
+            hash: (attr::WORKFLOW_EXEC_ID, ScalarType::S),
+            range: Some((attr::LOG_KEY, ScalarType::S)),
+            stream: false,
+            gsis: vec![],
+            description: "episodic executions' event logs and committed decisions",
         },
     ]
 }

@@ -609,6 +609,7 @@ pub use workflow::{
 
 pub mod attempts;
 pub mod deadline;
+pub mod episodes;
 pub mod items;
 pub mod redrive;
 pub mod slots;
@@ -617,6 +618,8 @@ pub mod target_limits;
 pub mod wake;
 pub mod workflow;
 
+#[cfg(test)]
+mod episodes_tests;
 #[cfg(test)]
 mod step_tests;
 #[cfg(test)]

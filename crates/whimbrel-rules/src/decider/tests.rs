@@ -6,11 +6,14 @@ use serde_json::json;
 use super::*;
 use crate::plan::MAX_ACTIVITIES;
 
-/// An execution with nodes `a` (ended) and `b` (open).
+/// An execution with nodes `a` (COMPLETED), `b` (RUNNING) and `f`
+/// (FAILED).
 fn ctx() -> DecisionContext {
+    use crate::contract::ActivityState::{Completed, Failed, Running};
     DecisionContext {
-        nodes: [("a".to_string(), true), ("b".to_string(), false)]
+        state_by_name: [("a", Completed), ("b", Running), ("f", Failed)]
             .into_iter()
+            .map(|(n, s)| (n.to_string(), s))
             .collect(),
         unseen_events: false,
         now: 1_000,
@@ -238,8 +241,8 @@ fn too_many_decisions_or_nodes_or_a_new_version_are_refused() {
         DecisionRefusal::TooMany(MAX_DECISIONS + 1)
     );
     let mut c = ctx();
-    c.nodes = (0..MAX_ACTIVITIES)
-        .map(|i| (format!("n{i}"), true))
+    c.state_by_name = (0..MAX_ACTIVITIES)
+        .map(|i| (format!("n{i}"), crate::contract::ActivityState::Completed))
         .collect();
     let one_more =
         answer(json!([{"type": "schedule", "activities": [{"name": "x", "lambda": "f"}]}]));
@@ -253,4 +256,80 @@ fn too_many_decisions_or_nodes_or_a_new_version_are_refused() {
     let mut v2 = answer(json!([]));
     v2.version = 2;
     assert_eq!(validate(&v2, &ctx()), Err(DecisionRefusal::Version(2)));
+}
+
+#[test]
+fn a_decision_request_reads_as_the_shape_documents_it() {
+    let mut req = DecisionRequest::new("img::1", "img", "img::1::d2::a1", json!({"urls": 2}));
+    req.open.push(NodeView {
+        name: "download-1".into(),
+        kind: "task_list".into(),
+        state: crate::contract::ActivityState::Running,
+        attempt: 1,
+        target: Some("shared".into()),
+        fires_epoch: None,
+    });
+    req.markers.insert("round".into(), json!(2));
+    req.events.push(
+        EventView {
+            node: Some("download-0".into()),
+            state: Some(crate::contract::ActivityState::Completed),
+            ..EventView::new(7, EventKind::ActivityEnded, 1_000)
+        }
+        .with_output(json!({"task_list": "host-a"}), || unreachable!("small")),
+    );
+    let big = json!("x".repeat(request::MAX_INLINE_BYTES));
+    req.events
+        .push(EventView::new(8, EventKind::Signal, 1_001).with_output(big, || "ref-8".into()));
+    let v = serde_json::to_value(&req).expect("json");
+    assert_eq!(v["type"], "decision");
+    assert_eq!(v["open"][0]["state"], "RUNNING");
+    assert_eq!(v["events"][0]["output"]["task_list"], "host-a");
+    assert_eq!(v["events"][0]["kind"], "activity_ended");
+    assert_eq!(v["events"][1]["output_ref"], "ref-8");
+    assert!(v["events"][1].get("output").is_none());
+    let back: DecisionRequest = serde_json::from_value(v).expect("reads back");
+    assert_eq!(back, req);
+}
+
+#[test]
+fn a_node_waiting_for_one_that_failed_is_refused_as_it_could_never_run() {
+    let r = refusal(json!([{"type": "schedule", "activities": [
+        {"name": "x", "lambda": "f", "depends_on": ["a", "f"]}]}]));
+    assert_eq!(
+        r,
+        DecisionRefusal::PrerequisiteEnded {
+            index: 0,
+            activity: "x".into(),
+            prerequisite: "f".into(),
+            state: crate::contract::ActivityState::Failed,
+        }
+    );
+    // One cancelled earlier in the same answer, likewise.
+    let r = refusal(json!([
+        {"type": "cancel", "names": ["b", "b"]},
+        {"type": "schedule", "activities": [{"name": "x", "lambda": "f", "depends_on": ["b"]}]},
+    ]));
+    assert!(
+        matches!(r, DecisionRefusal::PrerequisiteEnded { index: 1, .. }),
+        "{r}"
+    );
+}
+
+#[test]
+fn an_answer_too_large_to_record_is_refused() {
+    let markers: Vec<Value> = (0..12)
+        .map(|i| json!({"type": "record_marker", "name": format!("m{i}"), "details": "z".repeat(30_000)}))
+        .collect();
+    let r = refusal(Value::Array(markers));
+    assert!(
+        matches!(
+            r,
+            DecisionRefusal::TooLarge {
+                what: "the answer",
+                ..
+            }
+        ),
+        "{r}"
+    );
 }

@@ -4,11 +4,12 @@
 //! answer commits nothing but its refusal, whose reason the next decision
 //! is shown (design.md § 10.3).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::contract::ActivityState;
 use crate::plan::{
     valid_name, Plan, PlanError, PlannedActivity, MAX_NAME_LEN, MAX_RESULT_BYTES,
     MAX_WORKFLOW_INPUT_BYTES, SHAPE_VERSION,
@@ -20,6 +21,11 @@ pub const MAX_DECISIONS: usize = 1_000;
 /// Largest marker's `details`, bytes of JSON: markers are shown to every
 /// later decision, so they stay small.
 pub const MAX_MARKER_BYTES: usize = 32_000;
+
+/// Largest answer, bytes of its decisions' JSON: the committed record
+/// keeps it in one item of `whimbrel_decision` (DynamoDB's 400 KB, less
+/// room for the record's other attributes).
+pub const MAX_ANSWER_BYTES: usize = 350_000;
 
 /// Refused answers in a row after which the workflow fails with the last
 /// reason (design.md § 10.3).
@@ -152,8 +158,8 @@ impl Decision {
 /// What an answer is judged against, as read at its commit.
 #[derive(Debug, Clone, Default)]
 pub struct DecisionContext {
-    /// Every node of the execution by name: true when it has ended.
-    pub nodes: HashMap<String, bool>,
+    /// Every node of the execution: its state by name.
+    pub state_by_name: HashMap<String, ActivityState>,
     /// Events were appended after those this decision was shown.
     pub unseen_events: bool,
     /// Now, epoch seconds (a timer's `until` is judged against it).
@@ -189,6 +195,21 @@ pub enum DecisionRefusal {
         index: usize,
         /// The name.
         name: String,
+    },
+    /// A prerequisite that ended other than COMPLETED: the node could
+    /// never be released.
+    #[error(
+        "decision {index}: activity {activity:?} depends on {prerequisite:?}, which ended {state}"
+    )]
+    PrerequisiteEnded {
+        /// The decision's index.
+        index: usize,
+        /// The node scheduled.
+        activity: String,
+        /// Its prerequisite.
+        prerequisite: String,
+        /// The state the prerequisite ended in.
+        state: ActivityState,
     },
     /// A cancel of a node that has ended.
     #[error("decision {index}: node {name:?} has ended; it cannot be cancelled")]
@@ -239,8 +260,17 @@ pub fn validate(answer: &DecisionsAnswer, ctx: &DecisionContext) -> Result<(), D
     if answer.decisions.len() > MAX_DECISIONS {
         return Err(DecisionRefusal::TooMany(answer.decisions.len()));
     }
+    let size = serde_json::to_string(&answer.decisions).map_or(0, |j| j.len());
+    if size > MAX_ANSWER_BYTES {
+        return Err(DecisionRefusal::TooLarge {
+            index: answer.decisions.len(),
+            what: "the answer",
+            size,
+            max: MAX_ANSWER_BYTES,
+        });
+    }
     let last = answer.decisions.len().saturating_sub(1);
-    let mut names: HashMap<String, bool> = ctx.nodes.clone();
+    let mut names = ctx.state_by_name.clone();
     for (index, d) in answer.decisions.iter().enumerate() {
         if d.closes() && index != last {
             return Err(DecisionRefusal::CloseNotLast(index));
@@ -254,11 +284,12 @@ pub fn validate(answer: &DecisionsAnswer, ctx: &DecisionContext) -> Result<(), D
 }
 
 /// One decision against the nodes as the answer's earlier decisions left
-/// them (`names`: name → ended), which a `schedule` extends.
+/// them (`names`: name → state), which a `schedule` extends and a
+/// `cancel` ends.
 fn check_one(
     index: usize,
     d: &Decision,
-    names: &mut HashMap<String, bool>,
+    names: &mut HashMap<String, ActivityState>,
     now: i64,
 ) -> Result<(), DecisionRefusal> {
     let too_large = |what, v: &Value, max| {
@@ -289,11 +320,12 @@ fn check_one(
 /// A `schedule`: its nodes validated as a plan together with every node
 /// the execution has (as stand-ins that run code), so a name used before
 /// is a duplicate, a prerequisite must exist, and the execution stays
-/// within [`crate::plan::MAX_ACTIVITIES`].
+/// within [`crate::plan::MAX_ACTIVITIES`]; and no prerequisite may have
+/// ended other than COMPLETED.
 fn schedule(
     index: usize,
     activities: &[PlannedActivity],
-    names: &mut HashMap<String, bool>,
+    names: &mut HashMap<String, ActivityState>,
     now: i64,
 ) -> Result<(), DecisionRefusal> {
     if activities.is_empty() {
@@ -310,18 +342,37 @@ fn schedule(
     Plan::of(activities.to_vec())
         .check_at(now)
         .map_err(refused)?;
-    names.extend(activities.iter().map(|a| (a.name.clone(), false)));
+    for a in activities {
+        let ended = |p: &&String| {
+            names
+                .get(*p)
+                .filter(|s| s.is_terminal() && **s != ActivityState::Completed)
+        };
+        if let Some((p, state)) = a.depends_on.iter().find_map(|p| ended(&p).map(|s| (p, *s))) {
+            return Err(DecisionRefusal::PrerequisiteEnded {
+                index,
+                activity: a.name.clone(),
+                prerequisite: p.clone(),
+                state,
+            });
+        }
+    }
+    names.extend(
+        activities
+            .iter()
+            .map(|a| (a.name.clone(), ActivityState::Requested)),
+    );
     Ok(())
 }
 
-/// A `cancel`: each name a node not ended (nor cancelled twice in one
-/// answer).
+/// A `cancel`: each name a node not ended (a name listed twice in one
+/// `cancel` is cancelled once; a later `cancel` of it is refused, as of
+/// any ended node).
 fn cancels(
     index: usize,
     cancel: &[String],
-    names: &mut HashMap<String, bool>,
+    names: &mut HashMap<String, ActivityState>,
 ) -> Result<(), DecisionRefusal> {
-    let mut seen = HashSet::new();
     for name in cancel {
         match names.get(name) {
             None => {
@@ -330,23 +381,24 @@ fn cancels(
                     name: name.clone(),
                 })
             }
-            Some(true) => {
+            Some(s) if s.is_terminal() => {
                 return Err(DecisionRefusal::CancelEnded {
                     index,
                     name: name.clone(),
                 })
             }
-            Some(false) => {
-                seen.insert(name.clone());
-            }
+            Some(_) => {}
         }
     }
-    for name in seen {
-        names.insert(name, true);
+    for name in cancel {
+        names.insert(name.clone(), ActivityState::Cancelled);
     }
     Ok(())
 }
 
+pub mod request;
+
+pub use request::{DecisionRequest, EventView, NodeView};
+
 #[cfg(test)]
-#[path = "decider_tests.rs"]
-mod decider_tests;
+mod tests;

@@ -1,0 +1,444 @@
+//! The writes of an episodic execution (design.md § 10.2, § 10.3): an
+//! event appended to its ordered log once, one decision in flight at a
+//! time, and a commit that applies at most once. Each write is
+//! conditioned on what was read, so a step run twice, late or after a
+//! crash changes nothing the first run did not.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::attr;
+use crate::contract::WorkflowState;
+use crate::decider::EventKind;
+use crate::keys::{workflow_key, Tables};
+use crate::write::{av, n, s, Action, Cond, Item, UpdateRequest, Write};
+
+/// Longest attempt of a decision, seconds: the decider's synchronous
+/// Invoke (at most Lambda's 900 s) and the commit. The executor gives an
+/// attempt its decider's function timeout plus [`ATTEMPT_MARGIN_SECONDS`],
+/// at most this; an attempt in flight longer is taken to be lost and
+/// tried again.
+pub const DECISION_ATTEMPT_SECONDS: i64 = 960;
+
+/// What an attempt is given beyond its decider's function timeout, for
+/// the request's reads and the commit, seconds.
+pub const ATTEMPT_MARGIN_SECONDS: i64 = 60;
+
+/// Longest backoff between a decision's attempts, seconds.
+pub const MAX_DECISION_BACKOFF_SECONDS: i64 = 60;
+
+/// The episode attributes of a workflow exec, read by projection.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct EpisodeState {
+    /// The log's last event ([`attr::EVENT_SEQ`]).
+    #[serde(default)]
+    pub event_seq: u64,
+    /// The last event a committed decision saw ([`attr::DECIDED_SEQ`]).
+    #[serde(default)]
+    pub decided_seq: u64,
+    /// Decisions committed ([`attr::DECISION_COUNT`]).
+    #[serde(default)]
+    pub decision_count: u64,
+    /// Answers refused in a row ([`attr::DECISION_REFUSALS`]).
+    #[serde(default)]
+    pub decision_refusals: u32,
+    /// The decision in flight ([`attr::DECISION_ID`]), if any.
+    #[serde(default)]
+    pub decision_id: Option<String>,
+    /// Its attempt, from 1.
+    #[serde(default)]
+    pub decision_attempt: u32,
+    /// When it is tried again, epoch seconds.
+    #[serde(default)]
+    pub decision_due_epoch: Option<i64>,
+    /// When its first attempt started, epoch seconds.
+    #[serde(default)]
+    pub decision_first_epoch: Option<i64>,
+}
+
+impl EpisodeState {
+    /// The number of the decision in flight, or of the next one.
+    pub fn decision_number(&self) -> u64 {
+        self.decision_count + 1
+    }
+
+    /// Events no committed decision has seen.
+    pub fn has_new_events(&self) -> bool {
+        self.event_seq > self.decided_seq
+    }
+}
+
+/// One event of an execution's log, as stored on `whimbrel_decision`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EpisodeEvent {
+    /// The execution.
+    pub workflow_exec_id: String,
+    /// `event#(seq)` ([`event_log_key`]).
+    pub log_key: String,
+    /// Its place in the log, from 1.
+    pub seq: u64,
+    /// What happened.
+    pub kind: EventKind,
+    /// When, epoch seconds.
+    pub at_epoch: i64,
+    /// Its source, which makes it one event however often it is appended:
+    /// `ended:(activity exec id):g(generation)`, `signal:(signal key)`,
+    /// `cancel:(request id)`, `refused:(decision id)`.
+    pub source: String,
+    /// What the decider is shown of it (an end's state, output or error, a
+    /// signal's name and input, a reason).
+    #[serde(default)]
+    pub details: Value,
+}
+
+/// The range key of event `seq`: `event#` and 10 digits, so the log
+/// sorts in order.
+pub fn event_log_key(seq: u64) -> String {
+    format!("event#{seq:010}")
+}
+
+/// The range key of the marker that makes `source` one event.
+pub fn source_log_key(source: &str) -> String {
+    format!("event-id#{source}")
+}
+
+/// The range key of committed decision `number`.
+pub fn decision_log_key(number: u64) -> String {
+    format!("decision#{number:010}")
+}
+
+/// The id of attempt `attempt` of decision `number`:
+/// `(workflow_exec_id)::d(number)::a(attempt)`.
+pub fn decision_id(workflow_exec_id: &str, number: u64, attempt: u32) -> String {
+    format!("{workflow_exec_id}::d{number}::a{attempt}")
+}
+
+fn log_item(workflow_exec_id: &str, log_key: String) -> Item {
+    [
+        (attr::WORKFLOW_EXEC_ID.to_string(), s(workflow_exec_id)),
+        (attr::LOG_KEY.to_string(), s(log_key)),
+    ]
+    .into_iter()
+    .collect()
+}
+
+/// The workflow's due marker at `at` (epoch seconds): the monitor looks at
+/// the execution then (design.md § 10.3). An episode write only ever
+/// moves it earlier than what it owes; the monitor's visit arms it again
+/// for the execution deadline.
+fn due_at(req: UpdateRequest, workflow_exec_id: &str, at: i64) -> UpdateRequest {
+    req.set(attr::DUE_EPOCH, n(at))
+        .set(attr::DUE_SHARD, n(crate::keys::shard_of(workflow_exec_id)))
+}
+
+/// The execution is RUNNING.
+fn running() -> Cond {
+    Cond::eq(attr::STATE, s(WorkflowState::Running.as_str()))
+}
+
+/// `attr = v`, or its absence when `v` is 0 (a counter never written).
+fn counter_is(attr: &str, v: u64) -> Cond {
+    match v {
+        0 => Cond::not_exists(attr),
+        v => Cond::eq(attr, n(v)),
+    }
+}
+
+/// The workflow exec `(id, name)` as read in `state`: still RUNNING, not
+/// closed by a decision, its log at `state.event_seq`, moved to
+/// `state.event_seq + 1`. The caller makes the workflow due: an appender
+/// that dies before it starts the decision leaves it to the monitor.
+fn next_event_on(t: &Tables, wf: (&str, &str), state: &EpisodeState) -> UpdateRequest {
+    UpdateRequest::new(t.workflow_exec(), workflow_key(wf.0, wf.1))
+        .set(attr::EVENT_SEQ, n(state.event_seq + 1))
+        .when(running())
+        .when(Cond::not_exists(attr::CLOSED_BY_DECISION))
+        .when(counter_is(attr::EVENT_SEQ, state.event_seq))
+}
+
+/// The puts of `event` at the log's next place and of its source marker,
+/// each only if new.
+fn event_puts(t: &Tables, event: &EpisodeEvent) -> [Write; 2] {
+    let mut item = match av(event) {
+        crate::write::Value::M(m) => m,
+        _ => unreachable!("an event is a map"),
+    };
+    item.insert(attr::LOG_KEY.into(), s(event.log_key.clone()));
+    let mut marker = log_item(&event.workflow_exec_id, source_log_key(&event.source));
+    marker.insert("seq".into(), n(event.seq));
+    let new = || Some(Cond::not_exists(attr::LOG_KEY));
+    [
+        Write::Put {
+            table: t.decision(),
+            item,
+            cond: new(),
+        },
+        Write::Put {
+            table: t.decision(),
+            item: marker,
+            cond: new(),
+        },
+    ]
+}
+
+/// The append of an event (`kind`, `source`, `at_epoch`, `details`) to the
+/// log of the RUNNING execution `wf` (id, name) read as `state`: one
+/// transaction (design.md § 10.2), which also makes the workflow due at
+/// `at_epoch`, so a decision is started even if the appender dies
+/// first. Returns the event and its writes. A
+/// failed transaction means the source was appended already (its marker
+/// exists: done), or another append won the place (read again, retry),
+/// or the execution ended (nothing to tell).
+pub fn append_event(
+    t: &Tables,
+    wf: (&str, &str),
+    state: &EpisodeState,
+    kind: EventKind,
+    source: &str,
+    at_epoch: i64,
+    details: Value,
+) -> (EpisodeEvent, Vec<Write>) {
+    let event = EpisodeEvent {
+        workflow_exec_id: wf.0.to_string(),
+        log_key: event_log_key(state.event_seq + 1),
+        seq: state.event_seq + 1,
+        kind,
+        at_epoch,
+        source: source.to_string(),
+        details,
+    };
+    let update = due_at(next_event_on(t, wf, state), wf.0, at_epoch);
+    let mut writes = vec![update.into_write()];
+    writes.extend(event_puts(t, &event));
+    (event, writes)
+}
+
+/// Start decision `state.decision_number()` at `now`, attempt 1, given
+/// `attempt_seconds` (its decider's timeout plus
+/// [`ATTEMPT_MARGIN_SECONDS`], at most [`DECISION_ATTEMPT_SECONDS`]),
+/// when the log has events no decision saw and none is in flight:
+/// conditioned on both as read. The workflow is due when the attempt is
+/// over. Returns its id and the write; `None` when there is nothing to
+/// start.
+pub fn start_decision(
+    t: &Tables,
+    wf: (&str, &str),
+    state: &EpisodeState,
+    now: i64,
+    attempt_seconds: i64,
+) -> Option<(String, UpdateRequest)> {
+    if state.decision_id.is_some() || !state.has_new_events() {
+        return None;
+    }
+    let id = decision_id(wf.0, state.decision_number(), 1);
+    let due = now + attempt_seconds.min(DECISION_ATTEMPT_SECONDS);
+    let req = UpdateRequest::new(t.workflow_exec(), workflow_key(wf.0, wf.1))
+        .set(attr::DECISION_ID, s(id.clone()))
+        .set(attr::DECISION_ATTEMPT, n(1))
+        .set(attr::DECISION_FIRST_EPOCH, n(now))
+        .set(attr::DECISION_DUE_EPOCH, n(due))
+        .when(running())
+        .when(Cond::not_exists(attr::DECISION_ID))
+        .when(counter_is(attr::DECIDED_SEQ, state.decided_seq));
+    Some((id, due_at(req, wf.0, due)))
+}
+
+/// The wait before attempt `attempt + 1` of a decision whose attempt
+/// `attempt` failed: 1 s doubling, at most
+/// [`MAX_DECISION_BACKOFF_SECONDS`].
+pub fn decision_backoff(attempt: u32) -> i64 {
+    1_i64
+        .checked_shl(attempt.saturating_sub(1).min(16))
+        .unwrap_or(i64::MAX)
+        .min(MAX_DECISION_BACKOFF_SECONDS)
+}
+
+/// Start the next attempt of the decision in flight at `now`, given
+/// `attempt_seconds` (as [`start_decision`]'s): its last attempt errored
+/// and its backoff is over, or it was lost. A new id, so a late answer of
+/// the old attempt commits nothing. Conditioned on the old id and on the
+/// execution RUNNING; `None` when none is in flight.
+pub fn retry_decision(
+    t: &Tables,
+    wf: (&str, &str),
+    state: &EpisodeState,
+    now: i64,
+    attempt_seconds: i64,
+) -> Option<(String, UpdateRequest)> {
+    let old = state.decision_id.as_deref()?;
+    let attempt = state.decision_attempt.max(1) + 1;
+    let id = decision_id(wf.0, state.decision_number(), attempt);
+    let due = now + attempt_seconds.min(DECISION_ATTEMPT_SECONDS);
+    let req = UpdateRequest::new(t.workflow_exec(), workflow_key(wf.0, wf.1))
+        .set(attr::DECISION_ID, s(id.clone()))
+        .set(attr::DECISION_ATTEMPT, n(attempt))
+        .set(attr::DECISION_DUE_EPOCH, n(due))
+        .when(running())
+        .when(Cond::eq(attr::DECISION_ID, s(old)));
+    Some((id, due_at(req, wf.0, due)))
+}
+
+/// The attempt in flight failed at `now` (the decider errored, was
+/// throttled, or answered what is not an answer): its next attempt is
+/// due after [`decision_backoff`], and the workflow with it. Conditioned
+/// on its id and on the execution RUNNING.
+pub fn defer_decision(
+    t: &Tables,
+    wf: (&str, &str),
+    state: &EpisodeState,
+    now: i64,
+) -> Option<UpdateRequest> {
+    let id = state.decision_id.as_deref()?;
+    let due = now + decision_backoff(state.decision_attempt.max(1));
+    let req = UpdateRequest::new(t.workflow_exec(), workflow_key(wf.0, wf.1))
+        .set(attr::DECISION_DUE_EPOCH, n(due))
+        .when(running())
+        .when(Cond::eq(attr::DECISION_ID, s(id)));
+    Some(due_at(req, wf.0, due))
+}
+
+/// What a committed decision records on its `decision#(number)` item.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DecisionRecord {
+    /// The attempt's id.
+    pub decision_id: String,
+    /// The first event it saw.
+    pub from_seq: u64,
+    /// The last event it saw.
+    pub to_seq: u64,
+    /// When it committed, epoch seconds.
+    pub decided_epoch: i64,
+    /// The decisions, as validated (`[]` for a refused answer).
+    pub decisions: Value,
+    /// Why the answer was refused; absent when it was accepted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refused: Option<String>,
+}
+
+/// The commit of the decision in flight (`state`, re-read just before;
+/// its attempt `record.decision_id`) at `record.decided_epoch`: one
+/// transaction of the workflow, conditioned on the execution RUNNING and
+/// on that attempt still being in flight, and the decision's record,
+/// conditioned on being new (design.md § 10.3).
+///
+/// - Accepted: the events up to `record.to_seq` are decided, the refusal
+///   count is cleared, and the workflow is due at once (the decisions'
+///   effects are owed). `closes` (the answer ends the execution): only
+///   while no event came after `to_seq`, and none is appended after it.
+/// - Refused (`record.refused`): the events it saw stay undecided, so the
+///   next decision sees them again, with a `decision_refused` event
+///   appended after them; the refusal is counted. `closes` is ignored.
+pub fn commit_decision(
+    t: &Tables,
+    wf: (&str, &str),
+    state: &EpisodeState,
+    record: &DecisionRecord,
+    closes: bool,
+) -> Vec<Write> {
+    let number = state.decision_number();
+    let mut update = UpdateRequest::new(t.workflow_exec(), workflow_key(wf.0, wf.1))
+        .set(attr::DECISION_COUNT, n(number))
+        .when(running())
+        .when(Cond::eq(attr::DECISION_ID, s(record.decision_id.clone())));
+    for a in [
+        attr::DECISION_ID,
+        attr::DECISION_ATTEMPT,
+        attr::DECISION_DUE_EPOCH,
+        attr::DECISION_FIRST_EPOCH,
+    ] {
+        update = update.remove(a);
+    }
+    let mut writes = vec![];
+    match &record.refused {
+        Some(reason) => {
+            let (event, appended) = append_event(
+                t,
+                wf,
+                state,
+                EventKind::DecisionRefused,
+                &format!("refused:{}", record.decision_id),
+                record.decided_epoch,
+                serde_json::json!({ "reason": reason }),
+            );
+            let mut appended = appended.into_iter();
+            if let Some(Write::Update { actions, cond, .. }) = appended.next() {
+                update.actions.extend(actions);
+                update = cond.into_iter().fold(update, UpdateRequest::when);
+            }
+            update = update.act(Action::Add(attr::DECISION_REFUSALS.into(), n(1)));
+            debug_assert_eq!(event.seq, state.event_seq + 1);
+            writes.extend(appended);
+        }
+        None => {
+            update = update
+                .set(attr::DECIDED_SEQ, n(record.to_seq))
+                .set(attr::DECISION_REFUSALS, n(0));
+            update = due_at(update, wf.0, record.decided_epoch);
+            if closes {
+                update = update
+                    .set(attr::CLOSED_BY_DECISION, n(number))
+                    .when(counter_is(attr::EVENT_SEQ, record.to_seq));
+            }
+        }
+    }
+    writes.insert(0, update.into_write());
+    let mut item = log_item(wf.0, decision_log_key(number));
+    if let crate::write::Value::M(m) = av(record) {
+        item.extend(m);
+    }
+    writes.push(Write::Put {
+        table: t.decision(),
+        item,
+        cond: Some(Cond::not_exists(attr::LOG_KEY)),
+    });
+    writes
+}
+
+/// True when a refusal now would be the `max_refusals`th in a row
+/// ([`crate::decider::DEFAULT_MAX_REFUSALS`]): the workflow fails with
+/// its reason instead (design.md § 10.3).
+pub fn refusals_exhausted(state: &EpisodeState, max_refusals: u32) -> bool {
+    state.decision_refusals.saturating_add(1) >= max_refusals
+}
+
+/// What the monitor does with an episodic execution at `now` (design.md
+/// § 10.3).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DecisionVerdict {
+    /// No event waits and no decision is in flight.
+    Idle,
+    /// Events wait and no decision is in flight: start one.
+    Start,
+    /// A decision is in flight until then (epoch seconds).
+    Wait(i64),
+    /// The attempt in flight is past its deadline: start the next.
+    Retry,
+    /// The decision has been tried for `timeout_seconds`: fail the
+    /// workflow with this reason.
+    GiveUp(String),
+}
+
+/// The monitor's verdict on `state` at `now`, with the registration's
+/// decision timeout (seconds from a decision's first attempt): an
+/// attempt in flight is waited for until its due time, even past the
+/// timeout (it may still commit); only then is the decision given up,
+/// or tried again.
+pub fn decision_verdict(state: &EpisodeState, now: i64, timeout_seconds: i64) -> DecisionVerdict {
+    if state.decision_id.is_none() {
+        return match state.has_new_events() {
+            true => DecisionVerdict::Start,
+            false => DecisionVerdict::Idle,
+        };
+    }
+    if let Some(due) = state.decision_due_epoch.filter(|due| now < *due) {
+        return DecisionVerdict::Wait(due);
+    }
+    let first = state.decision_first_epoch.unwrap_or(now);
+    if now >= first.saturating_add(timeout_seconds) {
+        return DecisionVerdict::GiveUp(format!(
+            "decider failed: no decision committed in {timeout_seconds} s ({} attempts)",
+            state.decision_attempt
+        ));
+    }
+    DecisionVerdict::Retry
+}

@@ -1,0 +1,402 @@
+//! Unit tests of an episodic execution's writes (design.md § 10.2,
+//! § 10.3), run as transactions against items held here and judged by
+//! DynamoDB's semantics ([`crate::write::eval`]): every promise of
+//! exactly-once is tried with the step run twice, late or out of turn.
+
+use std::collections::HashMap;
+
+use serde_json::json;
+
+use super::episodes::*;
+use crate::decider::EventKind;
+use crate::keys::Tables;
+use crate::schema::definitions;
+use crate::write::eval::{apply, eval};
+use crate::write::{s, Item, Write};
+
+const WF: (&str, &str) = ("w::1", "w");
+
+/// Items by table and key, written only by whole transactions.
+struct Db {
+    t: Tables,
+    items: HashMap<(String, String), Item>,
+}
+
+impl Db {
+    /// A RUNNING workflow exec `w::1`.
+    fn new() -> Db {
+        let mut db = Db {
+            t: Tables::new("whimbrel_"),
+            items: HashMap::new(),
+        };
+        let wf: Item = [
+            ("workflow_exec_id", s(WF.0)),
+            ("workflow_name", s(WF.1)),
+            ("state", s("RUNNING")),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+        let key = db.key_of(&db.t.workflow_exec(), &wf);
+        db.items.insert(key, wf);
+        db
+    }
+
+    fn key_of(&self, table: &str, item: &Item) -> (String, String) {
+        let def = definitions(&self.t)
+            .into_iter()
+            .find(|d| d.name == table)
+            .expect("a Whimbrel table");
+        let part = |a: &str| format!("{:?}", item.get(a));
+        let range = def.range.map(|(a, _)| part(a)).unwrap_or_default();
+        (table.to_string(), format!("{}|{range}", part(def.hash.0)))
+    }
+
+    /// All of `writes` or none, as TransactWriteItems: true when applied.
+    fn transact(&mut self, writes: &[Write]) -> bool {
+        let target = |w: &Write| match w {
+            Write::Put {
+                table, item, cond, ..
+            } => (self.key_of(table, item), cond.clone()),
+            Write::Update {
+                table, key, cond, ..
+            } => (self.key_of(table, key), cond.clone()),
+        };
+        let mut keys: Vec<(String, String)> = writes.iter().map(|w| target(w).0).collect();
+        keys.sort();
+        keys.dedup();
+        assert_eq!(
+            keys.len(),
+            writes.len(),
+            "DynamoDB refuses two writes of one item"
+        );
+        let holds = writes.iter().all(|w| {
+            let (key, cond) = target(w);
+            cond.is_none_or(|c| eval(&c, self.items.get(&key)))
+        });
+        if !holds {
+            return false;
+        }
+        let changed: Vec<((String, String), Item)> = writes
+            .iter()
+            .map(|w| {
+                let (key, _) = target(w);
+                let next = match w {
+                    Write::Put { item, .. } => item.clone(),
+                    Write::Update {
+                        key: k, actions, ..
+                    } => apply(k, self.items.get(&key), actions).expect("a valid update"),
+                };
+                (key, next)
+            })
+            .collect();
+        for (_, item) in &changed {
+            let size = crate::write::size::item_size(item);
+            assert!(size <= crate::write::size::MAX_ITEM_BYTES, "{size} bytes");
+        }
+        self.items.extend(changed);
+        true
+    }
+
+    fn state(&self) -> EpisodeState {
+        let key = self.key_of(
+            &self.t.workflow_exec(),
+            &crate::keys::workflow_key(WF.0, WF.1),
+        );
+        serde_dynamo::from_item(self.items[&key].clone()).expect("episode attributes")
+    }
+
+    fn append(&mut self, source: &str, at: i64) -> bool {
+        let st = self.state();
+        let (_, writes) = append_event(
+            &self.t,
+            WF,
+            &st,
+            EventKind::ActivityEnded,
+            source,
+            at,
+            json!({}),
+        );
+        self.transact(&writes)
+    }
+
+    fn log(&self) -> Vec<String> {
+        let mut keys: Vec<String> = self
+            .items
+            .values()
+            .filter_map(|i| match i.get("log_key") {
+                Some(crate::write::Value::S(k)) if k.starts_with("event#") => {
+                    Some(format!("{k} {:?}", i.get("source")))
+                }
+                _ => None,
+            })
+            .collect();
+        keys.sort();
+        keys
+    }
+
+    fn start(&mut self, now: i64) -> Option<String> {
+        let st = self.state();
+        let (id, req) = start_decision(&self.t, WF, &st, now, 120)?;
+        self.transact(&[req.into_write()]).then_some(id)
+    }
+}
+
+fn record(id: &str, to_seq: u64, refused: Option<&str>) -> DecisionRecord {
+    DecisionRecord {
+        decision_id: id.into(),
+        from_seq: 1,
+        to_seq,
+        decided_epoch: 100,
+        decisions: json!([]),
+        refused: refused.map(Into::into),
+    }
+}
+
+#[test]
+fn an_event_appended_twice_is_in_the_log_once() {
+    let mut db = Db::new();
+    assert!(db.append("ended:w::1::a:g0", 10));
+    // The settle runs again after a crash: its marker refuses the second.
+    assert!(!db.append("ended:w::1::a:g0", 11));
+    assert_eq!(db.state().event_seq, 1);
+    assert_eq!(db.log().len(), 1, "{:?}", db.log());
+}
+
+#[test]
+fn two_appends_from_one_read_take_two_places_or_retry() {
+    let mut db = Db::new();
+    let read = db.state();
+    let (_, first) = append_event(
+        &db.t,
+        WF,
+        &read,
+        EventKind::Signal,
+        "signal:s1",
+        5,
+        json!({}),
+    );
+    let (_, second) = append_event(
+        &db.t,
+        WF,
+        &read,
+        EventKind::Signal,
+        "signal:s2",
+        5,
+        json!({}),
+    );
+    assert!(db.transact(&first));
+    assert!(!db.transact(&second), "the place was taken");
+    assert!(db.append("signal:s2", 6), "read again, it appends");
+    let log = db.log();
+    assert!(log[0].starts_with("event#0000000001") && log[0].contains("s1"));
+    assert!(log[1].starts_with("event#0000000002") && log[1].contains("s2"));
+}
+
+#[test]
+fn one_decision_is_in_flight_at_a_time_and_only_for_new_events() {
+    let mut db = Db::new();
+    assert_eq!(db.start(1), None, "nothing to decide");
+    db.append("signal:s1", 1);
+    let read = db.state();
+    let id = db.start(2).expect("started");
+    assert_eq!(id, "w::1::d1::a1");
+    // A second starter that read before the first started loses.
+    let (_, late) = start_decision(&db.t, WF, &read, 2, 120).expect("looked startable");
+    assert!(!db.transact(&[late.into_write()]));
+    assert_eq!(db.start(3), None, "one in flight");
+}
+
+#[test]
+fn events_that_arrive_during_a_decision_go_to_the_next() {
+    let mut db = Db::new();
+    db.append("ended:a", 1);
+    let id = db.start(2).expect("started");
+    let to_seq = db.state().event_seq;
+    db.append("ended:b", 3);
+    let st = db.state();
+    assert!(db.transact(&commit_decision(
+        &db.t,
+        WF,
+        &st,
+        &record(&id, to_seq, None),
+        false
+    )));
+    let after = db.state();
+    assert_eq!((after.decided_seq, after.event_seq), (1, 2));
+    assert_eq!(after.decision_id, None);
+    assert_eq!(decision_verdict(&after, 4, 300), DecisionVerdict::Start);
+    assert_eq!(db.start(4).as_deref(), Some("w::1::d2::a1"));
+}
+
+#[test]
+fn a_decision_commits_at_most_once_and_a_stale_attempt_not_at_all() {
+    let mut db = Db::new();
+    db.append("ended:a", 1);
+    let first = db.start(2).expect("started");
+    // The first attempt is lost; the monitor starts the second.
+    let st = db.state();
+    let (second, req) = retry_decision(&db.t, WF, &st, 970, 120).expect("in flight");
+    assert!(db.transact(&[req.into_write()]));
+    let st = db.state();
+    let stale = commit_decision(&db.t, WF, &st, &record(&first, 1, None), false);
+    assert!(!db.transact(&stale), "the lost attempt's answer came late");
+    let commit = commit_decision(&db.t, WF, &st, &record(&second, 1, None), false);
+    assert!(db.transact(&commit));
+    assert!(!db.transact(&commit), "a redelivered answer");
+    assert_eq!(db.state().decision_count, 1);
+}
+
+#[test]
+fn a_refused_answer_leaves_its_events_to_the_next_decision_with_the_reason() {
+    let mut db = Db::new();
+    db.append("ended:a", 1);
+    for round in 1..=2u32 {
+        let id = db.start(2).expect("started");
+        let st = db.state();
+        let to = st.event_seq;
+        let writes = commit_decision(&db.t, WF, &st, &record(&id, to, Some("bad")), true);
+        assert!(db.transact(&writes), "round {round}");
+        let after = db.state();
+        assert_eq!(after.decision_refusals, round);
+        assert_eq!(after.event_seq, to + 1, "the refusal is an event");
+        assert_eq!(after.decided_seq, 0, "what it saw is still undecided");
+        assert!(refusals_exhausted(&after, round + 1));
+        assert!(!refusals_exhausted(&after, round + 2));
+    }
+    assert!(
+        db.log()[2].contains("refused:w::1::d2::a1"),
+        "{:?}",
+        db.log()
+    );
+    let id = db.start(3).expect("decided on again");
+    let st = db.state();
+    let to = st.event_seq;
+    assert!(db.transact(&commit_decision(
+        &db.t,
+        WF,
+        &st,
+        &record(&id, to, None),
+        false
+    )));
+    let after = db.state();
+    assert_eq!((after.decision_refusals, after.decided_seq), (0, 3));
+}
+
+#[test]
+fn a_late_answer_does_not_commit_on_an_ended_execution() {
+    let mut db = Db::new();
+    db.append("ended:a", 1);
+    let id = db.start(2).expect("started");
+    let st = db.state();
+    end(&mut db);
+    assert!(!db.transact(&commit_decision(
+        &db.t,
+        WF,
+        &st,
+        &record(&id, 1, None),
+        false
+    )));
+    let (_, retry) = retry_decision(&db.t, WF, &st, 5, 120).expect("in flight");
+    assert!(!db.transact(&[retry.into_write()]));
+}
+
+#[test]
+fn every_episode_write_makes_the_workflow_due_for_what_it_owes() {
+    let mut db = Db::new();
+    let due = |db: &Db| {
+        let key = db.key_of(
+            &db.t.workflow_exec(),
+            &crate::keys::workflow_key(WF.0, WF.1),
+        );
+        db.items[&key].get("due_epoch").cloned()
+    };
+    db.append("ended:a", 7);
+    assert_eq!(due(&db), Some(crate::write::n(7)), "a decision is owed");
+    let id = db.start(8).expect("started");
+    assert_eq!(due(&db), Some(crate::write::n(128)), "the attempt's end");
+    let st = db.state();
+    assert!(db.transact(&commit_decision(
+        &db.t,
+        WF,
+        &st,
+        &record(&id, 1, None),
+        false
+    )));
+    assert_eq!(due(&db), Some(crate::write::n(100)), "its effects are owed");
+}
+
+#[test]
+fn the_workflow_is_closed_only_on_every_event_and_then_takes_none() {
+    let mut db = Db::new();
+    db.append("ended:a", 1);
+    let id = db.start(2).expect("started");
+    db.append("signal:s", 3);
+    let st = db.state();
+    let close = commit_decision(&db.t, WF, &st, &record(&id, 1, None), true);
+    assert!(!db.transact(&close), "a signal came after what it saw");
+    let close = commit_decision(&db.t, WF, &st, &record(&id, 2, None), true);
+    assert!(db.transact(&close));
+    assert!(!db.append("ended:b", 4), "closed: nothing is appended");
+}
+
+/// End the workflow as any end does (a cancel, a timeout).
+fn end(db: &mut Db) {
+    let key = db.key_of(
+        &db.t.workflow_exec(),
+        &crate::keys::workflow_key(WF.0, WF.1),
+    );
+    db.items
+        .get_mut(&key)
+        .expect("workflow")
+        .insert("state".into(), s("CANCELLED"));
+}
+
+#[test]
+fn an_ended_execution_takes_no_event() {
+    let mut db = Db::new();
+    end(&mut db);
+    assert!(!db.append("ended:a", 1));
+}
+
+#[test]
+fn the_monitor_waits_retries_and_gives_up_on_a_decision() {
+    let mut st = EpisodeState {
+        event_seq: 3,
+        decided_seq: 3,
+        ..EpisodeState::default()
+    };
+    assert_eq!(decision_verdict(&st, 10, 300), DecisionVerdict::Idle);
+    st.event_seq = 4;
+    assert_eq!(decision_verdict(&st, 10, 300), DecisionVerdict::Start);
+    st.decision_id = Some("w::1::d1::a1".into());
+    st.decision_attempt = 1;
+    st.decision_first_epoch = Some(10);
+    st.decision_due_epoch = Some(12);
+    assert_eq!(decision_verdict(&st, 11, 300), DecisionVerdict::Wait(12));
+    assert_eq!(decision_verdict(&st, 12, 300), DecisionVerdict::Retry);
+    // An attempt still in flight is waited for, even past the timeout.
+    st.decision_due_epoch = Some(400);
+    assert_eq!(decision_verdict(&st, 310, 300), DecisionVerdict::Wait(400));
+    assert!(matches!(
+        decision_verdict(&st, 400, 300),
+        DecisionVerdict::GiveUp(r) if r.contains("300 s")
+    ));
+    let backoffs: Vec<i64> = (1..=8).map(decision_backoff).collect();
+    assert_eq!(backoffs, [1, 2, 4, 8, 16, 32, 60, 60]);
+    assert_eq!(decision_backoff(u32::MAX), MAX_DECISION_BACKOFF_SECONDS);
+}
+
+#[test]
+fn a_failed_attempt_is_deferred_by_its_backoff() {
+    let mut db = Db::new();
+    db.append("ended:a", 1);
+    db.start(2).expect("started");
+    let st = db.state();
+    let req = defer_decision(&db.t, WF, &st, 20).expect("in flight");
+    assert!(db.transact(&[req.into_write()]));
+    let st = db.state();
+    assert_eq!(st.decision_due_epoch, Some(21));
+    assert_eq!(decision_verdict(&st, 20, 300), DecisionVerdict::Wait(21));
+    assert_eq!(decision_verdict(&st, 21, 300), DecisionVerdict::Retry);
+}
