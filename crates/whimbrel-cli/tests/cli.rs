@@ -44,10 +44,11 @@ fn install_register_start_and_status_against_dynamodb() {
     let prefix = format!("c{}_", &uuid::Uuid::new_v4().simple().to_string()[..8]);
     let run = |args: &[&str]| whimbrel(&endpoint, &prefix, args);
 
-    // Every table of the schema, the limit table the tenth.
+    // Every table of the schema: the limit table the tenth, the episodic
+    // executions' log (design.md § 10.2) the eleventh.
     let tables =
         whimbrel_core::install::table_names(&whimbrel_core::keys::Tables::new(&prefix)).len();
-    assert_eq!(tables, 10);
+    assert_eq!(tables, 11);
     let out = stdout(&run(&["install"]));
     assert_eq!(
         out.lines().filter(|l| l.ends_with("\tcreated")).count(),
