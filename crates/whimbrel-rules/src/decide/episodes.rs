@@ -113,13 +113,41 @@ pub fn decision_id(workflow_exec_id: &str, number: u64, attempt: u32) -> String 
     format!("{workflow_exec_id}::d{number}::a{attempt}")
 }
 
-fn log_item(workflow_exec_id: &str, log_key: String) -> Item {
-    [
-        (attr::WORKFLOW_EXEC_ID.to_string(), s(workflow_exec_id)),
-        (attr::LOG_KEY.to_string(), s(log_key)),
-    ]
-    .into_iter()
-    .collect()
+/// The `whimbrel_decision` item `log_key` of `workflow_exec_id`, with
+/// `value`'s fields (a struct's) beside its key.
+fn log_item<T: Serialize>(workflow_exec_id: &str, log_key: String, value: &T) -> Item {
+    let mut item = match av(value) {
+        crate::write::Value::M(m) => m,
+        _ => Item::new(),
+    };
+    item.insert(attr::WORKFLOW_EXEC_ID.into(), s(workflow_exec_id));
+    item.insert(attr::LOG_KEY.into(), s(log_key));
+    item
+}
+
+/// The put of a new `whimbrel_decision` item: never over one.
+fn put_new(t: &Tables, item: Item) -> Write {
+    Write::Put {
+        table: t.decision(),
+        item,
+        cond: Some(Cond::not_exists(attr::LOG_KEY)),
+    }
+}
+
+/// An update of the workflow exec `wf` (id, name).
+fn workflow_update(t: &Tables, wf: (&str, &str)) -> UpdateRequest {
+    UpdateRequest::new(t.workflow_exec(), workflow_key(wf.0, wf.1))
+}
+
+/// The workflow exec `wf` with attempt `attempt` of a decision in flight
+/// under `id`, over at `due` (epoch seconds), when the workflow is due too.
+fn in_flight(t: &Tables, wf: (&str, &str), id: &str, attempt: u32, due: i64) -> UpdateRequest {
+    let update = workflow_update(t, wf)
+        .set(attr::DECISION_ID, s(id))
+        .set(attr::DECISION_ATTEMPT, n(attempt))
+        .set(attr::DECISION_DUE_EPOCH, n(due))
+        .when(running());
+    due_at(update, wf.0, due)
 }
 
 /// The workflow's due marker at `at` (epoch seconds): the monitor looks at
@@ -144,41 +172,54 @@ fn counter_is(attr: &str, v: u64) -> Cond {
     }
 }
 
-/// The workflow exec `(id, name)` as read in `state`: still RUNNING, not
-/// closed by a decision, its log at `state.event_seq`, moved to
-/// `state.event_seq + 1`. The caller makes the workflow due: an appender
-/// that dies before it starts the decision leaves it to the monitor.
-fn next_event_on(t: &Tables, wf: (&str, &str), state: &EpisodeState) -> UpdateRequest {
-    UpdateRequest::new(t.workflow_exec(), workflow_key(wf.0, wf.1))
-        .set(attr::EVENT_SEQ, n(state.event_seq + 1))
+/// `update` of the workflow exec `workflow_exec_id` read as `state`, also
+/// moving its log from `state.event_seq` to `event`'s place, only while
+/// the execution is RUNNING and not closed by a decision, and making it
+/// due at the event's time: an appender that dies before it starts the
+/// decision leaves it to the monitor.
+fn with_next_event(
+    update: UpdateRequest,
+    state: &EpisodeState,
+    event: &EpisodeEvent,
+) -> UpdateRequest {
+    let update = update
+        .set(attr::EVENT_SEQ, n(event.seq))
         .when(running())
         .when(Cond::not_exists(attr::CLOSED_BY_DECISION))
-        .when(counter_is(attr::EVENT_SEQ, state.event_seq))
+        .when(counter_is(attr::EVENT_SEQ, state.event_seq));
+    due_at(update, &event.workflow_exec_id, event.at_epoch)
 }
 
 /// The puts of `event` at the log's next place and of its source marker,
 /// each only if new.
 fn event_puts(t: &Tables, event: &EpisodeEvent) -> [Write; 2] {
-    let mut item = match av(event) {
-        crate::write::Value::M(m) => m,
-        _ => unreachable!("an event is a map"),
-    };
-    item.insert(attr::LOG_KEY.into(), s(event.log_key.clone()));
-    let mut marker = log_item(&event.workflow_exec_id, source_log_key(&event.source));
-    marker.insert("seq".into(), n(event.seq));
-    let new = || Some(Cond::not_exists(attr::LOG_KEY));
+    let wf = &event.workflow_exec_id;
+    let marker = serde_json::json!({ "seq": event.seq });
     [
-        Write::Put {
-            table: t.decision(),
-            item,
-            cond: new(),
-        },
-        Write::Put {
-            table: t.decision(),
-            item: marker,
-            cond: new(),
-        },
+        put_new(t, log_item(wf, event.log_key.clone(), event)),
+        put_new(t, log_item(wf, source_log_key(&event.source), &marker)),
     ]
+}
+
+/// The event after the last of the log of `workflow_exec_id` read as
+/// `state`.
+fn next_event(
+    workflow_exec_id: &str,
+    state: &EpisodeState,
+    kind: EventKind,
+    source: &str,
+    at_epoch: i64,
+    details: Value,
+) -> EpisodeEvent {
+    EpisodeEvent {
+        workflow_exec_id: workflow_exec_id.to_string(),
+        log_key: event_log_key(state.event_seq + 1),
+        seq: state.event_seq + 1,
+        kind,
+        at_epoch,
+        source: source.to_string(),
+        details,
+    }
 }
 
 /// The append of an event (`kind`, `source`, `at_epoch`, `details`) to the
@@ -198,16 +239,8 @@ pub fn append_event(
     at_epoch: i64,
     details: Value,
 ) -> (EpisodeEvent, Vec<Write>) {
-    let event = EpisodeEvent {
-        workflow_exec_id: wf.0.to_string(),
-        log_key: event_log_key(state.event_seq + 1),
-        seq: state.event_seq + 1,
-        kind,
-        at_epoch,
-        source: source.to_string(),
-        details,
-    };
-    let update = due_at(next_event_on(t, wf, state), wf.0, at_epoch);
+    let event = next_event(wf.0, state, kind, source, at_epoch, details);
+    let update = with_next_event(workflow_update(t, wf), state, &event);
     let mut writes = vec![update.into_write()];
     writes.extend(event_puts(t, &event));
     (event, writes)
@@ -232,15 +265,11 @@ pub fn start_decision(
     }
     let id = decision_id(wf.0, state.decision_number(), 1);
     let due = now + attempt_seconds.min(DECISION_ATTEMPT_SECONDS);
-    let req = UpdateRequest::new(t.workflow_exec(), workflow_key(wf.0, wf.1))
-        .set(attr::DECISION_ID, s(id.clone()))
-        .set(attr::DECISION_ATTEMPT, n(1))
+    let req = in_flight(t, wf, &id, 1, due)
         .set(attr::DECISION_FIRST_EPOCH, n(now))
-        .set(attr::DECISION_DUE_EPOCH, n(due))
-        .when(running())
         .when(Cond::not_exists(attr::DECISION_ID))
         .when(counter_is(attr::DECIDED_SEQ, state.decided_seq));
-    Some((id, due_at(req, wf.0, due)))
+    Some((id, req))
 }
 
 /// The wait before attempt `attempt + 1` of a decision whose attempt
@@ -269,13 +298,8 @@ pub fn retry_decision(
     let attempt = state.decision_attempt.max(1) + 1;
     let id = decision_id(wf.0, state.decision_number(), attempt);
     let due = now + attempt_seconds.min(DECISION_ATTEMPT_SECONDS);
-    let req = UpdateRequest::new(t.workflow_exec(), workflow_key(wf.0, wf.1))
-        .set(attr::DECISION_ID, s(id.clone()))
-        .set(attr::DECISION_ATTEMPT, n(attempt))
-        .set(attr::DECISION_DUE_EPOCH, n(due))
-        .when(running())
-        .when(Cond::eq(attr::DECISION_ID, s(old)));
-    Some((id, due_at(req, wf.0, due)))
+    let req = in_flight(t, wf, &id, attempt, due).when(Cond::eq(attr::DECISION_ID, s(old)));
+    Some((id, req))
 }
 
 /// The attempt in flight failed at `now` (the decider errored, was
@@ -290,7 +314,7 @@ pub fn defer_decision(
 ) -> Option<UpdateRequest> {
     let id = state.decision_id.as_deref()?;
     let due = now + decision_backoff(state.decision_attempt.max(1));
-    let req = UpdateRequest::new(t.workflow_exec(), workflow_key(wf.0, wf.1))
+    let req = workflow_update(t, wf)
         .set(attr::DECISION_DUE_EPOCH, n(due))
         .when(running())
         .when(Cond::eq(attr::DECISION_ID, s(id)));
@@ -336,7 +360,7 @@ pub fn commit_decision(
     closes: bool,
 ) -> Vec<Write> {
     let number = state.decision_number();
-    let mut update = UpdateRequest::new(t.workflow_exec(), workflow_key(wf.0, wf.1))
+    let mut update = workflow_update(t, wf)
         .set(attr::DECISION_COUNT, n(number))
         .when(running())
         .when(Cond::eq(attr::DECISION_ID, s(record.decision_id.clone())));
@@ -351,23 +375,17 @@ pub fn commit_decision(
     let mut writes = vec![];
     match &record.refused {
         Some(reason) => {
-            let (event, appended) = append_event(
-                t,
-                wf,
+            let event = next_event(
+                wf.0,
                 state,
                 EventKind::DecisionRefused,
                 &format!("refused:{}", record.decision_id),
                 record.decided_epoch,
                 serde_json::json!({ "reason": reason }),
             );
-            let mut appended = appended.into_iter();
-            if let Some(Write::Update { actions, cond, .. }) = appended.next() {
-                update.actions.extend(actions);
-                update = cond.into_iter().fold(update, UpdateRequest::when);
-            }
-            update = update.act(Action::Add(attr::DECISION_REFUSALS.into(), n(1)));
-            debug_assert_eq!(event.seq, state.event_seq + 1);
-            writes.extend(appended);
+            update = with_next_event(update, state, &event)
+                .act(Action::Add(attr::DECISION_REFUSALS.into(), n(1)));
+            writes.extend(event_puts(t, &event));
         }
         None => {
             update = update
@@ -382,15 +400,7 @@ pub fn commit_decision(
         }
     }
     writes.insert(0, update.into_write());
-    let mut item = log_item(wf.0, decision_log_key(number));
-    if let crate::write::Value::M(m) = av(record) {
-        item.extend(m);
-    }
-    writes.push(Write::Put {
-        table: t.decision(),
-        item,
-        cond: Some(Cond::not_exists(attr::LOG_KEY)),
-    });
+    writes.push(put_new(t, log_item(wf.0, decision_log_key(number), record)));
     writes
 }
 
