@@ -1,6 +1,8 @@
 //! Shared code of the example workflows: word splitting and counting (pure),
 //! and the plan the wordcount decider returns.
 
+pub mod episodes;
+
 use std::collections::HashMap;
 
 use serde_json::{json, Value};

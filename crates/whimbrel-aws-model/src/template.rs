@@ -725,7 +725,12 @@ mod tests {
         let root: Value = serde_yaml::from_str(REAL).unwrap();
         let default = |p: &str| root["Parameters"][p]["Default"].as_u64().unwrap();
         let window = default("QueuedRedriveSeconds").max(default("LaunchEventAgeSeconds"));
-        for name in ["wordcount-count", "wordcount-merge", "whimbrel-noop"] {
+        for name in [
+            "wordcount-count",
+            "wordcount-merge",
+            "whimbrel-noop",
+            "episode-step",
+        ] {
             let f = t.function(name).unwrap();
             assert_eq!(f.async_config.maximum_retry_attempts, 0, "{name}");
             assert!(

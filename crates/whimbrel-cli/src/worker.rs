@@ -30,9 +30,10 @@ pub enum Stdin {
 /// `whimbrel worker` options.
 #[derive(Debug, Clone, clap::Args)]
 pub struct WorkerArgs {
-    /// The task list to claim activities from.
-    #[arg(long)]
-    pub task_list: String,
+    /// A task list to claim activities from (repeatable: the oldest
+    /// claimable task of all of them is taken first).
+    #[arg(long, required = true)]
+    pub task_list: Vec<String>,
     /// The command to run per activity (through `sh -c`).
     #[arg(long)]
     pub exec: String,
@@ -142,11 +143,11 @@ pub async fn run(g: &Global, args: WorkerArgs) -> Result<(), CliError> {
         idle_exit_seconds: args.idle_exit,
         ..WorkerOptions::default()
     };
-    let worker = Worker::new(
-        Engine::new(store, (), config),
-        args.task_list.clone(),
-        name,
-        options,
+    let mut lists = args.task_list.iter();
+    let first = lists.next().cloned().unwrap_or_default();
+    let worker = lists.fold(
+        Worker::new(Engine::new(store, (), config), first, name, options),
+        |w, list| w.also_on(list.clone()),
     );
     let stats = worker.run(|p| run_command(&args, p)).await?;
     println!("{}", serde_json::to_string(&stats).expect("serializable"));

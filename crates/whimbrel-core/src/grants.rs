@@ -58,6 +58,9 @@ const fn ix(table: &'static str, index: &'static str) -> Grant {
 /// (`engine/cancel.rs`): read the plan, cancel each activity that has not
 /// ended (found by a Query on its hash key, as a report's is), count its
 /// end and finish the workflow.
+/// An episodic execution (design.md § 10) also has its first answer
+/// committed and applied, and a cancel request appended to its log and
+/// decided on: the `decision` table.
 pub const WORKFLOW_REQUEST: &[Grant] = &[
     g("dynamodb:GetItem", "limit"),
     g("dynamodb:UpdateItem", "limit"),
@@ -80,6 +83,9 @@ pub const WORKFLOW_REQUEST: &[Grant] = &[
     g("dynamodb:GetItem", "workflow_plan"),
     g("dynamodb:BatchGetItem", "workflow_plan"),
     g("dynamodb:BatchWriteItem", "workflow_plan"),
+    g("dynamodb:GetItem", "decision"),
+    g("dynamodb:PutItem", "decision"),
+    g("dynamodb:Query", "decision"),
 ];
 
 /// `whimbrel-activity-event`: apply a report (`engine/apply.rs`): find the
@@ -94,7 +100,10 @@ pub const WORKFLOW_REQUEST: &[Grant] = &[
 /// to RUNNING reads its name's rows (a Query of the signal table). A child
 /// workflow node released puts its child's request row (a conditional
 /// put, read back when the id is taken), and a cancelled one its child's
-/// cancel request (`engine/children.rs`).
+/// cancel request (`engine/children.rs`). An episodic execution's node end
+/// or signal is appended to its log, decided on and the decision's effects
+/// written (`engine/episodes.rs`, `engine/decided.rs`): the `decision`
+/// table, and new nodes (a transaction of their puts) with their edges.
 pub const ACTIVITY_EVENT: &[Grant] = &[
     g("dynamodb:GetItem", "limit"),
     g("dynamodb:UpdateItem", "limit"),
@@ -114,6 +123,11 @@ pub const ACTIVITY_EVENT: &[Grant] = &[
     g("dynamodb:BatchGetItem", "workflow_plan"),
     g("dynamodb:UpdateItem", "activity_exec_dependency"),
     g("dynamodb:GetItem", "activity_exec_dependency"),
+    g("dynamodb:PutItem", "activity_exec"),
+    g("dynamodb:BatchWriteItem", "activity_exec_dependency"),
+    g("dynamodb:GetItem", "decision"),
+    g("dynamodb:PutItem", "decision"),
+    g("dynamodb:Query", "decision"),
 ];
 
 /// `whimbrel-stream-redrive`: apply the records the stream mappings gave up
@@ -142,6 +156,8 @@ pub fn stream_redrive() -> Vec<Grant> {
 /// table), and delivers one sent in time. A settle that releases or
 /// cancels a child workflow node puts its child's request or cancel
 /// request row (`engine/children.rs`).
+/// An episodic execution's decisions are driven, retried, and their
+/// effects written again when owed: the `decision` table.
 pub const HEARTBEAT_MONITOR: &[Grant] = &[
     g("dynamodb:GetItem", "limit"),
     g("dynamodb:UpdateItem", "limit"),
@@ -169,6 +185,9 @@ pub const HEARTBEAT_MONITOR: &[Grant] = &[
     g("dynamodb:GetItem", "workflow_plan"),
     g("dynamodb:BatchGetItem", "workflow_plan"),
     g("dynamodb:BatchWriteItem", "workflow_plan"),
+    g("dynamodb:GetItem", "decision"),
+    g("dynamodb:PutItem", "decision"),
+    g("dynamodb:Query", "decision"),
 ];
 
 /// An activity Lambda using the helper (`activity.rs`): insert its event

@@ -54,8 +54,10 @@
 
 pub mod activity;
 pub use whimbrel_rules::{
-    attr, contract, dates, history, ids, keys, kind, model, payloads, plan, retry, targets, write,
+    attr, contract, dates, decider, history, ids, keys, kind, model, payloads, plan, retry,
+    targets, write,
 };
+pub mod deciding;
 pub mod engine;
 pub mod grants;
 pub mod handlers;

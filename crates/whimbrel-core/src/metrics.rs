@@ -119,6 +119,12 @@ pub fn timer_fired(lateness_seconds: i64) {
     ::metrics::histogram!("TimerLatenessSeconds").record(lateness_seconds.max(0) as f64);
 }
 
+/// A decider answered an episode's request after `elapsed`
+/// (`DecisionLatencyMs`, design.md § 10.3).
+pub fn decision_latency(elapsed: std::time::Duration) {
+    ::metrics::histogram!("DecisionLatencyMs").record(elapsed.as_secs_f64() * 1000.0);
+}
+
 /// A child workflow node requested its child (design.md § 9.5,
 /// `ChildrenStarted`).
 pub fn child_started() {

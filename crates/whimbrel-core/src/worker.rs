@@ -88,11 +88,11 @@ struct TaskKey {
     task_queued_epoch: i64,
 }
 
-/// A worker of one task list.
+/// A worker of one task list, or of several ([`Worker::also_on`]).
 #[derive(Debug, Clone)]
 pub struct Worker {
     engine: Engine<()>,
-    task_list: String,
+    task_lists: Vec<String>,
     identity: String,
     options: WorkerOptions,
 }
@@ -108,10 +108,19 @@ impl Worker {
     ) -> Self {
         Worker {
             engine,
-            task_list: task_list.into(),
+            task_lists: vec![task_list.into()],
             identity: identity.into(),
             options,
         }
+    }
+
+    /// Also claim from `task_list`: a worker on its host's own list and a
+    /// shared one (the Flow framework's routing of a task to the host that
+    /// holds its file, design.md § 10). A poll takes the oldest claimable
+    /// task of all its lists.
+    pub fn also_on(mut self, task_list: impl Into<String>) -> Self {
+        self.task_lists.push(task_list.into());
+        self
     }
 
     /// One poll: claim the oldest claimable task of the list
@@ -131,12 +140,11 @@ impl Worker {
         let table = store.tables().activity_exec();
         let now = self.engine.now().epoch;
         let mut found: Vec<TaskKey> = Vec::new();
-        for shard in 0..decide::TASK_LIST_SHARDS {
+        let shards = (self.task_lists.iter())
+            .flat_map(|list| (0..decide::TASK_LIST_SHARDS).map(move |shard| (list, shard)));
+        for (list, shard) in shards {
             let key = KeyCond {
-                hash: (
-                    attr::TASK_LIST_SHARD.into(),
-                    s(format!("{}#{shard}", self.task_list)),
-                ),
+                hash: (attr::TASK_LIST_SHARD.into(), s(format!("{list}#{shard}"))),
                 range: Some((attr::TASK_QUEUED_EPOCH.into(), Cmp::Le, n(now))),
             };
             found.extend(
@@ -220,7 +228,7 @@ impl Worker {
                     continue;
                 }
                 Ok(None) => {}
-                Err(e) => warn!(error = %e, task_list = %self.task_list, "worker poll failed"),
+                Err(e) => warn!(error = %e, task_lists = ?self.task_lists, "worker poll failed"),
             }
             if self
                 .options

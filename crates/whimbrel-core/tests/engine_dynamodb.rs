@@ -2258,6 +2258,7 @@ async fn a_plan_stored_by_a_start_that_died_before_marking_the_exec_is_replayed(
         input: Some(json!({"k": 2})),
         recorded_epoch: h.now() - 1,
         parts: None,
+        episodic: None,
     };
     h.store
         .put(&h.store.tables().workflow_plan(), &recorded)
@@ -2349,6 +2350,7 @@ async fn a_start_whose_decider_failed_leaves_a_workflow_planned_meanwhile_to_its
             input: None,
             recorded_epoch: h.clock.now().epoch,
             parts: None,
+            episodic: None,
         },
     };
     let loser = Engine::with_environment(h.store.clone(), racer, h.config(), h.clock.clone());

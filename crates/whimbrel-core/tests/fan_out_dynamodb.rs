@@ -240,6 +240,7 @@ async fn a_start_that_died_among_its_plan_parts_is_finished_by_the_next() {
         input: None,
         recorded_epoch: 1,
         parts: None,
+        episodic: None,
     };
     // What two dead starts left: every part of another plan (a decider
     // that answered differently), and the first part of this one; no head.

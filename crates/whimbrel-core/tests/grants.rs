@@ -11,6 +11,7 @@
 //!   the tables' KMS key when one is set.
 
 mod common;
+mod grants_episodic;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -322,7 +323,9 @@ async fn workflow_request_calls() -> Calls {
         .unwrap();
     assert_eq!(h.activity(&d_id, "a").await.state.as_str(), "CANCELLED");
     assert_eq!(kid_state(&h, &parent_id).await, "CANCELLED");
-    calls(&h)
+    let made = calls(&h);
+    grants_episodic::workflow_request_paths(&h).await;
+    made.union(&calls(&h)).cloned().collect()
 }
 
 /// The stream-redrive function's paths: `redrive::apply_records` hands
@@ -485,6 +488,9 @@ async fn activity_event_calls() -> Calls {
     .await;
     handed_on(&h, &lim, waiting).await;
     let made: Calls = made.union(&calls(&h)).cloned().collect();
+    // An episodic execution's node ends and a signal (design.md § 10).
+    grants_episodic::activity_event_paths(&h).await;
+    let made: Calls = made.union(&calls(&h)).cloned().collect();
     made.union(&child_release_calls(&h, 400, false).await)
         .cloned()
         .collect()
@@ -551,6 +557,10 @@ async fn heartbeat_monitor_calls() -> Calls {
         redrive_count: None,
         redrives: vec![],
         redriving: None,
+        decide_on: None,
+        decider: None,
+        continued_from: None,
+        continued_as: None,
         parent: None,
         workflow_exec_id: id.clone(),
         workflow_name: "d".into(),
@@ -673,6 +683,9 @@ async fn heartbeat_monitor_calls() -> Calls {
     calls(&h);
     h.tick(owed).await;
     handed_on(&h, &lim, waiting).await;
+    let made: Calls = made.union(&calls(&h)).cloned().collect();
+    // An episodic execution's timer, fired and decided on.
+    grants_episodic::heartbeat_monitor_paths(&h).await;
     let made: Calls = made.union(&calls(&h)).cloned().collect();
     made.union(&child_release_calls(&h, 0, true).await)
         .cloned()

@@ -258,3 +258,17 @@ pub const WORKFLOW_EXEC_ID: &str = "workflow_exec_id";
 pub const WORKFLOW_NAME: &str = "workflow_name";
 /// `workflow_request_id`: Hash key, `(workflow_name)::(uuid)`.
 pub const WORKFLOW_REQUEST_ID: &str = "workflow_request_id";
+/// `continued_as`: The execution a `continue_as_new` decision started next (design.md § 10.6): its workflow exec id.
+pub const CONTINUED_AS: &str = "continued_as";
+/// `continued_from`: The execution whose `continue_as_new` started this one (design.md § 10.6): its workflow exec id.
+pub const CONTINUED_FROM: &str = "continued_from";
+/// `decide_on`: The events an episodic execution's decider is consulted on (design.md § 10.1), a list of event kinds; its presence makes the execution episodic.
+pub const DECIDE_ON: &str = "decide_on";
+/// `decider`: An episodic execution's decider Lambda (name or ARN), copied from its registration at the start.
+pub const DECIDER: &str = "decider";
+/// `decisions_applied`: The last decision whose effects are all written (design.md § 10.3); 0 when missing. Effects are owed while it is below `decision_count`.
+pub const DECISIONS_APPLIED: &str = "decisions_applied";
+/// `open_nodes`: The names of an episodic execution's nodes not ended (a string set): added with each node's item, removed by the append of its end (design.md § 10.4).
+pub const OPEN_NODES: &str = "open_nodes";
+/// `scheduled_by`: The number of the decision that scheduled this node of an episodic execution (design.md § 10.5); its end is an event of the log, not a count.
+pub const SCHEDULED_BY: &str = "scheduled_by";

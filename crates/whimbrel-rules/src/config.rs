@@ -117,6 +117,79 @@ pub struct EngineConfig {
     /// what DynamoDB allows; the simulation lowers it so that its small
     /// plans are stored in parts too.
     pub plan_parting: PlanParting,
+    /// The episodic decisions' bounds (design.md § 10.3).
+    pub decisions: DecisionSettings,
+}
+
+/// How long an episodic execution's decisions may take, and how many
+/// refused answers it takes in a row (design.md § 10.3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DecisionSettings {
+    /// How long one attempt of a decision has to commit, seconds: the
+    /// deciders' function timeout plus the margin
+    /// ([`crate::decide::episodes::ATTEMPT_MARGIN_SECONDS`]), at most
+    /// [`crate::decide::episodes::DECISION_ATTEMPT_SECONDS`]
+    /// (`WHIMBREL_DECISION_ATTEMPT_SECONDS`, default 120: a decider's
+    /// timeout of 60 s).
+    pub attempt_seconds: i64,
+    /// How long a decision is tried, from its first attempt, before the
+    /// workflow fails, seconds (`WHIMBREL_DECISION_TIMEOUT_SECONDS`,
+    /// default 300).
+    pub timeout_seconds: i64,
+    /// Refused answers in a row after which the workflow fails
+    /// (`WHIMBREL_DECISION_MAX_REFUSALS`, default
+    /// [`crate::decider::DEFAULT_MAX_REFUSALS`]).
+    pub max_refusals: u32,
+}
+
+impl DecisionSettings {
+    /// Settings from `WHIMBREL_DECISION_*` variables as `var` answers them,
+    /// defaults otherwise.
+    ///
+    /// Errors: a variable that is set but not a positive integer.
+    pub fn from_vars(var: &impl Fn(&str) -> Option<String>) -> Result<Self, String> {
+        let d = DecisionSettings::default();
+        let refusals = positive_var(var, "WHIMBREL_DECISION_MAX_REFUSALS", d.max_refusals.into())?;
+        Ok(DecisionSettings {
+            attempt_seconds: positive_var(
+                var,
+                "WHIMBREL_DECISION_ATTEMPT_SECONDS",
+                d.attempt_seconds,
+            )?,
+            timeout_seconds: positive_var(
+                var,
+                "WHIMBREL_DECISION_TIMEOUT_SECONDS",
+                d.timeout_seconds,
+            )?,
+            max_refusals: refusals.try_into().unwrap_or(u32::MAX),
+        })
+    }
+}
+
+/// Variable `k` as `var` answers it: a positive integer, or `dflt` when
+/// unset.
+///
+/// Errors: a value that is not a positive integer.
+fn positive_var(var: &impl Fn(&str) -> Option<String>, k: &str, dflt: i64) -> Result<i64, String> {
+    match var(k) {
+        Some(v) => v
+            .trim()
+            .parse::<i64>()
+            .ok()
+            .filter(|x| *x > 0)
+            .ok_or_else(|| format!("{k}={v:?} is not a positive integer")),
+        None => Ok(dflt),
+    }
+}
+
+impl Default for DecisionSettings {
+    fn default() -> Self {
+        DecisionSettings {
+            attempt_seconds: 120,
+            timeout_seconds: 300,
+            max_refusals: crate::decider::DEFAULT_MAX_REFUSALS,
+        }
+    }
 }
 
 /// When a stored plan is split into parts, bytes (docs/design.md § 2.7).
@@ -166,6 +239,7 @@ impl Default for EngineConfig {
             fan_out_list_max: crate::plan::FAN_OUT_LIST_MAX,
             launch_targets: crate::targets::LaunchTargets::default(),
             plan_parting: PlanParting::default(),
+            decisions: DecisionSettings::default(),
         }
     }
 }
@@ -203,17 +277,7 @@ impl EngineConfig {
     /// Errors: as [`Self::from_env`].
     pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<Self, String> {
         let d = EngineConfig::default();
-        let num = |k: &str, dflt: i64| -> Result<i64, String> {
-            match var(k) {
-                Some(v) => v
-                    .trim()
-                    .parse::<i64>()
-                    .ok()
-                    .filter(|x| *x > 0)
-                    .ok_or_else(|| format!("{k}={v:?} is not a positive integer")),
-                None => Ok(dflt),
-            }
-        };
+        let num = |k: &str, dflt: i64| positive_var(&var, k, dflt);
         // Unset, empty or 0: none.
         let optional = |k: &str| -> Result<Option<i64>, String> {
             match var(k) {
@@ -273,6 +337,7 @@ impl EngineConfig {
             fan_out_list_max: d.fan_out_list_max,
             launch_targets: crate::targets::LaunchTargets::from_vars(&var),
             plan_parting: d.plan_parting,
+            decisions: DecisionSettings::from_vars(&var)?,
         })
     }
 

@@ -100,6 +100,16 @@ pub fn workflow_exec_id(workflow_name: &str, workflow_request_id: &str) -> Strin
     format!("{workflow_name}{SEPARATOR}{u}")
 }
 
+/// The request id of the execution that `workflow_exec_id` (of workflow
+/// `name`) continues as (design.md § 10.6): `(name)::(uuid v5 of the exec
+/// id)`, derived, so a `continue_as_new` effect written twice starts one
+/// execution.
+pub fn continued_request_id(workflow_exec_id: &str, name: &str) -> String {
+    let key = format!("continue_as_new\n{workflow_exec_id}");
+    let u = Uuid::new_v5(&WHIMBREL_NAMESPACE, key.as_bytes());
+    format!("{name}{SEPARATOR}{u}")
+}
+
 /// The activity exec id of activity `activity_name` in a workflow exec:
 /// `(activity_name)::(v5(workflow_exec_id + name))`.
 pub fn activity_exec_id(workflow_exec_id: &str, activity_name: &str) -> String {
@@ -164,10 +174,13 @@ pub enum EngineStep<'a> {
     /// A child workflow node cancelled because another activity of its
     /// workflow failed (its `parent_close`): `parent-failing:(activity)`.
     ParentFailing(&'a str),
+    /// A decision of an episodic execution (design.md § 10.5), by its
+    /// record key: `decision:(workflow)#(number)`.
+    Decision(&'a str, u64),
 }
 
 /// The prefixes of [`EngineStep::event_id`]: the engine's own steps.
-const ENGINE_STEP_PREFIXES: [&str; 12] = [
+const ENGINE_STEP_PREFIXES: [&str; 13] = [
     "launch-failed",
     "upstream-ended",
     "timed-out",
@@ -180,6 +193,7 @@ const ENGINE_STEP_PREFIXES: [&str; 12] = [
     "signal",
     "child-ended",
     "parent-failing",
+    "decision",
 ];
 
 /// True when `event_id` is an engine step's ([`EngineStep::event_id`]),
@@ -208,6 +222,7 @@ impl EngineStep<'_> {
             EngineStep::SignalDelivered(id, key) => format!("signal:{id}:{key}"),
             EngineStep::ChildEnded(id) => format!("child-ended:{id}"),
             EngineStep::ParentFailing(id) => format!("parent-failing:{id}"),
+            EngineStep::Decision(id, number) => format!("decision:{id}#{number}"),
         }
     }
 }

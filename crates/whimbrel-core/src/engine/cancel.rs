@@ -44,15 +44,54 @@ impl<L: Launcher> Engine<L> {
                 {
                     // Its start moved it to RUNNING between the read and
                     // the write: cancel what the start created.
-                    WorkflowState::Running => self.cancel_running(&wf, req, reason).await,
+                    WorkflowState::Running => {
+                        let wf = self.load_workflow(id, &wf.workflow_name).await?;
+                        self.cancel_started(&wf, req, reason).await
+                    }
                     state => Ok(Applied::Workflow(state)),
                 }
             }
-            WorkflowState::Running => self.cancel_running(&wf, req, reason).await,
+            WorkflowState::Running => self.cancel_started(&wf, req, reason).await,
             ended => Err(EngineError::Rejected(format!(
                 "cancel of workflow exec {id}: it already ended {ended}"
             ))),
         }
+    }
+
+    /// The cancel request `req` for the RUNNING workflow `wf`: an episodic
+    /// execution whose decider is consulted on cancel requests is told, as
+    /// an event (design.md § 10.1), and decides; another episodic one ends
+    /// CANCELLED with its open nodes; a static one has its activities
+    /// cancelled ([`Self::cancel_running`]).
+    ///
+    /// Errors: as [`Self::cancel_workflow`].
+    async fn cancel_started(
+        &self,
+        wf: &WorkflowExec,
+        req: &WorkflowRequest,
+        reason: &str,
+    ) -> Result<Applied, EngineError> {
+        if !wf.is_episodic() {
+            return self.cancel_running(wf, req, reason).await;
+        }
+        let key = (wf.workflow_exec_id.as_str(), wf.workflow_name.as_str());
+        let kind = crate::decider::EventKind::CancelRequested;
+        if wf.decide_on.as_ref().is_some_and(|k| k.contains(&kind)) {
+            let source = format!("cancel:{}", req.workflow_request_id);
+            let details = serde_json::json!({ "reason": reason });
+            let at = self.now().epoch;
+            let t = self.store.tables();
+            self.append_to_log(key, &source, |state| {
+                let append = whimbrel_rules::decide::episodes::append_event;
+                append(t, key, state, kind, &source, at, details.clone())
+            })
+            .await?;
+            info!(workflow_exec_id = %key.0, %reason, "workflow cancel requested: told to its decider");
+            return Ok(Applied::Workflow(WorkflowState::Running));
+        }
+        self.end_episodic(key, WorkflowState::Cancelled, reason)
+            .await?;
+        Ok(Applied::Workflow(WorkflowState::Cancelled))
     }
 
     /// Cancel every activity of the running workflow `wf` not ended, for

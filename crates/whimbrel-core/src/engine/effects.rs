@@ -31,18 +31,14 @@ impl<L: Launcher> Engine<L> {
             ActivityState::Completed => {
                 self.free_slot(exec).await?;
                 self.release_dependents(exec).await?;
-                self.count_ended(exec).await?;
-                self.finish_workflow(&exec.workflow_exec_id, &exec.workflow_name)
-                    .await?;
+                self.end_counted(exec).await?;
             }
             s if s.is_terminal() => {
                 self.free_slot(exec).await?;
                 self.close_child(exec).await?;
                 self.cancel_children(exec).await?;
                 self.cancel_dependents(exec).await?;
-                self.count_ended(exec).await?;
-                self.finish_workflow(&exec.workflow_exec_id, &exec.workflow_name)
-                    .await?;
+                self.end_counted(exec).await?;
             }
             // A claimed attempt is launched by its claimer only; a lost
             // launch is the monitor's (schedule-to-start).
@@ -59,6 +55,18 @@ impl<L: Launcher> Engine<L> {
             }
         }
         Ok(())
+    }
+
+    /// The end of `exec` told to its workflow: counted toward its finish,
+    /// or, for a node a decision scheduled, appended to its log for the
+    /// decider (design.md § 10.2).
+    async fn end_counted(&self, exec: &ActivityExec) -> Result<(), EngineError> {
+        if exec.links.scheduled_by.is_some() {
+            return self.append_node_end(exec).await;
+        }
+        self.count_ended(exec).await?;
+        self.finish_workflow(&exec.workflow_exec_id, &exec.workflow_name)
+            .await
     }
 
     /// Send the wake-up `exec` owes as written

@@ -30,7 +30,9 @@ pub mod apply;
 pub mod cancel;
 pub mod children;
 pub mod counting;
+pub mod decided;
 pub mod effects;
+pub mod episodes;
 pub mod heartbeat;
 pub mod limits;
 pub mod monitor;
@@ -311,10 +313,15 @@ struct WorkflowCounts {
     /// A child's parent link: its end owes the parent a report.
     #[serde(default)]
     parent: Option<crate::model::ParentLink>,
+    /// Set on an episodic execution, which a decision ends, not its
+    /// counts (design.md § 10.1).
+    #[serde(default)]
+    decide_on: Option<Vec<crate::decider::EventKind>>,
 }
 
 impl WorkflowCounts {
-    const ATTRIBUTES: [&'static str; 7] = [
+    const ATTRIBUTES: [&'static str; 8] = [
+        attr::DECIDE_ON,
         attr::PARENT,
         attr::START_TIME_EPOCH,
         attr::STATE,

@@ -283,6 +283,17 @@ impl<L: Launcher> Engine<L> {
                     report.workflows_timed_out += 1;
                     Ok(false)
                 }
+                // An episodic execution (design.md § 10.3): what its
+                // decisions owe, or its close.
+                Some(wf)
+                    if wf.is_episodic() && wf.state == crate::contract::WorkflowState::Running =>
+                {
+                    Box::pin(self.resume_episodic(wf, now)).await
+                }
+                Some(wf) if wf.is_episodic() && wf.state.is_terminal() => {
+                    Box::pin(self.finish_close(&wf)).await?;
+                    Ok(false)
+                }
                 // Ended, and still owes its parent its end (design.md
                 // § 9.5): a writer died before it told it.
                 Some(wf) if wf.state.is_terminal() => {

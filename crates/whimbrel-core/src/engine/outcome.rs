@@ -57,7 +57,7 @@ impl<L: Launcher> Engine<L> {
             )
             .await?
             .ok_or_else(|| EngineError::Retry(format!("workflow exec {id} not found")))?;
-        if wf.state != WorkflowState::Running {
+        if wf.state != WorkflowState::Running || wf.decide_on.is_some() {
             return Ok(());
         }
         let child = wf.parent.is_some();
@@ -225,16 +225,10 @@ impl<L: Launcher> Engine<L> {
         event_id: &str,
         reason: &str,
     ) -> Result<(), EngineError> {
-        let Some(plan) = self
-            .load_plan(&wf.workflow_exec_id, &wf.workflow_name)
-            .await?
-            .map(|p| p.plan)
-        else {
-            return Ok(());
-        };
-        let results: Vec<Result<(), EngineError>> = stream::iter(plan.activities.iter())
+        let names = self.node_names(wf).await?;
+        let results: Vec<Result<(), EngineError>> = stream::iter(names.iter())
             .map(|a| async move {
-                let id = ids::activity_exec_id(&wf.workflow_exec_id, &a.name);
+                let id = ids::activity_exec_id(&wf.workflow_exec_id, a);
                 let Some(exec) = self
                     .store
                     .get::<ActivityExec>(
@@ -260,6 +254,19 @@ impl<L: Launcher> Engine<L> {
             .collect()
             .await;
         results.into_iter().collect()
+    }
+
+    /// The names of the nodes of `wf` that may not have ended: its plan's,
+    /// or an episodic execution's open nodes (design.md § 10.4).
+    async fn node_names(&self, wf: &WorkflowExec) -> Result<Vec<String>, EngineError> {
+        let (id, name) = (&wf.workflow_exec_id, &wf.workflow_name);
+        if wf.is_episodic() {
+            return Ok(self.episode_state((id, name)).await?.open_nodes);
+        }
+        let plan = self.load_plan(id, name).await?.map(|p| p.plan);
+        Ok(plan.map_or(vec![], |p| {
+            p.activities.into_iter().map(|a| a.name).collect()
+        }))
     }
 
     /// Move a workflow exec from `from` to `to` with a conditional write
@@ -291,7 +298,7 @@ impl<L: Launcher> Engine<L> {
     }
 
     /// A conditional workflow write: false when its condition failed.
-    async fn write_move(&self, req: UpdateRequest) -> Result<bool, EngineError> {
+    pub(crate) async fn write_move(&self, req: UpdateRequest) -> Result<bool, EngineError> {
         match self.store.update(req, false).await {
             Ok(_) => Ok(true),
             Err(StoreError::ConditionFailed) => Ok(false),

@@ -94,6 +94,7 @@ pub fn split(
             activities: vec![],
             ..item.plan.clone()
         },
+        episodic: item.episodic.clone(),
         parts: Some(PlanParts {
             digest,
             count: parts.len() as u32,
@@ -200,6 +201,7 @@ impl<L: Launcher> Engine<L> {
         exec: &WorkflowExec,
         plan: Plan,
         input: Option<serde_json::Value>,
+        episodic: Option<crate::model::EpisodicStart>,
     ) -> Result<Result<(WorkflowPlan, bool), String>, EngineError> {
         let table = self.store.tables().workflow_plan();
         // Rows before the plan that names them (write-once and
@@ -222,6 +224,7 @@ impl<L: Launcher> Engine<L> {
             input,
             recorded_epoch: self.now().epoch,
             parts: None,
+            episodic,
         };
         let (head, parts) = match split(&item, self.config.plan_parting) {
             Ok(split) => split,
@@ -292,6 +295,7 @@ mod tests {
             input: None,
             recorded_epoch: 1,
             parts: None,
+            episodic: None,
         }
     }
 

@@ -70,7 +70,7 @@ impl<L: Launcher> Engine<L> {
     /// marker) on the waiting activity `dep` once, and claim and launch it
     /// if that was the last. Read first: the last release and the claim are
     /// one write ([`Engine::claim_first`]).
-    async fn release_edge(
+    pub(crate) async fn release_edge(
         &self,
         dep: &str,
         workflow_exec_id: &str,

@@ -21,11 +21,13 @@ use tracing::{info, warn};
 
 use super::{Applied, Engine, EngineError};
 use crate::contract::{ActivityState, NodeKind, Transition, WorkflowState};
+use crate::decider::EventKind;
 use crate::ids;
 use crate::launcher::Launcher;
 use crate::model::{earliest, signal_key_prefix, ActivityExec, SignalRow, WorkflowExec};
 use crate::store::{s, Cmp, KeyCond, Store, StoreError};
 use whimbrel_rules::attr;
+use whimbrel_rules::decide::episodes;
 use whimbrel_rules::decide::{Details, Source};
 
 impl<L: Launcher> Engine<L> {
@@ -54,19 +56,10 @@ impl<L: Launcher> Engine<L> {
             info!(workflow_exec_id = %row.workflow_exec_id, signal = %row.signal_key, "signal kept: the workflow has not started");
             return Ok(Applied::Workflow(wf.state));
         }
-        let plan = self
-            .load_plan(&wf.workflow_exec_id, &wf.workflow_name)
-            .await?
-            .ok_or_else(|| {
-                EngineError::Retry(format!("{}: no stored plan", wf.workflow_exec_id))
-            })?;
-        let waits: Vec<String> = plan
-            .plan
-            .activities
-            .iter()
-            .filter(|a| a.signal.as_deref() == Some(row.name.as_str()))
-            .map(|a| ids::activity_exec_id(&wf.workflow_exec_id, &a.name))
-            .collect();
+        let waits = self.signal_waits(&wf, &row.name).await?;
+        if waits.is_empty() && self.signal_event(&wf, row).await? {
+            return Ok(Applied::Workflow(wf.state));
+        }
         if waits.is_empty() {
             return Err(EngineError::Rejected(format!(
                 "signal {:?}: no node of workflow exec {} waits for {:?}",
@@ -84,6 +77,69 @@ impl<L: Launcher> Engine<L> {
             }
         }
         Ok(applied)
+    }
+
+    /// The activity exec ids of the nodes of `wf` that wait for signal
+    /// `name`: its plan's, or an episodic execution's open ones.
+    ///
+    /// Errors: [`EngineError::Retry`] when its plan is not stored (yet)
+    /// or DynamoDB is unavailable.
+    async fn signal_waits(
+        &self,
+        wf: &WorkflowExec,
+        name: &str,
+    ) -> Result<Vec<String>, EngineError> {
+        let id = &wf.workflow_exec_id;
+        if wf.is_episodic() {
+            let open = self
+                .episode_state((id, &wf.workflow_name))
+                .await?
+                .open_nodes;
+            let nodes = self.nodes_named(id, open.iter()).await?;
+            return Ok(nodes
+                .into_values()
+                .filter(|a| a.runner.signal_name.as_deref() == Some(name))
+                .map(|a| a.activity_exec_id)
+                .collect());
+        }
+        let plan = self
+            .load_plan(id, &wf.workflow_name)
+            .await?
+            .ok_or_else(|| EngineError::Retry(format!("{id}: no stored plan")))?;
+        Ok(plan
+            .plan
+            .activities
+            .iter()
+            .filter(|a| a.signal.as_deref() == Some(name))
+            .map(|a| ids::activity_exec_id(id, &a.name))
+            .collect())
+    }
+
+    /// A signal no node waits for, appended to the log of episodic
+    /// execution `wf` when its decider is consulted on signals (design.md
+    /// § 10.1); the row stays, so a wait scheduled later still completes
+    /// with it. Returns whether it is an event of the log.
+    async fn signal_event(&self, wf: &WorkflowExec, row: &SignalRow) -> Result<bool, EngineError> {
+        let key = (wf.workflow_exec_id.as_str(), wf.workflow_name.as_str());
+        let subscribed = wf
+            .decide_on
+            .as_ref()
+            .is_some_and(|k| k.contains(&EventKind::Signal));
+        if !subscribed {
+            return Ok(false);
+        }
+        let source = format!("signal:{}", row.signal_key);
+        let details = serde_json::json!({
+            "signal": row.name,
+            "output": row.input.clone().unwrap_or(serde_json::Value::Null),
+        });
+        let at = row.when_epoch.unwrap_or_else(|| self.now().epoch);
+        let t = self.store.tables();
+        self.append_to_log(key, &source, |state| {
+            let kind = EventKind::Signal;
+            episodes::append_event(t, key, state, kind, &source, at, details.clone())
+        })
+        .await
     }
 
     /// The running workflow a signal names.

@@ -14,14 +14,15 @@ use tracing::{info, warn};
 use super::decide::{self, WorkflowMove};
 use super::{Applied, Engine, EngineError};
 use crate::contract::WorkflowState;
+use crate::decider::{DeciderAnswer, DecisionContext, DecisionsAnswer};
 use crate::launcher::Launcher;
 use crate::model::{
-    ActivityExec, ActivityExecDependency, WorkflowExec, WorkflowLambda, WorkflowPlan,
-    WorkflowRequest,
+    ActivityExec, ActivityExecDependency, EpisodicStart, WorkflowExec, WorkflowLambda,
+    WorkflowPlan, WorkflowRequest,
 };
 use crate::plan::{DeciderRequest, Plan, MAX_OUTPUT_BYTES, SHAPE_VERSION};
 use crate::store::size::{item_size, MAX_ITEM_BYTES};
-use crate::store::{n, s, Cond, Item, StoreError, UpdateRequest};
+use crate::store::{av, n, s, Cond, Item, StoreError, UpdateRequest};
 
 /// Room kept free on an activity item for what it gathers while it runs
 /// (history, parked events, error, times), bytes.
@@ -75,10 +76,13 @@ impl<L: Launcher> Engine<L> {
                 return Ok(Applied::Workflow(state));
             }
         }
-        let (exec, plan, planned_now) = match self.plan_for_start(exec, req, created_exec).await? {
-            Planned::Plan(exec, plan, planned_now) => (*exec, plan, planned_now),
-            Planned::Ended(applied) => return Ok(applied),
-        };
+        let (exec, plan, planned_now, episodic) =
+            match self.plan_for_start(exec, req, created_exec).await? {
+                Planned::Plan(exec, plan, planned_now, episodic) => {
+                    (*exec, plan, planned_now, episodic)
+                }
+                Planned::Ended(applied) => return Ok(applied),
+            };
         if exec.state.is_terminal() {
             return Ok(Applied::Workflow(exec.state));
         }
@@ -99,6 +103,13 @@ impl<L: Launcher> Engine<L> {
         // on every (re)start, before the marker goes.
         let (id, name) = (&exec.workflow_exec_id, &exec.workflow_name);
         self.finish_workflow(id, name).await?;
+        // An episodic execution's first answer is its first decision; its
+        // commit keeps the due marker for what the decision owes.
+        if let Some(start) = episodic {
+            self.begin_episodes(&exec, &start).await?;
+            info!(workflow_exec_id = %id, "episodic workflow running");
+            return Ok(Applied::Workflow(WorkflowState::Running));
+        }
         // The roots are claimed: every later step has its own marker. What
         // is left is the execution timeout's, if the plan sets one.
         match self
@@ -134,12 +145,22 @@ impl<L: Launcher> Engine<L> {
         };
         match stored {
             Some(p) if exec.planned_epoch.is_some() => {
-                return Ok(Planned::Plan(Box::new(exec), p.plan, false))
+                return Ok(Planned::Plan(
+                    Box::new(exec),
+                    p.plan,
+                    false,
+                    p.episodic.map(Box::new),
+                ))
             }
             // Stored by a start that died before marking the exec.
             Some(p) => {
                 let exec = self.mark_planned(&exec, &p).await?;
-                return Ok(Planned::Plan(Box::new(exec), p.plan, false));
+                return Ok(Planned::Plan(
+                    Box::new(exec),
+                    p.plan,
+                    false,
+                    p.episodic.map(Box::new),
+                ));
             }
             None if exec.planned_epoch.is_some() => {
                 return Err(EngineError::Rejected(format!(
@@ -149,17 +170,22 @@ impl<L: Launcher> Engine<L> {
             }
             None => {}
         }
-        let plan = match self.obtain_plan(&exec, req).await? {
-            Ok(plan) => plan,
+        let (plan, episodic) = match self.obtain_plan(&exec, req).await? {
+            Ok(obtained) => obtained,
             Err(reason) => return self.fail_start(&exec, &reason).await.map(Planned::Ended),
         };
         let input = exec.input.clone().or_else(|| req.input.clone());
-        let (item, stored_now) = match self.store_plan(&exec, plan, input).await? {
+        let (item, stored_now) = match self.store_plan(&exec, plan, input, episodic).await? {
             Ok(stored) => stored,
             Err(reason) => return self.fail_start(&exec, &reason).await.map(Planned::Ended),
         };
         exec = self.mark_planned(&exec, &item).await?;
-        Ok(Planned::Plan(Box::new(exec), item.plan, stored_now))
+        Ok(Planned::Plan(
+            Box::new(exec),
+            item.plan,
+            stored_now,
+            item.episodic.map(Box::new),
+        ))
     }
 
     /// Create the activity items and edges of a REQUESTED workflow, then
@@ -402,13 +428,15 @@ impl<L: Launcher> Engine<L> {
         }
     }
 
-    /// The plan from the registered definition or decider. `Ok(Err(reason))`
+    /// The plan from the registered definition or decider, and for an
+    /// episodic execution its decider's first answer (the plan then has no
+    /// node: the answer's decisions schedule them). `Ok(Err(reason))`
     /// means the workflow must fail; `Err` means retry.
     async fn obtain_plan(
         &self,
         exec: &WorkflowExec,
         req: &WorkflowRequest,
-    ) -> Result<Result<Plan, String>, EngineError> {
+    ) -> Result<Result<Obtained, String>, EngineError> {
         let t = self.store.tables();
         let key = HashMap::from([(attr::WORKFLOW_NAME.to_string(), s(&exec.workflow_name))]);
         let Some(reg) = self
@@ -425,27 +453,12 @@ impl<L: Launcher> Engine<L> {
         let plan = if let Some(def) = reg.definition {
             def
         } else if let Some(lambda) = reg.lambda {
-            let request = DeciderRequest {
-                version: SHAPE_VERSION,
-                kind: "workflow_started".into(),
-                workflow_exec_id: exec.workflow_exec_id.clone(),
-                workflow_name: exec.workflow_name.clone(),
-                workflow_request_id: req.workflow_request_id.clone(),
-                input: req.input.clone().unwrap_or(Value::Null),
-            };
-            if let Some(why) = self.config.launch_targets.refusal(&lambda) {
-                return Ok(Err(format!("decider refused: {why}")));
-            }
-            let payload = serde_json::to_value(&request).expect("serializable");
-            match self.launcher.invoke_sync(&lambda, &payload).await {
-                Ok(v) => match serde_json::from_value::<Plan>(v) {
-                    Ok(p) => p,
-                    Err(e) => {
-                        return Ok(Err(format!("decider {lambda} returned no valid plan: {e}")))
-                    }
-                },
-                Err(e) if e.is_transient() => return Err(EngineError::Retry(e.to_string())),
-                Err(e) => return Ok(Err(format!("decider failed: {e}"))),
+            match self.ask_decider(exec, req, &lambda).await? {
+                Ok(DeciderAnswer::Plan(plan)) => plan,
+                Ok(DeciderAnswer::Decisions(answer)) => {
+                    return Ok(self.first_answer(lambda, answer));
+                }
+                Err(reason) => return Ok(Err(reason)),
             }
         } else {
             return Ok(Err(format!(
@@ -462,8 +475,56 @@ impl<L: Launcher> Engine<L> {
         let targets = &self.config.launch_targets;
         match crate::targets::plan_refusal(&plan, targets) {
             Some(why) => Ok(Err(format!("invalid plan: {why}"))),
-            None => Ok(Ok(plan)),
+            None => Ok(Ok((plan, None))),
         }
+    }
+
+    /// The answer of decider `lambda` to the `workflow_started` request
+    /// (shapes.md § 1). `Ok(Err(reason))`: the workflow must fail.
+    async fn ask_decider(
+        &self,
+        exec: &WorkflowExec,
+        req: &WorkflowRequest,
+        lambda: &str,
+    ) -> Result<Result<DeciderAnswer, String>, EngineError> {
+        let request = DeciderRequest {
+            version: SHAPE_VERSION,
+            kind: "workflow_started".into(),
+            workflow_exec_id: exec.workflow_exec_id.clone(),
+            workflow_name: exec.workflow_name.clone(),
+            workflow_request_id: req.workflow_request_id.clone(),
+            input: req.input.clone().unwrap_or(Value::Null),
+        };
+        if let Some(why) = self.config.launch_targets.refusal(lambda) {
+            return Ok(Err(format!("decider refused: {why}")));
+        }
+        let payload = serde_json::to_value(&request).expect("serializable");
+        match self.launcher.invoke_sync(lambda, &payload).await {
+            Ok(v) => Ok(DeciderAnswer::from_value(v)
+                .map_err(|e| format!("decider {lambda} returned no valid plan: {e}"))),
+            Err(e) if e.is_transient() => Err(EngineError::Retry(e.to_string())),
+            Err(e) => Ok(Err(format!("decider failed: {e}"))),
+        }
+    }
+
+    /// An episodic execution's first answer, judged as any decision is
+    /// against an execution with no node yet (design.md § 10.1): an empty
+    /// plan and the answer, or why the workflow fails.
+    fn first_answer(&self, decider: String, answer: DecisionsAnswer) -> Result<Obtained, String> {
+        let ctx = DecisionContext {
+            now: self.now().epoch,
+            ..DecisionContext::default()
+        };
+        if let Err(why) = crate::decider::validate(&answer, &ctx) {
+            return Err(format!(
+                "decider {decider} returned invalid decisions: {why}"
+            ));
+        }
+        let scheduled = super::episodes::scheduled(&answer);
+        if let Some(why) = crate::targets::plan_refusal(&scheduled, &self.config.launch_targets) {
+            return Err(format!("invalid decisions: {why}"));
+        }
+        Ok((Plan::of(vec![]), Some(EpisodicStart { decider, answer })))
     }
 
     /// Mark the exec planned by the stored `item` (once, while REQUESTED):
@@ -494,8 +555,18 @@ impl<L: Launcher> Engine<L> {
         if let Some(secs) = timeout {
             mark = mark.set(attr::EXECUTION_TIMEOUT_SECONDS, n(secs));
         }
+        let decide_on = item.episodic.as_ref().map(|e| {
+            (e.answer.decide_on.clone()).unwrap_or_else(super::episodes::every_event_kind)
+        });
+        if let (Some(kinds), Some(start)) = (&decide_on, &item.episodic) {
+            mark = mark
+                .set(attr::DECIDE_ON, av(kinds))
+                .set(attr::DECIDER, s(&start.decider));
+        }
         match self.store.update(mark, false).await {
             Ok(_) => Ok(WorkflowExec {
+                decide_on,
+                decider: item.episodic.as_ref().map(|e| e.decider.clone()),
                 planned_epoch: Some(item.recorded_epoch),
                 execution_timeout_seconds: timeout,
                 activity_count: count as u64,
@@ -574,10 +645,14 @@ fn unstorable_activity(activities: &[ActivityExec]) -> Option<String> {
     })
 }
 
+/// A plan obtained, and an episodic execution's first answer.
+type Obtained = (Plan, Option<EpisodicStart>);
+
 /// What obtaining a workflow's plan came to.
 enum Planned {
-    /// The exec (marked planned), its plan, and whether this call stored it.
-    Plan(Box<WorkflowExec>, Plan, bool),
+    /// The exec (marked planned), its plan, whether this call stored it,
+    /// and an episodic execution's first answer.
+    Plan(Box<WorkflowExec>, Plan, bool, Option<Box<EpisodicStart>>),
     /// The workflow could not be planned and ended so.
     Ended(Applied),
 }

@@ -270,6 +270,26 @@ impl Store {
         }
     }
 
+    /// PutItem of `write` (a [`Write::Put`]) with its condition. Returns
+    /// false when the condition was false.
+    ///
+    /// Errors: DynamoDB's; [`StoreError::Shape`] for a write not a put.
+    pub async fn put_if(&self, write: Write) -> Result<bool, StoreError> {
+        let Write::Put { table, item, cond } = write else {
+            return Err(StoreError::Invalid {
+                op: "PutItem",
+                message: "put_if takes a put".into(),
+            });
+        };
+        self.metrics.record("PutItem", 1);
+        self.metrics.call("dynamodb:PutItem", &table, None);
+        match self.backend.put(table, item, cond).await {
+            Ok(()) => Ok(true),
+            Err(StoreError::ConditionFailed) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
     /// PutItem without condition (registration, install status).
     pub async fn put<T: Serialize>(&self, table: &str, value: &T) -> Result<(), StoreError> {
         let item: Item = serde_dynamo::to_item(value).map_err(shape(table))?;

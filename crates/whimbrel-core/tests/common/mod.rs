@@ -92,12 +92,19 @@ pub fn dynamodb_endpoint() -> String {
         .clone()
 }
 
+/// A decider answering from its request.
+pub type DeciderFn = Arc<dyn Fn(Value) -> Result<Value, InvokeError> + Send + Sync>;
+
 /// A launcher that records async invocations and answers deciders from a
 /// map of function name → answer.
 #[derive(Clone, Default)]
 pub struct RecordingLauncher {
     pub launched: Arc<Mutex<Vec<(String, Value)>>>,
     pub deciders: Arc<Mutex<HashMap<String, Result<Value, InvokeError>>>>,
+    /// Deciders that answer from the request (episodic ones), by name.
+    pub decider_fns: Arc<Mutex<HashMap<String, DeciderFn>>>,
+    /// Every request a decider was invoked with, in order.
+    pub decider_requests: Arc<Mutex<Vec<(String, Value)>>>,
     /// Wake-ups sent to the timer queue, with their `DelaySeconds`.
     pub wake_ups: Arc<Mutex<Vec<(whimbrel_core::engine::decide::WakeUp, i64)>>>,
 }
@@ -129,7 +136,15 @@ impl RecordingLauncher {
 }
 
 impl Launcher for RecordingLauncher {
-    async fn invoke_sync(&self, function: &str, _payload: &Value) -> Result<Value, InvokeError> {
+    async fn invoke_sync(&self, function: &str, payload: &Value) -> Result<Value, InvokeError> {
+        self.decider_requests
+            .lock()
+            .unwrap()
+            .push((function.into(), payload.clone()));
+        let answering = self.decider_fns.lock().unwrap().get(function).cloned();
+        if let Some(f) = answering {
+            return f(payload.clone());
+        }
         self.deciders
             .lock()
             .unwrap()

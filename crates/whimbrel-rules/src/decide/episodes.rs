@@ -54,6 +54,35 @@ pub struct EpisodeState {
     /// When its first attempt started, epoch seconds.
     #[serde(default)]
     pub decision_first_epoch: Option<i64>,
+    /// The last decision whose effects are written
+    /// ([`attr::DECISIONS_APPLIED`]).
+    #[serde(default)]
+    pub decisions_applied: u64,
+    /// The events the decider is consulted on ([`attr::DECIDE_ON`]);
+    /// absent on an execution that is not episodic.
+    #[serde(default)]
+    pub decide_on: Option<Vec<EventKind>>,
+    /// The execution's state (absent only in a test's item).
+    #[serde(default)]
+    pub state: Option<WorkflowState>,
+    /// The decision that closed it ([`attr::CLOSED_BY_DECISION`]).
+    #[serde(default)]
+    pub closed_by_decision: Option<u64>,
+    /// Its nodes not ended ([`attr::OPEN_NODES`]).
+    #[serde(default, with = "serde_dynamo::string_set")]
+    pub open_nodes: Vec<String>,
+    /// Its nodes ([`attr::ACTIVITY_COUNT`]).
+    #[serde(default)]
+    pub activity_count: u64,
+    /// Its decider ([`attr::DECIDER`]).
+    #[serde(default)]
+    pub decider: Option<String>,
+    /// When it started, epoch seconds.
+    #[serde(default)]
+    pub start_time_epoch: i64,
+    /// Its execution timeout, seconds.
+    #[serde(default)]
+    pub execution_timeout_seconds: Option<i64>,
 }
 
 impl EpisodeState {
@@ -65,6 +94,45 @@ impl EpisodeState {
     /// Events no committed decision has seen.
     pub fn has_new_events(&self) -> bool {
         self.event_seq > self.decided_seq
+    }
+
+    /// A committed decision's effects are not all written yet: they come
+    /// before the next decision, which must see them.
+    pub fn effects_owed(&self) -> bool {
+        self.decisions_applied < self.decision_count
+    }
+
+    /// The attributes read by projection.
+    pub const ATTRIBUTES: [&'static str; 17] = [
+        attr::EVENT_SEQ,
+        attr::DECIDED_SEQ,
+        attr::DECISION_COUNT,
+        attr::DECISION_REFUSALS,
+        attr::DECISION_ID,
+        attr::DECISION_ATTEMPT,
+        attr::DECISION_DUE_EPOCH,
+        attr::DECISION_FIRST_EPOCH,
+        attr::DECISIONS_APPLIED,
+        attr::DECIDE_ON,
+        attr::STATE,
+        attr::CLOSED_BY_DECISION,
+        attr::OPEN_NODES,
+        attr::ACTIVITY_COUNT,
+        attr::DECIDER,
+        attr::START_TIME_EPOCH,
+        attr::EXECUTION_TIMEOUT_SECONDS,
+    ];
+
+    /// RUNNING and not closed by a decision: an event may be appended.
+    pub fn takes_events(&self) -> bool {
+        self.state == Some(WorkflowState::Running) && self.closed_by_decision.is_none()
+    }
+
+    /// Its decider is consulted on `kind` (a refused decision and a
+    /// node's end always).
+    pub fn decides_on(&self, kind: EventKind) -> bool {
+        matches!(kind, EventKind::DecisionRefused | EventKind::ActivityEnded)
+            || self.decide_on.as_ref().is_some_and(|k| k.contains(&kind))
     }
 }
 
@@ -165,7 +233,7 @@ fn running() -> Cond {
 }
 
 /// `attr = v`, or its absence when `v` is 0 (a counter never written).
-fn counter_is(attr: &str, v: u64) -> Cond {
+pub(crate) fn counter_is(attr: &str, v: u64) -> Cond {
     match v {
         0 => Cond::not_exists(attr),
         v => Cond::eq(attr, n(v)),
@@ -239,8 +307,51 @@ pub fn append_event(
     at_epoch: i64,
     details: Value,
 ) -> (EpisodeEvent, Vec<Write>) {
+    append_to_log(t, wf, state, (kind, source, at_epoch), details, None)
+}
+
+/// The append of node `node`'s end (an `activity_ended` event from
+/// `source`, [`ended_source`]), as [`append_event`]'s, which also takes
+/// the node out of the execution's open nodes ([`attr::OPEN_NODES`]) in
+/// the same write.
+pub fn append_node_end(
+    t: &Tables,
+    wf: (&str, &str),
+    state: &EpisodeState,
+    node: &str,
+    at_epoch: i64,
+    details: Value,
+) -> (EpisodeEvent, Vec<Write>) {
+    let source = ended_source(wf.0, node);
+    let what = (EventKind::ActivityEnded, source.as_str(), at_epoch);
+    append_to_log(t, wf, state, what, details, Some(node))
+}
+
+/// The source of node `node`'s end in execution `workflow_exec_id`: a
+/// node ends once (an episodic execution is not redriven).
+pub fn ended_source(workflow_exec_id: &str, node: &str) -> String {
+    format!(
+        "ended:{}",
+        crate::ids::activity_exec_id(workflow_exec_id, node)
+    )
+}
+
+/// [`append_event`]'s writes for `(kind, source, at_epoch)`, also taking
+/// `ended` out of the open nodes.
+fn append_to_log(
+    t: &Tables,
+    wf: (&str, &str),
+    state: &EpisodeState,
+    (kind, source, at_epoch): (EventKind, &str, i64),
+    details: Value,
+    ended: Option<&str>,
+) -> (EpisodeEvent, Vec<Write>) {
     let event = next_event(wf.0, state, kind, source, at_epoch, details);
-    let update = with_next_event(workflow_update(t, wf), state, &event);
+    let mut update = with_next_event(workflow_update(t, wf), state, &event);
+    if let Some(node) = ended {
+        let set = crate::write::Value::Ss(vec![node.to_string()]);
+        update = update.act(Action::Delete(attr::OPEN_NODES.into(), set));
+    }
     let mut writes = vec![update.into_write()];
     writes.extend(event_puts(t, &event));
     (event, writes)
@@ -260,7 +371,7 @@ pub fn start_decision(
     now: i64,
     attempt_seconds: i64,
 ) -> Option<(String, UpdateRequest)> {
-    if state.decision_id.is_some() || !state.has_new_events() {
+    if state.decision_id.is_some() || !state.has_new_events() || state.effects_owed() {
         return None;
     }
     let id = decision_id(wf.0, state.decision_number(), 1);
@@ -268,7 +379,8 @@ pub fn start_decision(
     let req = in_flight(t, wf, &id, 1, due)
         .set(attr::DECISION_FIRST_EPOCH, n(now))
         .when(Cond::not_exists(attr::DECISION_ID))
-        .when(counter_is(attr::DECIDED_SEQ, state.decided_seq));
+        .when(counter_is(attr::DECIDED_SEQ, state.decided_seq))
+        .when(counter_is(attr::DECISIONS_APPLIED, state.decision_count));
     Some((id, req))
 }
 
@@ -337,6 +449,10 @@ pub struct DecisionRecord {
     /// Why the answer was refused; absent when it was accepted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub refused: Option<String>,
+    /// The events the decider is consulted on from now, when the answer
+    /// changed them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decide_on: Option<Vec<EventKind>>,
 }
 
 /// The commit of the decision in flight (`state`, re-read just before;
@@ -383,8 +499,10 @@ pub fn commit_decision(
                 record.decided_epoch,
                 serde_json::json!({ "reason": reason }),
             );
+            // Nothing to apply: its effects are written as it commits.
             update = with_next_event(update, state, &event)
-                .act(Action::Add(attr::DECISION_REFUSALS.into(), n(1)));
+                .act(Action::Add(attr::DECISION_REFUSALS.into(), n(1)))
+                .set(attr::DECISIONS_APPLIED, n(number));
             writes.extend(event_puts(t, &event));
         }
         None => {
@@ -392,6 +510,9 @@ pub fn commit_decision(
                 .set(attr::DECIDED_SEQ, n(record.to_seq))
                 .set(attr::DECISION_REFUSALS, n(0));
             update = due_at(update, wf.0, record.decided_epoch);
+            if let Some(kinds) = &record.decide_on {
+                update = update.set(attr::DECIDE_ON, av(kinds));
+            }
             if closes {
                 update = update
                     .set(attr::CLOSED_BY_DECISION, n(number))

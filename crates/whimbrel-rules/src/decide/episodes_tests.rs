@@ -150,6 +150,7 @@ fn record(id: &str, to_seq: u64, refused: Option<&str>) -> DecisionRecord {
         decided_epoch: 100,
         decisions: json!([]),
         refused: refused.map(Into::into),
+        decide_on: None,
     }
 }
 
@@ -226,6 +227,11 @@ fn events_that_arrive_during_a_decision_go_to_the_next() {
     assert_eq!((after.decided_seq, after.event_seq), (1, 2));
     assert_eq!(after.decision_id, None);
     assert_eq!(decision_verdict(&after, 4, 300), DecisionVerdict::Start);
+    // Not before decision 1's effects are written: decision 2 must see them.
+    assert!(after.effects_owed());
+    assert_eq!(db.start(4), None);
+    let applied = super::decided::effects_applied(&db.t, WF, 1);
+    assert!(db.transact(&[applied.into_write()]));
     assert_eq!(db.start(4).as_deref(), Some("w::1::d2::a1"));
 }
 

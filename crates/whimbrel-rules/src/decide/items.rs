@@ -135,6 +135,7 @@ impl PlanLinks {
             target_limit: None,
             target_slot_held: false,
             closes_children: self.closes_children,
+            scheduled_by: None,
         }
     }
 }

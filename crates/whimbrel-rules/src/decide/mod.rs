@@ -609,6 +609,7 @@ pub use workflow::{
 
 pub mod attempts;
 pub mod deadline;
+pub mod decided;
 pub mod episodes;
 pub mod items;
 pub mod redrive;

@@ -115,9 +115,11 @@ pub fn transition_step(
     }
     let update = transition_update(tables, cfg, exec, change, details, now);
     // An item with a count slot is counted by its settle; an older one in
-    // the transaction of its terminal write.
-    let count = (next.is_terminal() && exec.links.count_slot.is_none())
-        .then(|| count_end(tables, exec, next, details.error.as_deref()));
+    // the transaction of its terminal write; a decided node nowhere.
+    let count = (next.is_terminal()
+        && exec.links.count_slot.is_none()
+        && exec.links.scheduled_by.is_none())
+    .then(|| count_end(tables, exec, next, details.error.as_deref()));
     let output_row = (next == ActivityState::Completed)
         .then(|| crate::payloads::output_row(exec, details))
         .flatten()

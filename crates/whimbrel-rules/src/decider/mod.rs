@@ -158,8 +158,12 @@ impl Decision {
 /// What an answer is judged against, as read at its commit.
 #[derive(Debug, Clone, Default)]
 pub struct DecisionContext {
-    /// Every node of the execution: its state by name.
+    /// The execution's nodes the answer names (scheduled, depended on or
+    /// cancelled), at least: their states by name. A name absent is new
+    /// to the execution ([`names_in`] lists those to read).
     pub state_by_name: HashMap<String, ActivityState>,
+    /// How many nodes the execution has ([`crate::attr::ACTIVITY_COUNT`]).
+    pub node_count: usize,
     /// Events were appended after those this decision was shown.
     pub unseen_events: bool,
     /// Now, epoch seconds (a timer's `until` is judged against it).
@@ -269,6 +273,18 @@ pub fn validate(answer: &DecisionsAnswer, ctx: &DecisionContext) -> Result<(), D
             max: MAX_ANSWER_BYTES,
         });
     }
+    let scheduled: usize = (answer.decisions.iter())
+        .map(|d| match d {
+            Decision::Schedule { activities } => activities.len(),
+            _ => 0,
+        })
+        .sum();
+    if ctx.node_count + scheduled > crate::plan::MAX_ACTIVITIES {
+        return Err(DecisionRefusal::Schedule {
+            index: 0,
+            error: PlanError::TooManyActivities(ctx.node_count + scheduled),
+        });
+    }
     let last = answer.decisions.len().saturating_sub(1);
     let mut names = ctx.state_by_name.clone();
     for (index, d) in answer.decisions.iter().enumerate() {
@@ -281,6 +297,27 @@ pub fn validate(answer: &DecisionsAnswer, ctx: &DecisionContext) -> Result<(), D
         check_one(index, d, &mut names, ctx.now)?;
     }
     Ok(())
+}
+
+/// Every node name `answer` refers to: scheduled, depended on, or
+/// cancelled. The executor reads these nodes' states for
+/// [`DecisionContext::state_by_name`], so judging an answer costs what
+/// the answer names, not what the execution has.
+pub fn names_in(answer: &DecisionsAnswer) -> std::collections::BTreeSet<String> {
+    let mut names = std::collections::BTreeSet::new();
+    for d in &answer.decisions {
+        match d {
+            Decision::Schedule { activities } => {
+                for a in activities {
+                    names.insert(a.name.clone());
+                    names.extend(a.depends_on.iter().cloned());
+                }
+            }
+            Decision::Cancel { names: cancel } => names.extend(cancel.iter().cloned()),
+            _ => {}
+        }
+    }
+    names
 }
 
 /// One decision against the nodes as the answer's earlier decisions left

@@ -15,6 +15,7 @@ fn ctx() -> DecisionContext {
             .into_iter()
             .map(|(n, s)| (n.to_string(), s))
             .collect(),
+        node_count: 3,
         unseen_events: false,
         now: 1_000,
     }

@@ -170,6 +170,19 @@ impl Runner {
             NodeKind::Lambda
         }
     }
+
+    /// Its function, task list, signal or child workflow name; `None` for
+    /// a timer.
+    pub fn target_name(&self) -> Option<String> {
+        use crate::kind::NodeKind;
+        match self.kind() {
+            NodeKind::Timer => None,
+            NodeKind::Signal => self.signal_name.clone(),
+            NodeKind::Child => self.child.as_ref().map(|c| c.workflow_name.clone()),
+            NodeKind::TaskList => self.task_list.clone(),
+            NodeKind::Lambda => Some(self.lambda.clone()),
+        }
+    }
 }
 
 /// The child workflow a `workflow` node starts (design.md § 9.5).
@@ -398,6 +411,11 @@ pub struct Links {
     /// failure cancels those still running.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub closes_children: bool,
+    /// The decision that scheduled it, on a node of an episodic execution
+    /// (design.md § 10.5): its end is appended to the execution's log for
+    /// the decider, and counted nowhere.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scheduled_by: Option<u64>,
 }
 
 /// How it ended: its output (or the event row that holds it) and its error.

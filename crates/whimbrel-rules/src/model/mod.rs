@@ -281,6 +281,39 @@ pub struct WorkflowExec {
     /// reached its parent, its due marker stays.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent: Option<ParentLink>,
+    /// The events its decider is consulted on, when the execution is
+    /// episodic (design.md § 10.1): set when its first answer is
+    /// recorded, changed by a later answer's `decide_on`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decide_on: Option<Vec<crate::decider::EventKind>>,
+    /// An episodic execution's decider Lambda (name or ARN).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decider: Option<String>,
+    /// The execution whose `continue_as_new` started this one (design.md
+    /// § 10.6).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub continued_from: Option<String>,
+    /// The execution this one continued as (design.md § 10.6).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub continued_as: Option<String>,
+}
+
+impl WorkflowExec {
+    /// True for an execution whose decider is consulted while it runs
+    /// (design.md § 10.1): it ends by a decision, not by its counts.
+    pub fn is_episodic(&self) -> bool {
+        self.decide_on.is_some()
+    }
+}
+
+/// An episodic execution's first answer, recorded with its (empty) plan
+/// so that a start run again applies the same one (design.md § 10.1).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EpisodicStart {
+    /// The decider Lambda (name or ARN) that answered.
+    pub decider: String,
+    /// Its answer to the `workflow_started` request.
+    pub answer: crate::decider::DecisionsAnswer,
 }
 
 /// An item of `whimbrel_workflow_plan`: the cold, write-once part of a
@@ -311,6 +344,10 @@ pub struct WorkflowPlan {
     /// is on this item.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parts: Option<PlanParts>,
+    /// Set for an episodic execution: the first answer, whose decisions
+    /// are committed as decision 1 (`plan` is then empty).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub episodic: Option<EpisodicStart>,
 }
 
 /// Where a plan's activities are when they did not fit one item

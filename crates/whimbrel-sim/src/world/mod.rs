@@ -275,6 +275,7 @@ fn settings(seed: u64) -> EngineConfig {
         } else {
             Default::default()
         },
+        decisions: Default::default(),
     }
 }
 

@@ -1,0 +1,342 @@
+//! A committed decision's effects (design.md § 10.3, § 10.5): the nodes it
+//! schedules (created, linked to prerequisites still open, the ready ones
+//! launched), the nodes it cancels, its markers, and the execution's end.
+//! Written in the decision's order, each idempotent, under the workflow's
+//! due marker until `decisions_applied` says they are all written: a crash
+//! between two of them leaves them to the next driver (an event, the
+//! monitor).
+
+use std::collections::HashSet;
+
+use serde_json::Value;
+use tracing::info;
+
+use super::apply::Source;
+use super::decide::{self, Details, WorkflowMove};
+use super::{Engine, EngineError};
+use crate::attr;
+use crate::contract::{Transition, WorkflowState};
+use crate::decider::Decision;
+use crate::ids;
+use crate::launcher::Launcher;
+use crate::model::{EpisodicStart, WorkflowExec, WorkflowRequest};
+use crate::plan::PlannedActivity;
+use crate::store::{av, s, Item, StoreError};
+use whimbrel_rules::decide::decided;
+use whimbrel_rules::decide::episodes::{self, DecisionRecord};
+
+/// Tries of a node creation that lost a race for the workflow item.
+const CREATE_TRIES: u32 = 8;
+
+impl<L: Launcher> Engine<L> {
+    /// Commit an episodic execution's first answer as decision 1 (once:
+    /// a start run again finds it committed) and drive its decisions, the
+    /// effects of decision 1 first (design.md § 10.1).
+    ///
+    /// Errors: [`EngineError::Retry`] when DynamoDB is unavailable.
+    pub(crate) async fn begin_episodes(
+        &self,
+        exec: &WorkflowExec,
+        start: &EpisodicStart,
+    ) -> Result<(), EngineError> {
+        let wf = (exec.workflow_exec_id.as_str(), exec.workflow_name.as_str());
+        let now = self.now().epoch;
+        let writes = decided::commit_first(self.store.tables(), wf, &start.answer, now);
+        match self.store.transact(writes).await {
+            Ok(()) | Err(StoreError::ConditionFailed) => {}
+            Err(e) => return Err(e.into()),
+        }
+        self.drive_decisions(wf).await
+    }
+
+    /// Write the effects of committed decision `number` of `wf`, then mark
+    /// them written.
+    ///
+    /// Errors: [`EngineError::Retry`] when DynamoDB is unavailable or its
+    /// record is not there; [`EngineError::Rejected`] when the record
+    /// cannot be read as decisions.
+    pub(crate) async fn apply_decision(
+        &self,
+        wf: (&str, &str),
+        number: u64,
+    ) -> Result<(), EngineError> {
+        let key = Item::from([
+            (attr::WORKFLOW_EXEC_ID.into(), s(wf.0)),
+            (attr::LOG_KEY.into(), s(episodes::decision_log_key(number))),
+        ]);
+        let table = self.store.tables().decision();
+        let record: DecisionRecord = self.store.get(&table, key).await?.ok_or_else(|| {
+            EngineError::Retry(format!("{}: decision {number} is not recorded", wf.0))
+        })?;
+        if record.refused.is_none() {
+            let decisions: Vec<Decision> = serde_json::from_value(record.decisions)
+                .map_err(|e| EngineError::Rejected(format!("{}: decision {number}: {e}", wf.0)))?;
+            let exec = self.load_workflow(wf.0, wf.1).await?;
+            for d in &decisions {
+                self.apply_one(&exec, number, d).await?;
+            }
+        }
+        let done = decided::effects_applied(self.store.tables(), wf, number);
+        match self.store.update(done, false).await {
+            Ok(_) | Err(StoreError::ConditionFailed) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// One decision of committed decision `number` of `exec`.
+    async fn apply_one(
+        &self,
+        exec: &WorkflowExec,
+        number: u64,
+        d: &Decision,
+    ) -> Result<(), EngineError> {
+        let wf = (exec.workflow_exec_id.as_str(), exec.workflow_name.as_str());
+        match d {
+            Decision::Schedule { activities } => {
+                self.schedule_nodes(exec, number, activities).await
+            }
+            Decision::Cancel { names } => self.cancel_nodes(exec, number, names).await,
+            Decision::RecordMarker { name, details } => {
+                let put = decided::marker_put(self.store.tables(), wf.0, name, details, number);
+                match self.store.put_if(put).await {
+                    Ok(_) => Ok(()),
+                    Err(e) => Err(e.into()),
+                }
+            }
+            Decision::CompleteWorkflow { result } => {
+                let set = |r: crate::store::UpdateRequest| r.set(attr::RESULT, av(result));
+                self.close_episodic(exec, WorkflowState::Completed, None, set)
+                    .await
+            }
+            Decision::FailWorkflow { reason } => {
+                let to = WorkflowState::Failed;
+                self.close_episodic(exec, to, Some(reason), |r| r).await
+            }
+            Decision::CancelWorkflow { reason } => {
+                let to = WorkflowState::Cancelled;
+                self.close_episodic(exec, to, reason.as_deref(), |r| r)
+                    .await
+            }
+            Decision::ContinueAsNew { input } => self.continue_as_new(exec, input).await,
+        }
+    }
+
+    /// Create the nodes decision `number` schedules (their input rows,
+    /// edges and items), link those that depend on nodes scheduled before,
+    /// and claim and launch those with no prerequisite.
+    async fn schedule_nodes(
+        &self,
+        exec: &WorkflowExec,
+        number: u64,
+        nodes: &[PlannedActivity],
+    ) -> Result<(), EngineError> {
+        let t = self.store.tables();
+        let (items, edges) = decided::decided_items(exec, nodes, number, &self.config);
+        let plan = crate::plan::Plan::of(nodes.to_vec());
+        let rows = super::payloads::input_rows(exec, &plan);
+        self.store.batch_put(&t.workflow_plan(), &rows).await?;
+        self.store
+            .batch_put(&t.activity_exec_dependency(), &edges)
+            .await?;
+        for chunk in items.chunks(decided::NODES_PER_TRANSACTION) {
+            self.create_nodes(exec, chunk).await?;
+        }
+        let inside: HashSet<&str> = nodes.iter().map(|a| a.name.as_str()).collect();
+        for node in nodes {
+            for p in node
+                .depends_on
+                .iter()
+                .filter(|p| !inside.contains(p.as_str()))
+            {
+                self.link_node(exec, p, &node.name).await?;
+            }
+        }
+        for item in items.into_iter().filter(|a| !a.has_prerequisites()) {
+            self.queue_and_launch(item).await?;
+        }
+        Ok(())
+    }
+
+    /// One transaction creating `chunk` (all or none). A false condition
+    /// means the chunk was created before, or the execution ended: either
+    /// way nothing is left to create.
+    async fn create_nodes(
+        &self,
+        exec: &WorkflowExec,
+        chunk: &[crate::model::ActivityExec],
+    ) -> Result<(), EngineError> {
+        let wf = (exec.workflow_exec_id.as_str(), exec.workflow_name.as_str());
+        let raw: Vec<Item> = chunk
+            .iter()
+            .map(serde_dynamo::to_item)
+            .collect::<Result<_, _>>()
+            .map_err(|e| EngineError::Rejected(format!("{}: {e}", wf.0)))?;
+        for _ in 0..CREATE_TRIES {
+            let writes = decided::create_nodes(self.store.tables(), wf, &raw);
+            match self.store.transact(writes).await {
+                Ok(()) | Err(StoreError::ConditionFailed) => return Ok(()),
+                Err(StoreError::Conflict) => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(EngineError::Retry(format!(
+            "{}: creating nodes lost {CREATE_TRIES} races",
+            wf.0
+        )))
+    }
+
+    /// Make node `dependent` wait for `prerequisite`, scheduled by an
+    /// earlier decision: listed on it while it is open; released at once
+    /// if it completed; cancelled if it ended otherwise (it never could
+    /// run, as a static plan's dependents of a failure).
+    async fn link_node(
+        &self,
+        exec: &WorkflowExec,
+        prerequisite: &str,
+        dependent: &str,
+    ) -> Result<(), EngineError> {
+        let wf = &exec.workflow_exec_id;
+        let (p, d) = (
+            ids::activity_exec_id(wf, prerequisite),
+            ids::activity_exec_id(wf, dependent),
+        );
+        let link = decided::link_dependent(self.store.tables(), &p, wf, &d);
+        match self.store.update(link, false).await {
+            Ok(_) => return Ok(()),
+            Err(StoreError::ConditionFailed) => {}
+            Err(e) => return Err(e.into()),
+        }
+        let before = self.load_activity(&p, wf).await?;
+        // Listed: its own settle releases or cancels the dependent.
+        if before.links.dependents.contains(&d) {
+            return Ok(());
+        }
+        if before.state == crate::contract::ActivityState::Completed {
+            return self.release_edge(&d, wf, &p).await;
+        }
+        let waiting = self.load_activity(&d, wf).await?;
+        let step = ids::EngineStep::UpstreamEnded(&p).event_id();
+        let details = Details {
+            error: Some(format!(
+                "prerequisite {prerequisite} ended {}",
+                before.state
+            )),
+            ..Details::default()
+        };
+        self.decree(waiting, Transition::Cancel, Source::Engine, &step, details)
+            .await
+            .map(|_| ())
+    }
+
+    /// Cancel the nodes `names` of `exec` not ended, as decision `number`.
+    async fn cancel_nodes(
+        &self,
+        exec: &WorkflowExec,
+        number: u64,
+        names: &[String],
+    ) -> Result<(), EngineError> {
+        let wf = &exec.workflow_exec_id;
+        let step = ids::EngineStep::Decision(wf, number).event_id();
+        let nodes = self.nodes_named(wf, names.iter()).await?;
+        for node in nodes.into_values().filter(|a| !a.state.is_terminal()) {
+            let details = Details {
+                error: Some(format!("cancelled by decision {number}")),
+                ..Details::default()
+            };
+            self.decree(node, Transition::Cancel, Source::Engine, &step, details)
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// End episodic execution `wf` in `to` with `reason`: a decider that
+    /// failed, or answers refused too often.
+    pub(crate) async fn end_episodic(
+        &self,
+        wf: (&str, &str),
+        to: WorkflowState,
+        reason: &str,
+    ) -> Result<(), EngineError> {
+        let exec = self.load_workflow(wf.0, wf.1).await?;
+        self.close_episodic(&exec, to, Some(reason), |r| r).await
+    }
+
+    /// RUNNING → `to` (with `error`, and what `extra` sets), keeping the
+    /// due marker for what the end owes (design.md § 10.3), then what it
+    /// owes: [`Self::finish_close`]. Written again, the move changes
+    /// nothing and the rest is done again.
+    async fn close_episodic(
+        &self,
+        exec: &WorkflowExec,
+        to: WorkflowState,
+        error: Option<&str>,
+        extra: impl FnOnce(crate::store::UpdateRequest) -> crate::store::UpdateRequest,
+    ) -> Result<(), EngineError> {
+        let (id, name) = (&exec.workflow_exec_id, &exec.workflow_name);
+        let now = self.now();
+        let mv = WorkflowMove {
+            owes_until: Some(now.epoch + self.config.settle_grace_seconds),
+            ..WorkflowMove::new(WorkflowState::Running, to, now, error)
+        };
+        let req = decide::workflow_move(self.store.tables(), id, name, &mv)
+            .map_err(EngineError::Rejected)?;
+        if self.write_move(extra(req)).await? {
+            crate::metrics::workflow_duration(now.epoch - exec.start_time_epoch);
+            info!(workflow_exec_id = %id, state = %to, "workflow ended by its decider");
+        }
+        let ended = self.load_workflow(id, name).await?;
+        self.finish_close(&ended).await
+    }
+
+    /// What an ended episodic execution owes: its open nodes cancelled,
+    /// its parent told, then its due marker cleared. Run by the close and
+    /// again by the monitor while the marker stays.
+    pub(crate) async fn finish_close(&self, wf: &WorkflowExec) -> Result<(), EngineError> {
+        if !wf.state.is_terminal() {
+            return Ok(());
+        }
+        let step = ids::EngineStep::Decision(&wf.workflow_exec_id, 0).event_id();
+        self.cancel_all(wf, &step, "the workflow ended").await?;
+        self.tell_parent(&wf.workflow_exec_id, &wf.workflow_name)
+            .await?;
+        let done = crate::store::UpdateRequest::new(
+            self.store.tables().workflow_exec(),
+            decide::workflow_key(&wf.workflow_exec_id, &wf.workflow_name),
+        )
+        .when(crate::store::Cond::eq(attr::STATE, s(wf.state.as_str())))
+        .remove(attr::DUE_EPOCH)
+        .remove(attr::DUE_SHARD);
+        self.write_move(done).await.map(|_| ())
+    }
+
+    /// `continue_as_new`: the next execution's request row (its id derived
+    /// from this execution, so written twice it is one request), then
+    /// this one COMPLETED with `continued_as` (design.md § 10.6).
+    async fn continue_as_new(&self, exec: &WorkflowExec, input: &Value) -> Result<(), EngineError> {
+        let (id, name) = (&exec.workflow_exec_id, &exec.workflow_name);
+        let request_id = ids::continued_request_id(id, name);
+        let now = self.now();
+        let row = WorkflowRequest {
+            redrive_workflow_exec_id: None,
+            workflow_request_id: request_id.clone(),
+            workflow_name: name.clone(),
+            when: Some(now.date_list()),
+            when_epoch: Some(now.epoch as f64),
+            source: Some(format!("{}{id}", decided::CONTINUED_FROM_SOURCE)),
+            manual: None,
+            input: (*input != Value::Null).then(|| input.clone()),
+            expires_at_epoch: self.config.row_expiry(now.epoch),
+            cancel_workflow_exec_id: None,
+            reason: None,
+            parent: None,
+        };
+        let t = self.store.tables();
+        self.store
+            .put_new(&t.workflow_request(), attr::WORKFLOW_REQUEST_ID, &row)
+            .await?;
+        let next = ids::workflow_exec_id(name, &request_id);
+        let set = |r: crate::store::UpdateRequest| r.set(attr::CONTINUED_AS, s(&next));
+        self.close_episodic(exec, WorkflowState::Completed, None, set)
+            .await
+    }
+}

@@ -1,0 +1,545 @@
+//! The executor of episodic executions (design.md § 10): events appended
+//! to the execution's log, one decision at a time (start, request, the
+//! decider's synchronous Invoke, judgement, commit), and the monitor's
+//! verdicts. The writes are `decide::episodes`'; the effects of a
+//! committed decision are [`super::decided`]'s.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+use tracing::{info, warn};
+
+use super::{decide, Engine, EngineError};
+use crate::attr;
+use crate::contract::WorkflowState;
+use crate::decider::{
+    self, DeciderAnswer, DecisionContext, DecisionRequest, DecisionsAnswer, EventKind, EventView,
+    NodeView,
+};
+use crate::launcher::Launcher;
+use crate::model::ActivityExec;
+use crate::plan::Plan;
+use crate::store::{s, Cmp, KeyCond, StoreError};
+use whimbrel_rules::decide::episodes::{
+    self, DecisionRecord, DecisionVerdict, EpisodeEvent, EpisodeState,
+};
+
+/// Most events one decision is shown: the rest wait for the next one
+/// (and a closing answer is refused while they do).
+pub const MAX_EVENTS_PER_DECISION: usize = 100;
+
+/// Tries of an append or a commit that lost a race for the workflow item.
+const WRITE_TRIES: u32 = 8;
+
+/// Rounds of decisions one call drives before leaving the rest to the
+/// next event or the monitor.
+const DECISION_ROUNDS: u32 = 16;
+
+/// An answer as judged: the decisions to commit, or why it is refused.
+pub(crate) struct Judged {
+    answer: Option<DecisionsAnswer>,
+    refused: Option<String>,
+}
+
+impl<L: Launcher> Engine<L> {
+    /// The episode attributes of workflow exec `wf` (id, name).
+    ///
+    /// Errors: [`EngineError::Retry`] when it is not there (yet).
+    pub(crate) async fn episode_state(
+        &self,
+        wf: (&str, &str),
+    ) -> Result<EpisodeState, EngineError> {
+        self.store
+            .get_projected(
+                &self.store.tables().workflow_exec(),
+                decide::workflow_key(wf.0, wf.1),
+                &EpisodeState::ATTRIBUTES,
+            )
+            .await?
+            .ok_or_else(|| EngineError::Retry(format!("workflow exec {} not found", wf.0)))
+    }
+
+    /// Append the event `build` makes from the state read to the log of
+    /// `wf`, once for its `source` (design.md § 10.2), then drive its
+    /// decisions. Returns false when the execution takes no event (ended,
+    /// closed by a decision, or not episodic).
+    ///
+    /// Errors: [`EngineError::Retry`] when DynamoDB is unavailable or the
+    /// append lost [`WRITE_TRIES`] races in a row.
+    pub(crate) async fn append_to_log<F>(
+        &self,
+        wf: (&str, &str),
+        source: &str,
+        build: F,
+    ) -> Result<bool, EngineError>
+    where
+        F: Fn(&EpisodeState) -> (EpisodeEvent, Vec<crate::store::Write>),
+    {
+        for _ in 0..WRITE_TRIES {
+            let state = self.episode_state(wf).await?;
+            if !state.takes_events() || state.decide_on.is_none() {
+                return Ok(false);
+            }
+            let (event, writes) = build(&state);
+            match self.store.transact(writes).await {
+                Ok(()) => {
+                    info!(workflow_exec_id = wf.0, seq = event.seq, kind = ?event.kind, "event appended");
+                    self.drive_decisions(wf).await?;
+                    return Ok(true);
+                }
+                Err(StoreError::ConditionFailed | StoreError::Conflict) => {
+                    if self.logged(wf.0, source).await? {
+                        return Ok(true);
+                    }
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(EngineError::Retry(format!(
+            "{}: appending {source} lost {WRITE_TRIES} races",
+            wf.0
+        )))
+    }
+
+    /// The event from `source` is in the log of `workflow_exec_id`.
+    async fn logged(&self, workflow_exec_id: &str, source: &str) -> Result<bool, EngineError> {
+        let key = crate::store::Item::from([
+            (attr::WORKFLOW_EXEC_ID.into(), s(workflow_exec_id)),
+            (attr::LOG_KEY.into(), s(episodes::source_log_key(source))),
+        ]);
+        let marker: Option<Value> = self.store.get(&self.store.tables().decision(), key).await?;
+        Ok(marker.is_some())
+    }
+
+    /// The end of `exec`, a node scheduled by a decision, as an
+    /// `activity_ended` event of its execution's log (the settle's
+    /// obligation, under the node's due marker).
+    pub(crate) async fn append_node_end(&self, exec: &ActivityExec) -> Result<(), EngineError> {
+        let wf = (exec.workflow_exec_id.as_str(), exec.workflow_name.as_str());
+        let details = ended_details(exec);
+        let at = exec
+            .timing
+            .end_time_epoch
+            .unwrap_or_else(|| self.now().epoch);
+        let source = episodes::ended_source(wf.0, &exec.activity_name);
+        let t = self.store.tables();
+        self.append_to_log(wf, &source, |state| {
+            episodes::append_node_end(t, wf, state, &exec.activity_name, at, details.clone())
+        })
+        .await
+        .map(|_| ())
+    }
+
+    /// Drive the decisions of `wf` while it has work for them: effects of
+    /// a committed decision first, then a decision on events not seen
+    /// (started here only if no other is in flight), its retry when its
+    /// attempt is over, or the workflow's failure once its decision timed
+    /// out (`decide::episodes::decision_verdict`).
+    ///
+    /// Errors: [`EngineError::Retry`] when DynamoDB is unavailable.
+    pub(crate) async fn drive_decisions(&self, wf: (&str, &str)) -> Result<(), EngineError> {
+        for _ in 0..DECISION_ROUNDS {
+            let state = self.episode_state(wf).await?;
+            if state.state != Some(WorkflowState::Running) || state.decide_on.is_none() {
+                return Ok(());
+            }
+            if state.effects_owed() {
+                Box::pin(self.apply_decision(wf, state.decisions_applied + 1)).await?;
+                continue;
+            }
+            let now = self.now().epoch;
+            let settings = self.config.decisions;
+            let started = match episodes::decision_verdict(&state, now, settings.timeout_seconds) {
+                DecisionVerdict::Idle => return self.rest(wf, &state).await,
+                DecisionVerdict::Wait(_) => return Ok(()),
+                DecisionVerdict::GiveUp(reason) => {
+                    return Box::pin(self.end_episodic(wf, WorkflowState::Failed, &reason)).await
+                }
+                DecisionVerdict::Start => {
+                    let t = self.store.tables();
+                    episodes::start_decision(t, wf, &state, now, settings.attempt_seconds)
+                }
+                DecisionVerdict::Retry => {
+                    let t = self.store.tables();
+                    episodes::retry_decision(t, wf, &state, now, settings.attempt_seconds)
+                }
+            };
+            let Some((id, update)) = started else {
+                return Ok(());
+            };
+            match self.store.update(update, false).await {
+                Ok(_) => Box::pin(self.run_decision(wf, &state, &id)).await?,
+                Err(StoreError::ConditionFailed) => return Ok(()),
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(())
+    }
+
+    /// The monitor's visit of the RUNNING episodic execution `wf` whose
+    /// due marker came up: a start that died before its first decision
+    /// committed is run again (returns true); otherwise its decisions are
+    /// driven.
+    ///
+    /// Errors: as [`Self::drive_decisions`].
+    pub(crate) async fn resume_episodic(
+        &self,
+        wf: crate::model::WorkflowExec,
+        now: i64,
+    ) -> Result<bool, EngineError> {
+        let key = (wf.workflow_exec_id.as_str(), wf.workflow_name.as_str());
+        if self.episode_state(key).await?.decision_count == 0 {
+            return self.restart_workflow(wf, now).await;
+        }
+        self.drive_decisions(key).await.map(|()| false)
+    }
+
+    /// Nothing owed as read in `state`: the due marker of `wf` goes back
+    /// to its execution deadline, unless a write came since.
+    async fn rest(&self, wf: (&str, &str), state: &EpisodeState) -> Result<(), EngineError> {
+        let update = whimbrel_rules::decide::decided::idle_due(self.store.tables(), wf, state);
+        match self.store.update(update, false).await {
+            Ok(_) | Err(StoreError::ConditionFailed) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Attempt `id` of a decision, started on `state`: the request, the
+    /// decider's answer (an error defers the attempt), its judgement and
+    /// commit, and its effects.
+    async fn run_decision(
+        &self,
+        wf: (&str, &str),
+        state: &EpisodeState,
+        id: &str,
+    ) -> Result<(), EngineError> {
+        let (request, to_seq) = self.decision_request(wf, state, id).await?;
+        let decider = state.decider.clone().unwrap_or_default();
+        let payload = serde_json::to_value(&request).expect("serializable");
+        let began = std::time::Instant::now();
+        let answer = match self.invoke_decider(&decider, &payload).await {
+            Ok(answer) => answer,
+            Err(why) => {
+                warn!(workflow_exec_id = wf.0, decision_id = id, error = %why, "decider failed; the decision is tried again after its backoff");
+                let now = self.now().epoch;
+                let mut current = self.episode_state(wf).await?;
+                current.decision_attempt = current.decision_attempt.max(1);
+                if let Some(defer) =
+                    episodes::defer_decision(self.store.tables(), wf, &current, now)
+                {
+                    match self.store.update(defer, false).await {
+                        Ok(_) | Err(StoreError::ConditionFailed) => {}
+                        Err(e) => return Err(e.into()),
+                    }
+                }
+                return Ok(());
+            }
+        };
+        crate::metrics::decision_latency(began.elapsed());
+        let from = state.decided_seq + 1;
+        self.commit_answer(wf, id, (from, to_seq), answer).await
+    }
+
+    /// The decider's answer, or why there is none.
+    async fn invoke_decider(&self, decider: &str, payload: &Value) -> Result<Value, String> {
+        if let Some(why) = self.config.launch_targets.refusal(decider) {
+            return Err(format!("decider refused: {why}"));
+        }
+        self.launcher
+            .invoke_sync(decider, payload)
+            .await
+            .map_err(|e| e.to_string())
+    }
+
+    /// The request of attempt `id` on `state` (design.md § 10.4), and the
+    /// last event it shows.
+    async fn decision_request(
+        &self,
+        wf: (&str, &str),
+        state: &EpisodeState,
+        id: &str,
+    ) -> Result<(DecisionRequest, u64), EngineError> {
+        let input = self
+            .load_plan(wf.0, wf.1)
+            .await?
+            .and_then(|p| p.input)
+            .unwrap_or(Value::Null);
+        let mut request = DecisionRequest::new(wf.0, wf.1, id, input);
+        request.events = self.new_events(wf.0, state).await?;
+        let to_seq = request.events.last().map_or(state.decided_seq, |e| e.seq);
+        request.markers = self.markers(wf.0).await?;
+        let open = self.nodes_named(wf.0, state.open_nodes.iter()).await?;
+        request.open = open.values().map(node_view).collect();
+        Ok((request, to_seq))
+    }
+
+    /// The events of the log of `workflow_exec_id` after `state`'s last
+    /// decided one, in order, at most [`MAX_EVENTS_PER_DECISION`].
+    async fn new_events(
+        &self,
+        workflow_exec_id: &str,
+        state: &EpisodeState,
+    ) -> Result<Vec<EventView>, EngineError> {
+        let waiting = state.event_seq.saturating_sub(state.decided_seq) as usize;
+        if waiting == 0 {
+            return Ok(vec![]);
+        }
+        let key = KeyCond {
+            hash: (attr::WORKFLOW_EXEC_ID.into(), s(workflow_exec_id)),
+            range: Some((
+                attr::LOG_KEY.into(),
+                Cmp::Ge,
+                s(episodes::event_log_key(state.decided_seq + 1)),
+            )),
+        };
+        let limit = waiting.min(MAX_EVENTS_PER_DECISION) as i32;
+        let events: Vec<EpisodeEvent> = self
+            .store
+            .query_first(&self.store.tables().decision(), None, key, limit)
+            .await?;
+        Ok(events
+            .into_iter()
+            .take_while(|e| e.seq <= state.event_seq)
+            .map(event_view)
+            .collect())
+    }
+
+    /// The markers of `workflow_exec_id`, the latest value per name.
+    async fn markers(
+        &self,
+        workflow_exec_id: &str,
+    ) -> Result<BTreeMap<String, Value>, EngineError> {
+        let key = KeyCond {
+            hash: (attr::WORKFLOW_EXEC_ID.into(), s(workflow_exec_id)),
+            range: Some((attr::LOG_KEY.into(), Cmp::BeginsWith, s("marker#"))),
+        };
+        #[derive(serde::Deserialize)]
+        struct Marker {
+            name: String,
+            #[serde(default)]
+            details: Value,
+        }
+        let markers: Vec<Marker> = self
+            .store
+            .query(&self.store.tables().decision(), None, key)
+            .await?;
+        Ok(markers.into_iter().map(|m| (m.name, m.details)).collect())
+    }
+
+    /// The nodes of `workflow_exec_id` with these names that exist, by
+    /// name (strongly consistent).
+    pub(crate) async fn nodes_named<'a>(
+        &self,
+        workflow_exec_id: &str,
+        names: impl Iterator<Item = &'a String>,
+    ) -> Result<BTreeMap<String, ActivityExec>, EngineError> {
+        let keys: Vec<_> = names
+            .map(|n| {
+                let id = crate::ids::activity_exec_id(workflow_exec_id, n);
+                self.activity_key(&id, workflow_exec_id)
+            })
+            .collect();
+        if keys.is_empty() {
+            return Ok(BTreeMap::new());
+        }
+        let nodes: Vec<ActivityExec> = self
+            .store
+            .batch_get(&self.store.tables().activity_exec(), keys)
+            .await?;
+        Ok(nodes
+            .into_iter()
+            .map(|a| (a.activity_name.clone(), a))
+            .collect())
+    }
+
+    /// Judge and commit `answer` of attempt `id`, which saw the events
+    /// `seen` (first, last), then write its effects.
+    async fn commit_answer(
+        &self,
+        wf: (&str, &str),
+        id: &str,
+        seen: (u64, u64),
+        answer: Value,
+    ) -> Result<(), EngineError> {
+        for _ in 0..WRITE_TRIES {
+            let state = self.episode_state(wf).await?;
+            if state.decision_id.as_deref() != Some(id) {
+                info!(
+                    workflow_exec_id = wf.0,
+                    decision_id = id,
+                    "answer of an attempt no longer in flight: not committed"
+                );
+                return Ok(());
+            }
+            let judged = self.judge(wf.0, &state, seen.1, answer.clone()).await?;
+            let max = self.config.decisions.max_refusals;
+            if let Some(reason) = judged.refused.as_deref() {
+                warn!(workflow_exec_id = wf.0, decision_id = id, %reason, "decision refused");
+                if episodes::refusals_exhausted(&state, max) {
+                    let why = format!(
+                        "decider failed: {max} answers refused in a row; the last: {reason}"
+                    );
+                    return self.end_episodic(wf, WorkflowState::Failed, &why).await;
+                }
+            }
+            let record = decision_record(id, seen, self.now().epoch, &judged);
+            let closes = judged.answer.as_ref().is_some_and(closes);
+            let writes =
+                episodes::commit_decision(self.store.tables(), wf, &state, &record, closes);
+            match self.store.transact(writes).await {
+                Ok(()) if judged.refused.is_some() => return Ok(()),
+                Ok(()) => {
+                    let number = state.decision_number();
+                    return Box::pin(self.apply_decision(wf, number)).await;
+                }
+                Err(StoreError::ConditionFailed | StoreError::Conflict) => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(EngineError::Retry(format!(
+            "{}: commit of {id} lost {WRITE_TRIES} races",
+            wf.0
+        )))
+    }
+
+    /// `answer` judged against the execution as it is (design.md § 10.5):
+    /// its shape, its decisions against the nodes it names, and its
+    /// targets against the deployment's launch targets.
+    async fn judge(
+        &self,
+        workflow_exec_id: &str,
+        state: &EpisodeState,
+        to_seq: u64,
+        answer: Value,
+    ) -> Result<Judged, EngineError> {
+        let refuse = |why: String| Judged {
+            answer: None,
+            refused: Some(why),
+        };
+        let answer = match DeciderAnswer::from_value(answer) {
+            Ok(DeciderAnswer::Decisions(a)) => a,
+            Ok(DeciderAnswer::Plan(_)) => return Ok(refuse(
+                "a plan answers only the workflow_started request; a decision request is answered with {\"decisions\": [...]}".into(),
+            )),
+            Err(e) => return Ok(refuse(format!("not an answer: {e}"))),
+        };
+        let names = decider::names_in(&answer);
+        let nodes = self.nodes_named(workflow_exec_id, names.iter()).await?;
+        let ctx = DecisionContext {
+            state_by_name: nodes.iter().map(|(n, a)| (n.clone(), a.state)).collect(),
+            node_count: state.activity_count as usize,
+            unseen_events: state.event_seq > to_seq,
+            now: self.now().epoch,
+        };
+        if let Err(why) = decider::validate(&answer, &ctx) {
+            return Ok(refuse(why.to_string()));
+        }
+        if let Some(why) =
+            crate::targets::plan_refusal(&scheduled(&answer), &self.config.launch_targets)
+        {
+            return Ok(refuse(why));
+        }
+        Ok(Judged {
+            answer: Some(answer),
+            refused: None,
+        })
+    }
+}
+
+/// Every node `answer` schedules, as one plan (for the launch targets).
+pub(crate) fn scheduled(answer: &DecisionsAnswer) -> Plan {
+    Plan::of(
+        answer
+            .decisions
+            .iter()
+            .flat_map(|d| match d {
+                decider::Decision::Schedule { activities } => activities.clone(),
+                _ => vec![],
+            })
+            .collect(),
+    )
+}
+
+/// The answer ends the execution.
+fn closes(answer: &DecisionsAnswer) -> bool {
+    answer.decisions.last().is_some_and(|d| d.closes())
+}
+
+/// What decision attempt `id`, which saw `seen` (first, last event),
+/// records when it commits at `now`.
+fn decision_record(id: &str, seen: (u64, u64), now: i64, judged: &Judged) -> DecisionRecord {
+    let answer = judged.answer.as_ref();
+    DecisionRecord {
+        decision_id: id.to_string(),
+        from_seq: seen.0,
+        to_seq: seen.1,
+        decided_epoch: now,
+        decisions: answer
+            .map(|a| serde_json::to_value(&a.decisions).unwrap_or(Value::Null))
+            .unwrap_or_else(|| Value::Array(vec![])),
+        refused: judged.refused.clone(),
+        decide_on: answer.and_then(|a| a.decide_on.clone()),
+    }
+}
+
+/// What the decider is shown of node `exec`'s end: its name, state, and
+/// output inline (up to `decider::request::MAX_INLINE_BYTES`) or by
+/// reference (the node's activity exec id), and its error.
+pub(crate) fn ended_details(exec: &ActivityExec) -> Value {
+    let mut details = serde_json::json!({
+        "node": exec.activity_name,
+        "state": exec.state,
+    });
+    let inline = exec
+        .outcome
+        .output
+        .clone()
+        .filter(|o| o.to_string().len() <= decider::request::MAX_INLINE_BYTES);
+    if let Some(output) = inline {
+        details["output"] = output;
+    } else if exec.outcome.output.is_some() || exec.outcome.output_ref.is_some() {
+        details["output_ref"] = Value::String(exec.activity_exec_id.clone());
+    }
+    if let Some(error) = &exec.outcome.error {
+        details["reason"] = Value::String(error.clone());
+    }
+    details
+}
+
+/// A logged event as the decider sees it: its details' fields beside its
+/// place, kind and time.
+fn event_view(e: EpisodeEvent) -> EventView {
+    let mut view = EventView::new(e.seq, e.kind, e.at_epoch);
+    let field = |k: &str| e.details.get(k).cloned();
+    let text = |k: &str| field(k).and_then(|v| v.as_str().map(str::to_string));
+    view.node = text("node");
+    view.state = field("state").and_then(|v| serde_json::from_value(v).ok());
+    view.output = field("output");
+    view.output_ref = text("output_ref");
+    view.reason = text("reason");
+    view.signal = text("signal");
+    view
+}
+
+/// An open node as the decider sees it.
+fn node_view(a: &ActivityExec) -> NodeView {
+    let kind = a.runner.kind();
+    NodeView {
+        name: a.activity_name.clone(),
+        kind: kind.field().to_string(),
+        state: a.state,
+        attempt: a.attempt.number,
+        target: a.runner.target_name(),
+        fires_epoch: a.runner.wait_until_epoch,
+    }
+}
+
+/// The event kinds an episodic execution is consulted on when its first
+/// answer does not say (design.md § 10.1): all of them.
+pub fn every_event_kind() -> Vec<EventKind> {
+    vec![
+        EventKind::ActivityEnded,
+        EventKind::Signal,
+        EventKind::CancelRequested,
+    ]
+}

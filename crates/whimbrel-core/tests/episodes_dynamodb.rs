@@ -1,0 +1,384 @@
+//! Episodic executions (design.md § 10, issue 24), against DynamoDB Local:
+//! a decider consulted as the workflow runs, written with the core's
+//! decider helper (`whimbrel_core::deciding`). A polling loop of timers, a
+//! branch on a result that waits for a signal, refused answers shown to
+//! the next decision and counted, and continue-as-new.
+
+mod common;
+
+use std::sync::Arc;
+
+use common::{stream_event, Harness};
+use serde_json::{json, Value};
+use whimbrel_core::contract::{ActivityState, WorkflowState};
+use whimbrel_core::decider::{Decision, DecisionRequest, DecisionsAnswer};
+use whimbrel_core::deciding::{self, decisions, ended, lambda_node, schedule, Decider};
+use whimbrel_core::handlers;
+use whimbrel_core::model::{SignalRow, WorkflowLambda, WorkflowRequest};
+use whimbrel_core::plan::DeciderRequest;
+
+/// Register `name` with decider `lambda`, answered in-process by `decider`.
+async fn register(h: &Harness, name: &str, lambda: &str, decider: Arc<dyn Decider>) {
+    let item = WorkflowLambda {
+        workflow_name: name.into(),
+        lambda: Some(lambda.into()),
+        definition: None,
+    };
+    h.store
+        .put(&h.store.tables().workflow_lambda(), &item)
+        .await
+        .unwrap();
+    let answer = move |payload: Value| Ok(deciding::answer(decider.as_ref(), payload).unwrap());
+    h.launcher
+        .decider_fns
+        .lock()
+        .unwrap()
+        .insert(lambda.into(), Arc::new(answer));
+}
+
+/// Start `name` with `input`; its workflow exec id.
+async fn start(h: &Harness, name: &str, input: Value) -> String {
+    let req = h.request(name, Some(input));
+    h.engine.start_workflow(&req).await.expect("start");
+    whimbrel_core::ids::workflow_exec_id(name, &req.workflow_request_id)
+}
+
+/// RUNNING, then COMPLETED with `output`, for node `name` of `wf`.
+async fn complete(h: &Harness, wf: &str, name: &str, output: Value) {
+    let running = h.event(wf, name, "RUNNING");
+    h.engine.apply_event(&running).await.unwrap();
+    let mut done = h.event(wf, name, "COMPLETED");
+    done.output = Some(output);
+    h.engine.apply_event(&done).await.unwrap();
+}
+
+/// The decision requests `lambda` was invoked with, episodes only.
+fn episode_requests(h: &Harness, lambda: &str) -> Vec<DecisionRequest> {
+    (h.launcher.decider_requests.lock().unwrap().iter())
+        .filter(|(f, p)| f == lambda && p["type"] == "decision")
+        .map(|(_, p)| serde_json::from_value(p.clone()).unwrap())
+        .collect()
+}
+
+/// Check a status; if it is not ready, wait 2 s and check again.
+struct Polling;
+
+impl Decider for Polling {
+    fn start(&self, _: &DeciderRequest) -> DecisionsAnswer {
+        decisions(vec![schedule(lambda_node(
+            "check-1",
+            "status",
+            json!({"check": 1}),
+        ))])
+    }
+
+    fn decide(&self, request: &DecisionRequest) -> DecisionsAnswer {
+        let mut out = vec![];
+        for e in ended(request) {
+            let node = e.node.as_deref().unwrap_or_default();
+            if let Some(k) = node.strip_prefix("check-") {
+                let k: u32 = k.parse().unwrap();
+                let ready = e.output.as_ref().and_then(|o| o["ready"].as_bool());
+                if ready == Some(true) {
+                    let done = Decision::CompleteWorkflow {
+                        result: json!({"checks": k}),
+                    };
+                    return decisions(vec![done]);
+                }
+                out.push(schedule(deciding::timer_node(&format!("wait-{k}"), 2)));
+            } else if let Some(k) = node.strip_prefix("wait-") {
+                let next = k.parse::<u32>().unwrap() + 1;
+                let check = lambda_node(&format!("check-{next}"), "status", json!({"check": next}));
+                out.push(schedule(check));
+            }
+        }
+        decisions(out)
+    }
+}
+
+#[tokio::test]
+async fn a_polling_loop_waits_between_checks_and_completes_on_the_fifth() {
+    let h = Harness::new().await;
+    register(&h, "polling", "polling-decider", Arc::new(Polling)).await;
+    let wf = start(&h, "polling", json!({"order": 7})).await;
+    assert!(h.workflow(&wf).await.is_episodic());
+    for k in 1..=5 {
+        let check = format!("check-{k}");
+        assert_eq!(
+            h.launcher.launches_of(&check).len(),
+            1,
+            "{check} launched once"
+        );
+        complete(&h, &wf, &check, json!({"ready": k == 5})).await;
+        if k == 5 {
+            break;
+        }
+        let wait = h.activity(&wf, &format!("wait-{k}")).await;
+        assert_eq!(wait.state, ActivityState::Running);
+        let due = wait
+            .timing
+            .due_epoch
+            .expect("a timer is due at its fire time");
+        assert_eq!(due, wait.timing.start_time_epoch + 2);
+        h.tick(due).await;
+    }
+    let done = h.workflow(&wf).await;
+    assert_eq!(done.state, WorkflowState::Completed);
+    assert_eq!(done.result, Some(json!({"checks": 5})));
+    assert_eq!(done.due_epoch, None, "nothing is owed once it ended");
+    // Nine episodes (five checks, four timers), each shown its one event,
+    // the workflow's input, and no ended node among the open ones.
+    let requests = episode_requests(&h, "polling-decider");
+    assert_eq!(requests.len(), 9);
+    for (i, r) in requests.iter().enumerate() {
+        assert_eq!(r.events.len(), 1, "request {i}: {r:?}");
+        assert_eq!(r.events[0].seq, i as u64 + 1);
+        assert_eq!(r.input, json!({"order": 7}));
+        assert!(
+            r.open.is_empty(),
+            "request {i} shows an ended node: {:?}",
+            r.open
+        );
+    }
+}
+
+/// An order over 100 waits for an `approve` signal; one under ships at
+/// once.
+struct Orders;
+
+impl Decider for Orders {
+    fn start(&self, request: &DeciderRequest) -> DecisionsAnswer {
+        let price = lambda_node("price", "pricing", request.input.clone());
+        decisions(vec![schedule(price)])
+    }
+
+    fn decide(&self, request: &DecisionRequest) -> DecisionsAnswer {
+        let mut out = vec![];
+        for e in ended(request) {
+            match e.node.as_deref() {
+                Some("price") if e.output.as_ref().unwrap()["total"].as_i64() > Some(100) => {
+                    out.push(schedule(deciding::signal_node("approval", "approve")));
+                }
+                Some("price") | Some("approval") => {
+                    out.push(schedule(lambda_node("ship", "shipping", Value::Null)));
+                }
+                Some("ship") => out.push(Decision::CompleteWorkflow {
+                    result: json!({"shipped": true}),
+                }),
+                _ => {}
+            }
+        }
+        decisions(out)
+    }
+}
+
+#[tokio::test]
+async fn a_branch_on_a_result_waits_for_a_signal_only_over_the_threshold() {
+    let h = Harness::new().await;
+    register(&h, "orders", "orders-decider", Arc::new(Orders)).await;
+    // Under the threshold: ships at once.
+    let small = start(&h, "orders", json!({"items": 1})).await;
+    complete(&h, &small, "price", json!({"total": 40})).await;
+    assert_eq!(h.launcher.launches_of("ship").len(), 1);
+    complete(&h, &small, "ship", json!({})).await;
+    assert_eq!(h.workflow(&small).await.state, WorkflowState::Completed);
+    // Over it: waits for the signal, then ships.
+    let big = start(&h, "orders", json!({"items": 9})).await;
+    complete(&h, &big, "price", json!({"total": 400})).await;
+    let wait = h.activity(&big, "approval").await;
+    assert_eq!(wait.state, ActivityState::Running);
+    assert_eq!(h.launcher.launches_of("ship").len(), 1, "not shipped yet");
+    let row = SignalRow::new(&big, "approve", "s-1", Some(json!({"by": "ana"})));
+    h.store.put(&h.store.tables().signal(), &row).await.unwrap();
+    let table = h.store.tables().signal();
+    let event = stream_event(&table, &["workflow_exec_id", "signal_key"], &[row], 1);
+    handlers::client_rows(&h.engine, &event).await.unwrap();
+    assert_eq!(h.launcher.launches_of("ship").len(), 2);
+    complete(&h, &big, "ship", json!({})).await;
+    let done = h.workflow(&big).await;
+    assert_eq!(done.state, WorkflowState::Completed);
+    assert_eq!(done.result, Some(json!({"shipped": true})));
+}
+
+/// Schedules a node depending on one that does not exist, every time.
+struct Wrong;
+
+impl Decider for Wrong {
+    fn start(&self, _: &DeciderRequest) -> DecisionsAnswer {
+        decisions(vec![schedule(lambda_node("a", "f", Value::Null))])
+    }
+
+    fn decide(&self, _: &DecisionRequest) -> DecisionsAnswer {
+        let mut b = lambda_node("b", "f", Value::Null);
+        b.depends_on = vec!["nowhere".into()];
+        decisions(vec![schedule(b)])
+    }
+}
+
+#[tokio::test]
+async fn refused_answers_are_shown_with_their_reason_and_fail_the_workflow_at_the_limit() {
+    let h = Harness::new().await;
+    register(&h, "wrong", "wrong-decider", Arc::new(Wrong)).await;
+    let wf = start(&h, "wrong", Value::Null).await;
+    complete(&h, &wf, "a", json!({})).await;
+    let requests = episode_requests(&h, "wrong-decider");
+    // Refusals 1..4 are committed, each shown to the next decision with
+    // the event it refused; the fifth fails the workflow.
+    assert_eq!(requests.len(), 5, "{requests:?}");
+    let last = &requests[4];
+    assert_eq!(
+        last.events[0].node.as_deref(),
+        Some("a"),
+        "the same event again"
+    );
+    let refused: Vec<_> = last.events[1..]
+        .iter()
+        .map(|e| e.reason.clone().unwrap())
+        .collect();
+    assert_eq!(refused.len(), 4);
+    assert!(refused[0].contains("nowhere"), "{refused:?}");
+    let done = h.workflow(&wf).await;
+    assert_eq!(done.state, WorkflowState::Failed);
+    assert!(done.error.unwrap().contains("5 answers refused"));
+    assert_eq!(
+        h.launcher.launches_of("b").len(),
+        0,
+        "a refused answer schedules nothing"
+    );
+}
+
+/// Runs one step, then continues as new with the count, three times.
+struct Chain;
+
+impl Decider for Chain {
+    fn start(&self, _: &DeciderRequest) -> DecisionsAnswer {
+        decisions(vec![schedule(lambda_node("step", "f", Value::Null))])
+    }
+
+    fn decide(&self, request: &DecisionRequest) -> DecisionsAnswer {
+        let n = request.input["n"].as_i64().unwrap_or(0);
+        let last = match n {
+            2 => Decision::CompleteWorkflow {
+                result: json!({"n": n}),
+            },
+            _ => Decision::ContinueAsNew {
+                input: json!({"n": n + 1}),
+            },
+        };
+        decisions(vec![last])
+    }
+}
+
+#[tokio::test]
+async fn continue_as_new_starts_the_next_execution_of_the_chain_once() {
+    let h = Harness::new().await;
+    register(&h, "chain", "chain-decider", Arc::new(Chain)).await;
+    let mut wf = start(&h, "chain", json!({"n": 0})).await;
+    for n in 0..3 {
+        complete(&h, &wf, "step", json!({})).await;
+        let ended = h.workflow(&wf).await;
+        assert_eq!(ended.state, WorkflowState::Completed, "execution {n}");
+        let Some(next) = ended.continued_as.clone() else {
+            assert_eq!(n, 2);
+            assert_eq!(ended.result, Some(json!({"n": 2})));
+            return;
+        };
+        // The next execution's request row, as the request stream gives it.
+        let request_id = whimbrel_core::ids::continued_request_id(&wf, "chain");
+        assert_eq!(
+            whimbrel_core::ids::workflow_exec_id("chain", &request_id),
+            next
+        );
+        let key = std::collections::HashMap::from([
+            ("workflow_request_id".to_string(), common::sv(&request_id)),
+            ("workflow_name".to_string(), common::sv("chain")),
+        ]);
+        let row: WorkflowRequest = (h.store.get(&h.store.tables().workflow_request(), key).await)
+            .unwrap()
+            .expect("the next execution's request");
+        assert_eq!(row.input, Some(json!({"n": n + 1})));
+        let rows = [row];
+        h.engine.start_workflow(&rows[0]).await.unwrap();
+        let started = h.workflow(&next).await;
+        assert_eq!(started.continued_from.as_deref(), Some(wf.as_str()));
+        wf = next;
+    }
+    panic!("the chain did not end");
+}
+
+/// Waits for a signal that never comes; on a cancel request, cancels the
+/// workflow with a reason of its own. `subscribed: false` is consulted
+/// on node ends only.
+struct Patient {
+    subscribed: bool,
+}
+
+impl Decider for Patient {
+    fn start(&self, _: &DeciderRequest) -> DecisionsAnswer {
+        let mut answer = decisions(vec![schedule(deciding::signal_node("wait", "never"))]);
+        if !self.subscribed {
+            answer.decide_on = Some(vec![whimbrel_core::decider::EventKind::ActivityEnded]);
+        }
+        answer
+    }
+
+    fn decide(&self, request: &DecisionRequest) -> DecisionsAnswer {
+        let asked = (request.events.iter())
+            .find(|e| e.kind == whimbrel_core::decider::EventKind::CancelRequested);
+        match asked {
+            Some(e) => decisions(vec![Decision::CancelWorkflow {
+                reason: Some(format!("decider: {}", e.reason.clone().unwrap_or_default())),
+            }]),
+            None => decisions(vec![]),
+        }
+    }
+}
+
+/// A cancel request row for `wf`.
+fn cancel_request(h: &Harness, name: &str, wf: &str) -> WorkflowRequest {
+    WorkflowRequest {
+        cancel_workflow_exec_id: Some(wf.into()),
+        reason: Some("operator".into()),
+        ..h.request(name, None)
+    }
+}
+
+#[tokio::test]
+async fn a_cancel_request_is_an_event_for_a_subscribed_decider_and_ends_the_others() {
+    let h = Harness::new().await;
+    let decider = Arc::new(Patient { subscribed: true });
+    register(&h, "patient", "patient-decider", decider).await;
+    let wf = start(&h, "patient", Value::Null).await;
+    assert_eq!(h.activity(&wf, "wait").await.state, ActivityState::Running);
+    h.engine
+        .cancel_workflow(&cancel_request(&h, "patient", &wf))
+        .await
+        .unwrap();
+    let done = h.workflow(&wf).await;
+    assert_eq!(done.state, WorkflowState::Cancelled);
+    assert_eq!(done.error.as_deref(), Some("decider: operator"));
+    assert_eq!(
+        h.activity(&wf, "wait").await.state,
+        ActivityState::Cancelled
+    );
+    assert_eq!(done.due_epoch, None, "its close owes nothing more");
+
+    let decider = Arc::new(Patient { subscribed: false });
+    register(&h, "blunt", "blunt-decider", decider).await;
+    let wf = start(&h, "blunt", Value::Null).await;
+    h.engine
+        .cancel_workflow(&cancel_request(&h, "blunt", &wf))
+        .await
+        .unwrap();
+    let done = h.workflow(&wf).await;
+    assert_eq!(done.state, WorkflowState::Cancelled);
+    assert_eq!(done.error.as_deref(), Some("operator"));
+    assert_eq!(
+        h.activity(&wf, "wait").await.state,
+        ActivityState::Cancelled
+    );
+    assert!(
+        episode_requests(&h, "blunt-decider").is_empty(),
+        "not consulted"
+    );
+}

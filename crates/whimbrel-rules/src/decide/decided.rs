@@ -1,0 +1,271 @@
+//! The effects of a committed decision (design.md § 10.3, § 10.5), as
+//! writes: the items of the nodes it schedules, their links to
+//! prerequisites still open, its markers, and the mark that its effects
+//! are all written. Each is idempotent, so the monitor may write a
+//! decision's effects again after a crash between any two of them.
+
+use serde_json::Value;
+
+use crate::attr;
+use crate::config::EngineConfig;
+use crate::contract::{ActivityState, WorkflowState};
+use crate::decider::DecisionsAnswer;
+use crate::ids;
+use crate::keys::{workflow_key, Tables};
+use crate::model::{ActivityExec, ActivityExecDependency, WorkflowExec};
+use crate::plan::{Plan, PlannedActivity};
+use crate::write::{av, n, s, Action, Cond, Item, UpdateRequest, Value as Av, Write};
+
+use super::episodes::{decision_log_key, DecisionRecord, EpisodeState};
+
+/// Most writes of one transaction that creates nodes: DynamoDB's 100,
+/// less the workflow's update.
+pub const NODES_PER_TRANSACTION: usize = 99;
+
+/// How a request row started by `continue_as_new` names its source
+/// (`source`): this prefix and the execution it continues.
+pub const CONTINUED_FROM_SOURCE: &str = "continue_as_new:";
+
+/// The execution a request's `source` says it continues, if any
+/// ([`CONTINUED_FROM_SOURCE`]).
+pub fn continued_from(source: Option<&str>) -> Option<String> {
+    source?
+        .strip_prefix(CONTINUED_FROM_SOURCE)
+        .map(str::to_string)
+}
+
+/// The REQUESTED items and dependency edges of `nodes`, scheduled by
+/// decision `number` of the episodic execution `wf`. A prerequisite may be
+/// a node of the same answer or one scheduled before: every node lists its
+/// prerequisites and counts them pending; those scheduled before learn of
+/// it by [`link_dependent`]. Nodes are counted nowhere
+/// ([`crate::model::Links::scheduled_by`]): the decider ends the
+/// execution.
+pub fn decided_items(
+    wf: &WorkflowExec,
+    nodes: &[PlannedActivity],
+    number: u64,
+    config: &EngineConfig,
+) -> (Vec<ActivityExec>, Vec<ActivityExecDependency>) {
+    let inside: std::collections::HashSet<&str> = nodes.iter().map(|a| a.name.as_str()).collect();
+    // The plan `activity_items` builds from: the nodes with the
+    // prerequisites of this answer only (lists, never join groups).
+    let own = nodes
+        .iter()
+        .map(|a| PlannedActivity {
+            depends_on: (a.depends_on.iter())
+                .filter(|p| inside.contains(p.as_str()))
+                .cloned()
+                .collect(),
+            ..a.clone()
+        })
+        .collect();
+    let (mut items, _) = super::items::activity_items(wf, &Plan::of(own), config);
+    let mut edges = vec![];
+    for (item, node) in items.iter_mut().zip(nodes) {
+        let prerequisites: Vec<String> = (node.depends_on.iter())
+            .map(|p| ids::activity_exec_id(&wf.workflow_exec_id, p))
+            .collect();
+        edges.extend(
+            prerequisites
+                .iter()
+                .enumerate()
+                .map(|(i, p)| ActivityExecDependency {
+                    activity_exec_dependency: ids::dependency_id(&item.activity_exec_id, i),
+                    activity_exec_id: item.activity_exec_id.clone(),
+                    prerequisite_activity_exec_id: p.clone(),
+                    workflow_exec_id: wf.workflow_exec_id.clone(),
+                }),
+        );
+        let links = &mut item.links;
+        links.pending_dependency_count = prerequisites.len() as u64;
+        links.prerequisites = prerequisites;
+        // Listed whole, however wide: an episodic execution has no stored
+        // plan to derive them from.
+        links.dependents = (nodes.iter())
+            .filter(|d| d.depends_on.contains(&node.name))
+            .map(|d| ids::activity_exec_id(&wf.workflow_exec_id, &d.name))
+            .collect();
+        links.dependents_in_plan = None;
+        links.join_slots.clear();
+        links.join_groups = None;
+        links.count_slot = None;
+        links.closes_children = false;
+        links.scheduled_by = Some(number);
+    }
+    (items, edges)
+}
+
+/// One transaction creating `items` (at most [`NODES_PER_TRANSACTION`]),
+/// each only if new, and adding them to the open nodes and the activity
+/// count of their RUNNING execution `wf` (id, name): all or none, so a
+/// transaction written twice fails whole on its first put and counts
+/// nothing twice.
+pub fn create_nodes(t: &Tables, wf: (&str, &str), items: &[Item]) -> Vec<Write> {
+    let names: Vec<String> = items
+        .iter()
+        .filter_map(|i| match i.get(attr::ACTIVITY_NAME) {
+            Some(Av::S(name)) => Some(name.clone()),
+            _ => None,
+        })
+        .collect();
+    let update = UpdateRequest::new(t.workflow_exec(), workflow_key(wf.0, wf.1))
+        .act(Action::Add(attr::OPEN_NODES.into(), Av::Ss(names)))
+        .act(Action::Add(attr::ACTIVITY_COUNT.into(), n(items.len())))
+        .when(Cond::eq(attr::STATE, s(WorkflowState::Running.as_str())));
+    let puts = items.iter().map(|item| Write::Put {
+        table: t.activity_exec(),
+        item: item.clone(),
+        cond: Some(Cond::not_exists(attr::ACTIVITY_EXEC_ID)),
+    });
+    std::iter::once(update.into_write()).chain(puts).collect()
+}
+
+/// Add `dependent` (an activity exec id) to the dependents of the
+/// prerequisite `prerequisite` (activity exec id) of execution
+/// `workflow_exec_id`, while it has not ended and lists it not yet: its
+/// COMPLETED then releases it (design.md § 10.5). A failed condition means
+/// it is listed already, or it ended: read it, and release or cancel the
+/// dependent as its end says.
+pub fn link_dependent(
+    t: &Tables,
+    prerequisite: &str,
+    workflow_exec_id: &str,
+    dependent: &str,
+) -> UpdateRequest {
+    let ended: Vec<_> = [
+        ActivityState::Completed,
+        ActivityState::Failed,
+        ActivityState::TimedOut,
+        ActivityState::Cancelled,
+    ]
+    .iter()
+    .map(|st| s(st.as_str()))
+    .collect();
+    UpdateRequest::new(
+        t.activity_exec(),
+        crate::keys::activity_key(prerequisite, workflow_exec_id),
+    )
+    .act(Action::Append(attr::DEPENDENTS.into(), vec![s(dependent)]))
+    .when(Cond::exists(attr::ACTIVITY_EXEC_ID))
+    .when(Cond::Not(Box::new(Cond::In(attr::STATE.into(), ended))))
+    .when(Cond::Not(Box::new(Cond::Contains(
+        attr::DEPENDENTS.into(),
+        s(dependent),
+    ))))
+}
+
+/// The range key of marker `name` on `whimbrel_decision`.
+pub fn marker_log_key(name: &str) -> String {
+    format!("marker#{name}")
+}
+
+/// The put of marker `name` = `details`, recorded by decision `number` of
+/// `workflow_exec_id`: over an older decision's value only, so a decision
+/// written again never puts back what a later one changed.
+pub fn marker_put(
+    t: &Tables,
+    workflow_exec_id: &str,
+    name: &str,
+    details: &Value,
+    number: u64,
+) -> Write {
+    let mut item = Item::new();
+    item.insert(attr::WORKFLOW_EXEC_ID.into(), s(workflow_exec_id));
+    item.insert(attr::LOG_KEY.into(), s(marker_log_key(name)));
+    item.insert("name".into(), s(name));
+    item.insert("details".into(), av(details));
+    item.insert("decision".into(), n(number));
+    Write::Put {
+        table: t.decision(),
+        item,
+        cond: Some(Cond::Or(vec![
+            Cond::not_exists(attr::LOG_KEY),
+            Cond::lt("decision", n(number)),
+        ])),
+    }
+}
+
+/// Decision `number`'s effects are all written (whatever state the
+/// execution is in now: a closing decision ends it): the next decision
+/// may start. Conditioned on no later decision's mark.
+pub fn effects_applied(t: &Tables, wf: (&str, &str), number: u64) -> UpdateRequest {
+    UpdateRequest::new(t.workflow_exec(), workflow_key(wf.0, wf.1))
+        .set(attr::DECISIONS_APPLIED, n(number))
+        .when(Cond::Or(vec![
+            Cond::not_exists(attr::DECISIONS_APPLIED),
+            Cond::lt(attr::DECISIONS_APPLIED, n(number)),
+        ]))
+}
+
+/// The due marker of episodic execution `wf` (id, name) with nothing
+/// owed as read in `state` (no event waits, no decision in flight, every
+/// decision's effects written): its execution deadline, or none. Only
+/// while all of that still holds: a write since owes something, and its
+/// marker stays.
+pub fn idle_due(t: &Tables, wf: (&str, &str), state: &EpisodeState) -> UpdateRequest {
+    use super::episodes::counter_is;
+    let update = UpdateRequest::new(t.workflow_exec(), workflow_key(wf.0, wf.1))
+        .when(Cond::eq(attr::STATE, s(WorkflowState::Running.as_str())))
+        .when(Cond::exists(attr::DUE_EPOCH))
+        .when(Cond::not_exists(attr::DECISION_ID))
+        .when(Cond::not_exists(attr::CLOSED_BY_DECISION))
+        .when(counter_is(attr::EVENT_SEQ, state.event_seq))
+        .when(counter_is(attr::DECIDED_SEQ, state.decided_seq))
+        .when(counter_is(attr::DECISIONS_APPLIED, state.decision_count));
+    let deadline = state
+        .execution_timeout_seconds
+        .map(|secs| state.start_time_epoch.saturating_add(secs));
+    match deadline {
+        Some(at) => update.set(attr::DUE_EPOCH, n(at)),
+        None => update.remove(attr::DUE_EPOCH).remove(attr::DUE_SHARD),
+    }
+}
+
+/// The commit of an episodic execution's first answer (`answer`, to the
+/// `workflow_started` request, recorded with its plan) as decision 1 at
+/// `now`: the RUNNING workflow's first decision, once, and its record.
+/// The workflow is due at once: the decision's effects are owed.
+pub fn commit_first(
+    t: &Tables,
+    wf: (&str, &str),
+    answer: &DecisionsAnswer,
+    now: i64,
+) -> Vec<Write> {
+    let closes = answer.decisions.last().is_some_and(|d| d.closes());
+    let mut update = UpdateRequest::new(t.workflow_exec(), workflow_key(wf.0, wf.1))
+        .set(attr::DECISION_COUNT, n(1))
+        .set(attr::DUE_EPOCH, n(now))
+        .set(attr::DUE_SHARD, n(crate::keys::shard_of(wf.0)))
+        .when(Cond::eq(attr::STATE, s(WorkflowState::Running.as_str())))
+        .when(Cond::not_exists(attr::DECISION_COUNT));
+    if closes {
+        update = update.set(attr::CLOSED_BY_DECISION, n(1));
+    }
+    let record = DecisionRecord {
+        decision_id: super::episodes::decision_id(wf.0, 1, 1),
+        from_seq: 0,
+        to_seq: 0,
+        decided_epoch: now,
+        decisions: av_json(&answer.decisions),
+        refused: None,
+        decide_on: answer.decide_on.clone(),
+    };
+    let mut item = match av(&record) {
+        Av::M(m) => m,
+        _ => Item::new(),
+    };
+    item.insert(attr::WORKFLOW_EXEC_ID.into(), s(wf.0));
+    item.insert(attr::LOG_KEY.into(), s(decision_log_key(1)));
+    let put = Write::Put {
+        table: t.decision(),
+        item,
+        cond: Some(Cond::not_exists(attr::LOG_KEY)),
+    };
+    vec![update.into_write(), put]
+}
+
+/// `v` as JSON.
+fn av_json<T: serde::Serialize>(v: &T) -> Value {
+    serde_json::to_value(v).unwrap_or(Value::Null)
+}
