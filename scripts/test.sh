@@ -20,7 +20,11 @@
 #    runner killed and restarted mid-run; all must COMPLETE
 #    (tests/e2e-chaos.sh); then a request given up while every function is
 #    down, redriven through the emulated on-failure queue once they are
-#    back (tests/e2e-redrive.sh).
+#    back (tests/e2e-redrive.sh); then deciders consulted as the
+#    workflows run (tests/e2e-episodes.sh: image routing by task list
+#    over two workers, a polling loop, a branch waiting for a signal,
+#    500 episodes continued as new every 50, the Python decider under
+#    awslambdaric).
 # Each end-to-end script runs its own stack on its own ports: the chaos run
 # needs a runner with chaos on, and the others must not see its faults.
 # Each part's output goes to .stack-tests/<part>.log, shown when it fails;
@@ -57,7 +61,8 @@ end_to_end() { bash tests/e2e.sh && bash tests/e2e-workers.sh; }
 chaos() {
   REQUIRE_SAM_TRANSFORM=1 bash tests/lint-template.sh &&
     bash tests/e2e-chaos.sh -n 5 &&
-    bash tests/e2e-redrive.sh
+    bash tests/e2e-redrive.sh &&
+    bash tests/e2e-episodes.sh
 }
 
 # Each part records its own wall time, to be read once all have ended.

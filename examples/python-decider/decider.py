@@ -46,7 +46,7 @@ def decide(request):
         if node.startswith("check-"):
             k = int(node[len("check-"):])
             if (event.get("output") or {}).get("ready"):
-                done = {"type": "complete_workflow", "result": {"checks": k, "decider": "python"}}
+                done = {"type": "complete_workflow", "result": {"checks": k}}
                 return {"decisions": [done]}
             decisions.append(schedule({"name": f"wait-{k}", "wait": {"seconds": 2}}))
         elif node.startswith("wait-"):

@@ -67,7 +67,7 @@ impl Decider for Polling {
     fn start(&self, _: &DeciderRequest) -> DecisionsAnswer {
         decisions(vec![schedule(lambda_node(
             "check-1",
-            "status",
+            "episode-step",
             json!({"check": 1}),
         ))])
     }
@@ -88,7 +88,11 @@ impl Decider for Polling {
                 out.push(schedule(deciding::timer_node(&format!("wait-{k}"), 2)));
             } else if let Some(k) = node.strip_prefix("wait-") {
                 let next = k.parse::<u32>().unwrap() + 1;
-                let check = lambda_node(&format!("check-{next}"), "status", json!({"check": next}));
+                let check = lambda_node(
+                    &format!("check-{next}"),
+                    "episode-step",
+                    json!({"check": next}),
+                );
                 out.push(schedule(check));
             }
         }
@@ -139,6 +143,63 @@ async fn a_polling_loop_waits_between_checks_and_completes_on_the_fifth() {
             "request {i} shows an ended node: {:?}",
             r.open
         );
+    }
+    recorded_for_python(&h, &wf);
+}
+
+/// The requests the polling decider was invoked with and its answers,
+/// with ids and times made constant: the Python decider's test
+/// (`examples/python-decider/test_decider.py`) answers the same requests
+/// and must give the same answers. The file is checked in; this test
+/// fails when the engine's requests change shape, and writes it again
+/// with `WHIMBREL_RECORD_FIXTURES=1`.
+fn recorded_for_python(h: &Harness, wf: &str) {
+    let requests = h.launcher.decider_requests.lock().unwrap().clone();
+    let request_id = requests[0].1["workflow_request_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let ids = [
+        (wf, "polling::EXEC"),
+        (request_id.as_str(), "polling::REQUEST"),
+    ];
+    let recorded: Vec<Value> = (requests.iter())
+        .map(|(_, request)| {
+            let answer = deciding::answer(&Polling, request.clone()).unwrap();
+            constant(json!({"request": request, "answer": answer}), &ids)
+        })
+        .collect();
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/python-decider/recorded-polling.json"
+    );
+    let text = serde_json::to_string_pretty(&recorded).unwrap() + "\n";
+    if std::env::var("WHIMBREL_RECORD_FIXTURES").as_deref() == Ok("1") {
+        std::fs::write(path, &text).unwrap();
+    }
+    let kept =
+        std::fs::read_to_string(path).expect("recorded requests (WHIMBREL_RECORD_FIXTURES=1)");
+    assert_eq!(
+        kept, text,
+        "the decider requests changed: WHIMBREL_RECORD_FIXTURES=1 records them again"
+    );
+}
+
+/// `v` with every id of `ids` replaced by its stand-in, and every time
+/// (`*_epoch`, `fired_at`) 0.
+fn constant(v: Value, ids: &[(&str, &str)]) -> Value {
+    match v {
+        Value::String(s) => Value::String(ids.iter().fold(s, |s, (id, by)| s.replace(id, by))),
+        Value::Array(a) => Value::Array(a.into_iter().map(|x| constant(x, ids)).collect()),
+        Value::Object(m) => Value::Object(
+            m.into_iter()
+                .map(|(k, x)| {
+                    let timed = k.ends_with("epoch") || k == "fired_at";
+                    (k, if timed { json!(0) } else { constant(x, ids) })
+                })
+                .collect(),
+        ),
+        other => other,
     }
 }
 
