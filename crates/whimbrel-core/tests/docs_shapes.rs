@@ -148,3 +148,30 @@ fn worker_protocol_vectors_match_the_workers_doc() {
         "12795d9d-976e-5375-865d-a94409e499ab"
     );
 }
+
+/// `docs/shapes/decision-request.json` is a decision request, and
+/// `docs/shapes/decisions.json` an answer the rules accept against it
+/// (design.md § 10): its cancel names an open node, its `ship` depends on
+/// one scheduled with it and one open.
+#[test]
+fn documented_decision_shapes_parse_and_are_accepted() {
+    use whimbrel_core::decider::{validate, DecisionContext, DecisionRequest, DecisionsAnswer};
+    let request: DecisionRequest = json("decision-request.json");
+    assert_eq!(request.kind, "decision");
+    assert!(request.decision_id.starts_with(&request.workflow_exec_id));
+    let answer: DecisionsAnswer = json("decisions.json");
+    let mut ctx = DecisionContext {
+        now: 1_795_850_010,
+        ..DecisionContext::default()
+    };
+    for node in &request.open {
+        ctx.state_by_name.insert(node.name.clone(), node.state);
+    }
+    for e in &request.events {
+        if let (Some(node), Some(state)) = (&e.node, e.state) {
+            ctx.state_by_name.insert(node.clone(), state);
+        }
+    }
+    ctx.node_count = ctx.state_by_name.len();
+    validate(&answer, &ctx).expect("the documented answer is accepted");
+}

@@ -43,6 +43,13 @@ pub fn workflow_refusal(wf: &WorkflowExec) -> Option<String> {
             wf.state
         ));
     }
+    if wf.is_episodic() {
+        // Its decider decides what runs (design.md § 10.7): start it anew,
+        // or continue it as new.
+        return Some(format!(
+            "workflow exec {id} is episodic (its decider decides what runs); start it anew"
+        ));
+    }
     wf.planned_epoch.is_none().then(|| never_planned(id))
 }
 

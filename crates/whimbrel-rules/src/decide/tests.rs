@@ -713,3 +713,20 @@ fn a_redrive_entry_keeps_the_failure_cut_as_every_history_error() {
     assert_eq!(item.state, ActivityState::Requested);
     assert_eq!(item.outcome.error, None);
 }
+
+#[test]
+fn an_episodic_execution_is_never_redriven() {
+    let wf = WorkflowExec {
+        state: crate::contract::WorkflowState::Failed,
+        planned_epoch: Some(1),
+        decide_on: Some(vec![crate::decider::EventKind::ActivityEnded]),
+        ..workflow()
+    };
+    let why = super::redrive::workflow_refusal(&wf).expect("refused");
+    assert!(why.contains("episodic"), "{why}");
+    let plain = WorkflowExec {
+        decide_on: None,
+        ..wf
+    };
+    assert_eq!(super::redrive::workflow_refusal(&plain), None);
+}
