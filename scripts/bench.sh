@@ -189,6 +189,31 @@ timeout 120 "$WB" result "$ID" --wait > /dev/null 2>&1 || true
 STATE=$("$WB" status "$ID" | awk 'NR == 1 {print $3}')
 [[ $STATE == FAILED ]] || { echo "bench-redrive: the first run ended ${STATE:-unknown}, not FAILED"; exit 1; }
 bench bench-redrive --redrive "$ID" --timeout-seconds 120
+# An episodic chain of 10 (design.md 10): the examples' `marathon`
+# decider schedules each step when the last ends, so every activity costs
+# a decision (an append, a start, the decider's Invoke, a commit, the
+# node's creation): its cost per activity against bench-chain's, and the
+# decider's Invoke round trip (DecisionLatencyMs, from the functions' EMF
+# lines) over the decisions of this stack's run.
+echo; echo "==================== bench-episodic: an episodic chain of 10 ===================="
+"$WB" register marathon --lambda episodes-decider > /dev/null
+bench marathon --input '{"total": 10}' --timeout-seconds 300
+python3 - "$WHIMBREL_STACK_DIR/functions.log" <<'PY'
+import json, sys
+vals = []
+for line in open(sys.argv[1], errors="replace"):
+    i = line.find('{"_aws"')
+    if i < 0:
+        continue
+    try:
+        v = json.loads(line[i:]).get("DecisionLatencyMs")
+    except ValueError:
+        continue
+    vals += v if isinstance(v, list) else [v] if v is not None else []
+vals.sort()
+pick = lambda q: vals[min(len(vals) - 1, int(q * len(vals)))]
+print(f"decision latency (the decider's Invoke) over {len(vals)} decisions: p50 {pick(0.5):.1f} ms, p99 {pick(0.99):.1f} ms")
+PY
 echo; echo "==================== one stream batch, items one at a time and concurrently ===================="
 # In-process through handlers::activity_events, on this stack's DynamoDB
 # Local under its own table prefix (the stack's functions never see it).
