@@ -44,10 +44,7 @@ impl<L: Launcher> Engine<L> {
                 {
                     // Its start moved it to RUNNING between the read and
                     // the write: cancel what the start created.
-                    WorkflowState::Running => {
-                        let wf = self.load_workflow(id, &wf.workflow_name).await?;
-                        self.cancel_started(&wf, req, reason).await
-                    }
+                    WorkflowState::Running => self.cancel_started(&wf, req, reason).await,
                     state => Ok(Applied::Workflow(state)),
                 }
             }
@@ -81,13 +78,23 @@ impl<L: Launcher> Engine<L> {
             let details = serde_json::json!({ "reason": reason });
             let at = self.now().epoch;
             let t = self.store.tables();
-            self.append_to_log(key, &source, |state| {
-                let append = whimbrel_rules::decide::episodes::append_event;
-                append(t, key, state, kind, &source, at, details.clone())
-            })
-            .await?;
-            info!(workflow_exec_id = %key.0, %reason, "workflow cancel requested: told to its decider");
-            return Ok(Applied::Workflow(WorkflowState::Running));
+            let told = self
+                .append_to_log(key, &source, |state| {
+                    let append = whimbrel_rules::decide::episodes::append_event;
+                    append(t, key, state, kind, &source, at, details.clone())
+                })
+                .await?;
+            let now = self.load_workflow(key.0, key.1).await?.state;
+            if !told && now == WorkflowState::Running {
+                // Its first answer is not committed yet, or its closing
+                // decision's effects are being written: in a moment.
+                return Err(EngineError::Retry(format!(
+                    "cancel of {}: the execution takes no event yet",
+                    key.0
+                )));
+            }
+            info!(workflow_exec_id = %key.0, %reason, told, "workflow cancel requested");
+            return Ok(Applied::Workflow(now));
         }
         self.end_episodic(key, WorkflowState::Cancelled, reason)
             .await?;
@@ -118,6 +125,11 @@ impl<L: Launcher> Engine<L> {
             }
             self.cancel_all(&wf, &step, reason).await?;
             let now = self.load_workflow(id, name).await?;
+            // Read REQUESTED, it was started meanwhile as an episodic
+            // execution (its first answer made it so): no plan to cancel.
+            if now.is_episodic() && !wf.is_episodic() {
+                return Box::pin(self.cancel_started(&now, req, reason)).await;
+            }
             if now.redrive_count == wf.redrive_count && now.redriving.is_none() {
                 info!(workflow_exec_id = %id, %reason, "workflow cancel requested: its activities are cancelled");
                 return Ok(Applied::Workflow(WorkflowState::Running));

@@ -249,8 +249,8 @@ impl<L: Launcher> Engine<L> {
         Ok(())
     }
 
-    /// End episodic execution `wf` in `to` with `reason`: a decider that
-    /// failed, or answers refused too often.
+    /// End episodic execution `wf` in `to` with `reason` (a cancel request
+    /// its decider is not consulted on).
     pub(crate) async fn end_episodic(
         &self,
         wf: (&str, &str),
@@ -259,6 +259,24 @@ impl<L: Launcher> Engine<L> {
     ) -> Result<(), EngineError> {
         let exec = self.load_workflow(wf.0, wf.1).await?;
         self.close_episodic(&exec, to, Some(reason), |r| r).await
+    }
+
+    /// Fail episodic execution `wf` with `reason` because its decision
+    /// attempt `id` failed for good (timed out, or answers refused too
+    /// often): only while that attempt is still the one in flight, so an
+    /// answer that committed meanwhile stands.
+    pub(crate) async fn fail_decision(
+        &self,
+        wf: (&str, &str),
+        id: &str,
+        reason: &str,
+    ) -> Result<(), EngineError> {
+        let exec = self.load_workflow(wf.0, wf.1).await?;
+        let in_flight = |r: crate::store::UpdateRequest| {
+            r.when(crate::store::Cond::eq(attr::DECISION_ID, s(id)))
+        };
+        self.close_episodic(&exec, WorkflowState::Failed, Some(reason), in_flight)
+            .await
     }
 
     /// RUNNING → `to` (with `error`, and what `extra` sets), keeping the
@@ -295,7 +313,8 @@ impl<L: Launcher> Engine<L> {
         if !wf.state.is_terminal() {
             return Ok(());
         }
-        let step = ids::EngineStep::Decision(&wf.workflow_exec_id, 0).event_id();
+        // The close's own step, after every decision's: `decision:(exec)#(u64::MAX)`.
+        let step = ids::EngineStep::Decision(&wf.workflow_exec_id, u64::MAX).event_id();
         self.cancel_all(wf, &step, "the workflow ended").await?;
         self.tell_parent(&wf.workflow_exec_id, &wf.workflow_name)
             .await?;
@@ -309,9 +328,12 @@ impl<L: Launcher> Engine<L> {
         self.write_move(done).await.map(|_| ())
     }
 
-    /// `continue_as_new`: the next execution's request row (its id derived
-    /// from this execution, so written twice it is one request), then
-    /// this one COMPLETED with `continued_as` (design.md § 10.6).
+    /// `continue_as_new` (design.md § 10.6): one transaction of this
+    /// execution's move RUNNING → COMPLETED with `continued_as` and the
+    /// next execution's request row (its id derived from this exec, put
+    /// only if new): both or neither, so an execution that ended otherwise
+    /// meanwhile starts no next one, and a rerun starts it only once. Then
+    /// what the close owes ([`Self::finish_close`]).
     async fn continue_as_new(&self, exec: &WorkflowExec, input: &Value) -> Result<(), EngineError> {
         let (id, name) = (&exec.workflow_exec_id, &exec.workflow_name);
         let request_id = ids::continued_request_id(id, name);
@@ -330,13 +352,28 @@ impl<L: Launcher> Engine<L> {
             reason: None,
             parent: None,
         };
-        let t = self.store.tables();
-        self.store
-            .put_new(&t.workflow_request(), attr::WORKFLOW_REQUEST_ID, &row)
-            .await?;
+        let item: Item = serde_dynamo::to_item(&row)
+            .map_err(|e| EngineError::Rejected(format!("{id}: next request: {e}")))?;
         let next = ids::workflow_exec_id(name, &request_id);
-        let set = |r: crate::store::UpdateRequest| r.set(attr::CONTINUED_AS, s(&next));
-        self.close_episodic(exec, WorkflowState::Completed, None, set)
-            .await
+        let mv = WorkflowMove {
+            owes_until: Some(now.epoch + self.config.settle_grace_seconds),
+            ..WorkflowMove::new(WorkflowState::Running, WorkflowState::Completed, now, None)
+        };
+        let t = self.store.tables();
+        let close = decide::workflow_move(t, id, name, &mv)
+            .map_err(EngineError::Rejected)?
+            .set(attr::CONTINUED_AS, s(&next));
+        let put = crate::store::Write::Put {
+            table: t.workflow_request(),
+            item,
+            cond: Some(crate::store::Cond::not_exists(attr::WORKFLOW_REQUEST_ID)),
+        };
+        match self.store.transact(vec![close.into_write(), put]).await {
+            Ok(()) => info!(workflow_exec_id = %id, next = %next, "workflow continued as new"),
+            Err(StoreError::ConditionFailed) => {}
+            Err(e) => return Err(e.into()),
+        }
+        let ended = self.load_workflow(id, name).await?;
+        self.finish_close(&ended).await
     }
 }

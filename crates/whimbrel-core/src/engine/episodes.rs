@@ -153,7 +153,8 @@ impl<L: Launcher> Engine<L> {
                 DecisionVerdict::Idle => return self.rest(wf, &state).await,
                 DecisionVerdict::Wait(_) => return Ok(()),
                 DecisionVerdict::GiveUp(reason) => {
-                    return Box::pin(self.end_episodic(wf, WorkflowState::Failed, &reason)).await
+                    let id = state.decision_id.clone().unwrap_or_default();
+                    return Box::pin(self.fail_decision(wf, &id, &reason)).await;
                 }
                 DecisionVerdict::Start => {
                     let t = self.store.tables();
@@ -222,8 +223,12 @@ impl<L: Launcher> Engine<L> {
             Err(why) => {
                 warn!(workflow_exec_id = wf.0, decision_id = id, error = %why, "decider failed; the decision is tried again after its backoff");
                 let now = self.now().epoch;
-                let mut current = self.episode_state(wf).await?;
-                current.decision_attempt = current.decision_attempt.max(1);
+                let current = self.episode_state(wf).await?;
+                // Only this attempt is deferred: a late error of an attempt
+                // retried meanwhile leaves the one in flight alone.
+                if current.decision_id.as_deref() != Some(id) {
+                    return Ok(());
+                }
                 if let Some(defer) =
                     episodes::defer_decision(self.store.tables(), wf, &current, now)
                 {
@@ -379,7 +384,7 @@ impl<L: Launcher> Engine<L> {
                     let why = format!(
                         "decider failed: {max} answers refused in a row; the last: {reason}"
                     );
-                    return self.end_episodic(wf, WorkflowState::Failed, &why).await;
+                    return self.fail_decision(wf, id, &why).await;
                 }
             }
             let record = decision_record(id, seen, self.now().epoch, &judged);

@@ -240,7 +240,9 @@ pub fn commit_first(
         .when(Cond::eq(attr::STATE, s(WorkflowState::Running.as_str())))
         .when(Cond::not_exists(attr::DECISION_COUNT));
     if closes {
-        update = update.set(attr::CLOSED_BY_DECISION, n(1));
+        update = update
+            .set(attr::CLOSED_BY_DECISION, n(1))
+            .when(Cond::not_exists(attr::EVENT_SEQ));
     }
     let record = DecisionRecord {
         decision_id: super::episodes::decision_id(wf.0, 1, 1),

@@ -123,16 +123,13 @@ impl EpisodeState {
         attr::EXECUTION_TIMEOUT_SECONDS,
     ];
 
-    /// RUNNING and not closed by a decision: an event may be appended.
+    /// RUNNING, its first answer committed (decision 1), and not closed by
+    /// a decision: an event may be appended. Before decision 1 no event is
+    /// taken, so none can start a decision that races the first answer.
     pub fn takes_events(&self) -> bool {
-        self.state == Some(WorkflowState::Running) && self.closed_by_decision.is_none()
-    }
-
-    /// Its decider is consulted on `kind` (a refused decision and a
-    /// node's end always).
-    pub fn decides_on(&self, kind: EventKind) -> bool {
-        matches!(kind, EventKind::DecisionRefused | EventKind::ActivityEnded)
-            || self.decide_on.as_ref().is_some_and(|k| k.contains(&kind))
+        self.state == Some(WorkflowState::Running)
+            && self.decision_count > 0
+            && self.closed_by_decision.is_none()
     }
 }
 
@@ -150,7 +147,7 @@ pub struct EpisodeEvent {
     /// When, epoch seconds.
     pub at_epoch: i64,
     /// Its source, which makes it one event however often it is appended:
-    /// `ended:(activity exec id):g(generation)`, `signal:(signal key)`,
+    /// `ended:(activity exec id)`, `signal:(signal key)`,
     /// `cancel:(request id)`, `refused:(decision id)`.
     pub source: String,
     /// What the decider is shown of it (an end's state, output or error, a
@@ -253,6 +250,7 @@ fn with_next_event(
     let update = update
         .set(attr::EVENT_SEQ, n(event.seq))
         .when(running())
+        .when(Cond::exists(attr::DECISION_COUNT))
         .when(Cond::not_exists(attr::CLOSED_BY_DECISION))
         .when(counter_is(attr::EVENT_SEQ, state.event_seq));
     due_at(update, &event.workflow_exec_id, event.at_epoch)
@@ -371,7 +369,12 @@ pub fn start_decision(
     now: i64,
     attempt_seconds: i64,
 ) -> Option<(String, UpdateRequest)> {
-    if state.decision_id.is_some() || !state.has_new_events() || state.effects_owed() {
+    let first_committed = state.decision_count > 0;
+    if state.decision_id.is_some()
+        || !state.has_new_events()
+        || state.effects_owed()
+        || !first_committed
+    {
         return None;
     }
     let id = decision_id(wf.0, state.decision_number(), 1);
@@ -380,7 +383,8 @@ pub fn start_decision(
         .set(attr::DECISION_FIRST_EPOCH, n(now))
         .when(Cond::not_exists(attr::DECISION_ID))
         .when(counter_is(attr::DECIDED_SEQ, state.decided_seq))
-        .when(counter_is(attr::DECISIONS_APPLIED, state.decision_count));
+        .when(counter_is(attr::DECISIONS_APPLIED, state.decision_count))
+        .when(Cond::exists(attr::DECISION_COUNT));
     Some((id, req))
 }
 

@@ -24,7 +24,23 @@ struct Db {
 
 impl Db {
     /// A RUNNING workflow exec `w::1`.
+    /// A RUNNING execution whose first answer is committed (decision 1,
+    /// its effects written), as every episodic execution is once started.
     fn new() -> Db {
+        let mut db = Db::unstarted();
+        let key = (WF.0, WF.1);
+        let wf_key = db.key_of(
+            &db.t.workflow_exec(),
+            &crate::keys::workflow_key(key.0, key.1),
+        );
+        let wf = db.items.get_mut(&wf_key).expect("the workflow");
+        wf.insert("decision_count".into(), crate::write::n(1));
+        wf.insert("decisions_applied".into(), crate::write::n(1));
+        db
+    }
+
+    /// A RUNNING execution whose first answer is not committed yet.
+    fn unstarted() -> Db {
         let mut db = Db {
             t: Tables::new("whimbrel_"),
             items: HashMap::new(),
@@ -201,7 +217,7 @@ fn one_decision_is_in_flight_at_a_time_and_only_for_new_events() {
     db.append("signal:s1", 1);
     let read = db.state();
     let id = db.start(2).expect("started");
-    assert_eq!(id, "w::1::d1::a1");
+    assert_eq!(id, "w::1::d2::a1");
     // A second starter that read before the first started loses.
     let (_, late) = start_decision(&db.t, WF, &read, 2, 120).expect("looked startable");
     assert!(!db.transact(&[late.into_write()]));
@@ -227,12 +243,12 @@ fn events_that_arrive_during_a_decision_go_to_the_next() {
     assert_eq!((after.decided_seq, after.event_seq), (1, 2));
     assert_eq!(after.decision_id, None);
     assert_eq!(decision_verdict(&after, 4, 300), DecisionVerdict::Start);
-    // Not before decision 1's effects are written: decision 2 must see them.
+    // Not before decision 2's effects are written: decision 3 must see them.
     assert!(after.effects_owed());
     assert_eq!(db.start(4), None);
-    let applied = super::decided::effects_applied(&db.t, WF, 1);
+    let applied = super::decided::effects_applied(&db.t, WF, 2);
     assert!(db.transact(&[applied.into_write()]));
-    assert_eq!(db.start(4).as_deref(), Some("w::1::d2::a1"));
+    assert_eq!(db.start(4).as_deref(), Some("w::1::d3::a1"));
 }
 
 #[test]
@@ -250,7 +266,7 @@ fn a_decision_commits_at_most_once_and_a_stale_attempt_not_at_all() {
     let commit = commit_decision(&db.t, WF, &st, &record(&second, 1, None), false);
     assert!(db.transact(&commit));
     assert!(!db.transact(&commit), "a redelivered answer");
-    assert_eq!(db.state().decision_count, 1);
+    assert_eq!(db.state().decision_count, 2);
 }
 
 #[test]
@@ -271,7 +287,7 @@ fn a_refused_answer_leaves_its_events_to_the_next_decision_with_the_reason() {
         assert!(!refusals_exhausted(&after, round + 2));
     }
     assert!(
-        db.log()[2].contains("refused:w::1::d2::a1"),
+        db.log()[2].contains("refused:w::1::d3::a1"),
         "{:?}",
         db.log()
     );
@@ -405,4 +421,27 @@ fn a_failed_attempt_is_deferred_by_its_backoff() {
     assert_eq!(st.decision_due_epoch, Some(21));
     assert_eq!(decision_verdict(&st, 20, 300), DecisionVerdict::Wait(21));
     assert_eq!(decision_verdict(&st, 21, 300), DecisionVerdict::Retry);
+}
+
+#[test]
+fn no_event_is_taken_nor_decision_started_before_the_first_answer_commits() {
+    let mut db = Db::unstarted();
+    assert!(!db.append("signal:early", 1), "no event before decision 1");
+    let mut read = db.state();
+    read.event_seq = 1; // as if an event had come anyway
+    assert!(start_decision(&db.t, WF, &read, 2, 120).is_none());
+    let answer: crate::decider::DecisionsAnswer =
+        serde_json::from_value(json!({"decisions": []})).unwrap();
+    assert!(db.transact(&super::decided::commit_first(&db.t, WF, &answer, 3)));
+    assert!(
+        !db.transact(&super::decided::commit_first(&db.t, WF, &answer, 4)),
+        "once"
+    );
+    let applied = super::decided::effects_applied(&db.t, WF, 1);
+    assert!(db.transact(&[applied.into_write()]));
+    assert!(
+        db.append("signal:late", 5),
+        "taken once decision 1 is committed"
+    );
+    assert_eq!(db.start(6).as_deref(), Some("w::1::d2::a1"));
 }
