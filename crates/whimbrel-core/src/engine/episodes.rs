@@ -388,7 +388,7 @@ impl<L: Launcher> Engine<L> {
                 }
             }
             let record = decision_record(id, seen, self.now().epoch, &judged);
-            let closes = judged.answer.as_ref().is_some_and(closes);
+            let closes = judged.answer.as_ref().is_some_and(DecisionsAnswer::closes);
             let writes =
                 episodes::commit_decision(self.store.tables(), wf, &state, &record, closes);
             match self.store.transact(writes).await {
@@ -463,11 +463,6 @@ pub(crate) fn scheduled(answer: &DecisionsAnswer) -> Plan {
             })
             .collect(),
     )
-}
-
-/// The answer ends the execution.
-fn closes(answer: &DecisionsAnswer) -> bool {
-    answer.decisions.last().is_some_and(|d| d.closes())
 }
 
 /// What decision attempt `id`, which saw `seen` (first, last event),

@@ -232,14 +232,12 @@ pub fn commit_first(
     answer: &DecisionsAnswer,
     now: i64,
 ) -> Vec<Write> {
-    let closes = answer.decisions.last().is_some_and(|d| d.closes());
-    let mut update = UpdateRequest::new(t.workflow_exec(), workflow_key(wf.0, wf.1))
+    use super::episodes::{due_at, log_item, put_new, running, workflow_update};
+    let mut update = workflow_update(t, wf)
         .set(attr::DECISION_COUNT, n(1))
-        .set(attr::DUE_EPOCH, n(now))
-        .set(attr::DUE_SHARD, n(crate::keys::shard_of(wf.0)))
-        .when(Cond::eq(attr::STATE, s(WorkflowState::Running.as_str())))
+        .when(running())
         .when(Cond::not_exists(attr::DECISION_COUNT));
-    if closes {
+    if answer.closes() {
         update = update
             .set(attr::CLOSED_BY_DECISION, n(1))
             .when(Cond::not_exists(attr::EVENT_SEQ));
@@ -249,25 +247,10 @@ pub fn commit_first(
         from_seq: 0,
         to_seq: 0,
         decided_epoch: now,
-        decisions: av_json(&answer.decisions),
+        decisions: serde_json::to_value(&answer.decisions).unwrap_or(Value::Null),
         refused: None,
         decide_on: answer.decide_on.clone(),
     };
-    let mut item = match av(&record) {
-        Av::M(m) => m,
-        _ => Item::new(),
-    };
-    item.insert(attr::WORKFLOW_EXEC_ID.into(), s(wf.0));
-    item.insert(attr::LOG_KEY.into(), s(decision_log_key(1)));
-    let put = Write::Put {
-        table: t.decision(),
-        item,
-        cond: Some(Cond::not_exists(attr::LOG_KEY)),
-    };
-    vec![update.into_write(), put]
-}
-
-/// `v` as JSON.
-fn av_json<T: serde::Serialize>(v: &T) -> Value {
-    serde_json::to_value(v).unwrap_or(Value::Null)
+    let item = log_item(wf.0, decision_log_key(1), &record);
+    vec![due_at(update, wf.0, now).into_write(), put_new(t, item)]
 }

@@ -180,7 +180,7 @@ pub fn decision_id(workflow_exec_id: &str, number: u64, attempt: u32) -> String 
 
 /// The `whimbrel_decision` item `log_key` of `workflow_exec_id`, with
 /// `value`'s fields (a struct's) beside its key.
-fn log_item<T: Serialize>(workflow_exec_id: &str, log_key: String, value: &T) -> Item {
+pub(super) fn log_item<T: Serialize>(workflow_exec_id: &str, log_key: String, value: &T) -> Item {
     let mut item = match av(value) {
         crate::write::Value::M(m) => m,
         _ => Item::new(),
@@ -191,7 +191,7 @@ fn log_item<T: Serialize>(workflow_exec_id: &str, log_key: String, value: &T) ->
 }
 
 /// The put of a new `whimbrel_decision` item: never over one.
-fn put_new(t: &Tables, item: Item) -> Write {
+pub(super) fn put_new(t: &Tables, item: Item) -> Write {
     Write::Put {
         table: t.decision(),
         item,
@@ -200,7 +200,7 @@ fn put_new(t: &Tables, item: Item) -> Write {
 }
 
 /// An update of the workflow exec `wf` (id, name).
-fn workflow_update(t: &Tables, wf: (&str, &str)) -> UpdateRequest {
+pub(super) fn workflow_update(t: &Tables, wf: (&str, &str)) -> UpdateRequest {
     UpdateRequest::new(t.workflow_exec(), workflow_key(wf.0, wf.1))
 }
 
@@ -219,13 +219,13 @@ fn in_flight(t: &Tables, wf: (&str, &str), id: &str, attempt: u32, due: i64) -> 
 /// the execution then (design.md § 10.3). An episode write only ever
 /// moves it earlier than what it owes; the monitor's visit arms it again
 /// for the execution deadline.
-fn due_at(req: UpdateRequest, workflow_exec_id: &str, at: i64) -> UpdateRequest {
+pub(super) fn due_at(req: UpdateRequest, workflow_exec_id: &str, at: i64) -> UpdateRequest {
     req.set(attr::DUE_EPOCH, n(at))
         .set(attr::DUE_SHARD, n(crate::keys::shard_of(workflow_exec_id)))
 }
 
 /// The execution is RUNNING.
-fn running() -> Cond {
+pub(super) fn running() -> Cond {
     Cond::eq(attr::STATE, s(WorkflowState::Running.as_str()))
 }
 

@@ -72,6 +72,13 @@ pub struct DecisionsAnswer {
     pub decide_on: Option<Vec<EventKind>>,
 }
 
+impl DecisionsAnswer {
+    /// True when its last decision ends the execution.
+    pub fn closes(&self) -> bool {
+        self.decisions.last().is_some_and(Decision::closes)
+    }
+}
+
 fn default_version() -> u32 {
     SHAPE_VERSION
 }
