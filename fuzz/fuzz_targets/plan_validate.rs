@@ -61,6 +61,10 @@ fn workflow(plan: &Plan) -> WorkflowExec {
         redriving: None,
         redrives: vec![],
         slots_used: None,
+        decide_on: None,
+        decider: None,
+        continued_from: None,
+        continued_as: None,
         workflow_exec_id: ids::workflow_exec_id("fuzz", "fuzz::request"),
         workflow_name: "fuzz".into(),
         state: WorkflowState::Running,
@@ -212,6 +216,7 @@ fuzz_target!(|data: &[u8]| {
         input: None,
         recorded_epoch: 1_795_306_411,
         parts: None,
+        episodic: None,
     };
     // Stored as DynamoDB would hold it: one item, or a head and parts that
     // give the activity list back in order.
