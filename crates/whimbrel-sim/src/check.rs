@@ -35,6 +35,7 @@ use crate::actors::Report;
 
 pub mod cancels;
 mod children;
+pub mod episodes;
 mod features;
 mod liveness;
 mod safety;
@@ -81,6 +82,7 @@ pub struct Checker {
     children: children::Seen,
     redrive: workflow_redrive::Seen,
     target_slots: target_slots::Seen,
+    episodes: episodes::Seen,
 }
 
 /// Every activity exec item, read; with a violation for each item that
@@ -478,9 +480,11 @@ impl Checker {
                 wfs.len()
             ));
         }
+        let decided = episodes::decided_inputs(&episodes::logs(mem, t).0);
         let known = liveness::Known {
             plans: &plans,
             signals: &self.signals.rows,
+            decided: &decided,
         };
         for w in &wfs {
             v.extend(liveness::workflow_violations(w, &acts, &known));
@@ -502,8 +506,15 @@ impl Checker {
             outcomes: seen.outcomes,
             lost: seen.lost,
         }));
+        // A decider consulted on cancel requests decides what one does
+        // (check/episodes.rs); every other request cancels at once.
+        let decided_cancels = episodes::cancels_decided(&wfs);
+        let cancels: HashMap<String, cancels::CancelRequest> = (seen.cancels.iter())
+            .filter(|(_, c)| !decided_cancels.contains(c.workflow_exec_id.as_str()))
+            .map(|(k, c)| (k.clone(), c.clone()))
+            .collect();
         v.extend(cancels::violations(
-            seen.cancels,
+            &cancels,
             &acts,
             &self.ended_at,
             self.redrive.applied_at(),

@@ -18,6 +18,7 @@ pub mod actors;
 pub mod check;
 pub mod counts;
 pub mod edges;
+pub mod episodes;
 pub mod exec;
 pub mod shared;
 pub mod template;
@@ -74,6 +75,12 @@ pub fn shrink(seed: u64, params: &Params) -> (Params, Failure) {
         if best.redrives {
             candidates.push(Params {
                 redrives: false,
+                ..best.clone()
+            });
+        }
+        if best.episodes {
+            candidates.push(Params {
+                episodes: false,
                 ..best.clone()
             });
         }

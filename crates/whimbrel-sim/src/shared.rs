@@ -197,6 +197,19 @@ pub struct Shared {
     /// A sixth stream of the same seed, so that a schedule draws
     /// everything else as it did until a limit changes what happens.
     pub limit_rng: ChaCha8Rng,
+    /// The random source of episodic workflows (design.md § 10): which
+    /// are registered, when they start, and every choice their decider
+    /// makes ([`crate::episodes`]). A seventh stream of the same seed, so
+    /// that a schedule without episodic workflows draws everything else
+    /// as it did.
+    pub episode_rng: ChaCha8Rng,
+    /// The episodic workflows' deciders, by workflow name.
+    pub episodes: HashMap<String, crate::episodes::EpisodeSpec>,
+    /// Every answer their decider gave, in order.
+    pub given: Vec<crate::episodes::Given>,
+    /// Every attempt their decider was asked, in order (when asked; the
+    /// answer may come minutes later).
+    pub asks: Vec<String>,
     /// Current fault rates.
     pub faults: Faults,
     /// Sleeping tasks: wake time and waker.
@@ -273,6 +286,14 @@ impl Shared {
                 r.set_stream(5);
                 r
             },
+            episode_rng: {
+                let mut r = ChaCha8Rng::seed_from_u64(seed);
+                r.set_stream(6);
+                r
+            },
+            episodes: HashMap::new(),
+            given: vec![],
+            asks: vec![],
             faults: Faults::NONE,
             timers: vec![],
             invokes: vec![],
@@ -634,6 +655,10 @@ pub struct SimLauncher {
 impl Launcher for SimLauncher {
     async fn invoke_sync(&self, function: &str, payload: &Value) -> Result<Value, InvokeError> {
         YieldNow::new().await;
+        let name = payload[attr::WORKFLOW_NAME].as_str().unwrap_or("");
+        if lock(&self.world).episodes.contains_key(name) {
+            return self.episodic_decider(function, payload).await;
+        }
         let mut w = lock(&self.world);
         let f = w.faults;
         if (self.faulty && w.chance(f.invoke_error)) || w.now < w.decider_down_until {
@@ -642,7 +667,6 @@ impl Launcher for SimLauncher {
                 message: "TooManyRequestsException (simulated)".into(),
             });
         }
-        let name = payload[attr::WORKFLOW_NAME].as_str().unwrap_or("");
         w.deciders
             .get(name)
             .cloned()
@@ -714,6 +738,50 @@ impl Launcher for SimLauncher {
 }
 
 impl SimLauncher {
+    /// The episodic decider's synchronous Invoke ([`crate::episodes`]):
+    /// unreachable as the plan decider is; under faults, one call in
+    /// twenty takes 30 s to 4 minutes (a slow decider, whose attempt may
+    /// be given up and tried again while it runs), drawn from the episode
+    /// stream.
+    async fn episodic_decider(
+        &self,
+        function: &str,
+        payload: &Value,
+    ) -> Result<Value, InvokeError> {
+        let slow = {
+            let mut w = lock(&self.world);
+            let f = w.faults;
+            if (self.faulty && w.chance(f.invoke_error)) || w.now < w.decider_down_until {
+                return Err(InvokeError::Unavailable {
+                    function: function.into(),
+                    message: "TooManyRequestsException (simulated)".into(),
+                });
+            }
+            w.asks.push(crate::episodes::attempt_asked(payload));
+            let slow = self.faulty && w.episode_rng.gen_bool(0.05);
+            slow.then(|| w.episode_rng.gen_range(30..=240))
+        };
+        if let Some(seconds) = slow {
+            lock(&self.world).exercise("episodic deciders slow");
+            sleep(&self.world, seconds).await;
+        }
+        let mut w = lock(&self.world);
+        let name = payload[attr::WORKFLOW_NAME].as_str().unwrap_or("");
+        let spec = w.episodes.get(name).cloned().expect("an episodic workflow");
+        let now = w.now;
+        let (answer, given) = crate::episodes::answer(&spec, payload, &mut w.episode_rng, now)
+            .map_err(|message| InvokeError::Rejected {
+                function: function.into(),
+                message,
+            })?;
+        w.log(format!(
+            "decider answers {}: {}",
+            given.decision_id, given.decisions
+        ));
+        w.given.push(given);
+        Ok(answer)
+    }
+
     /// SQS's delivery of a wake-up sent with `delay` seconds: at its time
     /// or a second late, one in twenty lost (the sender's call failed
     /// after all, or the message aged out), one in thirty twice (SQS

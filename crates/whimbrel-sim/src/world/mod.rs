@@ -24,6 +24,7 @@ use crate::template::EsmSettings;
 mod approvers;
 mod background;
 mod children;
+mod episodes;
 mod esm;
 mod hostile;
 mod lambda;
@@ -34,6 +35,7 @@ mod signals;
 mod target_limits;
 mod workflow_redrive;
 use esm::{lock_now, stream_tables, MAIN_SHARDS, STREAM_SHARDS};
+pub use scenario::{SIGNAL_NAMES, TASK_LIST};
 
 /// What a schedule is made of (the shrinker lowers these).
 #[derive(Debug, Clone, PartialEq)]
@@ -54,6 +56,8 @@ pub struct Params {
     pub redrives: bool,
     /// Operators limit targets' concurrency (`target_limits.rs`).
     pub target_limits: bool,
+    /// Episodic workflows run beside the planned ones (`episodes.rs`).
+    pub episodes: bool,
     /// Clients' clocks may be off by minutes
     /// ([`crate::shared::Faults::client_skew`]). On by default
     /// (`tests/clocks.rs`); `--trusted-client-clocks` turns it off.
@@ -71,6 +75,7 @@ impl Default for Params {
             hostile: true,
             redrives: true,
             target_limits: true,
+            episodes: true,
             client_clock_minutes: true,
         }
     }
@@ -513,6 +518,7 @@ impl Sim {
         self.setup();
         lock(&self.world).faults = self.fault_mix(Faults::at(self.params.fault_level));
         let mut disruptions = self.draw_disruptions();
+        disruptions.episodic_starts = self.set_up_episodes();
         self.faulty_phase(&mut disruptions)?;
         self.quiet_phase()?;
         self.finish()
@@ -537,6 +543,11 @@ impl Sim {
             v.extend(
                 self.checker
                     .safety_of(read, &self.mem, &self.tables, &self.cfg, Some(now)),
+            );
+            let w = lock(&self.world);
+            v.extend(
+                self.checker
+                    .episode_safety(&self.mem, &self.tables, &w.given, &w.asks),
             );
         }
         v.extend(self.overdue_redrives(now));

@@ -24,6 +24,9 @@ pub(super) struct Disruptions {
     /// An unreachable decider: the step it goes at and for how many
     /// seconds.
     decider_down: Option<(usize, i64)>,
+    /// Episodic workflows not started yet: (step to start at, workflow
+    /// name), by step (`episodes.rs`).
+    pub(super) episodic_starts: Vec<(usize, String)>,
 }
 
 impl Sim {
@@ -70,6 +73,7 @@ impl Sim {
             outage,
             poison,
             decider_down,
+            episodic_starts: vec![],
         }
     }
 
@@ -84,6 +88,7 @@ impl Sim {
                 self.break_signal_shards(step);
             }
             self.start_due_workflows(step, &mut d.pending_starts);
+            self.start_due_episodes(Some(step), &mut d.episodic_starts);
             self.user_or_hostile_action();
             self.act();
             self.check_safety()?;
@@ -91,6 +96,7 @@ impl Sim {
         for (_, w) in std::mem::take(&mut d.pending_starts) {
             self.start_workflow(w);
         }
+        self.start_due_episodes(None, &mut d.episodic_starts);
         Ok(())
     }
 
@@ -210,9 +216,15 @@ impl Sim {
             gsi_stalls: &self.index_lag.stalls,
             overwritten: &self.overwritten,
         };
-        let v = self
+        let mut v = self
             .checker
             .liveness(&self.mem, &self.tables, &self.cfg, &seen);
+        let specs = lock(&self.world).episodes.clone();
+        let end = crate::check::episodes::EndOfRun {
+            specs: &specs,
+            cancels: &self.cancels,
+        };
+        v.extend(self.checker.episode_liveness(&self.mem, &self.tables, &end));
         self.record_end_stats();
         if v.is_empty() {
             Ok(self.stats)
@@ -236,6 +248,9 @@ impl Sim {
             .features
             .insert("cancel requests applied".into(), applied.count() as u64);
         for (k, n) in self.signal_counts() {
+            self.stats.features.insert(k.into(), n);
+        }
+        for (k, n) in crate::check::episodes::episode_counts(&self.mem, &self.tables) {
             self.stats.features.insert(k.into(), n);
         }
         for (k, n) in self.redrive_counts() {

@@ -1,0 +1,651 @@
+//! The invariants of episodic executions (design.md § 10), one for each
+//! promise of § 10.2–10.3, checked on what `whimbrel_decision` and the
+//! execution items hold and on the answers the simulation's decider gave
+//! ([`crate::episodes::Given`]).
+//!
+//! Safety, after every step:
+//! - **the log**: events `1..=event_seq` each stored once, in place, each
+//!   from a source appended once (its source marker names its place);
+//! - **each event is seen by exactly one decision**: the accepted
+//!   decisions' ranges follow each other with no gap and no overlap up
+//!   to `decided_seq` (a refused one sees the same events again, and
+//!   commits nothing);
+//! - **a redelivered answer commits nothing**: decisions `1..=count` are
+//!   recorded once each, each by an answer the decider gave to that very
+//!   attempt, with its decisions; an answer meant to be refused never is
+//!   accepted;
+//! - **effects at most once, and only of committed answers**: every node
+//!   a decision scheduled is named by that accepted decision, as it was
+//!   answered (kind, target, input);
+//! - **one decision in flight**: the decider is never asked decision `n`
+//!   once it committed, nor before decision `n - 1` did.
+//!
+//! Liveness, at the end: every committed decision's effects are written
+//! (nothing in flight, every node it scheduled exists, the latest
+//! marker kept); **no event is lost between decisions**: an execution
+//! the decider completed or continued (it does so only with no node
+//! open) saw the end of every node in a decision, and no event came
+//! after its last; a completed chain's result is its decider's; a
+//! continued execution has exactly one successor, which names it.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use serde_json::Value;
+use whimbrel_core::attr;
+use whimbrel_core::decider::Decision;
+use whimbrel_core::engine::decide::episodes::{DecisionRecord, EpisodeEvent, EpisodeState};
+use whimbrel_core::model::{ActivityExec, WorkflowExec};
+use whimbrel_core::plan::PlannedActivity;
+use whimbrel_core::store::memory::MemoryBackend;
+use whimbrel_core::store::{Item, Tables};
+
+use crate::episodes::{EpisodeSpec, Given};
+
+/// What the checker remembers of episodes between looks.
+#[derive(Debug, Default)]
+pub struct Seen {
+    /// Asks of the decider already checked.
+    asks: usize,
+    /// (execution, decision number) committed at the last look.
+    committed: HashSet<(String, u64)>,
+}
+
+/// One episodic execution as stored.
+#[derive(Debug, Clone)]
+pub(super) struct Log {
+    pub exec: WorkflowExec,
+    pub state: EpisodeState,
+    pub events: BTreeMap<u64, EpisodeEvent>,
+    /// Source → the place its marker names.
+    pub sources: HashMap<String, u64>,
+    pub records: BTreeMap<u64, DecisionRecord>,
+    /// Marker name → (details, decision that wrote it).
+    pub markers: HashMap<String, (Value, u64)>,
+}
+
+fn text(item: &Item, key: &str) -> String {
+    match item.get(key) {
+        Some(whimbrel_core::store::Value::S(v)) => v.clone(),
+        _ => String::new(),
+    }
+}
+
+/// Every episodic execution's log, with a violation for each item of
+/// `whimbrel_decision` that does not parse.
+pub(super) fn logs(mem: &MemoryBackend, t: &Tables) -> (Vec<Log>, Vec<String>) {
+    let mut logs: BTreeMap<String, Log> = BTreeMap::new();
+    for item in mem.items(&t.workflow_exec()) {
+        let (Ok(exec), Ok(state)) = (
+            serde_dynamo::from_item::<_, WorkflowExec>(item.clone()),
+            serde_dynamo::from_item::<_, EpisodeState>(item),
+        ) else {
+            continue;
+        };
+        if exec.is_episodic() {
+            let log = Log {
+                exec,
+                state,
+                events: BTreeMap::new(),
+                sources: HashMap::new(),
+                records: BTreeMap::new(),
+                markers: HashMap::new(),
+            };
+            logs.insert(log.exec.workflow_exec_id.clone(), log);
+        }
+    }
+    let mut bad = vec![];
+    for item in mem.items(&t.decision()) {
+        let key = text(&item, attr::LOG_KEY);
+        let Some(log) = logs.get_mut(&text(&item, attr::WORKFLOW_EXEC_ID)) else {
+            bad.push(format!("decision item {key} of no episodic execution"));
+            continue;
+        };
+        if let Err(e) = log.take(&key, item) {
+            bad.push(format!(
+                "{}: item {key} does not parse ({e})",
+                log.exec.workflow_exec_id
+            ));
+        }
+    }
+    (logs.into_values().collect(), bad)
+}
+
+impl Log {
+    fn take(&mut self, key: &str, item: Item) -> Result<(), serde_dynamo::Error> {
+        let number = |p: &str| key.trim_start_matches(p).parse::<u64>().unwrap_or(0);
+        if key.starts_with("event#") {
+            self.events
+                .insert(number("event#"), serde_dynamo::from_item(item)?);
+        } else if let Some(source) = key.strip_prefix("event-id#") {
+            let at: Value = serde_dynamo::from_item(item)?;
+            let seq = at["seq"].as_u64().unwrap_or(0);
+            self.sources.insert(source.to_string(), seq);
+        } else if key.starts_with("decision#") {
+            self.records
+                .insert(number("decision#"), serde_dynamo::from_item(item)?);
+        } else if key.starts_with("marker#") {
+            let m: Value = serde_dynamo::from_item(item)?;
+            let by = m["decision"].as_u64().unwrap_or(0);
+            self.markers.insert(
+                m["name"].as_str().unwrap_or("").into(),
+                (m["details"].clone(), by),
+            );
+        }
+        Ok(())
+    }
+
+    fn id(&self) -> &str {
+        &self.exec.workflow_exec_id
+    }
+
+    /// The accepted decisions, by number.
+    fn accepted(&self) -> impl Iterator<Item = (&u64, &DecisionRecord)> {
+        self.records.iter().filter(|(_, r)| r.refused.is_none())
+    }
+
+    /// The nodes the accepted decisions scheduled: name → (decision, node).
+    pub(super) fn scheduled(&self) -> HashMap<String, (u64, PlannedActivity)> {
+        let mut out = HashMap::new();
+        for (k, r) in self.accepted() {
+            let decisions: Vec<Decision> =
+                serde_json::from_value(r.decisions.clone()).unwrap_or_default();
+            for d in decisions {
+                if let Decision::Schedule { activities } = d {
+                    for a in activities {
+                        out.insert(a.name.clone(), (*k, a));
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// The accepted decisions' decisions, in order.
+    fn decisions(&self) -> Vec<(u64, Decision)> {
+        self.accepted()
+            .flat_map(|(k, r)| {
+                let ds: Vec<Decision> =
+                    serde_json::from_value(r.decisions.clone()).unwrap_or_default();
+                ds.into_iter().map(move |d| (*k, d))
+            })
+            .collect()
+    }
+}
+
+/// The inputs of decided nodes: (execution, node name) → input, as their
+/// accepted decisions gave them.
+pub(super) fn decided_inputs(logs: &[Log]) -> HashMap<(String, String), Value> {
+    let mut out = HashMap::new();
+    for log in logs {
+        for (name, (_, a)) in log.scheduled() {
+            out.insert((log.id().to_string(), name), a.input.unwrap_or_default());
+        }
+    }
+    out
+}
+
+/// The log's events: each in place, each source once, each marker naming
+/// its event, nothing past `event_seq`.
+fn event_violations(log: &Log) -> Vec<String> {
+    let id = log.id();
+    let mut v = vec![];
+    let want: Vec<u64> = (1..=log.state.event_seq).collect();
+    let have: Vec<u64> = log.events.keys().copied().collect();
+    if want != have {
+        v.push(format!(
+            "{id}: event_seq {} but events {have:?}",
+            log.state.event_seq
+        ));
+    }
+    let mut sources = HashSet::new();
+    for (seq, e) in &log.events {
+        if e.seq != *seq || !sources.insert(e.source.clone()) {
+            v.push(format!(
+                "{id}: event {seq} ({}) out of place or appended twice",
+                e.source
+            ));
+        }
+        if log.sources.get(&e.source) != Some(seq) {
+            v.push(format!(
+                "{id}: event {seq}'s source {} has no marker naming it",
+                e.source
+            ));
+        }
+    }
+    v
+}
+
+/// Decisions `1..=decision_count` recorded once each; the accepted ones'
+/// ranges cover `1..=decided_seq` with no gap and no overlap.
+fn record_violations(log: &Log) -> Vec<String> {
+    let id = log.id();
+    let mut v = vec![];
+    let want: Vec<u64> = (1..=log.state.decision_count).collect();
+    let have: Vec<u64> = log.records.keys().copied().collect();
+    if want != have {
+        v.push(format!(
+            "{id}: decision_count {} but records {have:?}",
+            log.state.decision_count
+        ));
+    }
+    let mut decided = 0;
+    for (k, r) in &log.records {
+        if !r.decision_id.starts_with(&format!("{id}::d{k}::")) {
+            v.push(format!(
+                "{id}: decision {k} recorded by attempt {}",
+                r.decision_id
+            ));
+        }
+        let seen_any = r.to_seq >= r.from_seq && r.to_seq > 0;
+        if seen_any && r.from_seq != decided + 1 {
+            v.push(format!(
+                "{id}: decision {k} saw events {}..={} but {decided} were decided before it",
+                r.from_seq, r.to_seq
+            ));
+        }
+        if r.refused.is_none() && seen_any {
+            decided = r.to_seq;
+        }
+    }
+    if decided != log.state.decided_seq {
+        v.push(format!(
+            "{id}: decided_seq {} but the accepted decisions saw {decided}",
+            log.state.decided_seq
+        ));
+    }
+    v
+}
+
+/// Each record is an answer the decider gave to that attempt: its
+/// decisions as given, never one meant to be refused.
+fn answer_violations(log: &Log, given: &HashMap<&str, Vec<&Given>>) -> Vec<String> {
+    let id = log.id();
+    let mut v = vec![];
+    for (k, r) in &log.records {
+        let answers = given
+            .get(r.decision_id.as_str())
+            .cloned()
+            .unwrap_or_default();
+        if answers.is_empty() {
+            v.push(format!(
+                "{id}: decision {k} committed {} which the decider never answered",
+                r.decision_id
+            ));
+            continue;
+        }
+        if r.refused.is_some() {
+            continue;
+        }
+        let same = |g: &&Given| normal(&g.decisions) == normal(&r.decisions) && !g.invalid;
+        if !answers.iter().any(same) {
+            v.push(format!(
+                "{id}: decision {k} ({}) committed {} which no valid answer to it gave",
+                r.decision_id, r.decisions
+            ));
+        }
+    }
+    v
+}
+
+/// Decisions' JSON as the engine would record it.
+fn normal(decisions: &Value) -> Value {
+    serde_json::from_value::<Vec<Decision>>(decisions.clone())
+        .ok()
+        .and_then(|d| serde_json::to_value(d).ok())
+        .unwrap_or(Value::Null)
+}
+
+/// Every node of the execution that a decision scheduled is named by that
+/// accepted decision, with its kind, target and input.
+fn node_violations(log: &Log, acts: &[&ActivityExec]) -> Vec<String> {
+    let scheduled = log.scheduled();
+    let mut v = vec![];
+    for a in acts {
+        let Some(by) = a.links.scheduled_by else {
+            continue;
+        };
+        match scheduled.get(&a.activity_name) {
+            Some((k, node)) if *k == by => {
+                let answered = (node.kind(), target(node));
+                let stored = (a.runner.kind(), a.runner.target_name());
+                if stored != answered {
+                    v.push(format!(
+                        "{}: node {} is {stored:?}, answered {answered:?}",
+                        log.id(),
+                        a.activity_name
+                    ));
+                }
+            }
+            _ => v.push(format!(
+                "{}: node {} claims decision {by}, which did not schedule it",
+                log.id(),
+                a.activity_name
+            )),
+        }
+    }
+    v
+}
+
+/// A node's target as its answer gave it (`ActivityExec::target_name`'s).
+fn target(node: &PlannedActivity) -> Option<String> {
+    use whimbrel_core::kind::NodeKind;
+    match node.kind() {
+        NodeKind::Timer => None,
+        NodeKind::Signal => node.signal.clone(),
+        NodeKind::Child => node.workflow.clone(),
+        NodeKind::TaskList => node.task_list.clone(),
+        NodeKind::Lambda => Some(node.lambda.clone()),
+    }
+}
+
+impl super::Checker {
+    /// The safety invariants of episodes (module docs), on the tables as
+    /// they are now and the decider's answers and asks so far.
+    pub fn episode_safety(
+        &mut self,
+        mem: &MemoryBackend,
+        t: &Tables,
+        given: &[Given],
+        asks: &[String],
+    ) -> Vec<String> {
+        let (logs, mut v) = logs(mem, t);
+        let by_id = answers_by_id(given);
+        let (acts, _) = super::activities(mem, t);
+        for log in &logs {
+            let mine: Vec<&ActivityExec> = (acts.iter())
+                .filter(|a| a.workflow_exec_id == log.id())
+                .collect();
+            v.extend(event_violations(log));
+            v.extend(record_violations(log));
+            v.extend(answer_violations(log, &by_id));
+            v.extend(node_violations(log, &mine));
+        }
+        v.extend(self.episodes.ask_violations(&logs, asks));
+        v
+    }
+}
+
+/// The answers given, by the attempt asked.
+fn answers_by_id(given: &[Given]) -> HashMap<&str, Vec<&Given>> {
+    let mut by_id: HashMap<&str, Vec<&Given>> = HashMap::new();
+    for g in given {
+        by_id.entry(g.decision_id.as_str()).or_default().push(g);
+    }
+    by_id
+}
+
+impl Seen {
+    /// The decider asked (`asks`, attempt ids in order) for decision `n`
+    /// of an execution only while `n` had not committed at the last look,
+    /// and after `n - 1` had, by now.
+    fn ask_violations(&mut self, logs: &[Log], asks: &[String]) -> Vec<String> {
+        let mut v = vec![];
+        let now: HashSet<(String, u64)> = logs
+            .iter()
+            .flat_map(|l| l.records.keys().map(|k| (l.id().to_string(), *k)))
+            .collect();
+        for ask in &asks[self.asks.min(asks.len())..] {
+            let Some((exec, n)) = parse_attempt(ask) else {
+                v.push(format!("the decider was asked with attempt id {ask}"));
+                continue;
+            };
+            if self.committed.contains(&(exec.clone(), n)) {
+                v.push(format!(
+                    "{exec}: the decider was asked {ask} after decision {n} committed"
+                ));
+            }
+            if n > 1 && !now.contains(&(exec.clone(), n - 1)) {
+                v.push(format!(
+                    "{exec}: the decider was asked {ask} before decision {} committed",
+                    n - 1
+                ));
+            }
+        }
+        self.asks = asks.len();
+        self.committed = now;
+        v
+    }
+}
+
+/// `(exec)::d(n)::a(k)` → (exec, n).
+fn parse_attempt(id: &str) -> Option<(String, u64)> {
+    let (rest, _) = id.rsplit_once("::a")?;
+    let (exec, n) = rest.rsplit_once("::d")?;
+    Some((exec.to_string(), n.parse().ok()?))
+}
+
+/// What the end-of-run checks of episodes read.
+pub struct EndOfRun<'a> {
+    /// The episodic deciders, by workflow name.
+    pub specs: &'a HashMap<String, EpisodeSpec>,
+    /// Users' cancel requests by row id.
+    pub cancels: &'a HashMap<String, super::cancels::CancelRequest>,
+}
+
+/// The executions whose decider is consulted on cancel requests: a
+/// request is an event for it, not a cancel.
+pub(super) fn cancels_decided(wfs: &[WorkflowExec]) -> HashSet<&str> {
+    use whimbrel_core::decider::EventKind;
+    (wfs.iter())
+        .filter(|w| (w.decide_on.iter().flatten()).any(|k| *k == EventKind::CancelRequested))
+        .map(|w| w.workflow_exec_id.as_str())
+        .collect()
+}
+
+/// A cancel request the stream applied to an execution whose decider is
+/// consulted on them is an event, unless the execution had ended or been
+/// closed first; the simulation's decider cancels on seeing one, so an
+/// accepted decision that saw it ended the execution CANCELLED.
+fn cancel_violations(log: &Log, end: &EndOfRun<'_>) -> Vec<String> {
+    let id = log.id();
+    let mut v = vec![];
+    for (row, c) in end.cancels {
+        if c.workflow_exec_id != id || c.applied_at.is_none() {
+            continue;
+        }
+        let Some(seq) = log.sources.get(&format!("cancel:{row}")) else {
+            // Applied before the decision that closed it (engine clocks
+            // are off by two seconds at most, the stream's batch by the
+            // world's steps): it was lost.
+            let closed_at = (log.state.closed_by_decision)
+                .and_then(|k| log.records.get(&k))
+                .map(|r| r.decided_epoch);
+            if closed_at.is_some_and(|at| at > c.applied_at.unwrap_or(0) + 5) {
+                v.push(format!(
+                    "{id}: the cancel request {row} was applied at {:?}, before the close at {closed_at:?}, but is no event",
+                    c.applied_at
+                ));
+            }
+            continue;
+        };
+        if *seq <= log.state.decided_seq
+            && log.exec.state != whimbrel_core::contract::WorkflowState::Cancelled
+        {
+            v.push(format!(
+                "{id}: a decision saw the cancel request {row} but it ended {}",
+                log.exec.state
+            ));
+        }
+    }
+    v
+}
+
+impl super::Checker {
+    /// The liveness invariants of episodes (module docs), at the end.
+    pub fn episode_liveness(
+        &self,
+        mem: &MemoryBackend,
+        t: &Tables,
+        end: &EndOfRun<'_>,
+    ) -> Vec<String> {
+        let (logs, mut v) = logs(mem, t);
+        let (acts, _) = super::activities(mem, t);
+        for log in &logs {
+            v.extend(cancel_violations(log, end));
+            let Some(closed_by) = log.state.closed_by_decision else {
+                continue;
+            };
+            let mine: Vec<&ActivityExec> = (acts.iter())
+                .filter(|a| a.workflow_exec_id == log.id())
+                .collect();
+            v.extend(effects_written(log, &mine));
+            let Some((_, close)) = log
+                .decisions()
+                .into_iter()
+                .rev()
+                .find(|(k, _)| *k == closed_by)
+            else {
+                v.push(format!(
+                    "{}: closed by decision {closed_by}, which closes nothing",
+                    log.id()
+                ));
+                continue;
+            };
+            v.extend(close_violations(log, &close, &mine, &logs, end));
+        }
+        v
+    }
+}
+
+/// Every accepted decision's effects are written: marked applied up to
+/// the closing decision, every node it scheduled exists, each marker
+/// holds its latest value. (The closing decision's own mark only gates a
+/// next decision, which a closed execution never has: a closer that died
+/// after the close leaves it unwritten, with nothing owed.)
+fn effects_written(log: &Log, acts: &[&ActivityExec]) -> Vec<String> {
+    let id = log.id();
+    let mut v = vec![];
+    if log.state.decisions_applied + 1 < log.state.decision_count {
+        v.push(format!(
+            "{id}: {} decisions but the effects of {} written",
+            log.state.decision_count, log.state.decisions_applied
+        ));
+    }
+    for name in log.scheduled().keys() {
+        if !acts.iter().any(|a| &a.activity_name == name) {
+            v.push(format!("{id}: node {name} was scheduled but never created"));
+        }
+    }
+    let mut latest: HashMap<String, (Value, u64)> = HashMap::new();
+    for (k, d) in log.decisions() {
+        if let Decision::RecordMarker { name, details } = d {
+            latest.insert(name, (details, k));
+        }
+    }
+    for (name, kept) in &latest {
+        if log.markers.get(name) != Some(kept) {
+            v.push(format!(
+                "{id}: marker {name} is {:?}, not {kept:?}",
+                log.markers.get(name)
+            ));
+        }
+    }
+    v
+}
+
+/// The execution ended as its closing decision said; one the decider
+/// completed or continued (with no node open) lost no event.
+fn close_violations(
+    log: &Log,
+    close: &Decision,
+    acts: &[&ActivityExec],
+    logs: &[Log],
+    end: &EndOfRun<'_>,
+) -> Vec<String> {
+    use whimbrel_core::contract::WorkflowState as S;
+    let id = log.id();
+    let mut v = vec![];
+    let (want, lossless) = match close {
+        Decision::CompleteWorkflow { result } => {
+            let spec = end.specs.get(&log.exec.workflow_name);
+            if spec.map(EpisodeSpec::result).as_ref() != Some(result) {
+                v.push(format!(
+                    "{id}: completed with {result}, not its decider's result"
+                ));
+            }
+            if log.exec.result.as_ref() != Some(result) {
+                v.push(format!(
+                    "{id}: result {:?}, not the decision's {result}",
+                    log.exec.result
+                ));
+            }
+            (S::Completed, true)
+        }
+        Decision::ContinueAsNew { .. } => {
+            v.extend(successor_violations(log, logs));
+            (S::Completed, true)
+        }
+        Decision::FailWorkflow { .. } => (S::Failed, false),
+        _ => (S::Cancelled, false),
+    };
+    if log.exec.state != want {
+        v.push(format!(
+            "{id}: closed by {close:?} but ended {}",
+            log.exec.state
+        ));
+    }
+    if lossless {
+        v.extend(lost_events(log, acts));
+    }
+    v
+}
+
+/// Every node's end is an event no later than the last decided one, and
+/// nothing was appended after it.
+fn lost_events(log: &Log, acts: &[&ActivityExec]) -> Vec<String> {
+    let id = log.id();
+    let mut v = vec![];
+    if log.state.event_seq != log.state.decided_seq {
+        v.push(format!(
+            "{id}: events up to {} but decisions saw {}",
+            log.state.event_seq, log.state.decided_seq
+        ));
+    }
+    for a in acts {
+        let source = whimbrel_core::engine::decide::episodes::ended_source(id, &a.activity_name);
+        match log.sources.get(&source) {
+            Some(seq) if *seq <= log.state.decided_seq => {}
+            other => v.push(format!(
+                "{id}: node {} ended {} but no decision saw its end ({other:?})",
+                a.activity_name, a.state
+            )),
+        }
+    }
+    v
+}
+
+/// A continued execution names one successor, which names it back.
+fn successor_violations(log: &Log, logs: &[Log]) -> Vec<String> {
+    let id = log.id();
+    let from_me: Vec<&str> = (logs.iter())
+        .filter(|l| l.exec.continued_from.as_deref() == Some(id))
+        .map(Log::id)
+        .collect();
+    match (&log.exec.continued_as, from_me.as_slice()) {
+        (Some(next), [one]) if next == one => vec![],
+        (next, found) => vec![format!(
+            "{id}: continued as {next:?} but {found:?} continue it"
+        )],
+    }
+}
+
+/// What the schedule's episodic executions did, for its statistics:
+/// executions, decisions committed and refused, executions continued as
+/// new and completed, events appended.
+pub fn episode_counts(mem: &MemoryBackend, t: &Tables) -> Vec<(&'static str, u64)> {
+    let logs = logs(mem, t).0;
+    let count = |f: &dyn Fn(&Log) -> u64| logs.iter().map(f).sum::<u64>();
+    vec![
+        ("episodic executions", logs.len() as u64),
+        ("decisions committed", count(&|l| l.records.len() as u64)),
+        (
+            "decisions refused",
+            count(&|l| l.records.values().filter(|r| r.refused.is_some()).count() as u64),
+        ),
+        (
+            "executions continued as new",
+            count(&|l| u64::from(l.exec.continued_as.is_some())),
+        ),
+        ("episode events", count(&|l| l.state.event_seq)),
+    ]
+}
