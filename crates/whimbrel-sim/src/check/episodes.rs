@@ -480,6 +480,7 @@ impl super::Checker {
     ) -> Vec<String> {
         let (logs, mut v) = logs(mem, t);
         let (acts, _) = super::activities(mem, t);
+        let execs = super::workflows(mem, t);
         for log in &logs {
             v.extend(cancel_violations(log, end));
             let Some(closed_by) = log.state.closed_by_decision else {
@@ -501,7 +502,7 @@ impl super::Checker {
                 ));
                 continue;
             };
-            v.extend(close_violations(log, &close, &mine, &logs, end));
+            v.extend(close_violations(log, &close, &mine, &execs, end));
         }
         v
     }
@@ -549,7 +550,7 @@ fn close_violations(
     log: &Log,
     close: &Decision,
     acts: &[&ActivityExec],
-    logs: &[Log],
+    execs: &[WorkflowExec],
     end: &EndOfRun<'_>,
 ) -> Vec<String> {
     use whimbrel_core::contract::WorkflowState as S;
@@ -572,7 +573,7 @@ fn close_violations(
             (S::Completed, true)
         }
         Decision::ContinueAsNew { .. } => {
-            v.extend(successor_violations(log, logs));
+            v.extend(successor_violations(log, execs));
             (S::Completed, true)
         }
         Decision::FailWorkflow { .. } => (S::Failed, false),
@@ -614,12 +615,14 @@ fn lost_events(log: &Log, acts: &[&ActivityExec]) -> Vec<String> {
     v
 }
 
-/// A continued execution names one successor, which names it back.
-fn successor_violations(log: &Log, logs: &[Log]) -> Vec<String> {
+/// A continued execution names one successor, which names it back (an
+/// execution of any kind: a successor whose decider could not be reached
+/// fails before it is episodic).
+fn successor_violations(log: &Log, execs: &[WorkflowExec]) -> Vec<String> {
     let id = log.id();
-    let from_me: Vec<&str> = (logs.iter())
-        .filter(|l| l.exec.continued_from.as_deref() == Some(id))
-        .map(Log::id)
+    let from_me: Vec<&str> = (execs.iter())
+        .filter(|w| w.continued_from.as_deref() == Some(id))
+        .map(|w| w.workflow_exec_id.as_str())
         .collect();
     match (&log.exec.continued_as, from_me.as_slice()) {
         (Some(next), [one]) if next == one => vec![],
@@ -649,3 +652,7 @@ pub fn episode_counts(mem: &MemoryBackend, t: &Tables) -> Vec<(&'static str, u64
         ("episode events", count(&|l| l.state.event_seq)),
     ]
 }
+
+#[cfg(test)]
+#[path = "episodes_tests.rs"]
+mod tests;

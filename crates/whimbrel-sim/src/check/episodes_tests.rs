@@ -1,0 +1,214 @@
+//! The episode invariants catch what they promise to (each test breaks
+//! one promise on a log that otherwise holds them all).
+
+use serde_json::json;
+use whimbrel_core::decider::EventKind;
+
+use super::*;
+
+const EXEC: &str = "ep0::x";
+
+fn exec() -> WorkflowExec {
+    serde_json::from_value(json!({
+        "workflow_exec_id": EXEC,
+        "workflow_name": "ep0",
+        "state": "COMPLETED",
+        "start_time": [],
+        "start_time_epoch": 0,
+        "activity_count": 1,
+        "decide_on": ["activity_ended"],
+        "result": {"rounds": 1, "continued": 0},
+    }))
+    .expect("a workflow exec")
+}
+
+fn node(name: &str, by: u64) -> ActivityExec {
+    serde_json::from_value(json!({
+        "activity_exec_id": whimbrel_core::ids::activity_exec_id(EXEC, name),
+        "workflow_exec_id": EXEC,
+        "workflow_name": "ep0",
+        "activity_name": name,
+        "state": "COMPLETED",
+        "lambda": "sim-activity",
+        "heartbeat_enabled": false,
+        "heartbeat_time_epoch": -1,
+        "start_time_epoch": -1,
+        "scheduled_by": by,
+    }))
+    .expect("an activity exec")
+}
+
+fn record(k: u64, seen: (u64, u64), decisions: Value) -> DecisionRecord {
+    DecisionRecord {
+        decision_id: format!("{EXEC}::d{k}::a1"),
+        from_seq: seen.0,
+        to_seq: seen.1,
+        decided_epoch: 10 * k as i64,
+        decisions,
+        refused: None,
+        decide_on: None,
+    }
+}
+
+fn first() -> Value {
+    json!([{"type": "schedule", "activities": [{"name": "r1n0", "lambda": "sim-activity"}]}])
+}
+
+fn last() -> Value {
+    json!([{"type": "complete_workflow", "result": {"rounds": 1, "continued": 0}}])
+}
+
+/// Decision 1 schedules r1n0, its end is event 1, decision 2 sees it and
+/// completes.
+fn good() -> Log {
+    let source = whimbrel_core::engine::decide::episodes::ended_source(EXEC, "r1n0");
+    let event = EpisodeEvent {
+        workflow_exec_id: EXEC.into(),
+        log_key: "event#0000000001".into(),
+        seq: 1,
+        kind: EventKind::ActivityEnded,
+        at_epoch: 5,
+        source: source.clone(),
+        details: json!({"node": "r1n0"}),
+    };
+    Log {
+        exec: exec(),
+        state: EpisodeState {
+            event_seq: 1,
+            decided_seq: 1,
+            decision_count: 2,
+            decisions_applied: 2,
+            closed_by_decision: Some(2),
+            ..EpisodeState::default()
+        },
+        events: BTreeMap::from([(1, event)]),
+        sources: HashMap::from([(source, 1)]),
+        records: BTreeMap::from([
+            (1, record(1, (0, 0), first())),
+            (2, record(2, (1, 1), last())),
+        ]),
+        markers: HashMap::new(),
+    }
+}
+
+fn given(log: &Log) -> Vec<Given> {
+    (log.records.values())
+        .map(|r| Given {
+            workflow_exec_id: EXEC.into(),
+            decision_id: r.decision_id.clone(),
+            decisions: r.decisions.clone(),
+            invalid: false,
+            seqs: vec![],
+            at: 0,
+        })
+        .collect()
+}
+
+fn all(log: &Log, given: &[Given], acts: &[&ActivityExec]) -> Vec<String> {
+    let mut v = event_violations(log);
+    v.extend(record_violations(log));
+    v.extend(answer_violations(log, &answers_by_id(given)));
+    v.extend(node_violations(log, acts));
+    v.extend(lost_events(log, acts));
+    v
+}
+
+#[test]
+fn a_log_that_keeps_every_promise_holds() {
+    let log = good();
+    let n = node("r1n0", 1);
+    assert_eq!(all(&log, &given(&log), &[&n]), Vec::<String>::new());
+}
+
+#[test]
+fn an_event_missing_from_the_log_is_caught() {
+    let mut log = good();
+    log.state.event_seq = 2;
+    let n = node("r1n0", 1);
+    let v = all(&log, &given(&log), &[&n]);
+    assert!(
+        v.iter().any(|m| m.contains("event_seq 2 but events [1]")),
+        "{v:?}"
+    );
+}
+
+#[test]
+fn an_event_seen_by_two_accepted_decisions_is_caught() {
+    let mut log = good();
+    log.records.insert(3, record(3, (1, 1), json!([])));
+    log.state.decision_count = 3;
+    let n = node("r1n0", 1);
+    let v = all(&log, &given(&log), &[&n]);
+    assert!(
+        v.iter()
+            .any(|m| m.contains("decision 3 saw events 1..=1 but 1 were decided")),
+        "{v:?}"
+    );
+}
+
+#[test]
+fn an_answer_the_attempt_did_not_give_or_meant_to_be_refused_is_caught() {
+    let log = good();
+    let n = node("r1n0", 1);
+    let mut other = given(&log);
+    other[1].decisions = json!([{"type": "fail_workflow", "reason": "x"}]);
+    let v = all(&log, &other, &[&n]);
+    assert!(
+        v.iter()
+            .any(|m| m.contains("which no valid answer to it gave")),
+        "{v:?}"
+    );
+    let mut refused = given(&log);
+    refused[1].invalid = true;
+    let v = all(&log, &refused, &[&n]);
+    assert!(
+        v.iter()
+            .any(|m| m.contains("which no valid answer to it gave")),
+        "{v:?}"
+    );
+    let v = all(&log, &given(&log)[..1], &[&n]);
+    assert!(
+        v.iter()
+            .any(|m| m.contains("which the decider never answered")),
+        "{v:?}"
+    );
+}
+
+#[test]
+fn a_node_no_accepted_decision_scheduled_is_caught() {
+    let log = good();
+    let stray = node("r1n0", 2);
+    let v = all(&log, &given(&log), &[&stray]);
+    assert!(v.iter().any(|m| m.contains("claims decision 2")), "{v:?}");
+}
+
+#[test]
+fn a_node_end_no_decision_saw_is_caught() {
+    let mut log = good();
+    log.sources.clear();
+    let n = node("r1n0", 1);
+    let v = all(&log, &given(&log), &[&n]);
+    assert!(
+        v.iter().any(|m| m.contains("no decision saw its end")),
+        "{v:?}"
+    );
+}
+
+#[test]
+fn an_ask_after_its_decision_committed_or_before_the_last_did_is_caught() {
+    let log = good();
+    let mut seen = Seen::default();
+    assert!(seen
+        .ask_violations(std::slice::from_ref(&log), &[])
+        .is_empty());
+    let asks = vec![format!("{EXEC}::d2::a2"), format!("{EXEC}::d4::a1")];
+    let v = seen.ask_violations(&[log], &asks);
+    assert!(
+        v.iter().any(|m| m.contains("after decision 2 committed")),
+        "{v:?}"
+    );
+    assert!(
+        v.iter().any(|m| m.contains("before decision 3 committed")),
+        "{v:?}"
+    );
+}
