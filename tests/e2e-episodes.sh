@@ -144,4 +144,31 @@ done
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); w=d["workflow"]; assert w["result"]=={"episodes": 500}, w["result"]' "$S/$ID.json" || fail "the marathon's last result"
 [[ $N == 10 ]] || fail "the marathon ran $N executions, not 10"
 echo "e2e-episodes: marathon: 500 episodes in a chain of 10 executions, each COMPLETED"
+# `whimbrel show` follows the chain from any run (design.md § 10.6), with
+# each run's decisions among its nodes' transitions.
+"$WB" show "$MARATHON" --output json > "$S/marathon-show.json" || fail "show of the marathon"
+python3 - "$S/marathon-show.json" "$MARATHON" "$ID" <<'PY' || fail "show does not follow the marathon's chain"
+import json, sys
+doc = json.load(open(sys.argv[1])); first, last = sys.argv[2], sys.argv[3]
+assert doc["workflow_exec_id"] == first, doc["workflow_exec_id"]
+chain = doc["chain"]
+assert len(chain) == 10, len(chain)
+assert chain[0]["workflow_exec_id"] == first and chain[-1]["workflow_exec_id"] == last
+assert chain[0]["continued_from"] is None and chain[-1]["continued_as"] is None
+for a, b in zip(chain, chain[1:]):
+    assert a["continued_as"] == b["workflow_exec_id"], (a["continued_as"], b["workflow_exec_id"])
+    assert b["continued_from"] == a["workflow_exec_id"]
+decisions = [r for run in chain for r in run["timeline"] if r["actor"] == "decider"]
+assert len(decisions) >= 500, len(decisions)
+assert all(r["to"] == "COMMITTED" for r in decisions), [r for r in decisions if r["to"] != "COMMITTED"][:3]
+for run in chain:
+    t = run["timeline"]
+    assert t[-1]["activity"] is None and t[-1]["to"] == "COMPLETED", t[-1]
+    closes = ("continue_as_new", "complete_workflow")
+    assert t[-2]["actor"] == "decider" and t[-2]["detail"] in closes, t[-2]
+print(f"e2e-episodes: show follows the chain of 10 from its first run, with its {len(decisions)} decisions")
+PY
+RUNS=$("$WB" show "$ID" | grep -c '^run [0-9]* of 10 of the chain$') || true
+[[ $RUNS == 10 ]] || fail "show of the last run printed $RUNS runs of the chain, not 10"
+"$WB" show "$ID" --no-follow --output json | python3 -c 'import json,sys; d=json.load(sys.stdin); assert "chain" not in d' || fail "show --no-follow printed the chain"
 echo "e2e-episodes: 5 passed, 0 failed"

@@ -319,18 +319,53 @@ pub async fn heartbeat(g: &Global, activity_exec_id: &str) -> Result<(), CliErro
     Ok(())
 }
 
-/// `whimbrel show`: print the workflow execution's timeline.
+/// `whimbrel show`: print the workflow execution's timeline, an episodic
+/// execution's decisions among it; with `follow`, every run of its
+/// continue-as-new chain, first to last (design.md § 10.6). JSON: the
+/// execution's object, and with more than one run, `chain`: each run's
+/// object in order.
 pub async fn show(
     g: &Global,
     workflow_exec_id: &str,
     format: output::Format,
+    follow: bool,
 ) -> Result<(), CliError> {
     let store = store_for(g).await;
     let snap = status::snapshot(&store, workflow_exec_id).await?;
-    let rows = show::timeline(&snap);
+    let runs = if follow {
+        show::chain(&store, snap).await?
+    } else {
+        vec![snap]
+    };
+    let mut shown = vec![];
+    for run in &runs {
+        let decisions = show::decisions(&store, &run.workflow.workflow_exec_id).await?;
+        shown.push(show::with_decisions(show::timeline(run), &decisions));
+    }
+    let asked = (runs.iter())
+        .position(|r| r.workflow.workflow_exec_id == workflow_exec_id)
+        .unwrap_or(0);
     match format {
-        output::Format::Table => print!("{}", show::render(&snap, &rows)),
-        output::Format::Json => print!("{}", output::pretty(&show::as_json(&snap, &rows))),
+        output::Format::Table => {
+            for (k, (run, rows)) in runs.iter().zip(&shown).enumerate() {
+                if runs.len() > 1 {
+                    let sep = if k == 0 { "" } else { "\n" };
+                    println!("{sep}run {} of {} of the chain", k + 1, runs.len());
+                }
+                print!("{}", show::render(run, rows));
+            }
+        }
+        output::Format::Json => {
+            let mut out = show::as_json(&runs[asked], &shown[asked]);
+            if runs.len() > 1 {
+                let chain = runs
+                    .iter()
+                    .zip(&shown)
+                    .map(|(r, rows)| show::as_json(r, rows));
+                out["chain"] = serde_json::Value::Array(chain.collect());
+            }
+            print!("{}", output::pretty(&out));
+        }
     }
     Ok(())
 }

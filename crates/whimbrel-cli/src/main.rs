@@ -198,6 +198,10 @@ enum Command {
         /// Output format.
         #[arg(long, value_enum, default_value = "table")]
         output: output::Format,
+        /// Show this execution only, not every run of its continue-as-new
+        /// chain.
+        #[arg(long)]
+        no_follow: bool,
     },
     /// Draw a plan's DAG: a registered workflow's static plan, a workflow
     /// exec's stored plan (nodes coloured by state) or a plan file (.json),
@@ -439,7 +443,8 @@ async fn run(cli: Cli) -> Result<(), CliError> {
         Command::Show {
             workflow_exec_id,
             output,
-        } => commands::show(g, &workflow_exec_id, output).await?,
+            no_follow,
+        } => commands::show(g, &workflow_exec_id, output, !no_follow).await?,
         Command::List {
             state,
             since_seconds,

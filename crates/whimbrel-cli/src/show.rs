@@ -2,6 +2,7 @@
 //! transition of each activity (its `history`) and the workflow's own, in
 //! time order, with who caused each (Temporal's `workflow show`).
 
+mod chain;
 mod format;
 
 use std::collections::HashMap;
@@ -12,6 +13,7 @@ use whimbrel_core::contract::{ActivityState, NodeKind, WorkflowState};
 use whimbrel_core::model::{ActivityExec, HistoryEntry, WorkflowExec};
 
 use crate::status::Snapshot;
+pub use chain::{chain, decisions, with_decisions};
 pub use format::{as_json, render};
 
 /// Who caused a transition, from the history entry's `event_id`.
@@ -26,6 +28,8 @@ pub enum Actor {
     Monitor,
     /// A report: an activity, a user, any client writing event rows.
     Client,
+    /// An episodic execution's decider: a decision committed or refused.
+    Decider,
 }
 
 impl Actor {
@@ -35,6 +39,7 @@ impl Actor {
             Actor::Worker => "worker",
             Actor::Monitor => "monitor",
             Actor::Client => "client",
+            Actor::Decider => "decider",
         }
     }
 }

@@ -40,9 +40,16 @@ pub fn render(snap: &Snapshot, rows: &[Row]) -> String {
         .map(|t| t.format("%Y-%m-%d %H:%M:%S UTC").to_string())
         .unwrap_or_default();
     let mut out = format!(
-        "workflow {}  {}  started {started}, {} activities\n",
+        "workflow {}  {}  started {started}, {} activities",
         w.workflow_exec_id, w.state, w.activity_count
     );
+    if let Some(from) = &w.continued_from {
+        out.push_str(&format!(", continued from {from}"));
+    }
+    if let Some(to) = &w.continued_as {
+        out.push_str(&format!(", continued as {to}"));
+    }
+    out.push('\n');
     let cells: Vec<[String; 6]> = rows
         .iter()
         .map(|r| {
@@ -91,6 +98,8 @@ pub fn as_json(snap: &Snapshot, rows: &[Row]) -> Value {
         "end_time_epoch": w.end_time_epoch,
         "error": w.error,
         "activity_count": w.activity_count,
+        "continued_from": w.continued_from,
+        "continued_as": w.continued_as,
         "timeline": rows,
     })
 }

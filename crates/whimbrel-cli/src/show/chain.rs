@@ -1,0 +1,129 @@
+//! `whimbrel show` of an episodic execution (design.md § 10): its
+//! decisions among its nodes' transitions, and the other runs of its
+//! continue-as-new chain (§ 10.6), first to last.
+
+use whimbrel_core::attr;
+use whimbrel_core::decider::Decision;
+use whimbrel_core::engine::decide::episodes::DecisionRecord;
+use whimbrel_core::store::{s, Cmp, KeyCond, Store};
+
+use super::{hms, Actor, Row};
+use crate::status::{self, Snapshot};
+use crate::CliError;
+
+/// Most runs `show` follows each way from the one asked for: a chain is
+/// read one execution at a time.
+pub const MAX_RUNS: usize = 1_000;
+
+/// The runs of the chain `snap` belongs to, first to last: back through
+/// `continued_from`, forward through `continued_as` (at most [`MAX_RUNS`]
+/// each way). A run missing (expired, say) ends the walk that way.
+///
+/// Errors: DynamoDB's.
+pub async fn chain(store: &Store, snap: Snapshot) -> Result<Vec<Snapshot>, CliError> {
+    let mut before = vec![];
+    let mut back = snap.workflow.continued_from.clone();
+    while let (Some(id), true) = (back.take(), before.len() < MAX_RUNS) {
+        let Ok(run) = status::snapshot(store, &id).await else {
+            break;
+        };
+        back = run.workflow.continued_from.clone();
+        before.push(run);
+    }
+    before.reverse();
+    let mut forward = snap.workflow.continued_as.clone();
+    before.push(snap);
+    let mut after = 0;
+    while let (Some(id), true) = (forward.take(), after < MAX_RUNS) {
+        let Ok(run) = status::snapshot(store, &id).await else {
+            break;
+        };
+        forward = run.workflow.continued_as.clone();
+        before.push(run);
+        after += 1;
+    }
+    Ok(before)
+}
+
+/// The committed decisions of `workflow_exec_id`, in order (none for an
+/// execution that is not episodic).
+///
+/// Errors: DynamoDB's.
+pub async fn decisions(
+    store: &Store,
+    workflow_exec_id: &str,
+) -> Result<Vec<DecisionRecord>, CliError> {
+    let key = KeyCond {
+        hash: (attr::WORKFLOW_EXEC_ID.into(), s(workflow_exec_id)),
+        range: Some((attr::LOG_KEY.into(), Cmp::BeginsWith, s("decision#"))),
+    };
+    Ok(store.query(&store.tables().decision(), None, key).await?)
+}
+
+/// A decision's line: `(decision k)`, committed or refused, by the
+/// decider, with what it decided (`schedule r1n0 r1n1; record_marker
+/// progress`) or why it was refused.
+pub fn decision_row(number: usize, r: &DecisionRecord) -> Row {
+    let (to, error) = match &r.refused {
+        Some(reason) => ("REFUSED", Some(reason.clone())),
+        None => ("COMMITTED", None),
+    };
+    let decisions: Vec<Decision> = serde_json::from_value(r.decisions.clone()).unwrap_or_default();
+    let detail = decisions.iter().map(summary).collect::<Vec<_>>().join("; ");
+    Row {
+        time: hms(r.decided_epoch),
+        epoch: r.decided_epoch,
+        activity: Some(format!("(decision {number})")),
+        transition: to.into(),
+        from: None,
+        to: to.into(),
+        actor: Actor::Decider,
+        detail: Some(if detail.is_empty() {
+            "nothing".into()
+        } else {
+            detail
+        }),
+        event_id: Some(r.decision_id.clone()),
+        attempt: None,
+        error,
+        next_attempt_epoch: None,
+        inferred_time: false,
+    }
+}
+
+/// One decision in a few words.
+fn summary(d: &Decision) -> String {
+    match d {
+        Decision::Schedule { activities } => {
+            let names: Vec<&str> = activities.iter().map(|a| a.name.as_str()).collect();
+            format!("schedule {}", names.join(" "))
+        }
+        Decision::Cancel { names } => format!("cancel {}", names.join(" ")),
+        Decision::RecordMarker { name, .. } => format!("record_marker {name}"),
+        Decision::CompleteWorkflow { .. } => "complete_workflow".into(),
+        Decision::FailWorkflow { reason } => format!("fail_workflow: {reason}"),
+        Decision::CancelWorkflow { .. } => "cancel_workflow".into(),
+        Decision::ContinueAsNew { .. } => "continue_as_new".into(),
+    }
+}
+
+/// `rows` (a run's timeline, in time order) with `decisions` placed by
+/// their time: after the transitions of the same second (the ends a
+/// decision saw come before it), before the workflow's end.
+pub fn with_decisions(rows: Vec<Row>, decisions: &[DecisionRecord]) -> Vec<Row> {
+    let mut out = rows;
+    for (k, r) in decisions.iter().enumerate() {
+        let row = decision_row(k + 1, r);
+        let at = out
+            .iter()
+            .position(|x| x.epoch > row.epoch || (x.epoch == row.epoch && is_end(x)))
+            .unwrap_or(out.len());
+        out.insert(at, row);
+    }
+    out
+}
+
+/// The workflow's own end row.
+fn is_end(r: &Row) -> bool {
+    r.activity.is_none() && r.from.is_some() && r.detail.as_deref() == Some(attr::ENDED)
+}
