@@ -127,3 +127,105 @@ pub fn with_decisions(rows: Vec<Row>, decisions: &[DecisionRecord]) -> Vec<Row> 
 fn is_end(r: &Row) -> bool {
     r.activity.is_none() && r.from.is_some() && r.detail.as_deref() == Some(attr::ENDED)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn record(
+        k: u64,
+        at: i64,
+        decisions: serde_json::Value,
+        refused: Option<&str>,
+    ) -> DecisionRecord {
+        DecisionRecord {
+            decision_id: format!("w::u::d{k}::a1"),
+            from_seq: k - 1,
+            to_seq: k - 1,
+            decided_epoch: at,
+            decisions,
+            refused: refused.map(str::to_string),
+            decide_on: None,
+        }
+    }
+
+    fn row(activity: Option<&str>, epoch: i64, detail: Option<&str>) -> Row {
+        Row {
+            time: hms(epoch),
+            epoch,
+            activity: activity.map(str::to_string),
+            transition: "X".into(),
+            from: Some("RUNNING".into()),
+            to: "COMPLETED".into(),
+            actor: Actor::Engine,
+            detail: detail.map(str::to_string),
+            event_id: None,
+            attempt: None,
+            error: None,
+            next_attempt_epoch: None,
+            inferred_time: false,
+        }
+    }
+
+    /// Each decision after the transitions of its second, the closing one
+    /// before the workflow's end of the same second; a refusal shows its
+    /// reason.
+    #[test]
+    fn decisions_are_placed_by_time_before_the_workflow_end() {
+        let rows = vec![
+            row(Some("a"), 10, None),
+            row(Some("b"), 20, None),
+            row(None, 20, Some(attr::ENDED)),
+        ];
+        let decisions = [
+            record(
+                1,
+                5,
+                json!([{"type": "schedule", "activities": [{"name": "a", "lambda": "f"}, {"name": "b", "lambda": "f"}]}]),
+                None,
+            ),
+            record(
+                2,
+                10,
+                json!([]),
+                Some("decision 0: cancel of unknown node \"z\""),
+            ),
+            record(
+                3,
+                20,
+                json!([{"type": "record_marker", "name": "m", "details": 1}, {"type": "complete_workflow", "result": null}]),
+                None,
+            ),
+        ];
+        let out = with_decisions(rows, &decisions);
+        let seen: Vec<String> = out
+            .iter()
+            .map(|r| {
+                format!(
+                    "{} {} {}",
+                    r.activity.as_deref().unwrap_or("-"),
+                    r.to,
+                    r.detail.as_deref().unwrap_or("")
+                )
+            })
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                "(decision 1) COMMITTED schedule a b",
+                "a COMPLETED ",
+                "(decision 2) REFUSED nothing",
+                "b COMPLETED ",
+                "(decision 3) COMMITTED record_marker m; complete_workflow",
+                "- COMPLETED ended",
+            ]
+        );
+        assert_eq!(
+            out[2].error.as_deref(),
+            Some("decision 0: cancel of unknown node \"z\"")
+        );
+        assert_eq!(out[0].actor, Actor::Decider);
+        assert_eq!(out[0].event_id.as_deref(), Some("w::u::d1::a1"));
+    }
+}
