@@ -36,27 +36,36 @@ set -a; . "$WHIMBREL_STACK_DIR/env"; set +a
 WB=${CARGO_TARGET_DIR:-target}/debug/whimbrel
 FRONT=http://127.0.0.1:$WHIMBREL_FRONT_PORT
 bench() { "$WB" bench "$@" --front "$FRONT" --metrics-file "$WHIMBREL_METRICS_FILE"; }
+# BENCH_ONLY="bench-chain episodic" runs those rows only (after the
+# warm-up); its names: bench-chain bench-fan bench-fan-1000 fan-wide
+# fan-10000 timers limited signals children redrive episodic batch
+# release. Unset: every row.
+want() { [[ -z ${BENCH_ONLY:-} || " $BENCH_ONLY " == *" $1 "* ]]; }
 echo "==> warm-up"
 bench bench-warm > /dev/null
 for wf in bench-chain bench-fan bench-fan-1000; do
+  want "$wf" || continue
   echo; echo "==================== $wf ===================="
   bench "$wf"
 done
 # What payloads cost: 1,000 wide with 1 KB inputs and outputs (the join's
 # launch then passes 1 MB: outputs go by reference).
+if want fan-wide; then
 echo; echo "==================== bench-fan-wide: 1000 wide, 1 KB inputs and outputs ===================="
 bench bench-fan-wide --input '{"width": 1000, "input_bytes": 1000, "output_bytes": 1000}'
+fi
 # What width costs: a 10,000-wide fan-out/fan-in, too wide for a static
 # definition's item (planned by bench-fan-decider; BENCH_FAN_WIDTH=0 skips
 # it).
 WIDE=${BENCH_FAN_WIDTH:-10000}
-if [[ $WIDE -gt 0 ]]; then
+if [[ $WIDE -gt 0 ]] && want fan-10000; then
   echo; echo "==================== bench-fan-wide: $WIDE wide ===================="
   bench bench-fan-wide --input "{\"width\": $WIDE}" --timeout-seconds "${BENCH_FAN_TIMEOUT:-3600}"
 fi
 # Timers (design.md 9): 1,000 wait nodes of 5 to 65 s (read ahead by a
 # tick, or woken by the timer queue): cost per timer, then their lateness
 # from the tables (end_time_epoch - fire time), p50 and p99.
+if want timers; then
 echo; echo "==================== bench-timers: 1000 timers of 5-65 s ===================="
 python3 - "$WHIMBREL_STACK_DIR/bench-timers.json" <<'PY'
 import json, sys
@@ -75,9 +84,11 @@ late = sorted(a["end_time_epoch"] - (a["start_time_epoch"] + a["wait_seconds"]) 
 pick = lambda q: late[min(len(late) - 1, int(q * len(late)))]
 print(f"timer lateness over {len(late)} timers: p50 {pick(0.5)} s, p99 {pick(0.99)} s, max {late[-1]} s, early {sum(x < 0 for x in late)}")
 PY
+fi
 # A limited fan-out (design.md 9.3): 100 no-ops, at most 5 at a time: what
 # the slot writes on the workflow item cost per activity, against the
 # unlimited bench-fan.
+if want limited; then
 echo; echo "==================== bench-limited: 100 wide, max_concurrency 5 ===================="
 python3 - "$WHIMBREL_STACK_DIR/bench-limited.json" <<'PY'
 import json, sys
@@ -86,11 +97,13 @@ json.dump({"max_concurrency": 5, "activities": acts}, open(sys.argv[1], "w"))
 PY
 "$WB" register bench-limited --definition "$WHIMBREL_STACK_DIR/bench-limited.json" > /dev/null
 bench bench-limited --timeout-seconds 600
+fi
 # Signals (design.md 9.2): 200 signal waits, each sent its own signal by a
 # client (boto3 PutItem, as any client would) once the workflow runs: the
 # engine's cost per signal (the client's PutItem is not counted, as a
 # start request's is not), and the latency from the put to the wait's
 # COMPLETED (end_time_epoch, whole seconds).
+if want signals; then
 echo; echo "==================== bench-signals: 200 signal waits, each signalled ===================="
 python3 - "$WHIMBREL_STACK_DIR/bench-signals.json" <<'PY'
 import json, sys
@@ -127,6 +140,7 @@ lat = sorted(a["end_time_epoch"] - a["output"]["sent_ms"] // 1000 for a in acts)
 pick = lambda q: lat[min(len(lat) - 1, int(q * len(lat)))]
 print(f"signal latency (put -> COMPLETED, whole seconds) over {len(lat)} signals: p50 {pick(0.5)} s, p99 {pick(0.99)} s, max {lat[-1]} s")
 PY
+fi
 # Child workflows (design.md 9.5): a parent of 50 child nodes, each
 # starting bench-child (one no-op). `whimbrel bench` counts every
 # function's requests until the parent ends, the children's included, so
@@ -134,6 +148,7 @@ PY
 # request row, its start, its no-op, its end told to the parent). Then,
 # from the tables (whole seconds): the node's RUNNING -> the child's
 # start, and the child's end -> the node's COMPLETED.
+if want children; then
 echo; echo "==================== bench-children: 50 child workflows of one no-op ===================="
 python3 - "$WHIMBREL_STACK_DIR/bench-child.json" "$WHIMBREL_STACK_DIR/bench-children.json" <<'PY'
 import json, sys
@@ -170,11 +185,13 @@ def line(what, xs):
 line("child start latency (node RUNNING -> child start)", start)
 line("child end -> node COMPLETED", end)
 PY
+fi
 # Redrive (design.md 9.4): a chain of 20 no-ops whose last fails on its
 # first attempt, with no retry, so the workflow FAILs; then `whimbrel bench
 # --redrive` inserts the redrive request and measures from that row to
 # COMPLETED: the redrive reads the 20 activities, counts the 19 COMPLETED
 # ones anew and runs the last again.
+if want redrive; then
 echo; echo "==================== bench-redrive: a chain of 20 no-ops, the last failing once, redriven ===================="
 python3 - "$WHIMBREL_STACK_DIR/bench-redrive.json" <<'PY'
 import json, sys
@@ -189,12 +206,14 @@ timeout 120 "$WB" result "$ID" --wait > /dev/null 2>&1 || true
 STATE=$("$WB" status "$ID" | awk 'NR == 1 {print $3}')
 [[ $STATE == FAILED ]] || { echo "bench-redrive: the first run ended ${STATE:-unknown}, not FAILED"; exit 1; }
 bench bench-redrive --redrive "$ID" --timeout-seconds 120
+fi
 # An episodic chain of 10 (design.md 10): the examples' `marathon`
 # decider schedules each step when the last ends, so every activity costs
 # a decision (an append, a start, the decider's Invoke, a commit, the
 # node's creation): its cost per activity against bench-chain's, and the
 # decider's Invoke round trip (DecisionLatencyMs, from the functions' EMF
 # lines) over the decisions of this stack's run.
+if want episodic; then
 echo; echo "==================== bench-episodic: an episodic chain of 10 ===================="
 "$WB" register marathon --lambda episodes-decider > /dev/null
 bench marathon --input '{"total": 10}' --timeout-seconds 300
@@ -214,10 +233,16 @@ vals.sort()
 pick = lambda q: vals[min(len(vals) - 1, int(q * len(vals)))]
 print(f"decision latency (the decider's Invoke) over {len(vals)} decisions: p50 {pick(0.5):.1f} ms, p99 {pick(0.99):.1f} ms")
 PY
+fi
+if want batch; then
 echo; echo "==================== one stream batch, items one at a time and concurrently ===================="
 # In-process through handlers::activity_events, on this stack's DynamoDB
 # Local under its own table prefix (the stack's functions never see it).
 RUST_LOG=error "$WB" --endpoint-url "$AWS_ENDPOINT_URL_DYNAMODB" --table-prefix benchbatch_ bench-batch --runs 5
+fi
+if want release; then
 echo; echo "==================== release functions: size and start-up ===================="
 cargo build --release --quiet --locked -p whimbrel-workflow-request -p whimbrel-activity-event -p whimbrel-heartbeat-monitor
 python3 scripts/startup.py "${CARGO_TARGET_DIR:-target}"/release/whimbrel-{workflow-request,activity-event,heartbeat-monitor}
+
+fi
