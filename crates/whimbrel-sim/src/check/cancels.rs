@@ -43,15 +43,12 @@ pub fn violations(
 ) -> Vec<String> {
     let mut v = vec![];
     for (id, req) in requests {
-        let Some(applied) = req.applied_at else {
+        let Some(t) = req.applied_at else {
             continue;
         };
-        let mine: Vec<&ActivityExec> = (acts.iter())
-            .filter(|a| a.workflow_exec_id == req.workflow_exec_id)
-            .collect();
-        let t = took_effect(id, applied, &mine);
+        let mine = (acts.iter()).filter(|a| a.workflow_exec_id == req.workflow_exec_id);
         for a in mine {
-            if let Some(end) = uncancelled_end_after(a, t, ended_at, redrives) {
+            if let Some(end) = uncancelled_end_after(a, (id, t), ended_at, redrives) {
                 v.push(format!(
                     "activity {} ended {} at {end}, after the cancel request {id} of its workflow was applied at {t}, and was never cancelled (history {:?})",
                     a.activity_exec_id, a.state, a.trail.history
@@ -62,32 +59,18 @@ pub fn violations(
     v
 }
 
-/// When request `id` took effect: when the stream first reported it
-/// applied (`applied`, world time), or earlier, when an activity's history
-/// records its cancel (a first delivery whose invocation died after its
-/// writes, the request applied again by a redelivery). A redrive after
-/// that owes the request nothing: the redelivery does not cancel again
-/// (seed 1053).
-fn took_effect(id: &str, applied: i64, acts: &[&ActivityExec]) -> i64 {
-    let step = format!("cancel-request:{id}");
-    (acts.iter())
-        .flat_map(|a| a.trail.history.iter())
-        .filter(|h| h.event_id == step)
-        .map(|h| h.at_epoch)
-        .min()
-        .map_or(applied, |at| at.min(applied))
-}
-
 /// When `a` was first seen ended in its current generation (else its
 /// history's time), if that was after `t` and no cancel is in that
 /// generation. A generation a redrive began after `t` (`redrives`: when
 /// each was applied, world time) owes the cancel nothing: its workflow
 /// had ended, cancelled or not, and a user redrove it. One begun before
 /// does: a cancel applied while a redrive is under way must stop what it
-/// redrives.
+/// redrives, unless the request had cancelled `a` before its redrive (a
+/// first delivery that died after its writes, applied again by a
+/// redelivery that has nothing left to do: seed 1053).
 fn uncancelled_end_after(
     a: &ActivityExec,
-    t: i64,
+    (id, t): (&str, i64),
     ended_at: &HashMap<String, i64>,
     redrives: &HashMap<String, i64>,
 ) -> Option<i64> {
@@ -101,12 +84,13 @@ fn uncancelled_end_after(
     if history.iter().any(|h| cancelled(h.state)) {
         return None;
     }
-    let redrive = a
-        .trail
-        .history
-        .iter()
-        .rfind(|h| super::workflow_redrive::is_redrive(h));
-    if let Some(h) = redrive {
+    let all = &a.trail.history;
+    if let Some(k) = all.iter().rposition(super::workflow_redrive::is_redrive) {
+        let step = format!("cancel-request:{id}");
+        if all[..k].iter().any(|x| x.event_id == step) {
+            return None;
+        }
+        let h = &all[k];
         let r = h.event_id.strip_prefix("redrive:").unwrap_or_default();
         let began = redrives.get(r).copied().unwrap_or(h.at_epoch);
         if began + CLOCK_SLACK_SECONDS >= t {
