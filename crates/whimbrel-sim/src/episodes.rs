@@ -192,6 +192,24 @@ impl SimDecider<'_> {
         ]
     }
 
+    /// One answer in seven while nodes are open: a node of this round
+    /// that depends on one scheduled by an earlier decision and still open
+    /// (linked to it; released or cancelled by it, whichever ended first),
+    /// named after the first event this decision saw (unique: no two
+    /// accepted decisions see the same first event).
+    fn extra_node(&self, request: &DecisionRequest, round: u64) -> Option<Decision> {
+        let first = request.events.first()?.seq;
+        let pick = self.draw(|r| {
+            r.gen_bool(1.0 / 7.0)
+                .then(|| r.gen_range(0..request.open.len()))
+        })?;
+        let name = format!("x{first}");
+        let input = json!({"round": round, "extra": first});
+        let mut node = deciding::lambda_node(&name, "sim-activity", input);
+        node.depends_on = vec![request.open[pick].name.clone()];
+        Some(deciding::schedule(node))
+    }
+
     /// An answer the engine must refuse: a node that depends on one the
     /// execution does not have.
     fn invalid(&self) -> Vec<Decision> {
@@ -269,6 +287,7 @@ impl Decider for SimDecider<'_> {
                 details: json!({"events": events.len()}),
             });
         }
+        decisions.extend(self.extra_node(request, round));
         deciding::decisions(decisions)
     }
 }

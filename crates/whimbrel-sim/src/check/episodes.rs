@@ -46,8 +46,9 @@ use crate::episodes::{EpisodeSpec, Given};
 pub struct Seen {
     /// Asks of the decider already checked.
     asks: usize,
-    /// (execution, decision number) committed at the last look.
-    committed: HashSet<(String, u64)>,
+    /// (execution, decision number) committed at the last look, and the
+    /// attempt that committed it.
+    committed: HashMap<(String, u64), u32>,
 }
 
 /// One episodic execution as stored.
@@ -273,10 +274,19 @@ fn answer_violations(log: &Log, given: &HashMap<&str, Vec<&Given>>) -> Vec<Strin
             ));
             continue;
         }
+        let shown = shown_events(r);
+        if !answers.iter().any(|g| g.seqs == shown) {
+            v.push(format!(
+                "{id}: decision {k} ({}) recorded events {shown:?}, which its request did not show",
+                r.decision_id
+            ));
+        }
         if r.refused.is_some() {
             continue;
         }
-        let same = |g: &&Given| normal(&g.decisions) == normal(&r.decisions) && !g.invalid;
+        let same = |g: &&Given| {
+            normal(&g.decisions) == normal(&r.decisions) && !g.invalid && g.seqs == shown
+        };
         if !answers.iter().any(same) {
             v.push(format!(
                 "{id}: decision {k} ({}) committed {} which no valid answer to it gave",
@@ -285,6 +295,16 @@ fn answer_violations(log: &Log, given: &HashMap<&str, Vec<&Given>>) -> Vec<Strin
         }
     }
     v
+}
+
+/// The events a decision's record says it saw, in order (none for the
+/// first answer, which saw the start).
+fn shown_events(r: &DecisionRecord) -> Vec<u64> {
+    if r.to_seq >= r.from_seq && r.to_seq > 0 {
+        (r.from_seq..=r.to_seq).collect()
+    } else {
+        vec![]
+    }
 }
 
 /// Decisions' JSON as the engine would record it.
@@ -302,12 +322,27 @@ fn node_violations(log: &Log, acts: &[&ActivityExec]) -> Vec<String> {
     let mut v = vec![];
     for a in acts {
         let Some(by) = a.links.scheduled_by else {
+            v.push(format!(
+                "{}: node {} was scheduled by no decision",
+                log.id(),
+                a.activity_name
+            ));
             continue;
         };
         match scheduled.get(&a.activity_name) {
             Some((k, node)) if *k == by => {
-                let answered = (node.kind(), target(node));
-                let stored = (a.runner.kind(), a.runner.target_name());
+                let mut prerequisites: Vec<String> = (node.depends_on.iter())
+                    .map(|d| whimbrel_core::ids::activity_exec_id(log.id(), d))
+                    .collect();
+                prerequisites.sort();
+                let mut stored_prerequisites = a.links.prerequisites.clone();
+                stored_prerequisites.sort();
+                let answered = (node.kind(), target(node), prerequisites);
+                let stored = (
+                    a.runner.kind(),
+                    a.runner.target_name(),
+                    stored_prerequisites,
+                );
                 if stored != answered {
                     v.push(format!(
                         "{}: node {} is {stored:?}, answered {answered:?}",
@@ -376,25 +411,34 @@ fn answers_by_id(given: &[Given]) -> HashMap<&str, Vec<&Given>> {
 
 impl Seen {
     /// The decider asked (`asks`, attempt ids in order) for decision `n`
-    /// of an execution only while `n` had not committed at the last look,
-    /// and after `n - 1` had, by now.
+    /// of an execution after `n - 1` had committed, by now; and never for
+    /// an attempt of `n` as new as the one that had committed it at the
+    /// last look (an older attempt's ask may come late: its invocation
+    /// stalled past its attempt, which was tried again and committed).
     fn ask_violations(&mut self, logs: &[Log], asks: &[String]) -> Vec<String> {
         let mut v = vec![];
-        let now: HashSet<(String, u64)> = logs
+        let now: HashMap<(String, u64), u32> = logs
             .iter()
-            .flat_map(|l| l.records.keys().map(|k| (l.id().to_string(), *k)))
+            .flat_map(|l| {
+                let attempt = |r: &DecisionRecord| parse_attempt(&r.decision_id).map_or(0, |a| a.2);
+                (l.records.iter()).map(move |(k, r)| ((l.id().to_string(), *k), attempt(r)))
+            })
             .collect();
         for ask in &asks[self.asks.min(asks.len())..] {
-            let Some((exec, n)) = parse_attempt(ask) else {
+            let Some((exec, n, attempt)) = parse_attempt(ask) else {
                 v.push(format!("the decider was asked with attempt id {ask}"));
                 continue;
             };
-            if self.committed.contains(&(exec.clone(), n)) {
+            if let Some(c) = self
+                .committed
+                .get(&(exec.clone(), n))
+                .filter(|c| attempt >= **c)
+            {
                 v.push(format!(
-                    "{exec}: the decider was asked {ask} after decision {n} committed"
+                    "{exec}: the decider was asked {ask} after attempt {c} committed decision {n}"
                 ));
             }
-            if n > 1 && !now.contains(&(exec.clone(), n - 1)) {
+            if n > 1 && !now.contains_key(&(exec.clone(), n - 1)) {
                 v.push(format!(
                     "{exec}: the decider was asked {ask} before decision {} committed",
                     n - 1
@@ -407,11 +451,11 @@ impl Seen {
     }
 }
 
-/// `(exec)::d(n)::a(k)` → (exec, n).
-fn parse_attempt(id: &str) -> Option<(String, u64)> {
-    let (rest, _) = id.rsplit_once("::a")?;
+/// `(exec)::d(n)::a(k)` → (exec, n, k).
+fn parse_attempt(id: &str) -> Option<(String, u64, u32)> {
+    let (rest, k) = id.rsplit_once("::a")?;
     let (exec, n) = rest.rsplit_once("::d")?;
-    Some((exec.to_string(), n.parse().ok()?))
+    Some((exec.to_string(), n.parse().ok()?, k.parse().ok()?))
 }
 
 /// What the end-of-run checks of episodes read.
@@ -483,12 +527,14 @@ impl super::Checker {
         let execs = super::workflows(mem, t);
         for log in &logs {
             v.extend(cancel_violations(log, end));
-            let Some(closed_by) = log.state.closed_by_decision else {
-                continue;
-            };
             let mine: Vec<&ActivityExec> = (acts.iter())
                 .filter(|a| a.workflow_exec_id == log.id())
                 .collect();
+            v.extend(count_violations(log, &mine));
+            let Some(closed_by) = log.state.closed_by_decision else {
+                v.extend(unclosed_violations(log));
+                continue;
+            };
             v.extend(effects_written(log, &mine));
             let Some((_, close)) = log
                 .decisions()
@@ -505,6 +551,39 @@ impl super::Checker {
             v.extend(close_violations(log, &close, &mine, &execs, end));
         }
         v
+    }
+}
+
+/// An episodic execution counts its nodes (`activity_count`, each
+/// created once) and no end: its nodes are counted nowhere (design.md §
+/// 10.7), so no count can end it.
+fn count_violations(log: &Log, acts: &[&ActivityExec]) -> Vec<String> {
+    let w = &log.exec;
+    let mut v = vec![];
+    if w.activity_count != acts.len() as u64 {
+        v.push(format!(
+            "{}: activity_count {} but {} nodes",
+            log.id(),
+            w.activity_count,
+            acts.len()
+        ));
+    }
+    let counts = (w.completed_count, w.failed_count, w.cancelled_count);
+    if counts != (0, 0, 0) {
+        v.push(format!("{}: its nodes were counted {counts:?}", log.id()));
+    }
+    v
+}
+
+/// An execution no decision closed ended otherwise: FAILED (its decider
+/// failed, refused too often, or its execution timeout) or CANCELLED (a
+/// cancel request its decider is not consulted on), never COMPLETED.
+fn unclosed_violations(log: &Log) -> Vec<String> {
+    match log.exec.state {
+        whimbrel_core::contract::WorkflowState::Completed => {
+            vec![format!("{}: COMPLETED, but by no decision", log.id())]
+        }
+        _ => vec![],
     }
 }
 
@@ -585,23 +664,22 @@ fn close_violations(
             log.exec.state
         ));
     }
+    if log.state.event_seq != log.state.decided_seq {
+        v.push(format!(
+            "{id}: events up to {} but decisions saw {}: one came after the close",
+            log.state.event_seq, log.state.decided_seq
+        ));
+    }
     if lossless {
         v.extend(lost_events(log, acts));
     }
     v
 }
 
-/// Every node's end is an event no later than the last decided one, and
-/// nothing was appended after it.
+/// Every node's end is an event no later than the last decided one.
 fn lost_events(log: &Log, acts: &[&ActivityExec]) -> Vec<String> {
     let id = log.id();
     let mut v = vec![];
-    if log.state.event_seq != log.state.decided_seq {
-        v.push(format!(
-            "{id}: events up to {} but decisions saw {}",
-            log.state.event_seq, log.state.decided_seq
-        ));
-    }
     for a in acts {
         let source = whimbrel_core::engine::decide::episodes::ended_source(id, &a.activity_name);
         match log.sources.get(&source) {
@@ -632,6 +710,24 @@ fn successor_violations(log: &Log, execs: &[WorkflowExec]) -> Vec<String> {
     }
 }
 
+/// Decided nodes that depend on a node an earlier decision scheduled.
+fn linked_across(mem: &MemoryBackend, t: &Tables) -> u64 {
+    let acts = super::activities(mem, t).0;
+    let by: HashMap<&str, Option<u64>> = (acts.iter())
+        .map(|a| (a.activity_exec_id.as_str(), a.links.scheduled_by))
+        .collect();
+    let across = |a: &&ActivityExec| {
+        (a.links.prerequisites.iter()).any(|p| {
+            by.get(p.as_str())
+                .is_some_and(|k| k.is_some() && *k < a.links.scheduled_by)
+        })
+    };
+    acts.iter()
+        .filter(|a| a.links.scheduled_by.is_some())
+        .filter(across)
+        .count() as u64
+}
+
 /// What the schedule's episodic executions did, for its statistics:
 /// executions, decisions committed and refused, executions continued as
 /// new and completed, events appended.
@@ -650,6 +746,10 @@ pub fn episode_counts(mem: &MemoryBackend, t: &Tables) -> Vec<(&'static str, u64
             count(&|l| u64::from(l.exec.continued_as.is_some())),
         ),
         ("episode events", count(&|l| l.state.event_seq)),
+        (
+            "decided nodes linked to an earlier decision's",
+            linked_across(mem, t),
+        ),
     ]
 }
 

@@ -98,7 +98,7 @@ fn given(log: &Log) -> Vec<Given> {
             decision_id: r.decision_id.clone(),
             decisions: r.decisions.clone(),
             invalid: false,
-            seqs: vec![],
+            seqs: shown_events(r),
             at: 0,
         })
         .collect()
@@ -180,6 +180,24 @@ fn a_node_no_accepted_decision_scheduled_is_caught() {
     let stray = node("r1n0", 2);
     let v = all(&log, &given(&log), &[&stray]);
     assert!(v.iter().any(|m| m.contains("claims decision 2")), "{v:?}");
+    let mut linked = node("r1n0", 1);
+    linked.links.prerequisites = vec!["x::1".into()];
+    let v = all(&log, &given(&log), &[&linked]);
+    assert!(v.iter().any(|m| m.contains("node r1n0 is")), "{v:?}");
+}
+
+#[test]
+fn a_record_of_events_its_request_did_not_show_is_caught() {
+    let log = good();
+    let n = node("r1n0", 1);
+    let mut shown = given(&log);
+    shown[1].seqs = vec![];
+    let v = all(&log, &shown, &[&n]);
+    assert!(
+        v.iter()
+            .any(|m| m.contains("which its request did not show")),
+        "{v:?}"
+    );
 }
 
 #[test]
@@ -202,13 +220,25 @@ fn an_ask_after_its_decision_committed_or_before_the_last_did_is_caught() {
         .ask_violations(std::slice::from_ref(&log), &[])
         .is_empty());
     let asks = vec![format!("{EXEC}::d2::a2"), format!("{EXEC}::d4::a1")];
-    let v = seen.ask_violations(&[log], &asks);
+    let v = seen.ask_violations(std::slice::from_ref(&log), &asks);
     assert!(
-        v.iter().any(|m| m.contains("after decision 2 committed")),
+        v.iter()
+            .any(|m| m.contains("after attempt 1 committed decision 2")),
         "{v:?}"
     );
     assert!(
         v.iter().any(|m| m.contains("before decision 3 committed")),
         "{v:?}"
     );
+    assert_eq!(v.len(), 2, "{v:?}");
+    // An older attempt's ask, late (its invocation stalled past it): no
+    // violation once a newer attempt committed.
+    let mut later = log;
+    later.records.get_mut(&2).unwrap().decision_id = format!("{EXEC}::d2::a3");
+    let mut seen = Seen::default();
+    assert!(seen
+        .ask_violations(std::slice::from_ref(&later), &[])
+        .is_empty());
+    let stale = vec![format!("{EXEC}::d2::a2")];
+    assert!(seen.ask_violations(&[later], &stale).is_empty());
 }
