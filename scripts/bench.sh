@@ -22,6 +22,14 @@
 #    start-to-ready time against a stub Runtime API (scripts/startup.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# BENCH_ONLY="bench-chain episodic" (or with commas) runs those rows only,
+# after the warm-up; unset, every row.
+ROWS="bench-chain bench-fan bench-fan-1000 fan-wide fan-10000 timers limited signals children redrive episodic batch release"
+BENCH_ONLY=${BENCH_ONLY:-}
+BENCH_ONLY=${BENCH_ONLY//,/ }
+for r in $BENCH_ONLY; do
+  [[ " $ROWS " == *" $r "* ]] || { echo "BENCH_ONLY: no row $r (rows: $ROWS)" >&2; exit 2; }
+done
 # A private, fresh stack (own ports and folder), so figures do not depend on
 # what a `make up` stack already holds.
 export WHIMBREL_STACK_DIR=$PWD/.stack-bench
@@ -36,10 +44,6 @@ set -a; . "$WHIMBREL_STACK_DIR/env"; set +a
 WB=${CARGO_TARGET_DIR:-target}/debug/whimbrel
 FRONT=http://127.0.0.1:$WHIMBREL_FRONT_PORT
 bench() { "$WB" bench "$@" --front "$FRONT" --metrics-file "$WHIMBREL_METRICS_FILE"; }
-# BENCH_ONLY="bench-chain episodic" runs those rows only (after the
-# warm-up); its names: bench-chain bench-fan bench-fan-1000 fan-wide
-# fan-10000 timers limited signals children redrive episodic batch
-# release. Unset: every row.
 want() { [[ -z ${BENCH_ONLY:-} || " $BENCH_ONLY " == *" $1 "* ]]; }
 echo "==> warm-up"
 bench bench-warm > /dev/null
@@ -244,5 +248,4 @@ if want release; then
 echo; echo "==================== release functions: size and start-up ===================="
 cargo build --release --quiet --locked -p whimbrel-workflow-request -p whimbrel-activity-event -p whimbrel-heartbeat-monitor
 python3 scripts/startup.py "${CARGO_TARGET_DIR:-target}"/release/whimbrel-{workflow-request,activity-event,heartbeat-monitor}
-
 fi

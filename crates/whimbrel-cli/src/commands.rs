@@ -322,8 +322,8 @@ pub async fn heartbeat(g: &Global, activity_exec_id: &str) -> Result<(), CliErro
 /// `whimbrel show`: print the workflow execution's timeline, an episodic
 /// execution's decisions among it; with `follow`, every run of its
 /// continue-as-new chain, first to last (design.md § 10.6). JSON: the
-/// execution's object, and with more than one run, `chain`: each run's
-/// object in order.
+/// execution's object, and when following, `chain`: each run's object in
+/// order (this one among them).
 pub async fn show(
     g: &Global,
     workflow_exec_id: &str,
@@ -357,7 +357,7 @@ pub async fn show(
         }
         output::Format::Json => {
             let mut out = show::as_json(&runs[asked], &shown[asked]);
-            if runs.len() > 1 {
+            if follow {
                 let chain = runs
                     .iter()
                     .zip(&shown)

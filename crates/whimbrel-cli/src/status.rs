@@ -16,6 +16,10 @@ use whimbrel_core::store::{
 use crate::output::Format;
 use crate::CliError;
 
+/// How [`snapshot`]'s error for a workflow exec that does not exist
+/// begins.
+pub const NO_EXEC: &str = "no workflow exec";
+
 /// A workflow exec and its activities, read once.
 pub struct Snapshot {
     /// The workflow exec.
@@ -46,7 +50,7 @@ pub async fn snapshot(store: &Store, workflow_exec_id: &str) -> Result<Snapshot,
     let workflow: WorkflowExec = store
         .get(&store.tables().workflow_exec(), key)
         .await?
-        .ok_or_else(|| CliError(format!("no workflow exec {workflow_exec_id}")))?;
+        .ok_or_else(|| CliError(format!("{NO_EXEC} {workflow_exec_id}")))?;
     let mut activities: Vec<ActivityExec> = store
         .query_keys_only(
             &store.tables().activity_exec(),
@@ -409,9 +413,7 @@ pub async fn workflow_result(store: Store, id: &str, wait: bool) -> Result<Value
                     s.workflow.state
                 )))
             }
-            Err(CliError(m)) if !(wait && m.starts_with("no workflow exec")) => {
-                return Err(CliError(m))
-            }
+            Err(CliError(m)) if !(wait && m.starts_with(NO_EXEC)) => return Err(CliError(m)),
             _ => tokio::time::sleep(Duration::from_millis(500)).await,
         }
     }
@@ -437,7 +439,7 @@ pub async fn run(store: &Store, id: &str, watch: bool, format: Format) -> Result
             Ok(s) => with_target_limits(store, s).await?,
             // Just inserted: the workflow-request function has not created
             // the exec yet.
-            Err(CliError(m)) if watch && m.starts_with("no workflow exec") => {
+            Err(CliError(m)) if watch && m.starts_with(NO_EXEC) => {
                 if !waiting {
                     println!("waiting for {id} to be created...");
                     waiting = true;

@@ -2,9 +2,12 @@
 //! decisions among its nodes' transitions, and the other runs of its
 //! continue-as-new chain (§ 10.6), first to last.
 
+use std::collections::HashSet;
+
 use whimbrel_core::attr;
 use whimbrel_core::decider::Decision;
 use whimbrel_core::engine::decide::episodes::DecisionRecord;
+use whimbrel_core::model::WorkflowExec;
 use whimbrel_core::store::{s, Cmp, KeyCond, Store};
 
 use super::{hms, Actor, Row};
@@ -17,32 +20,49 @@ pub const MAX_RUNS: usize = 1_000;
 
 /// The runs of the chain `snap` belongs to, first to last: back through
 /// `continued_from`, forward through `continued_as` (at most [`MAX_RUNS`]
-/// each way). A run missing (expired, say) ends the walk that way.
+/// each way, each run once). A run that no longer exists (expired, say)
+/// ends the walk that way.
 ///
-/// Errors: DynamoDB's.
+/// Errors: DynamoDB's, as [`status::snapshot`] gives them.
 pub async fn chain(store: &Store, snap: Snapshot) -> Result<Vec<Snapshot>, CliError> {
-    let mut before = vec![];
-    let mut back = snap.workflow.continued_from.clone();
-    while let (Some(id), true) = (back.take(), before.len() < MAX_RUNS) {
-        let Ok(run) = status::snapshot(store, &id).await else {
-            break;
-        };
-        back = run.workflow.continued_from.clone();
-        before.push(run);
-    }
+    let mut seen = HashSet::from([snap.workflow.workflow_exec_id.clone()]);
+    let mut before = walk(
+        store,
+        snap.workflow.continued_from.clone(),
+        &mut seen,
+        |w| w.continued_from.clone(),
+    )
+    .await?;
     before.reverse();
-    let mut forward = snap.workflow.continued_as.clone();
+    let next = snap.workflow.continued_as.clone();
     before.push(snap);
-    let mut after = 0;
-    while let (Some(id), true) = (forward.take(), after < MAX_RUNS) {
-        let Ok(run) = status::snapshot(store, &id).await else {
-            break;
-        };
-        forward = run.workflow.continued_as.clone();
-        before.push(run);
-        after += 1;
-    }
+    before.extend(walk(store, next, &mut seen, |w| w.continued_as.clone()).await?);
     Ok(before)
+}
+
+/// The runs from `first` on, each giving the next by `next`, until one is
+/// missing, seen before, or [`MAX_RUNS`] were read.
+async fn walk(
+    store: &Store,
+    first: Option<String>,
+    seen: &mut HashSet<String>,
+    next: impl Fn(&WorkflowExec) -> Option<String>,
+) -> Result<Vec<Snapshot>, CliError> {
+    let mut runs = vec![];
+    let mut id = first;
+    while let Some(exec) = id
+        .take()
+        .filter(|i| runs.len() < MAX_RUNS && seen.insert(i.clone()))
+    {
+        let run = match status::snapshot(store, &exec).await {
+            Ok(run) => run,
+            Err(CliError(m)) if m.starts_with(status::NO_EXEC) => break,
+            Err(e) => return Err(e),
+        };
+        id = next(&run.workflow);
+        runs.push(run);
+    }
+    Ok(runs)
 }
 
 /// The committed decisions of `workflow_exec_id`, in order (none for an
