@@ -99,10 +99,15 @@ pub fn function_timeout(function: &str) -> i64 {
 ///
 /// Panics if the template has none (a test would fail).
 pub fn redrive_settings() -> (SqsMapping, QueueConfig) {
+    // The redrive function's own mapping: the monitor's timer queue
+    // mapping comes first in function name order (seed 2400 found the
+    // on-failure queue modelled with the timer queue's settings).
     let (_, mapping, queue) = template()
         .sqs_mappings()
-        .next()
-        .expect("template: an SQS event source mapping of the on-failure queue");
+        .find(|(f, _, _)| f.binary == "whimbrel-stream-redrive")
+        .expect(
+            "template: the redrive function's SQS event source mapping of the on-failure queue",
+        );
     (mapping.clone(), queue.clone())
 }
 
@@ -110,6 +115,16 @@ pub fn redrive_settings() -> (SqsMapping, QueueConfig) {
 mod tests {
     use super::*;
     use std::time::Duration;
+
+    /// The on-failure queue as `template.yaml` sets it (not the timer
+    /// queue, whose mapping comes first by function name).
+    #[test]
+    fn the_on_failure_queue_is_the_redrive_functions() {
+        let (_, queue) = redrive_settings();
+        assert_eq!(queue.logical_id, "StreamFailureQueue");
+        assert_eq!(queue.visibility_timeout, Duration::from_secs(1800));
+        assert_eq!(queue.redrive.as_ref().map(|r| r.max_receive_count), Some(5));
+    }
 
     #[test]
     fn the_template_sets_bounded_retries_and_record_age() {
