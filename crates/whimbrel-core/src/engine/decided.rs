@@ -200,6 +200,15 @@ impl<L: Launcher> Engine<L> {
             ids::activity_exec_id(wf, prerequisite),
             ids::activity_exec_id(wf, dependent),
         );
+        // Its creation came first and was refused (the execution ended
+        // meanwhile): a link would leave the prerequisite a dependent to
+        // release that never comes (sim seed 2400).
+        let table = self.store.tables().activity_exec();
+        let created: Option<crate::model::ActivityExec> =
+            self.store.get(&table, self.activity_key(&d, wf)).await?;
+        if created.is_none() {
+            return Ok(());
+        }
         let link = decided::link_dependent(self.store.tables(), &p, wf, &d);
         match self.store.update(link, false).await {
             Ok(_) => return Ok(()),
