@@ -270,6 +270,26 @@ fn target_limits_that_found_engine_bugs_hold() {
     );
 }
 
+/// Episodic executions (design.md § 10.8), each fixed with its seed as
+/// its test: seed 2400, a decided node scheduled on an earlier decision's
+/// open node, whose creation was refused because the execution ended
+/// before the decision's effects: it was linked all the same, and its
+/// prerequisite's settle waited for ever to release it (engine fix in
+/// `engine/decided.rs` `link_node`; the same seed found the simulated
+/// on-failure queue modelled with the timer queue's settings).
+#[test]
+fn episodic_seeds_that_found_bugs_hold() {
+    let stats = run(2400, &Params::default())
+        .unwrap_or_else(|f| panic!("seed 2400: {}", f.violations.join("\n")));
+    // The race: a cancel request ends the execution between decision 2's
+    // commit and its effects (before the fix the report row of the
+    // prerequisite was also dead-lettered, its settle failing for ever).
+    assert!(
+        stats.features["episodic executions"] > 0 && stats.features["cancel requests applied"] > 0,
+        "seed 2400 no longer runs episodes and cancels: {stats:?}"
+    );
+}
+
 #[test]
 fn a_seed_replays_exactly() {
     let params = Params::default();
