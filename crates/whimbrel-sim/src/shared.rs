@@ -660,12 +660,8 @@ impl Launcher for SimLauncher {
             return self.episodic_decider(function, payload).await;
         }
         let mut w = lock(&self.world);
-        let f = w.faults;
-        if (self.faulty && w.chance(f.invoke_error)) || w.now < w.decider_down_until {
-            return Err(InvokeError::Unavailable {
-                function: function.into(),
-                message: "TooManyRequestsException (simulated)".into(),
-            });
+        if let Some(e) = self.decider_unreachable(&mut w, function) {
+            return Err(e);
         }
         w.deciders
             .get(name)
@@ -738,6 +734,18 @@ impl Launcher for SimLauncher {
 }
 
 impl SimLauncher {
+    /// A decider Invoke that fails: throttled under faults, or while the
+    /// decider is down (`Shared::decider_down_until`).
+    fn decider_unreachable(&self, w: &mut Shared, function: &str) -> Option<InvokeError> {
+        let f = w.faults;
+        ((self.faulty && w.chance(f.invoke_error)) || w.now < w.decider_down_until).then(|| {
+            InvokeError::Unavailable {
+                function: function.into(),
+                message: "TooManyRequestsException (simulated)".into(),
+            }
+        })
+    }
+
     /// The episodic decider's synchronous Invoke ([`crate::episodes`]):
     /// unreachable as the plan decider is; under faults, one call in
     /// twenty takes 30 s to 4 minutes (a slow decider, whose attempt may
@@ -750,12 +758,8 @@ impl SimLauncher {
     ) -> Result<Value, InvokeError> {
         let slow = {
             let mut w = lock(&self.world);
-            let f = w.faults;
-            if (self.faulty && w.chance(f.invoke_error)) || w.now < w.decider_down_until {
-                return Err(InvokeError::Unavailable {
-                    function: function.into(),
-                    message: "TooManyRequestsException (simulated)".into(),
-                });
+            if let Some(e) = self.decider_unreachable(&mut w, function) {
+                return Err(e);
             }
             w.asks.push(crate::episodes::attempt_asked(payload));
             let slow = self.faulty && w.episode_rng.gen_bool(0.05);

@@ -6,8 +6,7 @@
 //! a schedule with none draws everything else as it did.
 
 use rand::Rng;
-use whimbrel_core::ids;
-use whimbrel_core::model::{WorkflowLambda, WorkflowRequest};
+use whimbrel_core::model::WorkflowLambda;
 
 use super::Sim;
 use crate::episodes::EpisodeSpec;
@@ -69,15 +68,7 @@ impl Sim {
         *starts = later;
         for (_, name) in due {
             let seed = self.episode_draw(|r| r.gen::<u64>());
-            let request = WorkflowRequest {
-                workflow_request_id: ids::derived_id(&name, &seed.to_string()),
-                ..self.request(name)
-            };
-            self.log(format!("request {}", request.workflow_request_id));
-            self.put_raw(
-                &self.tables.workflow_request(),
-                serde_dynamo::to_item(&request).expect("item"),
-            );
+            self.put_start_request(name, seed);
         }
     }
 }

@@ -232,8 +232,13 @@ impl Sim {
     }
 
     pub(super) fn start_workflow(&mut self, w: usize) {
-        let name = format!("wf{w}");
         let seed = self.rng(|r| r.gen::<u64>());
+        self.put_start_request(format!("wf{w}"), seed);
+    }
+
+    /// Insert the start request of workflow `name`, its id derived from
+    /// `seed` (drawn by the caller from its own stream).
+    pub(super) fn put_start_request(&mut self, name: String, seed: u64) {
         let request = WorkflowRequest {
             workflow_request_id: ids::derived_id(&name, &seed.to_string()),
             ..self.request(name)
