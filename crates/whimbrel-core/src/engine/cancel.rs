@@ -79,9 +79,15 @@ impl<L: Launcher> Engine<L> {
             let at = self.now().epoch;
             let t = self.store.tables();
             let told = self
-                .append_to_log(key, &source, |state| {
-                    let append = whimbrel_rules::decide::episodes::append_event;
-                    append(t, key, state, kind, &source, at, details.clone())
+                .append_to_log(key, &source, |state, start| {
+                    use whimbrel_rules::decide::episodes::{append_event, NewEvent};
+                    let event = NewEvent {
+                        kind,
+                        source: &source,
+                        at_epoch: at,
+                        details: details.clone(),
+                    };
+                    append_event(t, key, state, event, Some(start))
                 })
                 .await?;
             let now = self.load_workflow(key.0, key.1).await?.state;

@@ -21,7 +21,7 @@ use crate::model::ActivityExec;
 use crate::plan::Plan;
 use crate::store::{s, Cmp, KeyCond, StoreError};
 use whimbrel_rules::decide::episodes::{
-    self, DecisionRecord, DecisionVerdict, EpisodeEvent, EpisodeState,
+    self, Appended, DecisionRecord, DecisionVerdict, EpisodeEvent, EpisodeState, StartAt,
 };
 
 /// Most events one decision is shown: the rest wait for the next one
@@ -61,8 +61,10 @@ impl<L: Launcher> Engine<L> {
 
     /// Append the event `build` makes from the state read to the log of
     /// `wf`, once for its `source` (design.md § 10.2), then drive its
-    /// decisions. Returns false when the execution takes no event (ended,
-    /// closed by a decision, or not episodic).
+    /// decisions, first the one the append started, if any. `build` is
+    /// given the state and when the append may start the next decision.
+    /// Returns false when the execution takes no event (ended, closed by a
+    /// decision, or not episodic).
     ///
     /// Errors: [`EngineError::Retry`] when DynamoDB is unavailable or the
     /// append lost [`WRITE_TRIES`] races in a row.
@@ -73,22 +75,33 @@ impl<L: Launcher> Engine<L> {
         build: F,
     ) -> Result<bool, EngineError>
     where
-        F: Fn(&EpisodeState) -> (EpisodeEvent, Vec<crate::store::Write>),
+        F: Fn(&EpisodeState, StartAt) -> Appended,
     {
         for _ in 0..WRITE_TRIES {
             let state = self.episode_state(wf).await?;
             if !state.takes_events() || state.decide_on.is_none() {
                 return Ok(false);
             }
-            let (event, writes) = build(&state);
-            match self.store.transact(writes).await {
+            let at = StartAt {
+                now: self.now().epoch,
+                attempt_seconds: self.config.decisions.attempt_seconds,
+            };
+            let appended = build(&state, at);
+            let event = &appended.event;
+            match self.store.transact(appended.writes.clone()).await {
                 Ok(()) => {
                     info!(workflow_exec_id = wf.0, seq = event.seq, kind = ?event.kind, "event appended");
+                    if let Some(id) = &appended.started {
+                        let started = self.episode_state(wf).await?;
+                        if started.decision_id.as_ref() == Some(id) {
+                            Box::pin(self.run_decision(wf, &started, id)).await?;
+                        }
+                    }
                     self.drive_decisions(wf).await?;
                     return Ok(true);
                 }
                 Err(StoreError::ConditionFailed | StoreError::Conflict) => {
-                    if self.logged(wf.0, source).await? {
+                    if self.logged(wf, source).await? {
                         return Ok(true);
                     }
                 }
@@ -101,10 +114,15 @@ impl<L: Launcher> Engine<L> {
         )))
     }
 
-    /// The event from `source` is in the log of `workflow_exec_id`.
-    async fn logged(&self, workflow_exec_id: &str, source: &str) -> Result<bool, EngineError> {
+    /// The event from `source` is in the log of `wf`: its marker exists,
+    /// or (a node's end, which has none) the node is no longer open.
+    async fn logged(&self, wf: (&str, &str), source: &str) -> Result<bool, EngineError> {
+        if let Some(node) = episodes::ended_node(source) {
+            let state = self.episode_state(wf).await?;
+            return Ok(!state.open_nodes.iter().any(|n| n == node));
+        }
         let key = crate::store::Item::from([
-            (attr::WORKFLOW_EXEC_ID.into(), s(workflow_exec_id)),
+            (attr::WORKFLOW_EXEC_ID.into(), s(wf.0)),
             (attr::LOG_KEY.into(), s(episodes::source_log_key(source))),
         ]);
         let marker: Option<Value> = self.store.get(&self.store.tables().decision(), key).await?;
@@ -123,8 +141,10 @@ impl<L: Launcher> Engine<L> {
             .unwrap_or_else(|| self.now().epoch);
         let source = episodes::ended_source(wf.0, &exec.activity_name);
         let t = self.store.tables();
-        self.append_to_log(wf, &source, |state| {
-            episodes::append_node_end(t, wf, state, &exec.activity_name, at, details.clone())
+        let node = exec.activity_name.as_str();
+        self.append_to_log(wf, &source, |state, start| {
+            let end = (at, details.clone());
+            episodes::append_node_end(t, wf, state, node, end, Some(start))
         })
         .await
         .map(|_| ())

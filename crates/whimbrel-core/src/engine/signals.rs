@@ -135,9 +135,14 @@ impl<L: Launcher> Engine<L> {
         });
         let at = row.when_epoch.unwrap_or_else(|| self.now().epoch);
         let t = self.store.tables();
-        self.append_to_log(key, &source, |state| {
-            let kind = EventKind::Signal;
-            episodes::append_event(t, key, state, kind, &source, at, details.clone())
+        self.append_to_log(key, &source, |state, start| {
+            let event = episodes::NewEvent {
+                kind: EventKind::Signal,
+                source: &source,
+                at_epoch: at,
+                details: details.clone(),
+            };
+            episodes::append_event(t, key, state, event, Some(start))
         })
         .await
     }

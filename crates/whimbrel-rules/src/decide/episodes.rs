@@ -204,10 +204,17 @@ pub(super) fn workflow_update(t: &Tables, wf: (&str, &str)) -> UpdateRequest {
     UpdateRequest::new(t.workflow_exec(), workflow_key(wf.0, wf.1))
 }
 
-/// The workflow exec `wf` with attempt `attempt` of a decision in flight
-/// under `id`, over at `due` (epoch seconds), when the workflow is due too.
-fn in_flight(t: &Tables, wf: (&str, &str), id: &str, attempt: u32, due: i64) -> UpdateRequest {
-    let update = workflow_update(t, wf)
+/// `update` of the workflow exec `wf` putting attempt `attempt` of a
+/// decision in flight under `id`, over at `due` (epoch seconds), when the
+/// workflow is due too.
+fn in_flight(
+    update: UpdateRequest,
+    wf: (&str, &str),
+    id: &str,
+    attempt: u32,
+    due: i64,
+) -> UpdateRequest {
+    let update = update
         .set(attr::DECISION_ID, s(id))
         .set(attr::DECISION_ATTEMPT, n(attempt))
         .set(attr::DECISION_DUE_EPOCH, n(due))
@@ -237,34 +244,39 @@ pub(crate) fn counter_is(attr: &str, v: u64) -> Cond {
     }
 }
 
-/// `update` of the workflow exec `workflow_exec_id` read as `state`, also
-/// moving its log from `state.event_seq` to `event`'s place, only while
-/// the execution is RUNNING and not closed by a decision, and making it
-/// due at the event's time: an appender that dies before it starts the
-/// decision leaves it to the monitor.
+/// `update` of the workflow exec read as `state`, also moving its log
+/// from `state.event_seq` to `event`'s place, only while the execution is
+/// RUNNING and not closed by a decision. The due marker is the caller's:
+/// an append that starts a decision makes it due when the attempt is over
+/// ([`append_event`]); one that does not leaves it where the decision in
+/// flight, or the one whose effects are owed, put it.
 fn with_next_event(
     update: UpdateRequest,
     state: &EpisodeState,
     event: &EpisodeEvent,
 ) -> UpdateRequest {
-    let update = update
+    update
         .set(attr::EVENT_SEQ, n(event.seq))
         .when(running())
         .when(Cond::exists(attr::DECISION_COUNT))
         .when(Cond::not_exists(attr::CLOSED_BY_DECISION))
-        .when(counter_is(attr::EVENT_SEQ, state.event_seq));
-    due_at(update, &event.workflow_exec_id, event.at_epoch)
+        .when(counter_is(attr::EVENT_SEQ, state.event_seq))
 }
 
-/// The puts of `event` at the log's next place and of its source marker,
-/// each only if new.
-fn event_puts(t: &Tables, event: &EpisodeEvent) -> [Write; 2] {
-    let wf = &event.workflow_exec_id;
+/// The put of `event` at the log's next place, only if new.
+fn event_put(t: &Tables, event: &EpisodeEvent) -> Write {
+    put_new(
+        t,
+        log_item(&event.workflow_exec_id, event.log_key.clone(), event),
+    )
+}
+
+/// The put of the marker that makes `event`'s source one event, only if
+/// new (every source but a node's end: [`append_node_end`]).
+fn source_put(t: &Tables, event: &EpisodeEvent) -> Write {
     let marker = serde_json::json!({ "seq": event.seq });
-    [
-        put_new(t, log_item(wf, event.log_key.clone(), event)),
-        put_new(t, log_item(wf, source_log_key(&event.source), &marker)),
-    ]
+    let key = source_log_key(&event.source);
+    put_new(t, log_item(&event.workflow_exec_id, key, &marker))
 }
 
 /// The event after the last of the log of `workflow_exec_id` read as
@@ -288,41 +300,87 @@ fn next_event(
     }
 }
 
-/// The append of an event (`kind`, `source`, `at_epoch`, `details`) to the
-/// log of the RUNNING execution `wf` (id, name) read as `state`: one
-/// transaction (design.md § 10.2), which also makes the workflow due at
-/// `at_epoch`, so a decision is started even if the appender dies
-/// first. Returns the event and its writes. A
-/// failed transaction means the source was appended already (its marker
-/// exists: done), or another append won the place (read again, retry),
-/// or the execution ended (nothing to tell).
+/// An event to append: what happened, its source (which makes it one
+/// event however often it is appended: [`EpisodeEvent::source`]), when
+/// (epoch seconds), and what the decider is shown of it.
+#[derive(Debug, Clone)]
+pub struct NewEvent<'a> {
+    /// What happened.
+    pub kind: EventKind,
+    /// Its source.
+    pub source: &'a str,
+    /// When, epoch seconds.
+    pub at_epoch: i64,
+    /// What the decider is shown.
+    pub details: Value,
+}
+
+/// When an append may start the next decision: the appender's clock
+/// (epoch seconds) and the attempt's length (seconds, as
+/// [`start_decision`]'s).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StartAt {
+    /// Now, epoch seconds.
+    pub now: i64,
+    /// The attempt's length, seconds.
+    pub attempt_seconds: i64,
+}
+
+/// An append's event, its writes (one transaction), and the decision it
+/// starts, if any (the attempt's id).
+#[derive(Debug, Clone)]
+pub struct Appended {
+    /// The event, at the log's next place.
+    pub event: EpisodeEvent,
+    /// The transaction.
+    pub writes: Vec<Write>,
+    /// The decision attempt the same write starts.
+    pub started: Option<String>,
+}
+
+/// The append of `event` to the log of the RUNNING execution `wf` (id,
+/// name) read as `state`: one transaction (design.md § 10.2). With `start`,
+/// and when `state` has no decision in flight and no effects owed, the
+/// same write starts the next decision (attempt 1, as
+/// [`start_decision`]'s, conditioned alike) and makes the workflow due
+/// when that attempt is over: an appender that dies before its decider
+/// answers leaves the attempt to the monitor then (design.md § 10.9).
+/// A failed transaction means the source was appended already (its marker
+/// exists: done), or another write won the place or the start (read
+/// again, retry), or the execution ended (nothing to tell).
 pub fn append_event(
     t: &Tables,
     wf: (&str, &str),
     state: &EpisodeState,
-    kind: EventKind,
-    source: &str,
-    at_epoch: i64,
-    details: Value,
-) -> (EpisodeEvent, Vec<Write>) {
-    append_to_log(t, wf, state, (kind, source, at_epoch), details, None)
+    event: NewEvent<'_>,
+    start: Option<StartAt>,
+) -> Appended {
+    let mut appended = append_to_log(t, wf, state, event, start, None);
+    appended.writes.push(source_put(t, &appended.event));
+    appended
 }
 
 /// The append of node `node`'s end (an `activity_ended` event from
-/// `source`, [`ended_source`]), as [`append_event`]'s, which also takes
-/// the node out of the execution's open nodes ([`attr::OPEN_NODES`]) in
-/// the same write.
+/// [`ended_source`]), as [`append_event`]'s, which also takes the node out
+/// of the execution's open nodes ([`attr::OPEN_NODES`]) in the same write,
+/// conditioned on it being there: that condition, not a source marker,
+/// makes the end one event (a node leaves the open nodes only here).
 pub fn append_node_end(
     t: &Tables,
     wf: (&str, &str),
     state: &EpisodeState,
     node: &str,
-    at_epoch: i64,
-    details: Value,
-) -> (EpisodeEvent, Vec<Write>) {
+    (at_epoch, details): (i64, Value),
+    start: Option<StartAt>,
+) -> Appended {
     let source = ended_source(wf.0, node);
-    let what = (EventKind::ActivityEnded, source.as_str(), at_epoch);
-    append_to_log(t, wf, state, what, details, Some(node))
+    let event = NewEvent {
+        kind: EventKind::ActivityEnded,
+        source: &source,
+        at_epoch,
+        details,
+    };
+    append_to_log(t, wf, state, event, start, Some(node))
 }
 
 /// The source of node `node`'s end in execution `workflow_exec_id`: a
@@ -334,25 +392,72 @@ pub fn ended_source(workflow_exec_id: &str, node: &str) -> String {
     )
 }
 
-/// [`append_event`]'s writes for `(kind, source, at_epoch)`, also taking
-/// `ended` out of the open nodes.
+/// The node whose end `source` is ([`ended_source`]), if it is one: such
+/// a source has no marker; the node's absence from the open nodes says it
+/// was appended.
+pub fn ended_node(source: &str) -> Option<&str> {
+    crate::ids::name_of(source.strip_prefix("ended:")?)
+}
+
+/// [`append_event`]'s workflow update and event put, starting the next
+/// decision when `start` allows it (without `start`, due at the event's
+/// time if a decision is owed and none is in flight), and taking `ended`
+/// out of the open nodes, only while it is there.
 fn append_to_log(
     t: &Tables,
     wf: (&str, &str),
     state: &EpisodeState,
-    (kind, source, at_epoch): (EventKind, &str, i64),
-    details: Value,
+    e: NewEvent<'_>,
+    start: Option<StartAt>,
     ended: Option<&str>,
-) -> (EpisodeEvent, Vec<Write>) {
-    let event = next_event(wf.0, state, kind, source, at_epoch, details);
+) -> Appended {
+    let event = next_event(wf.0, state, e.kind, e.source, e.at_epoch, e.details);
     let mut update = with_next_event(workflow_update(t, wf), state, &event);
     if let Some(node) = ended {
         let set = crate::write::Value::Ss(vec![node.to_string()]);
-        update = update.act(Action::Delete(attr::OPEN_NODES.into(), set));
+        update = update
+            .act(Action::Delete(attr::OPEN_NODES.into(), set))
+            .when(Cond::Contains(attr::OPEN_NODES.into(), s(node)));
     }
-    let mut writes = vec![update.into_write()];
-    writes.extend(event_puts(t, &event));
-    (event, writes)
+    let startable = state.decision_id.is_none() && !state.effects_owed();
+    let mut started = None;
+    match start {
+        Some(at) if startable => {
+            let (id, starting) = first_attempt(update, wf, state, at);
+            update = starting;
+            started = Some(id);
+        }
+        // A decision is owed and none will be started here: the monitor
+        // starts it at once if the appender dies first.
+        None if startable => update = due_at(update, wf.0, event.at_epoch),
+        _ => {}
+    }
+    let writes = vec![update.into_write(), event_put(t, &event)];
+    Appended {
+        event,
+        writes,
+        started,
+    }
+}
+
+/// `update` of the workflow exec `wf` read as `state` also starting
+/// attempt 1 of decision `state.decision_number()` at `at.now`: only
+/// while none is in flight and every committed decision's effects are
+/// written, as read. The workflow is due when the attempt is over.
+fn first_attempt(
+    update: UpdateRequest,
+    wf: (&str, &str),
+    state: &EpisodeState,
+    at: StartAt,
+) -> (String, UpdateRequest) {
+    let id = decision_id(wf.0, state.decision_number(), 1);
+    let due = at.now + at.attempt_seconds.min(DECISION_ATTEMPT_SECONDS);
+    let update = in_flight(update, wf, &id, 1, due)
+        .set(attr::DECISION_FIRST_EPOCH, n(at.now))
+        .when(Cond::not_exists(attr::DECISION_ID))
+        .when(counter_is(attr::DECISIONS_APPLIED, state.decision_count))
+        .when(Cond::exists(attr::DECISION_COUNT));
+    (id, update)
 }
 
 /// Start decision `state.decision_number()` at `now`, attempt 1, given
@@ -377,15 +482,12 @@ pub fn start_decision(
     {
         return None;
     }
-    let id = decision_id(wf.0, state.decision_number(), 1);
-    let due = now + attempt_seconds.min(DECISION_ATTEMPT_SECONDS);
-    let req = in_flight(t, wf, &id, 1, due)
-        .set(attr::DECISION_FIRST_EPOCH, n(now))
-        .when(Cond::not_exists(attr::DECISION_ID))
-        .when(counter_is(attr::DECIDED_SEQ, state.decided_seq))
-        .when(counter_is(attr::DECISIONS_APPLIED, state.decision_count))
-        .when(Cond::exists(attr::DECISION_COUNT));
-    Some((id, req))
+    let at = StartAt {
+        now,
+        attempt_seconds,
+    };
+    let update = workflow_update(t, wf).when(counter_is(attr::DECIDED_SEQ, state.decided_seq));
+    Some(first_attempt(update, wf, state, at))
 }
 
 /// The wait before attempt `attempt + 1` of a decision whose attempt
@@ -414,7 +516,8 @@ pub fn retry_decision(
     let attempt = state.decision_attempt.max(1) + 1;
     let id = decision_id(wf.0, state.decision_number(), attempt);
     let due = now + attempt_seconds.min(DECISION_ATTEMPT_SECONDS);
-    let req = in_flight(t, wf, &id, attempt, due).when(Cond::eq(attr::DECISION_ID, s(old)));
+    let req = in_flight(workflow_update(t, wf), wf, &id, attempt, due)
+        .when(Cond::eq(attr::DECISION_ID, s(old)));
     Some((id, req))
 }
 
@@ -465,9 +568,11 @@ pub struct DecisionRecord {
 /// on that attempt still being in flight, and the decision's record,
 /// conditioned on being new (design.md § 10.3).
 ///
-/// - Accepted: the events up to `record.to_seq` are decided, the refusal
-///   count is cleared, and the workflow is due at once (the decisions'
-///   effects are owed). `closes` (the answer ends the execution): only
+/// - Accepted: the events up to `record.to_seq` are decided and the
+///   refusal count is cleared. The due marker stays where the attempt's
+///   start put it (when the attempt is over): the committer writes the
+///   effects next, and if it dies first the monitor finds them owed then
+///   (design.md § 10.9: one marker move per episode, not three). `closes` (the answer ends the execution): only
 ///   while no event came after `to_seq`, and none is appended after it.
 /// - Refused (`record.refused`): the events it saw stay undecided, so the
 ///   next decision sees them again, with a `decision_refused` event
@@ -504,16 +609,17 @@ pub fn commit_decision(
                 serde_json::json!({ "reason": reason }),
             );
             // Nothing to apply: its effects are written as it commits.
+            // Due at once: the refusal is an event the next decision sees.
             update = with_next_event(update, state, &event)
                 .act(Action::Add(attr::DECISION_REFUSALS.into(), n(1)))
                 .set(attr::DECISIONS_APPLIED, n(number));
-            writes.extend(event_puts(t, &event));
+            update = due_at(update, wf.0, record.decided_epoch);
+            writes.extend([event_put(t, &event), source_put(t, &event)]);
         }
         None => {
             update = update
                 .set(attr::DECIDED_SEQ, n(record.to_seq))
                 .set(attr::DECISION_REFUSALS, n(0));
-            update = due_at(update, wf.0, record.decided_epoch);
             if let Some(kinds) = &record.decide_on {
                 update = update.set(attr::DECIDE_ON, av(kinds));
             }

@@ -124,16 +124,9 @@ impl Db {
 
     fn append(&mut self, source: &str, at: i64) -> bool {
         let st = self.state();
-        let (_, writes) = append_event(
-            &self.t,
-            WF,
-            &st,
-            EventKind::ActivityEnded,
-            source,
-            at,
-            json!({}),
-        );
-        self.transact(&writes)
+        let event = new_event(EventKind::ActivityEnded, source, at);
+        let appended = append_event(&self.t, WF, &st, event, None);
+        self.transact(&appended.writes)
     }
 
     fn log(&self) -> Vec<String> {
@@ -155,6 +148,15 @@ impl Db {
         let st = self.state();
         let (id, req) = start_decision(&self.t, WF, &st, now, 120)?;
         self.transact(&[req.into_write()]).then_some(id)
+    }
+}
+
+fn new_event(kind: EventKind, source: &str, at_epoch: i64) -> NewEvent<'_> {
+    NewEvent {
+        kind,
+        source,
+        at_epoch,
+        details: json!({}),
     }
 }
 
@@ -184,24 +186,10 @@ fn an_event_appended_twice_is_in_the_log_once() {
 fn two_appends_from_one_read_take_two_places_or_retry() {
     let mut db = Db::new();
     let read = db.state();
-    let (_, first) = append_event(
-        &db.t,
-        WF,
-        &read,
-        EventKind::Signal,
-        "signal:s1",
-        5,
-        json!({}),
-    );
-    let (_, second) = append_event(
-        &db.t,
-        WF,
-        &read,
-        EventKind::Signal,
-        "signal:s2",
-        5,
-        json!({}),
-    );
+    let first = new_event(EventKind::Signal, "signal:s1", 5);
+    let first = append_event(&db.t, WF, &read, first, None).writes;
+    let second = new_event(EventKind::Signal, "signal:s2", 5);
+    let second = append_event(&db.t, WF, &read, second, None).writes;
     assert!(db.transact(&first));
     assert!(!db.transact(&second), "the place was taken");
     assert!(db.append("signal:s2", 6), "read again, it appends");
@@ -345,7 +333,11 @@ fn every_episode_write_makes_the_workflow_due_for_what_it_owes() {
         &record(&id, 1, None),
         false
     )));
-    assert_eq!(due(&db), Some(crate::write::n(100)), "its effects are owed");
+    assert_eq!(
+        due(&db),
+        Some(crate::write::n(128)),
+        "its effects are owed: found when the attempt would have ended"
+    );
 }
 
 #[test]
@@ -444,4 +436,127 @@ fn no_event_is_taken_nor_decision_started_before_the_first_answer_commits() {
         "taken once decision 1 is committed"
     );
     assert_eq!(db.start(6).as_deref(), Some("w::1::d2::a1"));
+}
+
+fn due_epoch(db: &Db) -> Option<String> {
+    let key = db.key_of(
+        &db.t.workflow_exec(),
+        &crate::keys::workflow_key(WF.0, WF.1),
+    );
+    match db.items[&key].get("due_epoch") {
+        Some(crate::write::Value::N(n)) => Some(n.clone()),
+        _ => None,
+    }
+}
+
+#[test]
+fn an_append_starts_the_next_decision_when_none_is_in_flight_and_only_then() {
+    let mut db = Db::new();
+    let at = StartAt {
+        now: 50,
+        attempt_seconds: 120,
+    };
+    let st = db.state();
+    let first = append_event(
+        &db.t,
+        WF,
+        &st,
+        new_event(EventKind::Signal, "signal:a", 40),
+        Some(at),
+    );
+    assert_eq!(first.started.as_deref(), Some("w::1::d2::a1"));
+    assert!(db.transact(&first.writes));
+    let st = db.state();
+    assert_eq!(st.decision_id.as_deref(), Some("w::1::d2::a1"));
+    assert_eq!(
+        (st.decision_first_epoch, st.decision_due_epoch),
+        (Some(50), Some(170))
+    );
+    assert_eq!(
+        due_epoch(&db).as_deref(),
+        Some("170"),
+        "due when the attempt is over"
+    );
+    // A second event while it is in flight: appended, nothing started, and
+    // the marker stays where the attempt put it.
+    let later = StartAt { now: 60, ..at };
+    let second = append_event(
+        &db.t,
+        WF,
+        &st,
+        new_event(EventKind::Signal, "signal:b", 55),
+        Some(later),
+    );
+    assert_eq!(second.started, None);
+    assert!(db.transact(&second.writes));
+    assert_eq!(due_epoch(&db).as_deref(), Some("170"));
+    assert_eq!(db.state().event_seq, 2);
+    // An append read before the start cannot start a second decision.
+    let stale = append_event(
+        &db.t,
+        WF,
+        &st,
+        new_event(EventKind::Signal, "signal:c", 56),
+        Some(later),
+    );
+    assert!(
+        !db.transact(&stale.writes),
+        "the place and the start were taken"
+    );
+}
+
+#[test]
+fn a_node_end_is_appended_once_by_its_open_node_without_a_marker() {
+    let mut db = Db::new();
+    let created = super::decided::create_nodes(&db.t, WF, &[node_item("a")]);
+    assert!(db.transact(&created));
+    let st = db.state();
+    assert_eq!(st.open_nodes, vec!["a".to_string()]);
+    let end = append_node_end(&db.t, WF, &st, "a", (7, json!({})), None);
+    assert_eq!(
+        end.writes.len(),
+        2,
+        "the workflow and the event: no source marker"
+    );
+    assert!(db.transact(&end.writes));
+    assert!(db.state().open_nodes.is_empty());
+    // Appended again from a state read before (a settle run twice): the
+    // node is no longer open, so the second append fails whole.
+    let again = append_node_end(&db.t, WF, &db.state(), "a", (7, json!({})), None);
+    assert!(!db.transact(&again.writes));
+    assert_eq!(db.state().event_seq, 1);
+    assert_eq!(ended_node(&end.event.source), Some("a"));
+    assert_eq!(ended_node("signal:x"), None);
+}
+
+#[test]
+fn an_accepted_commit_leaves_the_due_marker_where_the_attempt_put_it() {
+    let mut db = Db::new();
+    db.append("signal:a", 1);
+    let id = db.start(2).expect("started");
+    assert_eq!(due_epoch(&db).as_deref(), Some("122"));
+    let st = db.state();
+    assert!(db.transact(&commit_decision(
+        &db.t,
+        WF,
+        &st,
+        &record(&id, 1, None),
+        false
+    )));
+    assert_eq!(due_epoch(&db).as_deref(), Some("122"));
+    assert!(db.state().effects_owed());
+}
+
+fn node_item(name: &str) -> Item {
+    [
+        (
+            "activity_exec_id",
+            s(crate::ids::activity_exec_id(WF.0, name)),
+        ),
+        ("workflow_exec_id", s(WF.0)),
+        ("activity_name", s(name)),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect()
 }
