@@ -36,6 +36,9 @@ export WHIMBREL_STACK_DIR=$PWD/.stack-bench
 export WHIMBREL_DDB_PORT=${WHIMBREL_DDB_PORT:-28000}
 export WHIMBREL_WATCH_PORT=${WHIMBREL_WATCH_PORT:-29000}
 export WHIMBREL_FRONT_PORT=${WHIMBREL_FRONT_PORT:-29001}
+# Transactions priced by AWS's rules (DynamoDB Local reports a flat 4 units
+# per table per transaction; crates/whimbrel-core/src/store/priced.rs).
+export WHIMBREL_PRICE_TRANSACTIONS=true
 trap 'bash scripts/stack.sh down' EXIT
 bash scripts/stack.sh down > /dev/null
 rm -f "$WHIMBREL_STACK_DIR/metrics.jsonl"

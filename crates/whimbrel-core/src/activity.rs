@@ -342,7 +342,8 @@ impl Reporter {
         let store = Store::new(
             aws_sdk_dynamodb::Client::new(&sdk),
             Tables::new(config.table_prefix.clone()),
-        );
+        )
+        .priced_from_env();
         Ok(Reporter { store, config })
     }
 

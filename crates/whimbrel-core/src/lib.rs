@@ -109,7 +109,8 @@ pub async fn engine_from_env() -> Result<Engine<LambdaLauncher>, String> {
     let store = Store::new(
         aws_sdk_dynamodb::Client::new(&sdk),
         Tables::new(config.table_prefix.clone()),
-    );
+    )
+    .priced_from_env();
     let mut launcher = LambdaLauncher::new(aws_sdk_lambda::Client::new(&sdk));
     // The timer queue of the wake-ups (design.md § 9), when the stack has one.
     if let Ok(url) = std::env::var("WHIMBREL_TIMER_QUEUE_URL") {

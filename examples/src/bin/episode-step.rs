@@ -20,8 +20,18 @@ async fn main() -> Result<(), Error> {
     whimbrel_core::telemetry::init_lambda();
     let reporter = Reporter::from_env().await?;
     let reporter = &reporter;
-    lambda_runtime::run(service_fn(move |e: LambdaEvent<LaunchPayload>| {
-        handle(reporter, e.payload)
-    }))
+    lambda_runtime::run(service_fn(
+        move |e: LambdaEvent<LaunchPayload>| async move {
+            // Counted like whimbrel-noop's (`whimbrel bench`): an activity's
+            // own reports are part of what an activity costs, so the
+            // episodic chain is priced as the static one is.
+            whimbrel_core::metrics::measured(
+                "episode-step",
+                reporter.metrics(),
+                handle(reporter, e.payload),
+            )
+            .await
+        },
+    ))
     .await
 }

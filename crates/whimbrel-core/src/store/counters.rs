@@ -152,6 +152,14 @@ impl Metrics {
         }
     }
 
+    /// Add `units` write request units under `key` (`"{op} {table}"` or
+    /// `"{op} {table}/{index}"`): a write priced by the store itself
+    /// (`store::priced`).
+    pub(crate) fn add_write(&self, key: String, units: f64) {
+        let mut m = self.capacity.lock().unwrap_or_else(|p| p.into_inner());
+        m.entry(key).or_default().write += units;
+    }
+
     /// The capacity consumed since the last take, by `"{op} {table}"` and
     /// `"{op} {table}/{index}"`, reset to zero.
     pub fn take_capacity(&self) -> BTreeMap<String, Capacity> {

@@ -35,6 +35,9 @@ fn from_sdk(item: SdkItem) -> Item {
 pub struct DynamoBackend {
     client: Client,
     metrics: Metrics,
+    /// The tables whose transactions are priced by AWS's rules rather
+    /// than by what the server reports ([`super::priced`]), if any.
+    priced: Option<std::sync::Arc<Vec<whimbrel_rules::schema::TableDef>>>,
 }
 
 const CAPACITY: ReturnConsumedCapacity = ReturnConsumedCapacity::Indexes;
@@ -48,7 +51,18 @@ impl DynamoBackend {
     /// A backend over `client` that adds the consumed capacity to `metrics`
     /// (the store's, see [`super::Store::new`]).
     pub fn with_metrics(client: Client, metrics: Metrics) -> Self {
-        DynamoBackend { client, metrics }
+        DynamoBackend {
+            client,
+            metrics,
+            priced: None,
+        }
+    }
+
+    /// This backend pricing its transactions on the tables `defs` by
+    /// AWS's rules ([`super::priced`]; the bench's local stack only).
+    pub fn pricing_transactions(mut self, defs: Vec<whimbrel_rules::schema::TableDef>) -> Self {
+        self.priced = Some(std::sync::Arc::new(defs));
+        self
     }
 
     fn consumed<'a>(&self, op: &'static str, c: impl IntoIterator<Item = &'a ConsumedCapacity>) {
@@ -271,6 +285,12 @@ impl DynamoBackend {
 
     async fn do_transact(&self, writes: Vec<Write>) -> Result<(), StoreError> {
         const OP: &str = "TransactWriteItems";
+        let defs = self.priced.as_deref();
+        let keys = defs.and_then(|d| super::priced::write_keys(&writes, d));
+        let before = match &keys {
+            Some(k) => super::priced::images(&self.client, k).await,
+            None => None,
+        };
         let items = writes
             .into_iter()
             .map(transact_item)
@@ -284,7 +304,18 @@ impl DynamoBackend {
             .await;
         match r {
             Ok(out) => {
-                self.consumed(OP, out.consumed_capacity());
+                let priced = match (defs, &keys, before) {
+                    (Some(defs), Some(keys), Some(before)) => {
+                        let after = super::priced::images(&self.client, keys).await;
+                        after.map(|after| {
+                            super::priced::record(&self.metrics, defs, keys, (&before, &after));
+                        })
+                    }
+                    _ => None,
+                };
+                if priced.is_none() {
+                    self.consumed(OP, out.consumed_capacity());
+                }
                 Ok(())
             }
             Err(SdkError::ServiceError(se)) if se.err().is_transaction_canceled_exception() => {

@@ -17,6 +17,7 @@
 pub mod counters;
 pub mod dynamo;
 pub mod memory;
+mod priced;
 
 use std::sync::Arc;
 
@@ -210,6 +211,33 @@ impl Store {
         store.client = Some(client);
         store.metrics = metrics;
         store
+    }
+
+    /// This DynamoDB store with its transactions priced by AWS's rules
+    /// instead of by what the server reports (`store::priced`: DynamoDB
+    /// Local reports a flat 4 units per table per transaction), when
+    /// `WHIMBREL_PRICE_TRANSACTIONS` is `true` or `1`: the bench's local
+    /// stack (`scripts/bench.sh`). Otherwise, or for another backend,
+    /// unchanged.
+    pub fn priced_from_env(self) -> Self {
+        let on = std::env::var("WHIMBREL_PRICE_TRANSACTIONS")
+            .is_ok_and(|v| v == "1" || v.eq_ignore_ascii_case("true"));
+        match on {
+            true => self.pricing_transactions(),
+            false => self,
+        }
+    }
+
+    /// This DynamoDB store with its transactions priced by AWS's rules
+    /// (`store::priced`); another backend unchanged.
+    pub fn pricing_transactions(mut self) -> Self {
+        if let Some(client) = &self.client {
+            let defs = whimbrel_rules::schema::definitions(&self.tables);
+            let backend = dynamo::DynamoBackend::with_metrics(client.clone(), self.metrics.clone())
+                .pricing_transactions(defs);
+            self.backend = Arc::new(backend);
+        }
+        self
     }
 
     /// A store over any backend (the simulation's in-memory model).

@@ -8,6 +8,7 @@
 //! attributes are addressed (every Whimbrel attribute is top-level).
 
 pub mod eval;
+pub mod price;
 pub mod size;
 
 use std::collections::HashMap;
