@@ -290,6 +290,20 @@ fn episodic_seeds_that_found_bugs_hold() {
     );
 }
 
+/// Seed 801: a signal wait's RUNNING was written by a start whose call
+/// then stalled 137 s, so the checker first saw it then; its timeout,
+/// counted from the write, fired 18 s after that. The checker now counts
+/// from the write too (`check/signals.rs`, `timed_out_early`).
+#[test]
+fn a_signal_wait_written_before_a_stall_times_out_from_its_write() {
+    let stats = run(801, &Params::default())
+        .unwrap_or_else(|f| panic!("seed 801: {}", f.violations.join("\n")));
+    assert!(
+        stats.features["signal waits timed out"] > 0,
+        "seed 801 no longer times a signal wait out: {stats:?}"
+    );
+}
+
 #[test]
 fn a_seed_replays_exactly() {
     let params = Params::default();

@@ -101,6 +101,8 @@ impl<L: Launcher> Engine<L> {
                     return Ok(true);
                 }
                 Err(StoreError::ConditionFailed | StoreError::Conflict) => {
+                    // Appended before: its write left a decision started
+                    // or covered (design.md § 10.3, the due marker).
                     if self.logged(wf, source).await? {
                         return Ok(true);
                     }

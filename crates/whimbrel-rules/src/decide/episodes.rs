@@ -430,7 +430,10 @@ fn append_to_log(
         // A decision is owed and none will be started here: the monitor
         // starts it at once if the appender dies first.
         None if startable => update = due_at(update, wf.0, event.at_epoch),
-        _ => {}
+        // What covers the event is the decision in flight, or the one
+        // whose effects are owed, as read: only while it still is, or the
+        // rest may have removed the marker (review of § 10.9's change).
+        _ => update = update.when(covered_by(state)),
     }
     let writes = vec![update.into_write(), event_put(t, &event)];
     Appended {
@@ -440,10 +443,22 @@ fn append_to_log(
     }
 }
 
+/// What an append that starts nothing relies on, as read in `state`: the
+/// decision in flight (its id), or else the committed decision whose
+/// effects are owed (`decisions_applied` below `decision_count`). Its end
+/// moves the due marker or starts the next decision, which sees the event.
+fn covered_by(state: &EpisodeState) -> Cond {
+    match &state.decision_id {
+        Some(id) => Cond::eq(attr::DECISION_ID, s(id.clone())),
+        None => counter_is(attr::DECISIONS_APPLIED, state.decisions_applied),
+    }
+}
+
 /// `update` of the workflow exec `wf` read as `state` also starting
 /// attempt 1 of decision `state.decision_number()` at `at.now`: only
-/// while none is in flight and every committed decision's effects are
-/// written, as read. The workflow is due when the attempt is over.
+/// while none is in flight, no decision committed since the read (a stale
+/// append would start a committed number again), and every committed
+/// decision's effects are written. The workflow is due when the attempt is over.
 fn first_attempt(
     update: UpdateRequest,
     wf: (&str, &str),
@@ -455,16 +470,17 @@ fn first_attempt(
     let update = in_flight(update, wf, &id, 1, due)
         .set(attr::DECISION_FIRST_EPOCH, n(at.now))
         .when(Cond::not_exists(attr::DECISION_ID))
-        .when(counter_is(attr::DECISIONS_APPLIED, state.decision_count))
-        .when(Cond::exists(attr::DECISION_COUNT));
+        .when(counter_is(attr::DECISION_COUNT, state.decision_count))
+        .when(counter_is(attr::DECISIONS_APPLIED, state.decision_count));
     (id, update)
 }
 
 /// Start decision `state.decision_number()` at `now`, attempt 1, given
 /// `attempt_seconds` (its decider's timeout plus
 /// [`ATTEMPT_MARGIN_SECONDS`], at most [`DECISION_ATTEMPT_SECONDS`]),
-/// when the log has events no decision saw and none is in flight:
-/// conditioned on both as read. The workflow is due when the attempt is
+/// when the log has events no decision saw, none is in flight and every
+/// committed decision's effects are written: conditioned on all of that
+/// as read ([`first_attempt`]). The workflow is due when the attempt is
 /// over. Returns its id and the write; `None` when there is nothing to
 /// start.
 pub fn start_decision(
@@ -572,8 +588,9 @@ pub struct DecisionRecord {
 ///   refusal count is cleared. The due marker stays where the attempt's
 ///   start put it (when the attempt is over): the committer writes the
 ///   effects next, and if it dies first the monitor finds them owed then
-///   (design.md § 10.9: one marker move per episode, not three). `closes` (the answer ends the execution): only
-///   while no event came after `to_seq`, and none is appended after it.
+///   (design.md § 10.9: one marker move per episode instead of four).
+///   `closes` (the answer ends the execution): only while no event came
+///   after `to_seq`, and none is appended after it.
 /// - Refused (`record.refused`): the events it saw stay undecided, so the
 ///   next decision sees them again, with a `decision_refused` event
 ///   appended after them; the refusal is counted. `closes` is ignored.

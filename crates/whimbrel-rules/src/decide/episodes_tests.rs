@@ -560,3 +560,78 @@ fn node_item(name: &str) -> Item {
     .map(|(k, v)| (k.to_string(), v))
     .collect()
 }
+
+/// Review of the append's start: an append read while a decision was in
+/// flight starts nothing; if that decision commits, its effects are
+/// written and the rest removes the due marker before the append lands,
+/// the event would wait with no decision and no marker. It must fail and
+/// read again instead.
+#[test]
+fn an_append_that_starts_nothing_fails_once_what_it_counted_on_is_gone() {
+    let mut db = Db::new();
+    db.append("signal:a", 1);
+    let id = db.start(2).expect("started");
+    let at = StartAt {
+        now: 3,
+        attempt_seconds: 120,
+    };
+    let read = db.state();
+    let late = new_event(EventKind::Signal, "signal:b", 3);
+    let late = append_event(&db.t, WF, &read, late, Some(at));
+    assert_eq!(late.started, None, "a decision was in flight as read");
+    let st = db.state();
+    assert!(db.transact(&commit_decision(
+        &db.t,
+        WF,
+        &st,
+        &record(&id, 1, None),
+        false
+    )));
+    let applied = super::decided::effects_applied(&db.t, WF, 2);
+    assert!(db.transact(&[applied.into_write()]));
+    let rest = super::decided::idle_due(&db.t, WF, &db.state());
+    assert!(db.transact(&[rest.into_write()]));
+    assert_eq!(due_epoch(&db), None, "rested: no marker");
+    assert!(
+        !db.transact(&late.writes),
+        "the decision it counted on is gone: read again and start one"
+    );
+    let again = new_event(EventKind::Signal, "signal:b", 3);
+    let again = append_event(&db.t, WF, &db.state(), again, Some(at));
+    assert!(again.started.is_some());
+    assert!(db.transact(&again.writes));
+}
+
+/// Review of the append's start: an append read before a decision was
+/// started and committed must not start that decision number again.
+#[test]
+fn a_stale_append_does_not_start_a_decision_that_committed_since() {
+    let mut db = Db::new();
+    db.append("signal:a", 1);
+    let read = db.state();
+    let at = StartAt {
+        now: 2,
+        attempt_seconds: 120,
+    };
+    let stale = append_event(
+        &db.t,
+        WF,
+        &read,
+        new_event(EventKind::Signal, "signal:b", 2),
+        Some(at),
+    );
+    assert!(stale.started.is_some());
+    let id = db.start(2).expect("started");
+    let st = db.state();
+    assert!(db.transact(&commit_decision(
+        &db.t,
+        WF,
+        &st,
+        &record(&id, 1, None),
+        false
+    )));
+    assert!(
+        !db.transact(&stale.writes),
+        "decision 2 committed: its number is not started again"
+    );
+}

@@ -197,13 +197,23 @@ impl Checker {
     }
 
     /// A wait first seen TIMED_OUT at world time `now` less than its
-    /// timeout (less [`TIMEOUT_TOLERANCE`]) after it was first seen
-    /// RUNNING.
+    /// timeout (less [`TIMEOUT_TOLERANCE`]) after it went RUNNING: when it
+    /// was first seen so, or when its RUNNING entry says if earlier. The
+    /// checker looks between steps, so a RUNNING written by a call that
+    /// then stalled is seen only when the call ends (sim seed 801: written
+    /// at 797, seen at 934, its 155 s timeout rightly fired at 952); the
+    /// entry's time is the engine's clock, within the tolerance of the
+    /// world's.
     fn timed_out_early(&self, a: &ActivityExec, now: i64) -> Option<String> {
         let id = &a.activity_exec_id;
         let first_seen = self.ended_at.get(id) == Some(&now);
         let timeout = a.timeouts.start_to_close_seconds?;
-        let running = *self.signals.running.get(id)?;
+        let written = super::workflow_redrive::generation(a)
+            .iter()
+            .rfind(|h| h.state == ActivityState::Running)
+            .map(|h| h.at_epoch);
+        let seen = *self.signals.running.get(id)?;
+        let running = written.map_or(seen, |at| at.min(seen));
         (a.state == ActivityState::TimedOut
             && first_seen
             && now - running < timeout - TIMEOUT_TOLERANCE)
