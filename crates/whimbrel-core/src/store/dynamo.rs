@@ -36,7 +36,7 @@ pub struct DynamoBackend {
     client: Client,
     metrics: Metrics,
     /// The tables whose transactions are priced by AWS's rules rather
-    /// than by what the server reports ([`super::priced`]), if any.
+    /// than by what the server reports (`store::priced`), if any.
     priced: Option<std::sync::Arc<Vec<whimbrel_rules::schema::TableDef>>>,
 }
 
@@ -59,7 +59,7 @@ impl DynamoBackend {
     }
 
     /// This backend pricing its transactions on the tables `defs` by
-    /// AWS's rules ([`super::priced`]; the bench's local stack only).
+    /// AWS's rules (`store::priced`; the bench's local stack only).
     pub fn pricing_transactions(mut self, defs: Vec<whimbrel_rules::schema::TableDef>) -> Self {
         self.priced = Some(std::sync::Arc::new(defs));
         self

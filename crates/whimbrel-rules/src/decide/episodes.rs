@@ -480,7 +480,7 @@ fn first_attempt(
 /// [`ATTEMPT_MARGIN_SECONDS`], at most [`DECISION_ATTEMPT_SECONDS`]),
 /// when the log has events no decision saw, none is in flight and every
 /// committed decision's effects are written: conditioned on all of that
-/// as read ([`first_attempt`]). The workflow is due when the attempt is
+/// as read (`first_attempt`). The workflow is due when the attempt is
 /// over. Returns its id and the write; `None` when there is nothing to
 /// start.
 pub fn start_decision(
