@@ -312,6 +312,25 @@ fn a_signal_wait_written_before_a_stall_times_out_from_its_write() {
     );
 }
 
+/// Seed 1313: an attempt's COMPLETED row, its stream shard broken, was
+/// overwritten by a hostile write at world time 651 while the monitor's
+/// tick ran; the monitor, its clock at 649, read it overwritten and timed
+/// the attempt out by heartbeat. The checker compared the world's time
+/// of the overwrite with the engine's of the timeout; it now allows an
+/// engine clock's skew (`check/liveness.rs`, `overwritten_before`).
+#[test]
+fn a_report_overwritten_as_the_monitor_ran_excuses_its_timeout() {
+    let stats = run(1313, &Params::default())
+        .unwrap_or_else(|f| panic!("seed 1313: {}", f.violations.join("\n")));
+    assert!(
+        stats
+            .faults
+            .get("event rows overwritten")
+            .is_some_and(|n| *n > 0),
+        "seed 1313 no longer overwrites a report: {stats:?}"
+    );
+}
+
 #[test]
 fn a_seed_replays_exactly() {
     let params = Params::default();
