@@ -281,6 +281,12 @@ fn target_limits_that_found_engine_bugs_hold() {
 fn episodic_seeds_that_found_bugs_hold() {
     run(2400, &Params::default())
         .unwrap_or_else(|f| panic!("seed 2400: {}", f.violations.join("\n")));
+    // Seed 1567: a cancel request to an execution whose decider is not
+    // consulted on them came between a `continue_as_new` commit and its
+    // effect, and ended it CANCELLED: no successor started (engine fix in
+    // `engine/decided.rs` `end_episodic`).
+    run(1567, &Params::default())
+        .unwrap_or_else(|f| panic!("seed 1567: {}", f.violations.join("\n")));
     // Seed 2400's race (a cancel request ends the execution between
     // decision 2's commit and its effects; before the fix the report row
     // of the prerequisite was also dead-lettered) depends on the draws,

@@ -102,9 +102,8 @@ impl<L: Launcher> Engine<L> {
             info!(workflow_exec_id = %key.0, %reason, told, "workflow cancel requested");
             return Ok(Applied::Workflow(now));
         }
-        self.end_episodic(key, WorkflowState::Cancelled, reason)
-            .await?;
-        Ok(Applied::Workflow(WorkflowState::Cancelled))
+        let ended = (self.end_episodic(key, WorkflowState::Cancelled, reason)).await?;
+        Ok(Applied::Workflow(ended))
     }
 
     /// Cancel every activity of the running workflow `wf` not ended, for

@@ -259,15 +259,28 @@ impl<L: Launcher> Engine<L> {
     }
 
     /// End episodic execution `wf` in `to` with `reason` (a cancel request
-    /// its decider is not consulted on).
+    /// its decider is not consulted on), unless a committed decision closes
+    /// it already: that decision's end stands and is written now (sim seed
+    /// 1567: a cancel request between a `continue_as_new` commit and its
+    /// effect ended the execution CANCELLED, and no successor started).
+    /// Returns the state the execution is in afterwards.
+    ///
+    /// Errors: [`EngineError::Retry`] when DynamoDB is unavailable.
     pub(crate) async fn end_episodic(
         &self,
         wf: (&str, &str),
         to: WorkflowState,
         reason: &str,
-    ) -> Result<(), EngineError> {
+    ) -> Result<WorkflowState, EngineError> {
         let exec = self.load_workflow(wf.0, wf.1).await?;
-        self.close_episodic(&exec, to, Some(reason), |r| r).await
+        let open = |r: crate::store::UpdateRequest| {
+            r.when(crate::store::Cond::not_exists(attr::CLOSED_BY_DECISION))
+        };
+        self.close_episodic(&exec, to, Some(reason), open).await?;
+        if self.episode_state(wf).await?.closed_by_decision.is_some() {
+            Box::pin(self.drive_decisions(wf)).await?;
+        }
+        Ok(self.load_workflow(wf.0, wf.1).await?.state)
     }
 
     /// Fail episodic execution `wf` with `reason` because its decision
