@@ -314,28 +314,16 @@ fn a_late_answer_does_not_commit_on_an_ended_execution() {
 #[test]
 fn every_episode_write_makes_the_workflow_due_for_what_it_owes() {
     let mut db = Db::new();
-    let due = |db: &Db| {
-        let key = db.key_of(
-            &db.t.workflow_exec(),
-            &crate::keys::workflow_key(WF.0, WF.1),
-        );
-        db.items[&key].get("due_epoch").cloned()
-    };
     db.append("ended:a", 7);
-    assert_eq!(due(&db), Some(crate::write::n(7)), "a decision is owed");
+    assert_eq!(due_epoch(&db).as_deref(), Some("7"), "a decision is owed");
     let id = db.start(8).expect("started");
-    assert_eq!(due(&db), Some(crate::write::n(128)), "the attempt's end");
+    assert_eq!(due_epoch(&db).as_deref(), Some("128"), "the attempt's end");
     let st = db.state();
-    assert!(db.transact(&commit_decision(
-        &db.t,
-        WF,
-        &st,
-        &record(&id, 1, None),
-        false
-    )));
+    let commit = commit_decision(&db.t, WF, &st, &record(&id, 1, None), false);
+    assert!(db.transact(&commit));
     assert_eq!(
-        due(&db),
-        Some(crate::write::n(128)),
+        due_epoch(&db).as_deref(),
+        Some("128"),
         "its effects are owed: found when the attempt would have ended"
     );
 }
