@@ -270,5 +270,7 @@ pub const DECIDER: &str = "decider";
 pub const DECISIONS_APPLIED: &str = "decisions_applied";
 /// `open_nodes`: The names of an episodic execution's nodes not ended (a string set): added with each node's item, removed by the append of its end (design.md § 10.4).
 pub const OPEN_NODES: &str = "open_nodes";
+/// `ended_events`: An episodic execution's node ends appended and not yet seen by an accepted decision (a string set of `(seq, 10 digits):(node)`): a node's end is logged here, on the workflow item, not as an `event#` item (design.md § 10.2, § 10.9). The accepted decision that sees one deletes it and lists it in its record's `ended`.
+pub const ENDED_EVENTS: &str = "ended_events";
 /// `scheduled_by`: The number of the decision that scheduled this node of an episodic execution (design.md § 10.5); its end is an event of the log, not a count.
 pub const SCHEDULED_BY: &str = "scheduled_by";

@@ -167,6 +167,7 @@ mod tests {
             decisions,
             refused: refused.map(str::to_string),
             decide_on: None,
+            ended: vec![],
         }
     }
 

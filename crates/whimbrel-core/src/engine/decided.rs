@@ -50,7 +50,9 @@ impl<L: Launcher> Engine<L> {
     }
 
     /// Write the effects of committed decision `number` of `wf`, then mark
-    /// them written.
+    /// them written, in the same write as the due marker's rest when
+    /// nothing else is owed (`decided::applied_at_rest`). Returns true
+    /// when it rested: nothing is left to drive.
     ///
     /// Errors: [`EngineError::Retry`] when DynamoDB is unavailable or its
     /// record is not there; [`EngineError::Rejected`] when the record
@@ -59,7 +61,7 @@ impl<L: Launcher> Engine<L> {
         &self,
         wf: (&str, &str),
         number: u64,
-    ) -> Result<(), EngineError> {
+    ) -> Result<bool, EngineError> {
         let key = Item::from([
             (attr::WORKFLOW_EXEC_ID.into(), s(wf.0)),
             (attr::LOG_KEY.into(), s(episodes::decision_log_key(number))),
@@ -76,9 +78,18 @@ impl<L: Launcher> Engine<L> {
                 self.apply_one(&exec, number, d).await?;
             }
         }
-        let done = decided::effects_applied(self.store.tables(), wf, number);
+        let state = self.episode_state(wf).await?;
+        let t = self.store.tables();
+        if let Some(rest) = decided::applied_at_rest(t, wf, number, &state) {
+            match self.store.update(rest, false).await {
+                Ok(_) => return Ok(true),
+                Err(StoreError::ConditionFailed) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        let done = decided::effects_applied(t, wf, number);
         match self.store.update(done, false).await {
-            Ok(_) | Err(StoreError::ConditionFailed) => Ok(()),
+            Ok(_) | Err(StoreError::ConditionFailed) => Ok(false),
             Err(e) => Err(e.into()),
         }
     }

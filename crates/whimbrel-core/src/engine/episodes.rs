@@ -88,7 +88,7 @@ impl<L: Launcher> Engine<L> {
             };
             let appended = build(&state, at);
             let event = &appended.event;
-            match self.store.transact(appended.writes.clone()).await {
+            match self.store.write_all(appended.writes.clone()).await {
                 Ok(()) => {
                     info!(workflow_exec_id = wf.0, seq = event.seq, kind = ?event.kind, "event appended");
                     if let Some(id) = &appended.started {
@@ -166,7 +166,9 @@ impl<L: Launcher> Engine<L> {
                 return Ok(());
             }
             if state.effects_owed() {
-                Box::pin(self.apply_decision(wf, state.decisions_applied + 1)).await?;
+                if Box::pin(self.apply_decision(wf, state.decisions_applied + 1)).await? {
+                    return Ok(());
+                }
                 continue;
             }
             let now = self.now().epoch;
@@ -220,7 +222,10 @@ impl<L: Launcher> Engine<L> {
     /// Nothing owed as read in `state`: the due marker of `wf` goes back
     /// to its execution deadline, unless a write came since.
     async fn rest(&self, wf: (&str, &str), state: &EpisodeState) -> Result<(), EngineError> {
-        let update = whimbrel_rules::decide::decided::idle_due(self.store.tables(), wf, state);
+        let t = self.store.tables();
+        let Some(update) = whimbrel_rules::decide::decided::idle_due(t, wf, state) else {
+            return Ok(());
+        };
         match self.store.update(update, false).await {
             Ok(_) | Err(StoreError::ConditionFailed) => Ok(()),
             Err(e) => Err(e.into()),
@@ -301,34 +306,77 @@ impl<L: Launcher> Engine<L> {
     }
 
     /// The events of the log of `workflow_exec_id` after `state`'s last
-    /// decided one, in order, at most [`MAX_EVENTS_PER_DECISION`].
+    /// decided one, in order, at most [`MAX_EVENTS_PER_DECISION`]: node
+    /// ends from the workflow item's [`attr::ENDED_EVENTS`] (shown as
+    /// their nodes' items say), the rest from `whimbrel_decision`, read
+    /// only when some are not node ends (design.md § 10.2).
     async fn new_events(
         &self,
         workflow_exec_id: &str,
         state: &EpisodeState,
     ) -> Result<Vec<EventView>, EngineError> {
         let waiting = state.event_seq.saturating_sub(state.decided_seq) as usize;
-        if waiting == 0 {
-            return Ok(vec![]);
+        let ends = state.ended_between(state.decided_seq + 1, state.event_seq);
+        let mut views = self.node_ends(workflow_exec_id, &ends).await?;
+        if ends.len() < waiting {
+            let key = KeyCond {
+                hash: (attr::WORKFLOW_EXEC_ID.into(), s(workflow_exec_id)),
+                range: Some((
+                    attr::LOG_KEY.into(),
+                    Cmp::Ge,
+                    s(episodes::event_log_key(state.decided_seq + 1)),
+                )),
+            };
+            // Exactly the logged events of the range, at most the first
+            // 100: more would read the `event-id#` markers sorted after
+            // them. With every node end, they hold the first events.
+            let logged = waiting - ends.len();
+            let limit = logged.min(MAX_EVENTS_PER_DECISION) as i32;
+            let items: Vec<EpisodeEvent> = self
+                .store
+                .query_first(&self.store.tables().decision(), None, key, limit)
+                .await?;
+            views.extend(items.into_iter().map(event_view));
         }
-        let key = KeyCond {
-            hash: (attr::WORKFLOW_EXEC_ID.into(), s(workflow_exec_id)),
-            range: Some((
-                attr::LOG_KEY.into(),
-                Cmp::Ge,
-                s(episodes::event_log_key(state.decided_seq + 1)),
-            )),
-        };
-        let limit = waiting.min(MAX_EVENTS_PER_DECISION) as i32;
-        let events: Vec<EpisodeEvent> = self
-            .store
-            .query_first(&self.store.tables().decision(), None, key, limit)
-            .await?;
-        Ok(events
-            .into_iter()
-            .take_while(|e| e.seq <= state.event_seq)
-            .map(event_view)
-            .collect())
+        views.sort_by_key(|e| e.seq);
+        // Only the events that follow the last decided one with no gap (a
+        // page cut short leaves the rest to the next decision).
+        let first = state.decided_seq + 1;
+        let dense = (views.iter().enumerate())
+            .take_while(|(i, e)| e.seq == first + *i as u64 && e.seq <= state.event_seq)
+            .count()
+            .min(MAX_EVENTS_PER_DECISION);
+        views.truncate(dense);
+        Ok(views)
+    }
+
+    /// The node ends `ends` (place, node) of `workflow_exec_id` as the
+    /// decider sees them, from the nodes' items.
+    ///
+    /// Errors: [`EngineError::Retry`] when a node is not there.
+    async fn node_ends(
+        &self,
+        workflow_exec_id: &str,
+        ends: &[(u64, &str)],
+    ) -> Result<Vec<EventView>, EngineError> {
+        let names: Vec<String> = ends.iter().map(|(_, n)| n.to_string()).collect();
+        let nodes = self.nodes_named(workflow_exec_id, names.iter()).await?;
+        let mut views = vec![];
+        for (seq, name) in ends {
+            let exec = nodes.get(*name).ok_or_else(|| {
+                EngineError::Retry(format!("{workflow_exec_id}: ended node {name} not found"))
+            })?;
+            views.push(event_view(EpisodeEvent {
+                workflow_exec_id: workflow_exec_id.to_string(),
+                log_key: episodes::event_log_key(*seq),
+                seq: *seq,
+                kind: EventKind::ActivityEnded,
+                at_epoch: exec.timing.end_time_epoch.unwrap_or_default(),
+                source: episodes::ended_source(workflow_exec_id, name),
+                details: ended_details(exec),
+            }));
+        }
+        Ok(views)
     }
 
     /// The markers of `workflow_exec_id`, the latest value per name.
@@ -417,7 +465,7 @@ impl<L: Launcher> Engine<L> {
                 Ok(()) if judged.refused.is_some() => return Ok(()),
                 Ok(()) => {
                     let number = state.decision_number();
-                    return Box::pin(self.apply_decision(wf, number)).await;
+                    return Box::pin(self.apply_decision(wf, number)).await.map(|_| ());
                 }
                 Err(StoreError::ConditionFailed | StoreError::Conflict) => continue,
                 Err(e) => return Err(e.into()),
@@ -501,6 +549,7 @@ fn decision_record(id: &str, seen: (u64, u64), now: i64, judged: &Judged) -> Dec
             .unwrap_or_else(|| Value::Array(vec![])),
         refused: judged.refused.clone(),
         decide_on: answer.and_then(|a| a.decide_on.clone()),
+        ended: vec![],
     }
 }
 

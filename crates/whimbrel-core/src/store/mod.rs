@@ -382,6 +382,37 @@ impl Store {
         self.backend.transact(writes).await
     }
 
+    /// `writes`, all or none, at the lowest price: one write alone is its
+    /// own PutItem or UpdateItem (DynamoDB bills a transaction's items
+    /// twice), more are one TransactWriteItems. A false condition is
+    /// [`StoreError::ConditionFailed`]; a conflict between transactions is
+    /// [`StoreError::Conflict`].
+    pub async fn write_all(&self, mut writes: Vec<Write>) -> Result<(), StoreError> {
+        if writes.len() != 1 {
+            return self.transact(writes).await;
+        }
+        match writes.remove(0) {
+            put @ Write::Put { .. } => match self.put_if(put).await? {
+                true => Ok(()),
+                false => Err(StoreError::ConditionFailed),
+            },
+            Write::Update {
+                table,
+                key,
+                actions,
+                cond,
+            } => {
+                let req = UpdateRequest {
+                    table,
+                    key,
+                    actions,
+                    cond,
+                };
+                self.update(req, false).await.map(|_| ())
+            }
+        }
+    }
+
     /// BatchWriteItem puts, 25 per request, resending unprocessed items with
     /// backoff. Unconditional: callers only use it for items whose content
     /// is deterministic (ids derived from their parents).

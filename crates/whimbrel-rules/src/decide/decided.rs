@@ -202,8 +202,48 @@ pub fn effects_applied(t: &Tables, wf: (&str, &str), number: u64) -> UpdateReque
 /// owed as read in `state` (no event waits, no decision in flight, every
 /// decision's effects written): its execution deadline, or none. Only
 /// while all of that still holds: a write since owes something, and its
-/// marker stays.
-pub fn idle_due(t: &Tables, wf: (&str, &str), state: &EpisodeState) -> UpdateRequest {
+/// marker stays. `None` when the marker is there already: a write that
+/// changes nothing still costs a write unit.
+pub fn idle_due(t: &Tables, wf: (&str, &str), state: &EpisodeState) -> Option<UpdateRequest> {
+    let rest = at_rest(t, wf, state, state.decision_count);
+    (state.due_epoch != rest_due(state)).then_some(rest)
+}
+
+/// Decision `number`'s effects are all written and, as read in `state`
+/// just after them, nothing else is owed (it is the last committed
+/// decision, no event came since, none is in flight, it does not close
+/// the execution): one write marks them written and rests the due marker
+/// as [`idle_due`]'s, conditioned on all of that as read (design.md
+/// § 10.9: one write instead of two an episode). `None` when something is
+/// owed: [`effects_applied`] alone, and the driver goes on.
+pub fn applied_at_rest(
+    t: &Tables,
+    wf: (&str, &str),
+    number: u64,
+    state: &EpisodeState,
+) -> Option<UpdateRequest> {
+    let owes = state.decision_count != number
+        || state.decisions_applied + 1 != number
+        || state.decision_id.is_some()
+        || state.has_new_events()
+        || state.closed_by_decision.is_some()
+        || state.state != Some(WorkflowState::Running);
+    (!owes).then(|| at_rest(t, wf, state, number - 1).set(attr::DECISIONS_APPLIED, n(number)))
+}
+
+/// When an execution with nothing owed is due: its execution deadline
+/// (epoch seconds), or never.
+fn rest_due(state: &EpisodeState) -> Option<i64> {
+    state
+        .execution_timeout_seconds
+        .map(|secs| state.start_time_epoch.saturating_add(secs))
+}
+
+/// The update of `wf` read as `state` moving its due marker to
+/// [`rest_due`], only while it is RUNNING, marked due, with no decision in
+/// flight or closing it, no event since `state`'s, and decisions applied
+/// up to `applied`.
+fn at_rest(t: &Tables, wf: (&str, &str), state: &EpisodeState, applied: u64) -> UpdateRequest {
     use super::episodes::counter_is;
     let update = UpdateRequest::new(t.workflow_exec(), workflow_key(wf.0, wf.1))
         .when(Cond::eq(attr::STATE, s(WorkflowState::Running.as_str())))
@@ -212,11 +252,8 @@ pub fn idle_due(t: &Tables, wf: (&str, &str), state: &EpisodeState) -> UpdateReq
         .when(Cond::not_exists(attr::CLOSED_BY_DECISION))
         .when(counter_is(attr::EVENT_SEQ, state.event_seq))
         .when(counter_is(attr::DECIDED_SEQ, state.decided_seq))
-        .when(counter_is(attr::DECISIONS_APPLIED, state.decision_count));
-    let deadline = state
-        .execution_timeout_seconds
-        .map(|secs| state.start_time_epoch.saturating_add(secs));
-    match deadline {
+        .when(counter_is(attr::DECISIONS_APPLIED, applied));
+    match rest_due(state) {
         Some(at) => update.set(attr::DUE_EPOCH, n(at)),
         None => update.remove(attr::DUE_EPOCH).remove(attr::DUE_SHARD),
     }
@@ -250,6 +287,7 @@ pub fn commit_first(
         decisions: serde_json::to_value(&answer.decisions).unwrap_or(Value::Null),
         refused: None,
         decide_on: answer.decide_on.clone(),
+        ended: vec![],
     };
     let item = log_item(wf.0, decision_log_key(1), &record);
     vec![due_at(update, wf.0, now).into_write(), put_new(t, item)]

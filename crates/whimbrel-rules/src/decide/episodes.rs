@@ -71,6 +71,10 @@ pub struct EpisodeState {
     /// Its nodes not ended ([`attr::OPEN_NODES`]).
     #[serde(default, with = "serde_dynamo::string_set")]
     pub open_nodes: Vec<String>,
+    /// Its node ends no accepted decision has seen, as
+    /// [`ended_entry`]s ([`attr::ENDED_EVENTS`]).
+    #[serde(default, with = "serde_dynamo::string_set")]
+    pub ended_events: Vec<String>,
     /// Its nodes ([`attr::ACTIVITY_COUNT`]).
     #[serde(default)]
     pub activity_count: u64,
@@ -83,6 +87,10 @@ pub struct EpisodeState {
     /// Its execution timeout, seconds.
     #[serde(default)]
     pub execution_timeout_seconds: Option<i64>,
+    /// When the monitor looks at it next ([`attr::DUE_EPOCH`]), epoch
+    /// seconds.
+    #[serde(default)]
+    pub due_epoch: Option<i64>,
 }
 
 impl EpisodeState {
@@ -103,7 +111,7 @@ impl EpisodeState {
     }
 
     /// The attributes read by projection.
-    pub const ATTRIBUTES: [&'static str; 17] = [
+    pub const ATTRIBUTES: [&'static str; 19] = [
         attr::EVENT_SEQ,
         attr::DECIDED_SEQ,
         attr::DECISION_COUNT,
@@ -117,10 +125,12 @@ impl EpisodeState {
         attr::STATE,
         attr::CLOSED_BY_DECISION,
         attr::OPEN_NODES,
+        attr::ENDED_EVENTS,
         attr::ACTIVITY_COUNT,
         attr::DECIDER,
         attr::START_TIME_EPOCH,
         attr::EXECUTION_TIMEOUT_SECONDS,
+        attr::DUE_EPOCH,
     ];
 
     /// RUNNING, its first answer committed (decision 1), and not closed by
@@ -131,6 +141,29 @@ impl EpisodeState {
             && self.decision_count > 0
             && self.closed_by_decision.is_none()
     }
+
+    /// The node ends logged at places `from..=to` ([`ended_entry`]s), by
+    /// place.
+    pub fn ended_between(&self, from: u64, to: u64) -> Vec<(u64, &str)> {
+        let mut ends: Vec<(u64, &str)> = (self.ended_events.iter())
+            .filter_map(|e| parse_ended_entry(e))
+            .filter(|(seq, _)| (from..=to).contains(seq))
+            .collect();
+        ends.sort();
+        ends
+    }
+}
+
+/// The entry of [`attr::ENDED_EVENTS`] that logs node `node`'s end at
+/// place `seq`: `(seq, 10 digits):(node)`.
+pub fn ended_entry(seq: u64, node: &str) -> String {
+    format!("{seq:010}:{node}")
+}
+
+/// The place and node of an [`ended_entry`]; `None` for any other text.
+pub fn parse_ended_entry(entry: &str) -> Option<(u64, &str)> {
+    let (seq, node) = entry.split_once(':')?;
+    Some((seq.parse().ok()?, node))
 }
 
 /// One event of an execution's log, as stored on `whimbrel_decision`.
@@ -326,8 +359,9 @@ pub struct StartAt {
     pub attempt_seconds: i64,
 }
 
-/// An append's event, its writes (one transaction), and the decision it
-/// starts, if any (the attempt's id).
+/// An append's event, its writes (all or none: one UpdateItem for a
+/// node's end, a transaction otherwise), and the decision it starts, if
+/// any (the attempt's id).
 #[derive(Debug, Clone)]
 pub struct Appended {
     /// The event, at the log's next place.
@@ -361,8 +395,11 @@ pub fn append_event(
 }
 
 /// The append of node `node`'s end (an `activity_ended` event from
-/// [`ended_source`]), as [`append_event`]'s, which also takes the node out
-/// of the execution's open nodes ([`attr::OPEN_NODES`]) in the same write,
+/// [`ended_source`]), as [`append_event`]'s but one UpdateItem of the
+/// workflow item (design.md § 10.9): the end is logged in its
+/// [`attr::ENDED_EVENTS`] ([`ended_entry`]), not as an `event#` item (the
+/// node's item holds what the decider is shown of it), and the node
+/// leaves the open nodes ([`attr::OPEN_NODES`]) in the same write,
 /// conditioned on it being there: that condition, not a source marker,
 /// makes the end one event (a node leaves the open nodes only here).
 pub fn append_node_end(
@@ -401,8 +438,9 @@ pub fn ended_node(source: &str) -> Option<&str> {
 
 /// [`append_event`]'s workflow update and event put, starting the next
 /// decision when `start` allows it (without `start`, due at the event's
-/// time if a decision is owed and none is in flight), and taking `ended`
-/// out of the open nodes, only while it is there.
+/// time if a decision is owed and none is in flight); for `ended`, the
+/// end of that node, logged on the workflow item and taken out of the
+/// open nodes, only while it is there.
 fn append_to_log(
     t: &Tables,
     wf: (&str, &str),
@@ -415,8 +453,10 @@ fn append_to_log(
     let mut update = with_next_event(workflow_update(t, wf), state, &event);
     if let Some(node) = ended {
         let set = crate::write::Value::Ss(vec![node.to_string()]);
+        let entry = crate::write::Value::Ss(vec![ended_entry(event.seq, node)]);
         update = update
             .act(Action::Delete(attr::OPEN_NODES.into(), set))
+            .act(Action::Add(attr::ENDED_EVENTS.into(), entry))
             .when(Cond::Contains(attr::OPEN_NODES.into(), s(node)));
     }
     let startable = state.decision_id.is_none() && !state.effects_owed();
@@ -435,7 +475,10 @@ fn append_to_log(
         // rest may have removed the marker (review of § 10.9's change).
         _ => update = update.when(covered_by(state)),
     }
-    let writes = vec![update.into_write(), event_put(t, &event)];
+    let mut writes = vec![update.into_write()];
+    if ended.is_none() {
+        writes.push(event_put(t, &event));
+    }
     Appended {
         event,
         writes,
@@ -576,6 +619,11 @@ pub struct DecisionRecord {
     /// changed them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decide_on: Option<Vec<EventKind>>,
+    /// The node ends it saw ([`ended_entry`]s, taken out of
+    /// [`attr::ENDED_EVENTS`] as it commits); empty for a refused answer,
+    /// which sees them again next time. Filled by [`commit_decision`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ended: Vec<String>,
 }
 
 /// The commit of the decision in flight (`state`, re-read just before;
@@ -585,7 +633,8 @@ pub struct DecisionRecord {
 /// conditioned on being new (design.md § 10.3).
 ///
 /// - Accepted: the events up to `record.to_seq` are decided and the
-///   refusal count is cleared. The due marker stays where the attempt's
+///   refusal count is cleared; the node ends among them leave
+///   [`attr::ENDED_EVENTS`] for the record's `ended`. The due marker stays where the attempt's
 ///   start put it (when the attempt is over): the committer writes the
 ///   effects next, and if it dies first the monitor finds them owed then
 ///   (design.md § 10.9: one marker move per episode instead of four).
@@ -615,7 +664,8 @@ pub fn commit_decision(
         update = update.remove(a);
     }
     let mut writes = vec![];
-    match &record.refused {
+    let mut record = record.clone();
+    match record.refused.clone() {
         Some(reason) => {
             let event = next_event(
                 wf.0,
@@ -637,6 +687,14 @@ pub fn commit_decision(
             update = update
                 .set(attr::DECIDED_SEQ, n(record.to_seq))
                 .set(attr::DECISION_REFUSALS, n(0));
+            record.ended = (state.ended_between(record.from_seq, record.to_seq))
+                .into_iter()
+                .map(|(seq, node)| ended_entry(seq, node))
+                .collect();
+            if !record.ended.is_empty() {
+                let seen = crate::write::Value::Ss(record.ended.clone());
+                update = update.act(Action::Delete(attr::ENDED_EVENTS.into(), seen));
+            }
             if let Some(kinds) = &record.decide_on {
                 update = update.set(attr::DECIDE_ON, av(kinds));
             }
@@ -648,7 +706,10 @@ pub fn commit_decision(
         }
     }
     writes.insert(0, update.into_write());
-    writes.push(put_new(t, log_item(wf.0, decision_log_key(number), record)));
+    writes.push(put_new(
+        t,
+        log_item(wf.0, decision_log_key(number), &record),
+    ));
     writes
 }
 

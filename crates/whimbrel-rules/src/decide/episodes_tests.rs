@@ -169,6 +169,7 @@ fn record(id: &str, to_seq: u64, refused: Option<&str>) -> DecisionRecord {
         decisions: json!([]),
         refused: refused.map(Into::into),
         decide_on: None,
+        ended: vec![],
     }
 }
 
@@ -503,11 +504,13 @@ fn a_node_end_is_appended_once_by_its_open_node_without_a_marker() {
     let end = append_node_end(&db.t, WF, &st, "a", (7, json!({})), None);
     assert_eq!(
         end.writes.len(),
-        2,
-        "the workflow and the event: no source marker"
+        1,
+        "the workflow item alone: no event item, no source marker"
     );
     assert!(db.transact(&end.writes));
     assert!(db.state().open_nodes.is_empty());
+    assert_eq!(db.state().ended_events, vec![ended_entry(1, "a")]);
+    assert!(db.log().is_empty(), "no event# item");
     // Appended again from a state read before (a settle run twice): the
     // node is no longer open, so the second append fails whole.
     let again = append_node_end(&db.t, WF, &db.state(), "a", (7, json!({})), None);
@@ -575,9 +578,7 @@ fn an_append_that_starts_nothing_fails_once_what_it_counted_on_is_gone() {
         &record(&id, 1, None),
         false
     )));
-    let applied = super::decided::effects_applied(&db.t, WF, 2);
-    assert!(db.transact(&[applied.into_write()]));
-    let rest = super::decided::idle_due(&db.t, WF, &db.state());
+    let rest = super::decided::applied_at_rest(&db.t, WF, 2, &db.state()).expect("nothing owed");
     assert!(db.transact(&[rest.into_write()]));
     assert_eq!(due_epoch(&db), None, "rested: no marker");
     assert!(
@@ -622,4 +623,93 @@ fn a_stale_append_does_not_start_a_decision_that_committed_since() {
         !db.transact(&stale.writes),
         "decision 2 committed: its number is not started again"
     );
+}
+
+/// An execution whose decision 2 (on one signal, its attempt started at
+/// 2, so due at 122) is committed, its effects not yet marked written.
+fn one_committed() -> Db {
+    let mut db = Db::new();
+    db.append("signal:a", 1);
+    let id = db.start(2).expect("started");
+    let st = db.state();
+    let commit = commit_decision(&db.t, WF, &st, &record(&id, 1, None), false);
+    assert!(db.transact(&commit));
+    db
+}
+
+/// design.md § 10.9: a decision's effects are marked written in the same
+/// write that rests the due marker, only while nothing came since the
+/// read; otherwise the mark alone is written and the marker stays for
+/// what is owed. A rest that would change nothing is not written.
+#[test]
+fn effects_written_rest_the_marker_in_one_write_only_while_nothing_came_since() {
+    use super::decided::{applied_at_rest, effects_applied, idle_due};
+    let mut db = one_committed();
+    assert_eq!(due_epoch(&db).as_deref(), Some("122"), "the attempt's end");
+    let read = db.state();
+    let later = applied_at_rest(&db.t, WF, 3, &read);
+    assert_eq!(later, None, "not the last committed");
+    let rest = applied_at_rest(&db.t, WF, 2, &read).expect("nothing owed");
+    db.append("signal:b", 5);
+    let rest_write = [rest.clone().into_write()];
+    assert!(!db.transact(&rest_write), "an event came since");
+    assert!(db.transact(&[effects_applied(&db.t, WF, 2).into_write()]));
+    let after = db.state();
+    assert!(!after.effects_owed());
+    assert_eq!(due_epoch(&db).as_deref(), Some("122"), "kept for the event");
+    let again = applied_at_rest(&db.t, WF, 2, &after);
+    assert_eq!(again, None, "applied already");
+
+    let mut quiet = one_committed();
+    let rest = applied_at_rest(&quiet.t, WF, 2, &quiet.state()).expect("nothing owed");
+    assert!(quiet.transact(&[rest.clone().into_write()]));
+    let after = quiet.state();
+    assert_eq!((after.decisions_applied, after.due_epoch), (2, None));
+    assert!(!quiet.transact(&[rest.into_write()]), "written once");
+    let idle = idle_due(&quiet.t, WF, &after);
+    assert!(idle.is_none(), "at rest: nothing to write");
+}
+
+/// design.md § 10.9: node ends logged on the workflow item stay there
+/// until an accepted decision sees them, which lists them in its record;
+/// a refused one leaves them for the next; ends after what it saw stay.
+#[test]
+fn an_accepted_decision_takes_the_node_ends_it_saw_into_its_record() {
+    let mut db = Db::new();
+    let created = super::decided::create_nodes(&db.t, WF, &[node_item("a"), node_item("b")]);
+    assert!(db.transact(&created));
+    let end = |db: &mut Db, node: &str, at: i64| {
+        let st = db.state();
+        let end = append_node_end(&db.t, WF, &st, node, (at, json!({})), None);
+        assert!(db.transact(&end.writes));
+    };
+    end(&mut db, "a", 1);
+    db.append("signal:x", 2);
+    let id = db.start(3).expect("started");
+    end(&mut db, "b", 4);
+    let st = db.state();
+    assert_eq!(st.ended_between(1, 2), vec![(1, "a")]);
+    let refused = commit_decision(&db.t, WF, &st, &record(&id, 2, Some("no")), false);
+    assert!(db.transact(&refused));
+    assert_eq!(db.state().ended_events.len(), 2, "a refusal takes nothing");
+    let id = db.start(5).expect("started again");
+    let st = db.state();
+    // It saw 1..=2 (a, x); b (3) and the refusal (4) came after.
+    let commit = commit_decision(&db.t, WF, &st, &record(&id, 2, None), false);
+    assert!(db.transact(&commit));
+    assert_eq!(db.state().ended_events, vec![ended_entry(3, "b")]);
+    let recorded = db
+        .items
+        .values()
+        .find(|i| i.get("log_key") == Some(&s(decision_log_key(3))))
+        .expect("decision 3's record");
+    assert_eq!(
+        recorded.get("ended"),
+        Some(&crate::write::Value::L(vec![s(ended_entry(1, "a"))]))
+    );
+    assert_eq!(
+        parse_ended_entry(&ended_entry(12, "x:y")),
+        Some((12, "x:y"))
+    );
+    assert_eq!(parse_ended_entry("signal"), None);
 }

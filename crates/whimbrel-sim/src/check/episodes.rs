@@ -108,6 +108,9 @@ pub(super) fn logs(mem: &MemoryBackend, t: &Tables) -> (Vec<Log>, Vec<String>) {
             ));
         }
     }
+    for log in logs.values_mut() {
+        bad.extend(log.take_node_ends());
+    }
     (logs.into_values().collect(), bad)
 }
 
@@ -133,6 +136,39 @@ impl Log {
             );
         }
         Ok(())
+    }
+
+    /// The node ends logged on the workflow item (design.md § 10.9): those
+    /// accepted decisions saw, from their records, and those waiting, from
+    /// [`attr::ENDED_EVENTS`], as events of the log; a violation for each
+    /// place held twice or entry that does not parse.
+    fn take_node_ends(&mut self) -> Vec<String> {
+        use whimbrel_core::engine::decide::episodes as ep;
+        let recorded = self.records.values().flat_map(|r| r.ended.iter());
+        let entries: Vec<String> = recorded
+            .chain(self.state.ended_events.iter())
+            .cloned()
+            .collect();
+        let mut bad = vec![];
+        for entry in entries {
+            let Some((seq, node)) = ep::parse_ended_entry(&entry) else {
+                bad.push(format!("{}: ended entry {entry} does not parse", self.id()));
+                continue;
+            };
+            let event = EpisodeEvent {
+                workflow_exec_id: self.id().to_string(),
+                log_key: ep::event_log_key(seq),
+                seq,
+                kind: whimbrel_core::decider::EventKind::ActivityEnded,
+                at_epoch: 0,
+                source: ep::ended_source(self.id(), node),
+                details: Value::Null,
+            };
+            if self.events.insert(seq, event).is_some() {
+                bad.push(format!("{}: event {seq} logged twice ({entry})", self.id()));
+            }
+        }
+        bad
     }
 
     fn id(&self) -> &str {

@@ -47,6 +47,7 @@ fn record(k: u64, seen: (u64, u64), decisions: Value) -> DecisionRecord {
         decisions,
         refused: None,
         decide_on: None,
+        ended: vec![],
     }
 }
 

@@ -551,6 +551,7 @@ impl Sim {
             );
         }
         v.extend(self.overdue_redrives(now));
+        v.extend(self.unreadable_log_items());
         for (id, outs) in &self.outcomes {
             if self.hostile.contains(id) {
                 let bad = |o: &&Outcome| match o {
@@ -570,6 +571,19 @@ impl Sim {
         } else {
             Err(self.failure(v))
         }
+    }
+
+    /// A row rejected because the engine could not read an item of
+    /// `whimbrel_decision`, which only the engine writes (no hostile
+    /// write reaches it): a decision that cannot be asked for waits until
+    /// its timeout fails the workflow, which would pass for a slow decider.
+    fn unreadable_log_items(&self) -> Vec<String> {
+        let shape = format!("{}: item does not match its type", self.tables.decision());
+        let unreadable = |o: &&Outcome| matches!(o, Outcome::Rejected(r) if r.contains(&shape));
+        (self.outcomes.iter())
+            .filter_map(|(id, outs)| outs.iter().find(unreadable).map(|o| (id, o)))
+            .map(|(id, o)| format!("row {id}: the engine could not read its own log: {o:?}"))
+            .collect()
     }
 
     /// The failure report: the violations and the trace's tail (main.rs
