@@ -220,7 +220,8 @@ impl<L: Launcher> Engine<L> {
     }
 
     /// Nothing owed as read in `state`: the due marker of `wf` goes back
-    /// to its execution deadline, unless a write came since.
+    /// to its execution deadline, unless a write came since; no write when
+    /// it is there already.
     async fn rest(&self, wf: (&str, &str), state: &EpisodeState) -> Result<(), EngineError> {
         let t = self.store.tables();
         let Some(update) = whimbrel_rules::decide::decided::idle_due(t, wf, state) else {
@@ -315,37 +316,38 @@ impl<L: Launcher> Engine<L> {
         workflow_exec_id: &str,
         state: &EpisodeState,
     ) -> Result<Vec<EventView>, EngineError> {
-        let waiting = state.event_seq.saturating_sub(state.decided_seq) as usize;
-        let ends = state.ended_between(state.decided_seq + 1, state.event_seq);
+        // The places shown: at most the first 100 after the last decided.
+        let first = state.decided_seq + 1;
+        let last = (state.event_seq).min(state.decided_seq + MAX_EVENTS_PER_DECISION as u64);
+        if last < first {
+            return Ok(vec![]);
+        }
+        let ends = state.ended_between(first, last);
         let mut views = self.node_ends(workflow_exec_id, &ends).await?;
-        if ends.len() < waiting {
+        // Exactly the logged events of those places: more would read past
+        // them, into the `event-id#` markers sorted after the events.
+        let logged = (last - first + 1) as usize - ends.len();
+        if logged > 0 {
             let key = KeyCond {
                 hash: (attr::WORKFLOW_EXEC_ID.into(), s(workflow_exec_id)),
                 range: Some((
                     attr::LOG_KEY.into(),
                     Cmp::Ge,
-                    s(episodes::event_log_key(state.decided_seq + 1)),
+                    s(episodes::event_log_key(first)),
                 )),
             };
-            // Exactly the logged events of the range, at most the first
-            // 100: more would read the `event-id#` markers sorted after
-            // them. With every node end, they hold the first events.
-            let logged = waiting - ends.len();
-            let limit = logged.min(MAX_EVENTS_PER_DECISION) as i32;
             let items: Vec<EpisodeEvent> = self
                 .store
-                .query_first(&self.store.tables().decision(), None, key, limit)
+                .query_first(&self.store.tables().decision(), None, key, logged as i32)
                 .await?;
             views.extend(items.into_iter().map(event_view));
         }
         views.sort_by_key(|e| e.seq);
         // Only the events that follow the last decided one with no gap (a
         // page cut short leaves the rest to the next decision).
-        let first = state.decided_seq + 1;
         let dense = (views.iter().enumerate())
-            .take_while(|(i, e)| e.seq == first + *i as u64 && e.seq <= state.event_seq)
-            .count()
-            .min(MAX_EVENTS_PER_DECISION);
+            .take_while(|(i, e)| e.seq == first + *i as u64 && e.seq <= last)
+            .count();
         views.truncate(dense);
         Ok(views)
     }
@@ -371,7 +373,7 @@ impl<L: Launcher> Engine<L> {
                 log_key: episodes::event_log_key(*seq),
                 seq: *seq,
                 kind: EventKind::ActivityEnded,
-                at_epoch: exec.timing.end_time_epoch.unwrap_or_default(),
+                at_epoch: (exec.timing.end_time_epoch).unwrap_or_else(|| self.now().epoch),
                 source: episodes::ended_source(workflow_exec_id, name),
                 details: ended_details(exec),
             }));

@@ -366,7 +366,7 @@ pub struct StartAt {
 pub struct Appended {
     /// The event, at the log's next place.
     pub event: EpisodeEvent,
-    /// The transaction.
+    /// The writes, all or none (one UpdateItem for a node's end).
     pub writes: Vec<Write>,
     /// The decision attempt the same write starts.
     pub started: Option<String>,

@@ -292,6 +292,39 @@ fn record_violations(log: &Log) -> Vec<String> {
             log.state.decided_seq
         ));
     }
+    v.extend(ended_violations(log));
+    v
+}
+
+/// Node ends logged on the workflow item (design.md § 10.2): each record
+/// lists only ends among the events it saw (none when refused), and an
+/// end still waiting comes after every decided event; otherwise an end
+/// was taken by a decision that did not see it, or left behind by one
+/// that did.
+fn ended_violations(log: &Log) -> Vec<String> {
+    use whimbrel_core::engine::decide::episodes::parse_ended_entry;
+    let id = log.id();
+    let mut v = vec![];
+    for (k, r) in &log.records {
+        let outside = (r.ended.iter())
+            .filter_map(|e| parse_ended_entry(e))
+            .filter(|(seq, _)| r.refused.is_some() || !(r.from_seq..=r.to_seq).contains(seq));
+        for (seq, node) in outside {
+            v.push(format!(
+                "{id}: decision {k} took node {node}'s end ({seq}), which it did not see ({}..={})",
+                r.from_seq, r.to_seq
+            ));
+        }
+    }
+    let decided = log.state.decided_seq;
+    let stale = (log.state.ended_events.iter())
+        .filter_map(|e| parse_ended_entry(e))
+        .filter(|(seq, _)| *seq <= decided);
+    for (seq, node) in stale {
+        v.push(format!(
+            "{id}: node {node}'s end ({seq}) still waits, though decisions saw up to {decided}"
+        ));
+    }
     v
 }
 

@@ -87,10 +87,18 @@ fn good() -> Log {
         sources: HashMap::new(),
         records: BTreeMap::from([
             (1, record(1, (0, 0), first())),
-            (2, record(2, (1, 1), last())),
+            (2, seen_end(record(2, (1, 1), last()), 1)),
         ]),
         markers: HashMap::new(),
     }
+}
+
+/// `r`, which saw node r1n0's end at place `seq`.
+fn seen_end(mut r: DecisionRecord, seq: u64) -> DecisionRecord {
+    r.ended = vec![whimbrel_core::engine::decide::episodes::ended_entry(
+        seq, "r1n0",
+    )];
+    r
 }
 
 fn given(log: &Log) -> Vec<Given> {
@@ -243,4 +251,32 @@ fn an_ask_after_its_decision_committed_or_before_the_last_did_is_caught() {
         .is_empty());
     let stale = vec![format!("{EXEC}::d2::a2")];
     assert!(seen.ask_violations(&[later], &stale).is_empty());
+}
+
+#[test]
+fn a_node_end_taken_by_a_decision_that_did_not_see_it_is_caught() {
+    let mut log = good();
+    let taken = seen_end(log.records[&2].clone(), 2);
+    log.records.insert(2, taken);
+    let n = node("r1n0", 1);
+    let v = all(&log, &given(&log), &[&n]);
+    assert!(
+        v.iter()
+            .any(|m| m.contains("decision 2 took node r1n0's end (2), which it did not see")),
+        "{v:?}"
+    );
+}
+
+#[test]
+fn a_node_end_left_waiting_after_a_decision_saw_it_is_caught() {
+    let mut log = good();
+    let entry = whimbrel_core::engine::decide::episodes::ended_entry(1, "r1n0");
+    log.state.ended_events = vec![entry];
+    let n = node("r1n0", 1);
+    let v = all(&log, &given(&log), &[&n]);
+    assert!(
+        v.iter()
+            .any(|m| m.contains("node r1n0's end (1) still waits, though decisions saw up to 1")),
+        "{v:?}"
+    );
 }
