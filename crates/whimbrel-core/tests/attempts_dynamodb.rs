@@ -363,3 +363,47 @@ async fn an_execution_timeout_fails_the_workflow_and_cancels_what_is_left() {
     assert_eq!(h.launcher.launches_of("b").len(), 0);
     assert_eq!(h.workflow(&wf).await.state, WorkflowState::Failed);
 }
+
+/// A heartbeat the monitor reads late in its tick counts from the read,
+/// not the tick's start (design.md § 3.10; simulation seed 5574). The
+/// client's clock is 25 s ahead; the tick started at `tick`, and its read
+/// came 29 s later, just after the heartbeat. Counted from the tick's
+/// start the deadline was `tick + 30`, before the heartbeat was 30 s old.
+#[tokio::test]
+async fn a_heartbeat_read_late_in_a_tick_is_seen_at_the_read() {
+    use aws_sdk_dynamodb::types::AttributeValue;
+    use whimbrel_core::engine::decide;
+    use whimbrel_core::store::UpdateRequest;
+    let h = Harness::new().await;
+    let plan = json!({"activities": [
+        {"name": "beating", "lambda": "f", "heartbeat_timeout_seconds": 30, "timeout_seconds": 3600},
+    ]});
+    h.register("late", plan).await;
+    let wf = h.start("late").await;
+    h.deliver(&[h.event(&wf, "beating", "RUNNING")], 1).await;
+    let start = h.activity(&wf, "beating").await.timing.start_time_epoch;
+    let tick = start + 31;
+    let read = tick + 29;
+    // Written at `read - 1` by a clock 25 s ahead.
+    let id = whimbrel_core::ids::activity_exec_id(&wf, "beating");
+    let beat = UpdateRequest::new(
+        h.store.tables().activity_exec(),
+        decide::activity_key(&id, &wf),
+    )
+    .set(
+        "heartbeat_time_epoch",
+        AttributeValue::N((read - 1 + 25).to_string()).into(),
+    );
+    h.clients.update(beat, false).await.expect("heartbeat");
+    h.clock.freeze(read);
+    let report = h.engine.monitor_tick(tick).await.expect("tick");
+    h.clock.set(read);
+    assert_eq!(report.timed_out, 0);
+    let exec = h.activity(&wf, "beating").await;
+    assert_eq!(
+        exec.timing.heartbeat_seen_epoch,
+        Some(read),
+        "seen when read"
+    );
+    assert_eq!(exec.timing.due_epoch, Some(read + 30));
+}

@@ -314,6 +314,26 @@ fn episodic_seeds_that_found_bugs_hold() {
     );
 }
 
+/// Seed 5574, an engine bug: a monitor tick judged each due activity at
+/// the tick's start time, however long its sweep had run. A heartbeat
+/// written 30 s into the sweep, by a clock ahead, was armed as seen at
+/// the start (`heartbeat_seen_epoch`), so its deadline came 21 s before
+/// the heartbeat was a heartbeat timeout old. The monitor now judges an
+/// item by its clock after the read (`engine/monitor/due.rs`
+/// `read_time`; core test `a_heartbeat_read_late_in_a_tick_is_seen_at_the_read`).
+#[test]
+fn a_heartbeat_read_late_in_a_tick_counts_from_the_read() {
+    let stats = run(5574, &Params::default())
+        .unwrap_or_else(|f| panic!("seed 5574: {}", f.violations.join("\n")));
+    assert!(
+        stats
+            .faults
+            .get("client clocks off by minutes")
+            .is_some_and(|n| *n > 0),
+        "seed 5574 no longer skews a client's clock: {stats:?}"
+    );
+}
+
 /// Seed 801: a signal wait's RUNNING was written by a start whose call
 /// then stalled 137 s, so the checker first saw it then; its timeout,
 /// counted from the write, fired 18 s after that. The checker now counts

@@ -187,22 +187,47 @@ impl Launcher for RecordingLauncher {
 /// The engine's clock in the tests: the system clock moved by an offset, so
 /// a monitor tick "at" a future time runs with the engine's own clock at
 /// that time too (as in production, where both are the same clock).
-#[derive(Debug, Default)]
+/// It may be frozen at one second for a tick ([`Harness::tick`]), whose
+/// judgments read the clock after each read of an item.
+#[derive(Debug)]
 pub struct TestClock {
     offset: AtomicI64,
+    /// The second the clock stands at, or `i64::MIN` while it runs.
+    frozen: AtomicI64,
+}
+
+impl Default for TestClock {
+    fn default() -> Self {
+        TestClock {
+            offset: AtomicI64::new(0),
+            frozen: AtomicI64::new(i64::MIN),
+        }
+    }
 }
 
 impl TestClock {
-    /// Move the clock so that it reads `epoch` now (forwards or back).
+    /// Move the clock so that it reads `epoch` now (forwards or back), and
+    /// let it run on.
     pub fn set(&self, epoch: i64) {
+        self.frozen.store(i64::MIN, Ordering::SeqCst);
         self.offset
             .store(epoch - Timestamp::now().epoch, Ordering::SeqCst);
+    }
+
+    /// Stop the clock at `epoch` until it is [`Self::set`] again.
+    pub fn freeze(&self, epoch: i64) {
+        self.frozen.store(epoch, Ordering::SeqCst);
     }
 }
 
 impl Environment for TestClock {
     fn now(&self) -> Timestamp {
-        Timestamp::from_epoch(Timestamp::now().epoch + self.offset.load(Ordering::SeqCst))
+        match self.frozen.load(Ordering::SeqCst) {
+            i64::MIN => {
+                Timestamp::from_epoch(Timestamp::now().epoch + self.offset.load(Ordering::SeqCst))
+            }
+            at => Timestamp::from_epoch(at),
+        }
     }
     fn new_token(&self) -> String {
         uuid::Uuid::new_v4().simple().to_string()
@@ -282,11 +307,14 @@ impl Harness {
         self.clock.now().epoch
     }
 
-    /// One heartbeat monitor tick at `at`, with the engine's clock moved to
-    /// `at` (it stays there, running on).
+    /// One heartbeat monitor tick at `at`, with the engine's clock stopped
+    /// at `at` while it runs (so each item is judged at `at`), then
+    /// running on from there.
     pub async fn tick(&self, at: i64) -> MonitorReport {
+        self.clock.freeze(at);
+        let report = self.engine.monitor_tick(at).await.expect("monitor tick");
         self.clock.set(at);
-        self.engine.monitor_tick(at).await.expect("monitor tick")
+        report
     }
 
     /// Register `name` with a static plan.

@@ -43,6 +43,10 @@ impl<L: Launcher> Engine<L> {
         else {
             return Ok(());
         };
+        // Judged at the time of the read, not the tick's start: a tick
+        // that stalled would arm a heartbeat written meanwhile from before
+        // it was written (seed 5574).
+        let mut now = self.read_time(now);
         if !exec.state.is_terminal()
             && !exec.trail.parked.is_empty()
             && self.apply_parked(exec.clone()).await?
@@ -72,10 +76,20 @@ impl<L: Launcher> Engine<L> {
                 exec = self
                     .load_activity(&exec.activity_exec_id, &exec.workflow_exec_id)
                     .await?;
+                now = self.read_time(now);
                 verdict = decide::monitor_verdict(&exec, &self.config, now);
             }
         }
         self.perform_verdict(exec, verdict, now, report).await
+    }
+
+    /// The time to judge an item read just now by, epoch seconds: the
+    /// engine's clock after the read, never before `floor` (the tick's
+    /// time). A heartbeat the read saw was written before it, so it is
+    /// seen no earlier than it was written (design.md § 3.10), however
+    /// long the tick has run.
+    fn read_time(&self, floor: i64) -> i64 {
+        floor.max(self.now().epoch)
     }
 
     /// Do what the monitor's verdict on `exec` says.
