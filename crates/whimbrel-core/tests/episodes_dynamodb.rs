@@ -443,3 +443,57 @@ async fn a_cancel_request_is_an_event_for_a_subscribed_decider_and_ends_the_othe
         "not consulted"
     );
 }
+
+/// design.md § 10.9: a decision's nodes are opened and counted by its
+/// commit, and put by its effects without a transaction. An execution
+/// that ends between the two (here: the start committed decision 1, which
+/// schedules `wait`, and died before its effects; then a cancel request
+/// ends it) has its close put the nodes its decisions opened, then
+/// cancel them as any open node: the count matches the items, and an
+/// effect written late finds the node there, ended, and launches nothing.
+#[tokio::test]
+async fn a_close_before_a_decisions_effects_puts_its_nodes_and_cancels_them() {
+    use aws_sdk_dynamodb::types::AttributeValue;
+    let h = Harness::new().await;
+    let decider = Arc::new(Patient { subscribed: false });
+    register(&h, "hasty", "hasty-decider", decider).await;
+    let wf = start(&h, "hasty", Value::Null).await;
+    // Back to the moment after decision 1's commit: its effects unwritten.
+    let wait = whimbrel_core::ids::activity_exec_id(&wf, "wait");
+    let client = aws_sdk_dynamodb::Client::new(&common::sdk_config().await);
+    let key = |k: &str, v: &str| (k.to_string(), AttributeValue::S(v.into()));
+    client
+        .delete_item()
+        .table_name(h.store.tables().activity_exec())
+        .set_key(Some(
+            [key("activity_exec_id", &wait), key("workflow_exec_id", &wf)].into(),
+        ))
+        .send()
+        .await
+        .unwrap();
+    client
+        .update_item()
+        .table_name(h.store.tables().workflow_exec())
+        .set_key(Some(
+            [key("workflow_exec_id", &wf), key("workflow_name", "hasty")].into(),
+        ))
+        .update_expression("REMOVE decisions_applied")
+        .send()
+        .await
+        .unwrap();
+    h.engine
+        .cancel_workflow(&cancel_request(&h, "hasty", &wf))
+        .await
+        .unwrap();
+    let done = h.workflow(&wf).await;
+    assert_eq!(done.state, WorkflowState::Cancelled);
+    assert_eq!(done.activity_count, 1, "counted once, by the commit");
+    assert_eq!(done.due_epoch, None, "its close owes nothing more");
+    let node = h.activity(&wf, "wait").await;
+    assert_eq!(
+        node.state,
+        ActivityState::Cancelled,
+        "put by the close, then cancelled"
+    );
+    assert_eq!(node.links.scheduled_by, Some(1));
+}

@@ -8,6 +8,7 @@
 
 use std::collections::HashSet;
 
+use futures::stream::StreamExt;
 use serde_json::Value;
 use tracing::info;
 
@@ -23,10 +24,7 @@ use crate::model::{EpisodicStart, WorkflowExec, WorkflowRequest};
 use crate::plan::PlannedActivity;
 use crate::store::{av, s, Item, StoreError};
 use whimbrel_rules::decide::decided;
-use whimbrel_rules::decide::episodes::{self, DecisionRecord};
-
-/// Tries of a node creation that lost a race for the workflow item.
-const CREATE_TRIES: u32 = 8;
+use whimbrel_rules::decide::episodes::{self, DecisionRecord, EpisodeState};
 
 impl<L: Launcher> Engine<L> {
     /// Commit an episodic execution's first answer as decision 1 (once:
@@ -51,8 +49,10 @@ impl<L: Launcher> Engine<L> {
 
     /// Write the effects of committed decision `number` of `wf`, then mark
     /// them written, in the same write as the due marker's rest when
-    /// nothing else is owed (`decided::applied_at_rest`). Returns true
-    /// when it rested: nothing is left to drive.
+    /// nothing else is owed as `known` says (`decided::applied_at_rest`:
+    /// the state read before the effects, or the one the commit left,
+    /// `decided::committed_state`; its write checks all it judged by).
+    /// Returns true when it rested: nothing is left to drive.
     ///
     /// Errors: [`EngineError::Retry`] when DynamoDB is unavailable or its
     /// record is not there; [`EngineError::Rejected`] when the record
@@ -61,26 +61,17 @@ impl<L: Launcher> Engine<L> {
         &self,
         wf: (&str, &str),
         number: u64,
+        known: &EpisodeState,
     ) -> Result<bool, EngineError> {
-        let key = Item::from([
-            (attr::WORKFLOW_EXEC_ID.into(), s(wf.0)),
-            (attr::LOG_KEY.into(), s(episodes::decision_log_key(number))),
-        ]);
-        let table = self.store.tables().decision();
-        let record: DecisionRecord = self.store.get(&table, key).await?.ok_or_else(|| {
-            EngineError::Retry(format!("{}: decision {number} is not recorded", wf.0))
-        })?;
-        if record.refused.is_none() {
-            let decisions: Vec<Decision> = serde_json::from_value(record.decisions)
-                .map_err(|e| EngineError::Rejected(format!("{}: decision {number}: {e}", wf.0)))?;
+        let decisions = self.recorded_decisions(wf, number).await?;
+        if !decisions.is_empty() {
             let exec = self.load_workflow(wf.0, wf.1).await?;
             for d in &decisions {
                 self.apply_one(&exec, number, d).await?;
             }
         }
-        let state = self.episode_state(wf).await?;
         let t = self.store.tables();
-        if let Some(rest) = decided::applied_at_rest(t, wf, number, &state) {
+        if let Some(rest) = decided::applied_at_rest(t, wf, number, known) {
             match self.store.update(rest, false).await {
                 Ok(_) => return Ok(true),
                 Err(StoreError::ConditionFailed) => {}
@@ -92,6 +83,54 @@ impl<L: Launcher> Engine<L> {
             Ok(_) | Err(StoreError::ConditionFailed) => Ok(false),
             Err(e) => Err(e.into()),
         }
+    }
+
+    /// The decisions committed decision `number` of `wf` took, from its
+    /// record: none for a refused answer.
+    ///
+    /// Errors: [`EngineError::Retry`] when DynamoDB is unavailable or the
+    /// record is not there; [`EngineError::Rejected`] when it cannot be
+    /// read as decisions.
+    async fn recorded_decisions(
+        &self,
+        wf: (&str, &str),
+        number: u64,
+    ) -> Result<Vec<Decision>, EngineError> {
+        let key = Item::from([
+            (attr::WORKFLOW_EXEC_ID.into(), s(wf.0)),
+            (attr::LOG_KEY.into(), s(episodes::decision_log_key(number))),
+        ]);
+        let table = self.store.tables().decision();
+        let record: DecisionRecord = self.store.get(&table, key).await?.ok_or_else(|| {
+            EngineError::Retry(format!("{}: decision {number} is not recorded", wf.0))
+        })?;
+        if record.refused.is_some() {
+            return Ok(vec![]);
+        }
+        serde_json::from_value(record.decisions)
+            .map_err(|e| EngineError::Rejected(format!("{}: decision {number}: {e}", wf.0)))
+    }
+
+    /// The nodes of `wf` (ended) that committed decisions opened but whose
+    /// effects were not written when it ended, put now, so the close
+    /// cancels them as any open node, and an effect written late finds
+    /// them there and launches nothing (design.md § 10.9). An execution a
+    /// decision closed owes none: the decisions before it were written
+    /// before it could start, and its own effects before its close.
+    async fn write_owed_nodes(&self, wf: &WorkflowExec) -> Result<(), EngineError> {
+        let key = (wf.workflow_exec_id.as_str(), wf.workflow_name.as_str());
+        let state = self.episode_state(key).await?;
+        if state.closed_by_decision.is_some() {
+            return Ok(());
+        }
+        for number in state.decisions_applied + 1..=state.decision_count {
+            for d in self.recorded_decisions(key, number).await? {
+                if let Decision::Schedule { activities } = d {
+                    self.write_nodes(wf, number, &activities).await?;
+                }
+            }
+        }
+        Ok(())
     }
 
     /// One decision of committed decision `number` of `exec`.
@@ -132,26 +171,18 @@ impl<L: Launcher> Engine<L> {
         }
     }
 
-    /// Create the nodes decision `number` schedules (their input rows,
-    /// edges and items), link those that depend on nodes scheduled before,
-    /// and claim and launch those with no prerequisite.
+    /// Create the nodes decision `number` schedules ([`Self::write_nodes`]),
+    /// link those that depend on nodes scheduled before, and claim and
+    /// launch those with no prerequisite. A close that came meanwhile
+    /// cancels them (it puts the nodes too: [`Self::finish_close`]), and a
+    /// cancelled node is not launched.
     async fn schedule_nodes(
         &self,
         exec: &WorkflowExec,
         number: u64,
         nodes: &[PlannedActivity],
     ) -> Result<(), EngineError> {
-        let t = self.store.tables();
-        let (items, edges) = decided::decided_items(exec, nodes, number, &self.config);
-        let plan = crate::plan::Plan::of(nodes.to_vec());
-        let rows = super::payloads::input_rows(exec, &plan);
-        self.store.batch_put(&t.workflow_plan(), &rows).await?;
-        self.store
-            .batch_put(&t.activity_exec_dependency(), &edges)
-            .await?;
-        for chunk in items.chunks(decided::NODES_PER_TRANSACTION) {
-            self.create_nodes(exec, chunk).await?;
-        }
+        let items = self.write_nodes(exec, number, nodes).await?;
         let inside: HashSet<&str> = nodes.iter().map(|a| a.name.as_str()).collect();
         for node in nodes {
             for p in node
@@ -168,32 +199,35 @@ impl<L: Launcher> Engine<L> {
         Ok(())
     }
 
-    /// One transaction creating `chunk` (all or none). A false condition
-    /// means the chunk was created before, or the execution ended: either
-    /// way nothing is left to create.
-    async fn create_nodes(
+    /// Put the nodes decision `number` schedules (their input rows, edges
+    /// and items), each item only if new: the commit opened and counted
+    /// them (design.md § 10.9). Returns the items as built.
+    async fn write_nodes(
         &self,
         exec: &WorkflowExec,
-        chunk: &[crate::model::ActivityExec],
-    ) -> Result<(), EngineError> {
-        let wf = (exec.workflow_exec_id.as_str(), exec.workflow_name.as_str());
-        let raw: Vec<Item> = chunk
-            .iter()
-            .map(serde_dynamo::to_item)
-            .collect::<Result<_, _>>()
-            .map_err(|e| EngineError::Rejected(format!("{}: {e}", wf.0)))?;
-        for _ in 0..CREATE_TRIES {
-            let writes = decided::create_nodes(self.store.tables(), wf, &raw);
-            match self.store.transact(writes).await {
-                Ok(()) | Err(StoreError::ConditionFailed) => return Ok(()),
-                Err(StoreError::Conflict) => continue,
-                Err(e) => return Err(e.into()),
-            }
-        }
-        Err(EngineError::Retry(format!(
-            "{}: creating nodes lost {CREATE_TRIES} races",
-            wf.0
-        )))
+        number: u64,
+        nodes: &[PlannedActivity],
+    ) -> Result<Vec<crate::model::ActivityExec>, EngineError> {
+        let t = self.store.tables();
+        let (items, edges) = decided::decided_items(exec, nodes, number, &self.config);
+        let plan = crate::plan::Plan::of(nodes.to_vec());
+        let rows = super::payloads::input_rows(exec, &plan);
+        self.store.batch_put(&t.workflow_plan(), &rows).await?;
+        self.store
+            .batch_put(&t.activity_exec_dependency(), &edges)
+            .await?;
+        let puts = items.iter().map(|item| async move {
+            let raw = serde_dynamo::to_item(item)
+                .map_err(|e| EngineError::Rejected(format!("{}: {e}", item.activity_exec_id)))?;
+            self.store.put_if(decided::node_put(t, raw)).await?;
+            Ok::<_, EngineError>(())
+        });
+        let results: Vec<_> = futures::stream::iter(puts)
+            .buffer_unordered(self.config.concurrency)
+            .collect()
+            .await;
+        results.into_iter().collect::<Result<(), _>>()?;
+        Ok(items)
     }
 
     /// Make node `dependent` wait for `prerequisite`, scheduled by an
@@ -211,15 +245,10 @@ impl<L: Launcher> Engine<L> {
             ids::activity_exec_id(wf, prerequisite),
             ids::activity_exec_id(wf, dependent),
         );
-        // Its creation came first and was refused (the execution ended
-        // meanwhile): a link would leave the prerequisite a dependent to
-        // release that never comes (sim seed 2400).
-        let table = self.store.tables().activity_exec();
-        let created: Option<crate::model::ActivityExec> =
-            self.store.get(&table, self.activity_key(&d, wf)).await?;
-        if created.is_none() {
-            return Ok(());
-        }
+        // The dependent exists: `write_nodes` put it first, whatever state
+        // the execution is in (sim seed 2400 found a link to a node whose
+        // creation the execution's end had refused, which the
+        // prerequisite's settle waited for ever to release).
         let link = decided::link_dependent(self.store.tables(), &p, wf, &d);
         match self.store.update(link, false).await {
             Ok(_) => return Ok(()),
@@ -339,7 +368,8 @@ impl<L: Launcher> Engine<L> {
         self.finish_close(&ended).await
     }
 
-    /// What an ended episodic execution owes: its open nodes cancelled,
+    /// What an ended episodic execution owes: the nodes its decisions
+    /// opened put ([`Self::write_owed_nodes`]), its open nodes cancelled,
     /// its parent told, then its due marker cleared. Run by the close and
     /// again by the monitor while the marker stays.
     pub(crate) async fn finish_close(&self, wf: &WorkflowExec) -> Result<(), EngineError> {
@@ -348,6 +378,7 @@ impl<L: Launcher> Engine<L> {
         }
         // The close's own step, after every decision's: `decision:(exec)#(u64::MAX)`.
         let step = ids::EngineStep::Decision(&wf.workflow_exec_id, u64::MAX).event_id();
+        self.write_owed_nodes(wf).await?;
         self.cancel_all(wf, &step, "the workflow ended").await?;
         self.tell_parent(&wf.workflow_exec_id, &wf.workflow_name)
             .await?;

@@ -91,13 +91,18 @@ impl<L: Launcher> Engine<L> {
             match self.store.write_all(appended.writes.clone()).await {
                 Ok(()) => {
                     info!(workflow_exec_id = wf.0, seq = event.seq, kind = ?event.kind, "event appended");
+                    let mut rested = false;
                     if let Some(id) = &appended.started {
                         let started = self.episode_state(wf).await?;
                         if started.decision_id.as_ref() == Some(id) {
-                            Box::pin(self.run_decision(wf, &started, id)).await?;
+                            rested = Box::pin(self.run_decision(wf, &started, id)).await?;
                         }
                     }
-                    self.drive_decisions(wf).await?;
+                    // At rest, nothing came since: what comes later
+                    // starts its own decision.
+                    if !rested {
+                        self.drive_decisions(wf).await?;
+                    }
                     return Ok(true);
                 }
                 Err(StoreError::ConditionFailed | StoreError::Conflict) => {
@@ -166,7 +171,8 @@ impl<L: Launcher> Engine<L> {
                 return Ok(());
             }
             if state.effects_owed() {
-                if Box::pin(self.apply_decision(wf, state.decisions_applied + 1)).await? {
+                let number = state.decisions_applied + 1;
+                if Box::pin(self.apply_decision(wf, number, &state)).await? {
                     return Ok(());
                 }
                 continue;
@@ -193,7 +199,11 @@ impl<L: Launcher> Engine<L> {
                 return Ok(());
             };
             match self.store.update(update, false).await {
-                Ok(_) => Box::pin(self.run_decision(wf, &state, &id)).await?,
+                Ok(_) => {
+                    if Box::pin(self.run_decision(wf, &state, &id)).await? {
+                        return Ok(());
+                    }
+                }
                 Err(StoreError::ConditionFailed) => return Ok(()),
                 Err(e) => return Err(e.into()),
             }
@@ -235,13 +245,14 @@ impl<L: Launcher> Engine<L> {
 
     /// Attempt `id` of a decision, started on `state`: the request, the
     /// decider's answer (an error defers the attempt), its judgement and
-    /// commit, and its effects.
+    /// commit, and its effects. Returns true when its effects rested the
+    /// execution ([`Self::apply_decision`]): nothing is left to drive.
     async fn run_decision(
         &self,
         wf: (&str, &str),
         state: &EpisodeState,
         id: &str,
-    ) -> Result<(), EngineError> {
+    ) -> Result<bool, EngineError> {
         let (request, to_seq) = self.decision_request(wf, state, id).await?;
         let decider = state.decider.clone().unwrap_or_default();
         let payload = serde_json::to_value(&request).expect("serializable");
@@ -255,7 +266,7 @@ impl<L: Launcher> Engine<L> {
                 // Only this attempt is deferred: a late error of an attempt
                 // retried meanwhile leaves the one in flight alone.
                 if current.decision_id.as_deref() != Some(id) {
-                    return Ok(());
+                    return Ok(false);
                 }
                 if let Some(defer) =
                     episodes::defer_decision(self.store.tables(), wf, &current, now)
@@ -265,7 +276,7 @@ impl<L: Launcher> Engine<L> {
                         Err(e) => return Err(e.into()),
                     }
                 }
-                return Ok(());
+                return Ok(false);
             }
         };
         crate::metrics::decision_latency(began.elapsed());
@@ -430,14 +441,16 @@ impl<L: Launcher> Engine<L> {
     }
 
     /// Judge and commit `answer` of attempt `id`, which saw the events
-    /// `seen` (first, last), then write its effects.
+    /// `seen` (first, last), then write its effects, judged at rest by the
+    /// state the commit left (`decided::committed_state`). Returns true
+    /// when they rested the execution.
     async fn commit_answer(
         &self,
         wf: (&str, &str),
         id: &str,
         seen: (u64, u64),
         answer: Value,
-    ) -> Result<(), EngineError> {
+    ) -> Result<bool, EngineError> {
         for _ in 0..WRITE_TRIES {
             let state = self.episode_state(wf).await?;
             if state.decision_id.as_deref() != Some(id) {
@@ -446,7 +459,7 @@ impl<L: Launcher> Engine<L> {
                     decision_id = id,
                     "answer of an attempt no longer in flight: not committed"
                 );
-                return Ok(());
+                return Ok(false);
             }
             let judged = self.judge(wf.0, &state, seen.1, answer.clone()).await?;
             let max = self.config.decisions.max_refusals;
@@ -456,7 +469,7 @@ impl<L: Launcher> Engine<L> {
                     let why = format!(
                         "decider failed: {max} answers refused in a row; the last: {reason}"
                     );
-                    return self.fail_decision(wf, id, &why).await;
+                    return self.fail_decision(wf, id, &why).await.map(|()| false);
                 }
             }
             let record = decision_record(id, seen, self.now().epoch, &judged);
@@ -464,10 +477,15 @@ impl<L: Launcher> Engine<L> {
             let writes =
                 episodes::commit_decision(self.store.tables(), wf, &state, &record, closes);
             match self.store.transact(writes).await {
-                Ok(()) if judged.refused.is_some() => return Ok(()),
+                Ok(()) if judged.refused.is_some() => return Ok(false),
                 Ok(()) => {
                     let number = state.decision_number();
-                    return Box::pin(self.apply_decision(wf, number)).await.map(|_| ());
+                    let mut known =
+                        whimbrel_rules::decide::decided::committed_state(&state, &record);
+                    if closes {
+                        known.closed_by_decision = Some(number);
+                    }
+                    return Box::pin(self.apply_decision(wf, number, &known)).await;
                 }
                 Err(StoreError::ConditionFailed | StoreError::Conflict) => continue,
                 Err(e) => return Err(e.into()),

@@ -9,7 +9,7 @@ use serde_json::Value;
 use crate::attr;
 use crate::config::EngineConfig;
 use crate::contract::{ActivityState, WorkflowState};
-use crate::decider::DecisionsAnswer;
+use crate::decider::{Decision, DecisionsAnswer};
 use crate::ids;
 use crate::keys::{workflow_key, Tables};
 use crate::model::{ActivityExec, ActivityExecDependency, WorkflowExec};
@@ -17,10 +17,6 @@ use crate::plan::{Plan, PlannedActivity};
 use crate::write::{av, n, s, Action, Cond, Item, UpdateRequest, Value as Av, Write};
 
 use super::episodes::{decision_log_key, DecisionRecord, EpisodeState};
-
-/// Most writes of one transaction that creates nodes: DynamoDB's 100,
-/// less the workflow's update.
-pub const NODES_PER_TRANSACTION: usize = 99;
 
 /// How a request row started by `continue_as_new` names its source
 /// (`source`): this prefix and the execution it continues.
@@ -96,29 +92,48 @@ pub fn decided_items(
     (items, edges)
 }
 
-/// One transaction creating `items` (at most [`NODES_PER_TRANSACTION`]),
-/// each only if new, and adding them to the open nodes and the activity
-/// count of their RUNNING execution `wf` (id, name): all or none, so a
-/// transaction written twice fails whole on its first put and counts
-/// nothing twice.
-pub fn create_nodes(t: &Tables, wf: (&str, &str), items: &[Item]) -> Vec<Write> {
-    let names: Vec<String> = items
+/// The names of the nodes `decisions` (a [`DecisionRecord`]'s, as
+/// validated: a JSON array of [`Decision`]s) schedule, in order. A record
+/// the engine wrote always reads; one that does not schedules nothing.
+///
+/// [`DecisionRecord`]: super::episodes::DecisionRecord
+pub fn scheduled_names(decisions: &Value) -> Vec<String> {
+    let decisions: Vec<Decision> = serde_json::from_value(decisions.clone()).unwrap_or_default();
+    decisions
         .iter()
-        .filter_map(|i| match i.get(attr::ACTIVITY_NAME) {
-            Some(Av::S(name)) => Some(name.clone()),
+        .filter_map(|d| match d {
+            Decision::Schedule { activities } => Some(activities),
             _ => None,
         })
-        .collect();
-    let update = UpdateRequest::new(t.workflow_exec(), workflow_key(wf.0, wf.1))
-        .act(Action::Add(attr::OPEN_NODES.into(), Av::Ss(names)))
-        .act(Action::Add(attr::ACTIVITY_COUNT.into(), n(items.len())))
-        .when(Cond::eq(attr::STATE, s(WorkflowState::Running.as_str())));
-    let puts = items.iter().map(|item| Write::Put {
+        .flatten()
+        .map(|a| a.name.clone())
+        .collect()
+}
+
+/// `update` of the workflow item, opening the nodes `names` (design.md
+/// § 10.9): added to its open nodes and its activity count. The accepted
+/// commit that schedules them writes it, so its transaction counts them
+/// once; their items are put after, each by [`node_put`], by the effects
+/// or, if the execution ends first, by its close.
+pub fn open_scheduled(update: UpdateRequest, names: &[String]) -> UpdateRequest {
+    if names.is_empty() {
+        return update;
+    }
+    update
+        .act(Action::Add(attr::OPEN_NODES.into(), Av::Ss(names.to_vec())))
+        .act(Action::Add(attr::ACTIVITY_COUNT.into(), n(names.len())))
+}
+
+/// The put of a decided node's `item` (an [`ActivityExec`] item), only if
+/// new: its commit counted it ([`open_scheduled`]), so a put written
+/// twice, or by both the effects and the close, creates it once. A false
+/// condition means it was created before.
+pub fn node_put(t: &Tables, item: Item) -> Write {
+    Write::Put {
         table: t.activity_exec(),
-        item: item.clone(),
+        item,
         cond: Some(Cond::not_exists(attr::ACTIVITY_EXEC_ID)),
-    });
-    std::iter::once(update.into_write()).chain(puts).collect()
+    }
 }
 
 /// Add `dependent` (an activity exec id) to the dependents of the
@@ -259,6 +274,41 @@ fn at_rest(t: &Tables, wf: (&str, &str), state: &EpisodeState, applied: u64) -> 
     }
 }
 
+/// The episode state an accepted, non-closing commit of `record` leaves,
+/// from `state`, the one it was built on ([`super::episodes::commit_decision`]):
+/// the decision counted and out of flight, its events decided, its node
+/// ends taken, its nodes opened. The effects' writer judges the rest by
+/// it ([`applied_at_rest`]) instead of reading the item again: every
+/// field that write conditions on is checked by DynamoDB, so a guess that
+/// is wrong (an event appended since the read) fails it, and the mark
+/// alone is written (design.md § 10.9).
+pub fn committed_state(state: &EpisodeState, record: &DecisionRecord) -> EpisodeState {
+    let names = scheduled_names(&record.decisions);
+    let mut after = state.clone();
+    after.decision_count = state.decision_number();
+    after.decided_seq = record.to_seq;
+    after.decision_refusals = 0;
+    after.decision_id = None;
+    after.decision_attempt = 0;
+    after.decision_due_epoch = None;
+    after.decision_first_epoch = None;
+    let taken: Vec<String> = (state.ended_between(record.from_seq, record.to_seq))
+        .into_iter()
+        .map(|(seq, node)| super::episodes::ended_entry(seq, node))
+        .collect();
+    after.ended_events.retain(|e| !taken.contains(e));
+    after.activity_count += names.len() as u64;
+    for name in names {
+        if !after.open_nodes.contains(&name) {
+            after.open_nodes.push(name);
+        }
+    }
+    if let Some(kinds) = &record.decide_on {
+        after.decide_on = Some(kinds.clone());
+    }
+    after
+}
+
 /// The commit of an episodic execution's first answer (`answer`, to the
 /// `workflow_started` request, recorded with its plan) as decision 1 at
 /// `now`: the RUNNING workflow's first decision, once, and its record.
@@ -289,6 +339,7 @@ pub fn commit_first(
         decide_on: answer.decide_on.clone(),
         ended: vec![],
     };
+    let update = open_scheduled(update, &scheduled_names(&record.decisions));
     let item = log_item(wf.0, decision_log_key(1), &record);
     vec![due_at(update, wf.0, now).into_write(), put_new(t, item)]
 }

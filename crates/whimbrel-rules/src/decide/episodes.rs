@@ -633,7 +633,8 @@ pub struct DecisionRecord {
 /// conditioned on being new (design.md § 10.3).
 ///
 /// - Accepted: the events up to `record.to_seq` are decided and the
-///   refusal count is cleared; the node ends among them leave
+///   refusal count is cleared; the nodes it schedules are opened
+///   ([`super::decided::open_scheduled`]), their items put by the effects; the node ends among them leave
 ///   [`attr::ENDED_EVENTS`] for the record's `ended`. The due marker stays where the attempt's
 ///   start put it (when the attempt is over): the committer writes the
 ///   effects next, and if it dies first the monitor finds them owed then
@@ -687,6 +688,8 @@ pub fn commit_decision(
             update = update
                 .set(attr::DECIDED_SEQ, n(record.to_seq))
                 .set(attr::DECISION_REFUSALS, n(0));
+            let names = super::decided::scheduled_names(&record.decisions);
+            update = super::decided::open_scheduled(update, &names);
             record.ended = (state.ended_between(record.from_seq, record.to_seq))
                 .into_iter()
                 .map(|(seq, node)| ended_entry(seq, node))

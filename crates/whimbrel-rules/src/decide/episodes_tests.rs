@@ -497,7 +497,7 @@ fn an_append_starts_the_next_decision_when_none_is_in_flight_and_only_then() {
 #[test]
 fn a_node_end_is_appended_once_by_its_open_node_without_a_marker() {
     let mut db = Db::new();
-    let created = super::decided::create_nodes(&db.t, WF, &[node_item("a")]);
+    let created = opened(&db.t, &["a"]);
     assert!(db.transact(&created));
     let st = db.state();
     assert_eq!(st.open_nodes, vec!["a".to_string()]);
@@ -536,6 +536,18 @@ fn an_accepted_commit_leaves_the_due_marker_where_the_attempt_put_it() {
     )));
     assert_eq!(due_epoch(&db).as_deref(), Some("122"));
     assert!(db.state().effects_owed());
+}
+
+/// Nodes `names` opened by a commit ([`super::decided::open_scheduled`],
+/// here alone) and put by the effects ([`super::decided::node_put`]).
+fn opened(t: &Tables, names: &[&str]) -> Vec<Write> {
+    use super::decided::{node_put, open_scheduled};
+    let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+    let update =
+        crate::write::UpdateRequest::new(t.workflow_exec(), crate::keys::workflow_key(WF.0, WF.1));
+    let update = open_scheduled(update, &names);
+    let puts = names.iter().map(|n| node_put(t, node_item(n)));
+    std::iter::once(update.into_write()).chain(puts).collect()
 }
 
 fn node_item(name: &str) -> Item {
@@ -676,7 +688,7 @@ fn effects_written_rest_the_marker_in_one_write_only_while_nothing_came_since() 
 #[test]
 fn an_accepted_decision_takes_the_node_ends_it_saw_into_its_record() {
     let mut db = Db::new();
-    let created = super::decided::create_nodes(&db.t, WF, &[node_item("a"), node_item("b")]);
+    let created = opened(&db.t, &["a", "b"]);
     assert!(db.transact(&created));
     let end = |db: &mut Db, node: &str, at: i64| {
         let st = db.state();
@@ -697,6 +709,7 @@ fn an_accepted_decision_takes_the_node_ends_it_saw_into_its_record() {
     // It saw 1..=2 (a, x); b (3) and the refusal (4) came after.
     let commit = commit_decision(&db.t, WF, &st, &record(&id, 2, None), false);
     assert!(db.transact(&commit));
+    assert_committed_state(&st, &record(&id, 2, None), &db);
     assert_eq!(db.state().ended_events, vec![ended_entry(3, "b")]);
     let recorded = db
         .items
@@ -712,4 +725,71 @@ fn an_accepted_decision_takes_the_node_ends_it_saw_into_its_record() {
         Some((12, "x:y"))
     );
     assert_eq!(parse_ended_entry("signal"), None);
+}
+
+/// design.md § 10.9: the accepted commit opens and counts the nodes its
+/// decisions schedule, once (the effects then put their items without a
+/// transaction); a refused answer opens none; so does the first answer.
+#[test]
+fn an_accepted_commit_opens_and_counts_the_nodes_it_schedules() {
+    let schedule = json!([
+        {"type": "schedule", "activities": [{"name": "a", "lambda": "f"}, {"name": "b", "lambda": "f"}]},
+        {"type": "record_marker", "name": "m", "details": {}},
+        {"type": "schedule", "activities": [{"name": "c", "lambda": "f", "depends_on": ["a"]}]}
+    ]);
+    assert_eq!(
+        super::decided::scheduled_names(&schedule),
+        ["a", "b", "c"],
+        "every schedule's nodes, in order"
+    );
+    let mut db = Db::new();
+    db.append("signal:x", 1);
+    let id = db.start(2).expect("started");
+    let st = db.state();
+    let mut refused = record(&id, 1, Some("no"));
+    refused.decisions = schedule.clone();
+    assert!(db.transact(&commit_decision(&db.t, WF, &st, &refused, false)));
+    let (open, count) = (db.state().open_nodes, db.state().activity_count);
+    assert!(open.is_empty() && count == 0, "a refusal opens nothing");
+    let id = db.start(3).expect("started again");
+    let st = db.state();
+    let mut accepted = record(&id, 2, None);
+    accepted.decisions = schedule;
+    let commit = commit_decision(&db.t, WF, &st, &accepted, false);
+    assert!(db.transact(&commit));
+    assert_committed_state(&st, &accepted, &db);
+    assert!(!db.transact(&commit), "counted once");
+    let mut open = db.state().open_nodes;
+    open.sort();
+    assert_eq!(
+        (open, db.state().activity_count),
+        (vec!["a".into(), "b".into(), "c".into()], 3)
+    );
+    // The effects' put and the close's: one item.
+    let put = super::decided::node_put(&db.t, node_item("a"));
+    assert!(db.transact(std::slice::from_ref(&put)));
+    assert!(!db.transact(&[put]), "created once");
+
+    let mut first = Db::unstarted();
+    let answer: crate::decider::DecisionsAnswer = serde_json::from_value(json!({"decisions": [
+        {"type": "schedule", "activities": [{"name": "a", "lambda": "f"}]}
+    ]}))
+    .unwrap();
+    assert!(first.transact(&super::decided::commit_first(&first.t, WF, &answer, 3)));
+    assert_eq!(first.state().open_nodes, ["a"]);
+    assert_eq!(first.state().activity_count, 1);
+}
+
+/// The state `decided::committed_state` predicts from `st` and `record`
+/// is the one the commit left in `db` (sets compared as sets).
+fn assert_committed_state(st: &EpisodeState, record: &DecisionRecord, db: &Db) {
+    let sorted = |mut e: EpisodeState| {
+        e.open_nodes.sort();
+        e.ended_events.sort();
+        e
+    };
+    assert_eq!(
+        sorted(super::decided::committed_state(st, record)),
+        sorted(db.state())
+    );
 }
