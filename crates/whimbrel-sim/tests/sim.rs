@@ -334,6 +334,18 @@ fn a_heartbeat_read_late_in_a_tick_counts_from_the_read() {
     );
 }
 
+/// Seed 1542, a simulation mistake: an episodic execution's rounds ran one
+/// after another, and five of its activities died before running (as an
+/// honest activity does once in twenty, faults or not), each waiting out
+/// its 6-hour relaunch window in turn; the quiet phase ended after three
+/// and called the last one stuck. It now runs on while attempts are
+/// still being launched (`world/schedule.rs`, `quiet_phase`).
+#[test]
+fn an_execution_that_waits_out_relaunch_windows_in_turn_is_not_stuck() {
+    run(1542, &Params::default())
+        .unwrap_or_else(|f| panic!("seed 1542: {}", f.violations.join("\n")));
+}
+
 /// Seed 801: a signal wait's RUNNING was written by a start whose call
 /// then stalled 137 s, so the checker first saw it then; its timeout,
 /// counted from the write, fired 18 s after that. The checker now counts

@@ -112,17 +112,16 @@ impl<L: Launcher> Engine<L> {
     }
 
     /// The nodes of `wf` (ended) that committed decisions opened but whose
-    /// effects were not written when it ended, put now, so the close
-    /// cancels them as any open node, and an effect written late finds
-    /// them there and launches nothing (design.md § 10.9). An execution a
-    /// decision closed owes none: the decisions before it were written
-    /// before it could start, and its own effects before its close.
-    async fn write_owed_nodes(&self, wf: &WorkflowExec) -> Result<(), EngineError> {
+    /// effects were not marked written when it ended, put now (each only if
+    /// new), so the close cancels them as any open node, and an effect
+    /// written late finds them there, ended (design.md § 10.9). Run by
+    /// every close, the execution timeout's included: a decision that
+    /// closes the execution is still owed as it closes (its nodes, put
+    /// before its close, are found there), and one the timeout overtook
+    /// may not have put them.
+    pub(crate) async fn write_owed_nodes(&self, wf: &WorkflowExec) -> Result<(), EngineError> {
         let key = (wf.workflow_exec_id.as_str(), wf.workflow_name.as_str());
         let state = self.episode_state(key).await?;
-        if state.closed_by_decision.is_some() {
-            return Ok(());
-        }
         for number in state.decisions_applied + 1..=state.decision_count {
             for d in self.recorded_decisions(key, number).await? {
                 if let Decision::Schedule { activities } = d {
@@ -174,8 +173,9 @@ impl<L: Launcher> Engine<L> {
     /// Create the nodes decision `number` schedules ([`Self::write_nodes`]),
     /// link those that depend on nodes scheduled before, and claim and
     /// launch those with no prerequisite. A close that came meanwhile
-    /// cancels them (it puts the nodes too: [`Self::finish_close`]), and a
-    /// cancelled node is not launched.
+    /// cancels them (it puts the nodes too: [`Self::finish_close`]): one
+    /// it cancelled first is not launched, one launched first is
+    /// cancelled.
     async fn schedule_nodes(
         &self,
         exec: &WorkflowExec,

@@ -61,7 +61,8 @@ impl<L: Launcher> Engine<L> {
 
     /// Append the event `build` makes from the state read to the log of
     /// `wf`, once for its `source` (design.md § 10.2), then drive its
-    /// decisions, first the one the append started, if any. `build` is
+    /// decisions, first the one the append started, if any (no further
+    /// once that one's effects rested the execution). `build` is
     /// given the state and when the append may start the next decision.
     /// Returns false when the execution takes no event (ended, closed by a
     /// decision, or not episodic).

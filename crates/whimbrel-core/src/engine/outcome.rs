@@ -202,6 +202,11 @@ impl<L: Launcher> Engine<L> {
             return Ok(false);
         }
         let event_id = ids::EngineStep::ExecutionTimeout(&wf.workflow_exec_id).event_id();
+        if wf.is_episodic() {
+            // What its decisions opened but their effects did not put yet
+            // (design.md § 10.9), so it is cancelled below.
+            self.write_owed_nodes(wf).await?;
+        }
         self.cancel_all(wf, &event_id, "workflow execution timeout")
             .await?;
         self.tell_parent(&wf.workflow_exec_id, &wf.workflow_name)

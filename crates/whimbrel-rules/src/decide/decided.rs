@@ -224,8 +224,9 @@ pub fn idle_due(t: &Tables, wf: (&str, &str), state: &EpisodeState) -> Option<Up
     (state.due_epoch != rest_due(state)).then_some(rest)
 }
 
-/// Decision `number`'s effects are all written and, as read in `state`
-/// just after them, nothing else is owed (it is the last committed
+/// Decision `number`'s effects are all written and, as `state` says (the
+/// state the commit left, [`committed_state`], or one read before the
+/// effects), nothing else is owed (it is the last committed
 /// decision, no event came since, none is in flight, it does not close
 /// the execution): one write marks them written and rests the due marker
 /// as [`idle_due`]'s, conditioned on all of that as read (design.md
