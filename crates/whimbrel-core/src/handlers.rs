@@ -68,6 +68,12 @@ pub struct RecordReport {
     pub outcome: Outcome,
     /// A MODIFY record (skipped): its row's id was written again.
     pub overwrite: bool,
+    /// When the engine was done with it, its clock (epoch seconds): the
+    /// latest its writes and reads can have happened, earlier than the
+    /// batch's end when other records of the batch take longer. `None` for
+    /// a record never given to the engine (skipped or rejected as it was
+    /// parsed).
+    pub finished_epoch: Option<i64>,
 }
 
 /// What happened to one stream record.
@@ -138,9 +144,10 @@ fn parse_record<T: DeserializeOwned>(
 
 /// Process a stream batch: parse each record, group by item, run `apply`
 /// on each (`concurrency` items at once, each item's records in stream
-/// order), and build the partial batch response.
+/// order), and build the partial batch response. `now`: the engine's
+/// clock, epoch seconds, to note when each record was done.
 async fn process_batch<T, F, Fut>(
-    concurrency: usize,
+    (concurrency, now): (usize, &dyn Fn() -> i64),
     payload: &Value,
     table: &str,
     key_attr: &str,
@@ -172,6 +179,7 @@ where
                     key: p.id,
                     outcome,
                     overwrite: false,
+                    finished_epoch: Some(now()),
                 });
             }
             out
@@ -225,6 +233,7 @@ fn group_records<T: DeserializeOwned>(
                     key,
                     outcome: Outcome::Skipped,
                     overwrite: true,
+                    finished_epoch: None,
                 });
                 continue;
             }
@@ -239,6 +248,7 @@ fn group_records<T: DeserializeOwned>(
             key,
             outcome,
             overwrite: false,
+            finished_epoch: None,
         });
     }
     (groups, reports)
@@ -326,7 +336,7 @@ pub async fn workflow_requests<L: Launcher>(
 ) -> Result<(DynamoDbEventResponse, BatchSummary), PayloadError> {
     let table = engine.store().tables().workflow_request();
     process_batch(
-        engine.config().concurrency,
+        (engine.config().concurrency, &|| engine.now().epoch),
         payload,
         &table,
         attr::WORKFLOW_REQUEST_ID,
@@ -362,7 +372,7 @@ pub async fn activity_events<L: Launcher>(
     // Grouped by the activity exec (the range key), not the event id, so
     // one activity's events keep their stream order.
     process_batch(
-        engine.config().concurrency,
+        (engine.config().concurrency, &|| engine.now().epoch),
         payload,
         &table,
         attr::ACTIVITY_EXEC_ID,
@@ -392,7 +402,7 @@ pub async fn signals<L: Launcher>(
 ) -> Result<(DynamoDbEventResponse, BatchSummary), PayloadError> {
     let table = engine.store().tables().signal();
     process_batch(
-        engine.config().concurrency,
+        (engine.config().concurrency, &|| engine.now().epoch),
         payload,
         &table,
         attr::WORKFLOW_EXEC_ID,

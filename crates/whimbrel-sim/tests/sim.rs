@@ -346,6 +346,25 @@ fn an_execution_that_waits_out_relaunch_windows_in_turn_is_not_stuck() {
         .unwrap_or_else(|f| panic!("seed 1542: {}", f.violations.join("\n")));
 }
 
+/// Seed 2524, a checker mistake: a cancel request was delivered in a batch
+/// that ran for 203 s; the engine was done with it (its activities had
+/// all been cancelled by the user's CANCEL rows, its final read saw no
+/// redrive) long before a redrive of the cancelled workflow applied, yet
+/// the checker counted the cancel as applied at the batch's end, after
+/// the redrive, and required the redriven activities to be cancelled. A
+/// cancel now counts as applied when the engine was done with its record
+/// (`RecordReport::finished_epoch`).
+#[test]
+fn a_cancel_done_before_a_redrive_in_a_long_batch_owes_the_redrive_nothing() {
+    let stats = run(2524, &Params::default())
+        .unwrap_or_else(|f| panic!("seed 2524: {}", f.violations.join("\n")));
+    let f = &stats.features;
+    assert!(
+        f["cancel requests applied"] > 0 && f["redrives applied"] > 0,
+        "seed 2524 no longer cancels and redrives: {stats:?}"
+    );
+}
+
 /// Seed 801: a signal wait's RUNNING was written by a start whose call
 /// then stalled 137 s, so the checker first saw it then; its timeout,
 /// counted from the write, fired 18 s after that. The checker now counts

@@ -20,8 +20,10 @@ use whimbrel_core::model::ActivityExec;
 /// seconds: the steps of the world interleave invocations.
 const CLOCK_SLACK_SECONDS: i64 = 5;
 
-/// A cancel request a user inserted, and when (world time, epoch seconds)
-/// the stream first applied it, if it did.
+/// A cancel request a user inserted, and when (epoch seconds) the stream
+/// first applied it, if it did: when the engine was done with its record
+/// (its clock, off by two seconds at most), which may be long before its
+/// batch ended.
 #[derive(Debug, Clone)]
 pub struct CancelRequest {
     /// The workflow exec it names.

@@ -249,11 +249,19 @@ impl Sim {
             if let Some(k) = &r.key {
                 if let Some(c) = self.cancels.get_mut(k) {
                     if r.outcome == Outcome::Applied && c.applied_at.is_none() {
-                        c.applied_at = Some(now);
+                        // When the engine was done with the record, not
+                        // the batch's end: a redrive applied in between
+                        // came after the cancel (seed 2524).
+                        c.applied_at = Some(r.finished_epoch.map_or(now, |f| f.min(now)));
                     }
                 }
                 if self.request_rows.contains(k) {
-                    let line = format!("request row {k}: {:?}", r.outcome);
+                    let done = r.finished_epoch.map(|f| format!(" (done at {f})"));
+                    let line = format!(
+                        "request row {k}: {:?}{}",
+                        r.outcome,
+                        done.unwrap_or_default()
+                    );
                     lock(&self.world).log(line);
                 }
                 self.outcomes
