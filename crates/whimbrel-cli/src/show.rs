@@ -296,11 +296,11 @@ fn workflow_row(epoch: i64, from: Option<WorkflowState>, to: WorkflowState) -> R
     }
 }
 
-/// The workflow exec id of the child a `workflow` node starts (design.md
-/// § 9.5), derived from the node's id and generation; empty for any
-/// other node.
+/// The workflow exec id of the child a `workflow` node waits on (design.md
+/// § 9.5): derived from the node's id and generation, or the execution
+/// its child's chain continued as; empty for any other node.
 pub fn child_of(a: &ActivityExec) -> String {
-    a.child_ids().map_or(String::new(), |(_, exec_id)| exec_id)
+    a.current_child().unwrap_or_default()
 }
 
 /// The workflow execution's creation: REQUESTED by the client that

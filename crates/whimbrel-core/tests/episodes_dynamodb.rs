@@ -14,26 +14,12 @@ use whimbrel_core::contract::{ActivityState, WorkflowState};
 use whimbrel_core::decider::{Decision, DecisionRequest, DecisionsAnswer};
 use whimbrel_core::deciding::{self, decisions, ended, lambda_node, schedule, Decider};
 use whimbrel_core::handlers;
-use whimbrel_core::model::{SignalRow, WorkflowLambda, WorkflowRequest};
+use whimbrel_core::model::{SignalRow, WorkflowRequest};
 use whimbrel_core::plan::DeciderRequest;
 
 /// Register `name` with decider `lambda`, answered in-process by `decider`.
 async fn register(h: &Harness, name: &str, lambda: &str, decider: Arc<dyn Decider>) {
-    let item = WorkflowLambda {
-        workflow_name: name.into(),
-        lambda: Some(lambda.into()),
-        definition: None,
-    };
-    h.store
-        .put(&h.store.tables().workflow_lambda(), &item)
-        .await
-        .unwrap();
-    let answer = move |payload: Value| Ok(deciding::answer(decider.as_ref(), payload).unwrap());
-    h.launcher
-        .decider_fns
-        .lock()
-        .unwrap()
-        .insert(lambda.into(), Arc::new(answer));
+    h.register_decider(name, lambda, decider).await;
 }
 
 /// Start `name` with `input`; its workflow exec id.
@@ -308,32 +294,16 @@ async fn refused_answers_are_shown_with_their_reason_and_fail_the_workflow_at_th
     );
 }
 
-/// Runs one step, then continues as new with the count, three times.
-struct Chain;
-
-impl Decider for Chain {
-    fn start(&self, _: &DeciderRequest) -> DecisionsAnswer {
-        decisions(vec![schedule(lambda_node("step", "f", Value::Null))])
-    }
-
-    fn decide(&self, request: &DecisionRequest) -> DecisionsAnswer {
-        let n = request.input["n"].as_i64().unwrap_or(0);
-        let last = match n {
-            2 => Decision::CompleteWorkflow {
-                result: json!({"n": n}),
-            },
-            _ => Decision::ContinueAsNew {
-                input: json!({"n": n + 1}),
-            },
-        };
-        decisions(vec![last])
-    }
-}
-
 #[tokio::test]
 async fn continue_as_new_starts_the_next_execution_of_the_chain_once() {
     let h = Harness::new().await;
-    register(&h, "chain", "chain-decider", Arc::new(Chain)).await;
+    register(
+        &h,
+        "chain",
+        "chain-decider",
+        Arc::new(common::deciders::Chain),
+    )
+    .await;
     let mut wf = start(&h, "chain", json!({"n": 0})).await;
     for n in 0..3 {
         complete(&h, &wf, "step", json!({})).await;

@@ -260,6 +260,8 @@ pub const WORKFLOW_NAME: &str = "workflow_name";
 pub const WORKFLOW_REQUEST_ID: &str = "workflow_request_id";
 /// `continued_as`: The execution a `continue_as_new` decision started next (design.md § 10.6): its workflow exec id.
 pub const CONTINUED_AS: &str = "continued_as";
+/// `child_run`: On a child node whose child continued as new (design.md § 9.5): `(generation)#(workflow exec id)`, the execution of the child's chain the node waits on now.
+pub const CHILD_RUN: &str = "child_run";
 /// `continued_from`: The execution whose `continue_as_new` started this one (design.md § 10.6): its workflow exec id.
 pub const CONTINUED_FROM: &str = "continued_from";
 /// `decide_on`: The events an episodic execution's decider is consulted on (design.md § 10.1), a list of event kinds; its presence makes the execution episodic.

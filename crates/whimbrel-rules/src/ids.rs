@@ -252,6 +252,13 @@ pub fn child_exec_id(workflow_name: &str, activity_exec_id: &str, generation: u3
     )
 }
 
+/// A child node's `child_run` (design.md § 9.5): the execution
+/// `workflow_exec_id` of its child's chain that the node waits on in its
+/// `generation`, as `(generation)#(workflow exec id)`.
+pub fn child_run(generation: u32, workflow_exec_id: &str) -> String {
+    format!("{generation}#{workflow_exec_id}")
+}
+
 /// The request id of the cancel request a child node's cancel writes for
 /// its child (`parent_close: cancel`), the same for every try.
 pub fn child_cancel_request_id(workflow_name: &str, child_exec_id: &str) -> String {

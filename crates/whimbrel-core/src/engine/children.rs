@@ -21,6 +21,13 @@
 //!   cancels its child with a cancel request row, unless its
 //!   `parent_close` is `abandon` (`Engine::close_child`): then the
 //!   child runs on.
+//! * **Continue as new.** An episodic child that continues as new goes on
+//!   as its chain: the continue's transaction moves the node to the next
+//!   execution (`child_run`) and gives that one the parent link
+//!   (`Engine::chain_link`); the continued execution reports nothing, and
+//!   the chain's last end reaches the node. A node cancelled meanwhile
+//!   (closing its child) ends the execution CANCELLED instead; one that
+//!   no longer waits otherwise lets the chain go on unlinked.
 
 use serde_json::Value;
 use tracing::{info, warn};
@@ -73,7 +80,7 @@ impl<L: Launcher> Engine<L> {
         }
         // Its end may have come before the node waited (a row put by a
         // release that died, the child run meanwhile).
-        let child_id = ids::workflow_exec_id(&row.workflow_name, &row.workflow_request_id);
+        let child_id = exec.current_child().unwrap_or_default();
         let ended: Option<WorkflowExec> = self
             .store
             .get(
@@ -145,13 +152,19 @@ impl<L: Launcher> Engine<L> {
 
     /// Report the ended `child` to its node: COMPLETED with the child's
     /// result, FAILED with its state and reason. Nothing when the node is
-    /// gone, not this child's (a forged parent link), or ended already.
+    /// gone, not this child's (a forged parent link, or an execution of
+    /// its chain it no longer waits on), or ended already, nor for an
+    /// execution that continued as new (its chain's last end is reported).
     ///
     /// Errors: [`EngineError::Retry`] when DynamoDB is unavailable.
     pub(crate) async fn report_to_parent(&self, child: &WorkflowExec) -> Result<(), EngineError> {
         let Some(p) = &child.parent else {
             return Ok(());
         };
+        if child.continued_as.is_some() {
+            // The chain goes on: its last execution's end is the child's.
+            return Ok(());
+        }
         let Some(node) = self.node_of(child).await? else {
             warn!(workflow_exec_id = %child.workflow_exec_id, parent = %p.activity_exec_id, "no node of the parent started this workflow; its end reaches no one");
             return Ok(());
@@ -211,20 +224,38 @@ impl<L: Launcher> Engine<L> {
         exec: &WorkflowExec,
     ) -> Result<Option<String>, EngineError> {
         let node = self.node_of(exec).await?;
-        let closes = |n: &ActivityExec| {
-            n.runner
-                .child
-                .as_ref()
-                .is_some_and(|c| c.parent_close == ParentClose::Cancel)
+        Ok(node.filter(closed_child).map(|n| {
+            format!(
+                "its parent's node {} ended {} before it started",
+                n.activity_name, n.state
+            )
+        }))
+    }
+
+    /// What the child execution `exec` continuing as new as `next` (a
+    /// workflow exec id) does to its parent's node (design.md § 9.5).
+    ///
+    /// Errors: [`EngineError::Retry`] when DynamoDB is unavailable.
+    pub(crate) async fn chain_link(
+        &self,
+        exec: &WorkflowExec,
+        next: &str,
+    ) -> Result<ChainLink, EngineError> {
+        let Some(node) = self.node_of(exec).await? else {
+            return Ok(ChainLink::Unlinked);
         };
-        Ok(node
-            .filter(|n| n.state.is_terminal() && closes(n))
-            .map(|n| {
-                format!(
-                    "its parent's node {} ended {} before it started",
-                    n.activity_name, n.state
-                )
-            }))
+        if node.state == ActivityState::Running {
+            let t = self.store.tables();
+            let moved = whimbrel_rules::decide::decided::child_run_move(t, &node, next);
+            return Ok(ChainLink::Moves(moved));
+        }
+        if !closed_child(&node) {
+            return Ok(ChainLink::Unlinked);
+        }
+        Ok(ChainLink::Closed(format!(
+            "its parent's node {} ended {} before it continued as new",
+            node.activity_name, node.state
+        )))
     }
 
     /// What an ended workflow owes while its due marker stays: a child's
@@ -266,11 +297,7 @@ impl<L: Launcher> Engine<L> {
         if exec.state != ActivityState::Cancelled || child.parent_close == ParentClose::Abandon {
             return Ok(());
         }
-        let child_id = ids::child_exec_id(
-            &child.workflow_name,
-            &exec.activity_exec_id,
-            exec.generation(),
-        );
+        let child_id = exec.current_child().unwrap_or_default();
         let now = self.now();
         let row = WorkflowRequest {
             redrive_workflow_exec_id: None,
@@ -364,8 +391,32 @@ fn child_end(child: &WorkflowExec, result: Option<Value>) -> (Transition, Detail
     (Transition::Failed, details)
 }
 
-/// Whether `node` is a child node whose child is the workflow exec
-/// `child_exec_id` (its id derived from the node's).
+/// Whether `node` is a child node that waits on the workflow exec
+/// `child_exec_id`: its child (its id derived from the node's), or the
+/// execution its child's chain continued as ([`ActivityExec::current_child`]).
 fn started_by(node: &ActivityExec, child_exec_id: &str) -> bool {
-    node.child_ids().is_some_and(|(_, id)| id == child_exec_id)
+    node.current_child().is_some_and(|id| id == child_exec_id)
+}
+
+/// Whether the child node `node` ended and closes its child
+/// (`parent_close: cancel`): its child must not start, nor go on as new.
+fn closed_child(node: &ActivityExec) -> bool {
+    let closes = node.runner.child.as_ref();
+    node.state.is_terminal() && closes.is_some_and(|c| c.parent_close == ParentClose::Cancel)
+}
+
+/// What a child execution continuing as new does to its parent's node
+/// (design.md § 9.5; [`Engine::chain_link`]).
+pub(crate) enum ChainLink {
+    /// A top-level execution, or one whose node no longer waits on it
+    /// (ended with `parent_close: abandon`, redriven, gone): the next
+    /// execution goes without a parent link, its end reaching no one.
+    Unlinked,
+    /// Its node waits on it: this write, in the continue's transaction,
+    /// makes it wait on the next execution, which keeps the parent link.
+    Moves(UpdateRequest),
+    /// Its node was cancelled and closes its child: the execution ends
+    /// CANCELLED with this reason, and starts no next one (the node's
+    /// cancel request names this execution).
+    Closed(String),
 }

@@ -13,6 +13,7 @@ use serde_json::Value;
 use tracing::info;
 
 use super::apply::Source;
+use super::children::ChainLink;
 use super::decide::{self, Details, WorkflowMove};
 use super::{Engine, EngineError};
 use crate::attr;
@@ -393,14 +394,29 @@ impl<L: Launcher> Engine<L> {
     }
 
     /// `continue_as_new` (design.md § 10.6): one transaction of this
-    /// execution's move RUNNING → COMPLETED with `continued_as` and the
+    /// execution's move RUNNING → COMPLETED with `continued_as`, the
     /// next execution's request row (its id derived from this exec, put
-    /// only if new): both or neither, so an execution that ended otherwise
-    /// meanwhile starts no next one, and a rerun starts it only once. Then
-    /// what the close owes ([`Self::finish_close`]).
+    /// only if new) and, for a child its parent's node waits on, the
+    /// node's move to the next ([`Self::chain_link`], design.md § 9.5): all
+    /// or none, so an execution that ended otherwise meanwhile starts no
+    /// next one, and a rerun starts it only once. Then what the close owes
+    /// ([`Self::finish_close`]). A child whose node closed it ends
+    /// CANCELLED instead.
+    ///
+    /// Errors: [`EngineError::Retry`] when DynamoDB is unavailable, or the
+    /// parent's node changed between its read and the write.
     async fn continue_as_new(&self, exec: &WorkflowExec, input: &Value) -> Result<(), EngineError> {
         let (id, name) = (&exec.workflow_exec_id, &exec.workflow_name);
         let request_id = ids::continued_request_id(id, name);
+        let next = ids::workflow_exec_id(name, &request_id);
+        let (parent, moved) = match self.chain_link(exec, &next).await? {
+            ChainLink::Closed(why) => {
+                let to = WorkflowState::Cancelled;
+                return self.close_episodic(exec, to, Some(&why), |r| r).await;
+            }
+            ChainLink::Moves(node) => (exec.parent.clone(), Some(node.into_write())),
+            ChainLink::Unlinked => (None, None),
+        };
         let now = self.now();
         let row = WorkflowRequest {
             redrive_workflow_exec_id: None,
@@ -414,11 +430,10 @@ impl<L: Launcher> Engine<L> {
             expires_at_epoch: self.config.row_expiry(now.epoch),
             cancel_workflow_exec_id: None,
             reason: None,
-            parent: None,
+            parent,
         };
         let item: Item = serde_dynamo::to_item(&row)
             .map_err(|e| EngineError::Rejected(format!("{id}: next request: {e}")))?;
-        let next = ids::workflow_exec_id(name, &request_id);
         let mv = WorkflowMove {
             owes_until: Some(now.epoch + self.config.settle_grace_seconds),
             ..WorkflowMove::new(WorkflowState::Running, WorkflowState::Completed, now, None)
@@ -432,12 +447,18 @@ impl<L: Launcher> Engine<L> {
             item,
             cond: Some(crate::store::Cond::not_exists(attr::WORKFLOW_REQUEST_ID)),
         };
-        match self.store.transact(vec![close.into_write(), put]).await {
+        let writes = [close.into_write(), put].into_iter().chain(moved);
+        match self.store.transact(writes.collect()).await {
             Ok(()) => info!(workflow_exec_id = %id, next = %next, "workflow continued as new"),
             Err(StoreError::ConditionFailed) => {}
             Err(e) => return Err(e.into()),
         }
         let ended = self.load_workflow(id, name).await?;
+        if ended.state == WorkflowState::Running {
+            return Err(EngineError::Retry(format!(
+                "continue of {id} as new: its parent's node changed meanwhile"
+            )));
+        }
         self.finish_close(&ended).await
     }
 }

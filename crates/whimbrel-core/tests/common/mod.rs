@@ -9,6 +9,8 @@
 
 #![allow(dead_code)]
 
+pub mod deciders;
+
 use std::collections::HashMap;
 use std::net::TcpListener;
 use std::process::{Command, Stdio};
@@ -329,6 +331,33 @@ impl Harness {
             .put(&self.store.tables().workflow_lambda(), &item)
             .await
             .unwrap();
+    }
+
+    /// Register `name` as episodic, with decider Lambda `lambda` answered
+    /// in-process by `decider` (through the core's decider helper).
+    pub async fn register_decider(
+        &self,
+        name: &str,
+        lambda: &str,
+        decider: Arc<dyn whimbrel_core::deciding::Decider>,
+    ) {
+        let item = WorkflowLambda {
+            workflow_name: name.into(),
+            lambda: Some(lambda.into()),
+            definition: None,
+        };
+        self.store
+            .put(&self.store.tables().workflow_lambda(), &item)
+            .await
+            .unwrap();
+        let answer = move |payload: Value| {
+            Ok(whimbrel_core::deciding::answer(decider.as_ref(), payload).unwrap())
+        };
+        self.launcher
+            .decider_fns
+            .lock()
+            .unwrap()
+            .insert(lambda.into(), Arc::new(answer));
     }
 
     pub fn request(&self, name: &str, input: Option<Value>) -> WorkflowRequest {

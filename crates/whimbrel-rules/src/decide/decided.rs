@@ -136,6 +136,25 @@ pub fn node_put(t: &Tables, item: Item) -> Write {
     }
 }
 
+/// The parent's child node `node`, as read, waiting on an execution that
+/// continues as new as `next` (a workflow exec id): it waits on `next`
+/// from now on (`child_run`, design.md § 9.5). Written in the
+/// `continue_as_new` transaction, conditioned on the node as read (RUNNING,
+/// its `version`, its `child_run`), so a node cancelled, redriven or moved
+/// meanwhile fails the transaction, and the continue is judged again.
+pub fn child_run_move(t: &Tables, node: &ActivityExec, next: &str) -> UpdateRequest {
+    let key = crate::keys::activity_key(&node.activity_exec_id, &node.workflow_exec_id);
+    let as_read = match &node.runner.child_run {
+        Some(run) => Cond::eq(attr::CHILD_RUN, s(run)),
+        None => Cond::not_exists(attr::CHILD_RUN),
+    };
+    UpdateRequest::new(t.activity_exec(), key)
+        .when(Cond::eq(attr::STATE, s(ActivityState::Running.as_str())))
+        .when(Cond::eq(attr::VERSION, n(node.version)))
+        .when(as_read)
+        .set(attr::CHILD_RUN, s(ids::child_run(node.generation(), next)))
+}
+
 /// Add `dependent` (an activity exec id) to the dependents of the
 /// prerequisite `prerequisite` (activity exec id) of execution
 /// `workflow_exec_id`, while it has not ended and lists it not yet: its

@@ -128,6 +128,13 @@ pub struct Runner {
     /// a map attribute `child`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub child: Option<ChildRunner>,
+    /// Once its child continued as new, the execution of the child's
+    /// chain it waits on now: `(generation)#(workflow exec id)`
+    /// ([`crate::ids::child_run`]), moved by each `continue_as_new` of the
+    /// chain; absent while it waits on the first (derived) one. Read it
+    /// through [`ActivityExec::current_child`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub child_run: Option<String>,
     /// While QUEUED and waiting for a worker: `(task_list)#(shard)`, hash
     /// key of the sparse task-list GSI (`task_list_shard-task_queued_epoch-index`).
     /// Removed by the claim.
@@ -521,6 +528,21 @@ impl ActivityExec {
         ))
     }
 
+    /// The workflow exec id of the execution of its child's chain that a
+    /// child node waits on now (design.md § 9.5): the one `child_run`
+    /// names, when set in the node's generation (its child continued as
+    /// new), else its first, derived child ([`Self::child_ids`]). `None`
+    /// for another node.
+    pub fn current_child(&self) -> Option<String> {
+        let (_, first) = self.child_ids()?;
+        let run = self.runner.child_run.as_deref();
+        let generation = self.generation().to_string();
+        Some(match run.and_then(|r| r.split_once('#')) {
+            Some((g, id)) if g == generation => id.to_string(),
+            _ => first,
+        })
+    }
+
     /// Id of the event (or engine step) behind the last state change, claim
     /// or retry: the last history entry's (or `last_event_id`, on an item an
     /// earlier version changed last). `None` before the first.
@@ -682,6 +704,38 @@ mod tests {
         let back: Item = serde_dynamo::to_item(&exec).unwrap();
         assert_eq!(back.len(), 54, "every attribute, none added");
         assert_eq!(back, item);
+    }
+
+    /// design.md § 9.5: a child node waits on its derived child until the
+    /// chain continues as new in its generation; a `child_run` of an
+    /// earlier generation (before a redrive) names no one.
+    #[test]
+    fn a_child_node_waits_on_the_execution_its_chain_continued_as_in_its_generation() {
+        let item: Item = serde_json::from_str(EVERY_ATTRIBUTE).unwrap();
+        let mut node: ActivityExec = serde_dynamo::from_item(item).unwrap();
+        assert_eq!(node.current_child(), None, "not a child node");
+        node.runner.child = Some(ChildRunner {
+            workflow_name: "kid".into(),
+            depth: 1,
+            parent_close: crate::kind::ParentClose::Cancel,
+        });
+        node.links.count_slot = Some(GroupSlot { group: 1, size: 4 });
+        let (_, first) = node.child_ids().unwrap();
+        assert_eq!(node.current_child(), Some(first.clone()));
+        node.runner.child_run = Some(crate::ids::child_run(0, "kid::next"));
+        assert_eq!(node.current_child().as_deref(), Some("kid::next"));
+        let redriven = crate::decide::redrive::GROUPS_PER_GENERATION + 1;
+        node.links.count_slot = Some(GroupSlot {
+            group: redriven,
+            size: 4,
+        });
+        let (_, anew) = node.child_ids().unwrap();
+        assert_ne!(anew, first, "a redrive starts a new child");
+        assert_eq!(
+            node.current_child(),
+            Some(anew),
+            "the old chain's run is ignored"
+        );
     }
 
     #[test]
