@@ -113,7 +113,7 @@ pub fn cause(event_id: &str, a: &ActivityExec, attempt: Option<u32>) -> (Actor, 
         }
         "launcher" if a.runner.kind() == NodeKind::Child => (
             Actor::Engine,
-            Some(format!("child workflow {} requested", child_of(a))),
+            Some(format!("child workflow {} requested", first_child(a))),
         ),
         "child-ended" => (
             Actor::Engine,
@@ -294,6 +294,13 @@ fn workflow_row(epoch: i64, from: Option<WorkflowState>, to: WorkflowState) -> R
         next_attempt_epoch: None,
         inferred_time: false,
     }
+}
+
+/// The workflow exec id of the first child a `workflow` node requested
+/// in its generation (design.md § 9.5): derived from the node's id; empty
+/// for any other node.
+fn first_child(a: &ActivityExec) -> String {
+    a.child_ids().map_or(String::new(), |(_, exec_id)| exec_id)
 }
 
 /// The workflow exec id of the child a `workflow` node waits on (design.md

@@ -129,3 +129,26 @@ async fn a_child_whose_node_was_cancelled_ends_cancelled_instead_of_continuing()
     let next_request = ids::continued_request_id(&kid, "chain");
     assert!(request_row(&h, &next_request, "chain").await.is_none());
 }
+
+#[tokio::test]
+async fn a_continue_whose_next_request_id_is_taken_fails_the_execution_instead_of_retrying() {
+    let h = Harness::new().await;
+    h.register_decider("chain", "chain-decider", Arc::new(Chain))
+        .await;
+    let start = h.request("chain", Some(json!({"n": 0})));
+    h.engine.start_workflow(&start).await.unwrap();
+    let kid = ids::workflow_exec_id("chain", &start.workflow_request_id);
+    // Someone who may insert request rows takes the derived next id.
+    let mut squatter = h.request("chain", Some(json!({"n": 99})));
+    squatter.workflow_request_id = ids::continued_request_id(&kid, "chain");
+    let table = h.store.tables().workflow_request();
+    h.store.put(&table, &squatter).await.unwrap();
+    assert_eq!(step(&h, &kid).await, None, "no next execution");
+    let ended = h.workflow(&kid).await;
+    assert_eq!(ended.state, WorkflowState::Failed);
+    let why = ended.error.unwrap_or_default();
+    assert!(
+        why.contains("is taken by a row the engine did not write"),
+        "{why}"
+    );
+}

@@ -193,9 +193,10 @@ impl<L: Launcher> Engine<L> {
         Ok(())
     }
 
-    /// The node of its parent that started `child`: `None` for a
-    /// top-level workflow, a node gone, or one that is not this child's
-    /// (a forged parent link: its derived child id is another).
+    /// The node of its parent that waits on `child`: `None` for a
+    /// top-level workflow, a node gone, or one that does not wait on this
+    /// execution (a forged parent link, or an execution of its child's
+    /// chain it waits on no more: [`ActivityExec::current_child`]).
     ///
     /// Errors: [`EngineError::Retry`] when DynamoDB is unavailable.
     async fn node_of(&self, child: &WorkflowExec) -> Result<Option<ActivityExec>, EngineError> {
@@ -415,8 +416,9 @@ pub(crate) enum ChainLink {
     /// Its node waits on it: this write, in the continue's transaction,
     /// makes it wait on the next execution, which keeps the parent link.
     Moves(UpdateRequest),
-    /// Its node was cancelled and closes its child: the execution ends
-    /// CANCELLED with this reason, and starts no next one (the node's
-    /// cancel request names this execution).
+    /// Its node ended and closes its child (`parent_close: cancel`): the
+    /// execution ends CANCELLED with this reason and starts no next one
+    /// (a cancelled node's cancel request names this execution; a node
+    /// that ended otherwise waits on no chain).
     Closed(String),
 }

@@ -10,7 +10,7 @@ use std::collections::HashSet;
 
 use futures::stream::StreamExt;
 use serde_json::Value;
-use tracing::info;
+use tracing::{info, warn};
 
 use super::apply::Source;
 use super::children::ChainLink;
@@ -455,10 +455,42 @@ impl<L: Launcher> Engine<L> {
         }
         let ended = self.load_workflow(id, name).await?;
         if ended.state == WorkflowState::Running {
+            return self.continue_refused(&ended, &request_id).await;
+        }
+        self.finish_close(&ended).await
+    }
+
+    /// The continue of `exec` (still RUNNING) as new failed on a condition
+    /// other than its own state: a row the engine did not write holds the
+    /// next execution's request id (guessable: derived), which no retry
+    /// clears, so the execution FAILS with that reason; otherwise its
+    /// parent's node changed since it was read, and the continue is
+    /// retried.
+    ///
+    /// Errors: [`EngineError::Retry`] when DynamoDB is unavailable, or the
+    /// node changed.
+    async fn continue_refused(
+        &self,
+        exec: &WorkflowExec,
+        request_id: &str,
+    ) -> Result<(), EngineError> {
+        let (id, name) = (&exec.workflow_exec_id, &exec.workflow_name);
+        let key = std::collections::HashMap::from([
+            (attr::WORKFLOW_REQUEST_ID.to_string(), s(request_id)),
+            (attr::WORKFLOW_NAME.to_string(), s(name)),
+        ]);
+        let t = self.store.tables();
+        let taken: Option<WorkflowRequest> = self.store.get(&t.workflow_request(), key).await?;
+        if taken.is_none() {
             return Err(EngineError::Retry(format!(
                 "continue of {id} as new: its parent's node changed meanwhile"
             )));
         }
-        self.finish_close(&ended).await
+        let why = format!(
+            "continue_as_new: the next execution's request id {request_id} is taken by a row the engine did not write"
+        );
+        warn!(workflow_exec_id = %id, reason = %why, "workflow cannot continue as new");
+        let to = WorkflowState::Failed;
+        self.close_episodic(exec, to, Some(&why), |r| r).await
     }
 }

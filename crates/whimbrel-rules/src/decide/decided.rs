@@ -141,7 +141,9 @@ pub fn node_put(t: &Tables, item: Item) -> Write {
 /// from now on (`child_run`, design.md § 9.5). Written in the
 /// `continue_as_new` transaction, conditioned on the node as read (RUNNING,
 /// its `version`, its `child_run`), so a node cancelled, redriven or moved
-/// meanwhile fails the transaction, and the continue is judged again.
+/// meanwhile fails the transaction, and the continue is judged again. It
+/// adds 1 to `version`, so a write conditioned on the node as read before
+/// (a cancel that then closes the child it read) fails and reads it again.
 pub fn child_run_move(t: &Tables, node: &ActivityExec, next: &str) -> UpdateRequest {
     let key = crate::keys::activity_key(&node.activity_exec_id, &node.workflow_exec_id);
     let as_read = match &node.runner.child_run {
@@ -153,6 +155,7 @@ pub fn child_run_move(t: &Tables, node: &ActivityExec, next: &str) -> UpdateRequ
         .when(Cond::eq(attr::VERSION, n(node.version)))
         .when(as_read)
         .set(attr::CHILD_RUN, s(ids::child_run(node.generation(), next)))
+        .act(Action::Add(attr::VERSION.into(), n(1)))
 }
 
 /// Add `dependent` (an activity exec id) to the dependents of the

@@ -77,7 +77,8 @@ pub struct ActivityExec {
     pub activity_name: String,
     /// Current state (contract: States).
     pub state: ActivityState,
-    /// Optimistic-lock version, +1 on every state change.
+    /// Optimistic-lock version, +1 on every state change (and on a child
+    /// node's `child_run` move).
     #[serde(default)]
     pub version: u64,
     /// What runs it and with what input.

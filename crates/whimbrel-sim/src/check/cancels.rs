@@ -15,9 +15,10 @@ use std::collections::HashMap;
 use whimbrel_core::contract::ActivityState;
 use whimbrel_core::model::ActivityExec;
 
-/// How long after a request's batch ended (the time it counts as applied)
-/// the checker may first see an activity ended by a write made before,
-/// seconds: the steps of the world interleave invocations.
+/// How long after a request counts as applied (when the engine was done
+/// with its record, by its clock, off by two seconds at most) the checker
+/// may first see an activity ended by a write made before, seconds: the
+/// steps of the world interleave invocations.
 const CLOCK_SLACK_SECONDS: i64 = 5;
 
 /// A cancel request a user inserted, and when (epoch seconds) the stream
