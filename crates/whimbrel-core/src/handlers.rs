@@ -147,7 +147,8 @@ fn parse_record<T: DeserializeOwned>(
 /// order), and build the partial batch response. `now`: the engine's
 /// clock, epoch seconds, to note when each record was done.
 async fn process_batch<T, F, Fut>(
-    (concurrency, now): (usize, &dyn Fn() -> i64),
+    concurrency: usize,
+    now: &dyn Fn() -> i64,
     payload: &Value,
     table: &str,
     key_attr: &str,
@@ -336,7 +337,8 @@ pub async fn workflow_requests<L: Launcher>(
 ) -> Result<(DynamoDbEventResponse, BatchSummary), PayloadError> {
     let table = engine.store().tables().workflow_request();
     process_batch(
-        (engine.config().concurrency, &|| engine.now().epoch),
+        engine.config().concurrency,
+        &|| engine.now().epoch,
         payload,
         &table,
         attr::WORKFLOW_REQUEST_ID,
@@ -372,7 +374,8 @@ pub async fn activity_events<L: Launcher>(
     // Grouped by the activity exec (the range key), not the event id, so
     // one activity's events keep their stream order.
     process_batch(
-        (engine.config().concurrency, &|| engine.now().epoch),
+        engine.config().concurrency,
+        &|| engine.now().epoch,
         payload,
         &table,
         attr::ACTIVITY_EXEC_ID,
@@ -402,7 +405,8 @@ pub async fn signals<L: Launcher>(
 ) -> Result<(DynamoDbEventResponse, BatchSummary), PayloadError> {
     let table = engine.store().tables().signal();
     process_batch(
-        (engine.config().concurrency, &|| engine.now().epoch),
+        engine.config().concurrency,
+        &|| engine.now().epoch,
         payload,
         &table,
         attr::WORKFLOW_EXEC_ID,

@@ -259,6 +259,13 @@ pub fn child_run(generation: u32, workflow_exec_id: &str) -> String {
     format!("{generation}#{workflow_exec_id}")
 }
 
+/// A `child_run` read back ([`child_run`]): `(generation, workflow exec
+/// id)`; `None` when it is not of that shape.
+pub fn parse_child_run(child_run: &str) -> Option<(u32, &str)> {
+    let (generation, id) = child_run.split_once('#')?;
+    Some((generation.parse().ok()?, id))
+}
+
 /// The request id of the cancel request a child node's cancel writes for
 /// its child (`parent_close: cancel`), the same for every try.
 pub fn child_cancel_request_id(workflow_name: &str, child_exec_id: &str) -> String {

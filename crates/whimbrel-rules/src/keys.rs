@@ -143,6 +143,15 @@ pub fn signal_row_key(workflow_exec_id: &str, signal_key: &str) -> Item {
     ])
 }
 
+/// The key of a `workflow_request` row: its `workflow_request_id` and
+/// `workflow_name`.
+pub fn request_key(workflow_request_id: &str, name: &str) -> Item {
+    HashMap::from([
+        (attr::WORKFLOW_REQUEST_ID.into(), s(workflow_request_id)),
+        (attr::WORKFLOW_NAME.into(), s(name)),
+    ])
+}
+
 /// The key of a workflow exec item.
 pub fn workflow_key(id: &str, name: &str) -> Item {
     HashMap::from([

@@ -130,13 +130,7 @@ impl<L: Launcher> Engine<L> {
     /// Why the request row already at `row`'s key is not the engine's
     /// (its workflow input or parent differ), or `None` when it is.
     async fn foreign_request(&self, row: &WorkflowRequest) -> Result<Option<String>, EngineError> {
-        let key = std::collections::HashMap::from([
-            (
-                attr::WORKFLOW_REQUEST_ID.to_string(),
-                s(&row.workflow_request_id),
-            ),
-            (attr::WORKFLOW_NAME.to_string(), s(&row.workflow_name)),
-        ]);
+        let key = crate::keys::request_key(&row.workflow_request_id, &row.workflow_name);
         let there: Option<WorkflowRequest> = self
             .store
             .get(&self.store.tables().workflow_request(), key)

@@ -475,10 +475,7 @@ impl<L: Launcher> Engine<L> {
         request_id: &str,
     ) -> Result<(), EngineError> {
         let (id, name) = (&exec.workflow_exec_id, &exec.workflow_name);
-        let key = std::collections::HashMap::from([
-            (attr::WORKFLOW_REQUEST_ID.to_string(), s(request_id)),
-            (attr::WORKFLOW_NAME.to_string(), s(name)),
-        ]);
+        let key = crate::keys::request_key(request_id, name);
         let t = self.store.tables();
         let taken: Option<WorkflowRequest> = self.store.get(&t.workflow_request(), key).await?;
         if taken.is_none() {

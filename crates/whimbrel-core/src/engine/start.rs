@@ -351,10 +351,7 @@ impl<L: Launcher> Engine<L> {
             Err(e) => return Err(e.into()),
         }
         let request_id = exec.workflow_request_id.clone().unwrap_or_default();
-        let key = HashMap::from([
-            (attr::WORKFLOW_REQUEST_ID.to_string(), s(&request_id)),
-            (attr::WORKFLOW_NAME.to_string(), s(&exec.workflow_name)),
-        ]);
+        let key = crate::keys::request_key(&request_id, &exec.workflow_name);
         let request: Option<WorkflowRequest> = self.store.get(&t.workflow_request(), key).await?;
         // Without its row (a Full Logic API caller may not insert one), the
         // exec holds what a start needs: the ids and the input.

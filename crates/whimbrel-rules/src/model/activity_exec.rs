@@ -537,9 +537,8 @@ impl ActivityExec {
     pub fn current_child(&self) -> Option<String> {
         let (_, first) = self.child_ids()?;
         let run = self.runner.child_run.as_deref();
-        let generation = self.generation().to_string();
-        Some(match run.and_then(|r| r.split_once('#')) {
-            Some((g, id)) if g == generation => id.to_string(),
+        Some(match run.and_then(crate::ids::parse_child_run) {
+            Some((g, id)) if g == self.generation() => id.to_string(),
             _ => first,
         })
     }
@@ -734,9 +733,11 @@ mod tests {
         assert_ne!(anew, first, "a redrive starts a new child");
         assert_eq!(
             node.current_child(),
-            Some(anew),
+            Some(anew.clone()),
             "the old chain's run is ignored"
         );
+        node.runner.child_run = Some("not-a-run".into());
+        assert_eq!(node.current_child(), Some(anew), "a malformed run too");
     }
 
     #[test]
