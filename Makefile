@@ -42,11 +42,22 @@ fuzz:
 	  cargo +nightly fuzz run $$t -- -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 $$dict || status=1; \
 	done; exit $$status
 
-## fmt, clippy, rustdoc and cargo-deny (deny.toml), as CI runs them.
+## Everything CI checks before `make test` (.ci/run calls this target):
+## - fmt and clippy;
+## - rustdoc with warnings denied: the docs name the code they describe, so a
+##   broken or private intra-doc link fails, and the docs cannot drift;
+## - the fuzz targets' compile check: fuzz/ is its own workspace that nothing
+##   else builds, so type-check it on stable to keep it compiling against the
+##   engine (fuzzing itself needs nightly and runs as long as it is given:
+##   `make fuzz`);
+## - cargo-deny (deny.toml): licenses, crates.io the only source, no wildcard
+##   versions. Advisories need the RustSec git database, which CI cannot
+##   reach: run `cargo deny check advisories` where the network allows it.
 lint:
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets --locked -- -D warnings
 	RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --workspace --locked
+	cargo check --manifest-path fuzz/Cargo.toml --bins --locked
 	bash scripts/venv.sh
 	.local/venv/bin/cargo-deny --locked check --hide-inclusion-graph bans licenses sources
 

@@ -475,6 +475,7 @@ fn exec_of(i: &Input, cfg: &EngineConfig, now: i64) -> Option<ActivityExec> {
         version: u64::from(i.version),
         runner: Runner {
             child: None,
+            child_run: None,
             lambda: if task_list.is_some() {
                 String::new()
             } else {
