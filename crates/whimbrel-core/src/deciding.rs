@@ -64,6 +64,7 @@ pub fn decisions(decisions: Vec<Decision>) -> DecisionsAnswer {
         version: SHAPE_VERSION,
         decisions,
         decide_on: None,
+        execution_timeout_seconds: None,
     }
 }
 
@@ -109,6 +110,19 @@ pub fn signal_node(name: &str, signal: &str) -> PlannedActivity {
     PlannedActivity {
         name: name.into(),
         signal: Some(signal.into()),
+        ..PlannedActivity::default()
+    }
+}
+
+/// A child workflow node (design.md § 9.5) that starts registered
+/// workflow `workflow` with `input`, and cancels it when the node is
+/// cancelled (`parent_close` absent: `cancel`). Its end (the child's
+/// chain's last, when the child continues as new) ends the node.
+pub fn child_node(name: &str, workflow: &str, input: Value) -> PlannedActivity {
+    PlannedActivity {
+        name: name.into(),
+        workflow: Some(workflow.into()),
+        input: (input != Value::Null).then_some(input),
         ..PlannedActivity::default()
     }
 }

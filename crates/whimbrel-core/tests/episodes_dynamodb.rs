@@ -11,7 +11,7 @@ use std::sync::Arc;
 use common::{stream_event, Harness};
 use serde_json::{json, Value};
 use whimbrel_core::contract::{ActivityState, WorkflowState};
-use whimbrel_core::decider::{Decision, DecisionRequest, DecisionsAnswer};
+use whimbrel_core::decider::{Decision, DecisionRequest, DecisionsAnswer, EventKind};
 use whimbrel_core::deciding::{self, decisions, ended, lambda_node, schedule, Decider};
 use whimbrel_core::handlers;
 use whimbrel_core::model::{SignalRow, WorkflowRequest};
@@ -466,4 +466,65 @@ async fn a_close_before_a_decisions_effects_puts_its_nodes_and_cancels_them() {
         "put by the close, then cancelled"
     );
     assert_eq!(node.links.scheduled_by, Some(1));
+}
+
+/// Naps an hour within a 60 s execution timeout, set by its first answer;
+/// on an event it tries to set the timeout again (refused), and on the
+/// refusal it does nothing.
+struct Deadline;
+
+impl Decider for Deadline {
+    fn start(&self, _: &DeciderRequest) -> DecisionsAnswer {
+        DecisionsAnswer {
+            execution_timeout_seconds: Some(60),
+            ..decisions(vec![
+                schedule(deciding::timer_node("nap", 3600)),
+                schedule(lambda_node("work", "episode-step", json!({}))),
+            ])
+        }
+    }
+
+    fn decide(&self, request: &DecisionRequest) -> DecisionsAnswer {
+        let refused = (request.events.iter()).any(|e| e.kind == EventKind::DecisionRefused);
+        DecisionsAnswer {
+            execution_timeout_seconds: (!refused).then_some(600),
+            ..decisions(vec![])
+        }
+    }
+}
+
+#[tokio::test]
+async fn an_episodic_execution_times_out_as_its_first_answer_says() {
+    let h = Harness::new().await;
+    register(&h, "deadline", "deadline-decider", Arc::new(Deadline)).await;
+    let wf = start(&h, "deadline", json!({})).await;
+    let w = h.workflow(&wf).await;
+    assert!(w.is_episodic());
+    assert_eq!(w.execution_timeout_seconds, Some(60));
+    let deadline = w.start_time_epoch + 60;
+    assert!(
+        w.due_epoch.is_some_and(|d| d <= deadline),
+        "the monitor looks at it by its deadline: {:?}",
+        w.due_epoch
+    );
+    // A later answer may not move the deadline: refused, with the reason
+    // shown to the next decision.
+    complete(&h, &wf, "work", json!({})).await;
+    let requests = episode_requests(&h, "deadline-decider");
+    assert_eq!(requests.len(), 2, "{requests:?}");
+    let refused = (requests[1].events.iter())
+        .find(|e| e.kind == EventKind::DecisionRefused)
+        .and_then(|e| e.reason.clone())
+        .expect("the refusal is shown");
+    assert!(refused.contains("only the first answer"), "{refused}");
+    assert_eq!(h.tick(deadline - 1).await.workflows_timed_out, 0);
+    assert_eq!(h.workflow(&wf).await.state, WorkflowState::Running);
+    h.tick(deadline).await;
+    let done = h.workflow(&wf).await;
+    assert_eq!(done.state, WorkflowState::Failed);
+    let error = done.error.unwrap_or_default();
+    assert!(error.starts_with("execution timeout"), "{error}");
+    assert_eq!(done.due_epoch, None, "nothing is owed once it ended");
+    let nap = h.activity(&wf, "nap").await;
+    assert_eq!(nap.state, ActivityState::Cancelled, "its open timer");
 }

@@ -505,6 +505,7 @@ impl Checker {
             plans: &plans,
             outcomes: seen.outcomes,
             lost: seen.lost,
+            decided: &decided,
         }));
         // A decider consulted on cancel requests decides what one does
         // (check/episodes.rs); every other request cancels at once.

@@ -19,7 +19,7 @@ use serde_json::{json, Value};
 use whimbrel_core::contract::ActivityState;
 use whimbrel_core::decider::{Decision, DecisionRequest, DecisionsAnswer, EventKind};
 use whimbrel_core::deciding::{self, Decider};
-use whimbrel_core::plan::{DeciderRequest, PlannedActivity};
+use whimbrel_core::plan::{DeciderRequest, ParentClose, PlannedActivity};
 
 use crate::world::{SIGNAL_NAMES, TASK_LIST};
 
@@ -38,6 +38,13 @@ pub struct EpisodeSpec {
     /// Whether the decider is consulted on cancel requests (else a cancel
     /// request ends the execution at once).
     pub on_cancel: bool,
+    /// The child workflows its rounds may start (a node in seven that
+    /// would run a Lambda starts one instead, drawn from the extra episode
+    /// stream); none by [`EpisodeSpec::draw`].
+    pub children: Vec<String>,
+    /// The execution timeout its first answer sets, seconds; none by
+    /// [`EpisodeSpec::draw`].
+    pub execution_timeout: Option<i64>,
 }
 
 impl EpisodeSpec {
@@ -48,6 +55,8 @@ impl EpisodeSpec {
             width: r.gen_range(1..=3),
             continues: r.gen_range(0..=2),
             on_cancel: r.gen_bool(0.7),
+            children: vec![],
+            execution_timeout: None,
         }
     }
 
@@ -75,27 +84,41 @@ pub struct Given {
     pub at: i64,
 }
 
-/// The decider for one request: the spec and the episode stream.
+/// The decider for one request: the spec, the episode stream, and the
+/// extra episode stream its child nodes are drawn from.
 struct SimDecider<'a> {
     spec: &'a EpisodeSpec,
     rng: Mutex<&'a mut ChaCha8Rng>,
+    extra: Mutex<&'a mut ChaCha8Rng>,
     invalid: Mutex<bool>,
 }
 
-/// Answer `payload` (either request type) for `spec`, drawing from `rng`:
-/// the answer's JSON, and what to keep of it.
+/// The random streams an answer draws from: the world's episode stream,
+/// and its extra episode stream for the child nodes it schedules
+/// ([`EpisodeSpec::children`]).
+pub struct Streams<'a> {
+    /// Every choice but child nodes.
+    pub episode: &'a mut ChaCha8Rng,
+    /// Which nodes start a child, and how.
+    pub extra: &'a mut ChaCha8Rng,
+}
+
+/// Answer `payload` (either request type) for `spec`, drawing from
+/// `streams`: the answer's JSON, and what to keep of it.
 ///
 /// Errors: the payload is not a decider request.
 pub fn answer(
     spec: &EpisodeSpec,
     payload: &Value,
-    rng: &mut ChaCha8Rng,
+    streams: Streams<'_>,
     now: i64,
 ) -> Result<(Value, Given), String> {
+    let rng = streams.episode;
     let malformed = rng.gen_bool(0.02) && payload["type"] == "decision";
     let decider = SimDecider {
         spec,
         rng: Mutex::new(rng),
+        extra: Mutex::new(streams.extra),
         invalid: Mutex::new(false),
     };
     let mut out = deciding::answer(&decider, payload.clone()).map_err(|e| e.to_string())?;
@@ -153,7 +176,7 @@ impl SimDecider<'_> {
                 });
                 let input = json!({"round": round, "i": i});
                 let mut node = match kind {
-                    0..=54 => deciding::lambda_node(&name, "sim-activity", input),
+                    0..=54 => self.lambda_or_child(&name, input),
                     55..=74 => deciding::task_node(&name, TASK_LIST, input),
                     75..=89 => deciding::timer_node(&name, secs),
                     _ => PlannedActivity {
@@ -165,6 +188,30 @@ impl SimDecider<'_> {
                 node
             })
             .collect()
+    }
+
+    /// A node running the activity Lambda, or (one in seven, when the
+    /// spec names child workflows) starting one of them, closed with its
+    /// parent or abandoned.
+    fn lambda_or_child(&self, name: &str, input: Value) -> PlannedActivity {
+        let children = &self.spec.children;
+        let child = (!children.is_empty())
+            .then(|| {
+                let mut r = self.extra.lock().expect("lock");
+                r.gen_bool(1.0 / 7.0).then(|| {
+                    let workflow = &children[r.gen_range(0..children.len())];
+                    let close = [ParentClose::Cancel, ParentClose::Abandon][r.gen_range(0..2)];
+                    (workflow.clone(), close)
+                })
+            })
+            .flatten();
+        match child {
+            Some((workflow, close)) => PlannedActivity {
+                parent_close: Some(close),
+                ..deciding::child_node(name, &workflow, input)
+            },
+            None => deciding::lambda_node(name, "sim-activity", input),
+        }
     }
 
     /// The decisions that start round `round`, or end the execution after
@@ -229,6 +276,7 @@ impl Decider for SimDecider<'_> {
             kinds.push(EventKind::CancelRequested);
         }
         answer.decide_on = Some(kinds);
+        answer.execution_timeout_seconds = self.spec.execution_timeout;
         answer
     }
 

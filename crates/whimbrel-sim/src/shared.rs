@@ -203,6 +203,15 @@ pub struct Shared {
     /// that a schedule without episodic workflows draws everything else
     /// as it did.
     pub episode_rng: ChaCha8Rng,
+    /// The random source of what episodic workflows drew after
+    /// `episode_rng`'s draws were fixed: whether a schedule registers the
+    /// episodic child workflow ([`crate::world::EPISODIC_CHILD`]) and its
+    /// decider, which child nodes of the plans start it, the child nodes
+    /// the episodic deciders schedule, and the execution timeouts their
+    /// first answers set. An eighth stream of the same seed, so that a
+    /// schedule whose episodic workflows neither start children nor time
+    /// out draws everything else as it did.
+    pub episode_extra_rng: ChaCha8Rng,
     /// The episodic workflows' deciders, by workflow name.
     pub episodes: HashMap<String, crate::episodes::EpisodeSpec>,
     /// Every answer their decider gave, in order.
@@ -289,6 +298,11 @@ impl Shared {
             episode_rng: {
                 let mut r = ChaCha8Rng::seed_from_u64(seed);
                 r.set_stream(6);
+                r
+            },
+            episode_extra_rng: {
+                let mut r = ChaCha8Rng::seed_from_u64(seed);
+                r.set_stream(7);
                 r
             },
             episodes: HashMap::new(),
@@ -773,10 +787,17 @@ impl SimLauncher {
         let name = payload[attr::WORKFLOW_NAME].as_str().unwrap_or("");
         let spec = w.episodes.get(name).cloned().expect("an episodic workflow");
         let now = w.now;
-        let (answer, given) = crate::episodes::answer(&spec, payload, &mut w.episode_rng, now)
-            .map_err(|message| InvokeError::Rejected {
-                function: function.into(),
-                message,
+        let w = &mut *w;
+        let streams = crate::episodes::Streams {
+            episode: &mut w.episode_rng,
+            extra: &mut w.episode_extra_rng,
+        };
+        let (answer, given) =
+            crate::episodes::answer(&spec, payload, streams, now).map_err(|message| {
+                InvokeError::Rejected {
+                    function: function.into(),
+                    message,
+                }
             })?;
         w.log(format!(
             "decider answers {}: {}",

@@ -526,6 +526,7 @@ impl<L: Launcher> Engine<L> {
             node_count: state.activity_count as usize,
             unseen_events: state.event_seq > to_seq,
             now: self.now().epoch,
+            first: false,
         };
         if let Err(why) = decider::validate(&answer, &ctx) {
             return Ok(refuse(why.to_string()));

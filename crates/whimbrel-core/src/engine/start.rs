@@ -510,6 +510,7 @@ impl<L: Launcher> Engine<L> {
     fn first_answer(&self, decider: String, answer: DecisionsAnswer) -> Result<Obtained, String> {
         let ctx = DecisionContext {
             now: self.now().epoch,
+            first: true,
             ..DecisionContext::default()
         };
         if let Err(why) = crate::decider::validate(&answer, &ctx) {
@@ -521,7 +522,11 @@ impl<L: Launcher> Engine<L> {
         if let Some(why) = crate::targets::plan_refusal(&scheduled, &self.config.launch_targets) {
             return Err(format!("invalid decisions: {why}"));
         }
-        Ok((Plan::of(vec![]), Some(EpisodicStart { decider, answer })))
+        let plan = Plan {
+            execution_timeout_seconds: answer.execution_timeout_seconds,
+            ..Plan::of(vec![])
+        };
+        Ok((plan, Some(EpisodicStart { decider, answer })))
     }
 
     /// Mark the exec planned by the stored `item` (once, while REQUESTED):

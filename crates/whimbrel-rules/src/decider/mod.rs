@@ -12,7 +12,7 @@ use serde_json::Value;
 use crate::contract::ActivityState;
 use crate::plan::{
     valid_name, Plan, PlanError, PlannedActivity, MAX_NAME_LEN, MAX_RESULT_BYTES,
-    MAX_WORKFLOW_INPUT_BYTES, SHAPE_VERSION,
+    MAX_TIMEOUT_SECONDS, MAX_WORKFLOW_INPUT_BYTES, SHAPE_VERSION,
 };
 
 /// Most decisions in one answer.
@@ -70,6 +70,15 @@ pub struct DecisionsAnswer {
     /// answer's (the first answer's default: every kind).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub decide_on: Option<Vec<EventKind>>,
+    /// The execution's timeout, seconds, 1..=[`MAX_TIMEOUT_SECONDS`]
+    /// (counted from its start, as a plan's `execution_timeout_seconds`:
+    /// retries.md § 5): when it passes, the execution ends FAILED and its
+    /// open nodes are cancelled. Only the first answer (to
+    /// `workflow_started`) sets it; each execution of a chain continued as
+    /// new sets its own. A later answer that gives it is refused
+    /// ([`DecisionRefusal::ExecutionTimeout`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub execution_timeout_seconds: Option<i64>,
 }
 
 impl DecisionsAnswer {
@@ -175,6 +184,9 @@ pub struct DecisionContext {
     pub unseen_events: bool,
     /// Now, epoch seconds (a timer's `until` is judged against it).
     pub now: i64,
+    /// The answer is the execution's first (to `workflow_started`): only
+    /// it may set `execution_timeout_seconds`.
+    pub first: bool,
 }
 
 /// Why an answer is refused: the reason recorded and shown to the next
@@ -245,6 +257,15 @@ pub enum DecisionRefusal {
     /// `UNHANDLED_DECISION`).
     #[error("events arrived while the decider decided; decide on them before ending the workflow")]
     UnhandledEvents,
+    /// An `execution_timeout_seconds` out of bounds, or given after the
+    /// first answer.
+    #[error("execution_timeout_seconds is {value}: {why}")]
+    ExecutionTimeout {
+        /// The value given.
+        value: i64,
+        /// Why it is refused.
+        why: String,
+    },
     /// A result, input or reason out of bounds.
     #[error("decision {index}: {what} is {size} bytes; at most {max} are allowed")]
     TooLarge {
@@ -259,6 +280,20 @@ pub enum DecisionRefusal {
     },
 }
 
+/// An answer's `execution_timeout_seconds` of `value`, in the first answer
+/// when `first`: within 1..=[`MAX_TIMEOUT_SECONDS`], and in the first
+/// answer only (the deadline is set once, when the execution is planned).
+fn execution_timeout(value: i64, first: bool) -> Result<(), DecisionRefusal> {
+    let why = if !first {
+        "only the first answer (to workflow_started) sets the execution timeout".to_string()
+    } else if !(1..=MAX_TIMEOUT_SECONDS).contains(&value) {
+        format!("it must be within 1..={MAX_TIMEOUT_SECONDS} seconds")
+    } else {
+        return Ok(());
+    };
+    Err(DecisionRefusal::ExecutionTimeout { value, why })
+}
+
 /// Judge `answer` whole against `ctx` (design.md § 10.5): every decision
 /// valid, nodes scheduled as a plan would be, cancels of open nodes, at
 /// most one closing decision, last, and none while events went unseen.
@@ -270,6 +305,9 @@ pub fn validate(answer: &DecisionsAnswer, ctx: &DecisionContext) -> Result<(), D
     }
     if answer.decisions.len() > MAX_DECISIONS {
         return Err(DecisionRefusal::TooMany(answer.decisions.len()));
+    }
+    if let Some(value) = answer.execution_timeout_seconds {
+        execution_timeout(value, ctx.first)?;
     }
     let size = serde_json::to_string(&answer.decisions).map_or(0, |j| j.len());
     if size > MAX_ANSWER_BYTES {

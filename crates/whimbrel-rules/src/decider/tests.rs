@@ -18,6 +18,7 @@ fn ctx() -> DecisionContext {
         node_count: 3,
         unseen_events: false,
         now: 1_000,
+        first: false,
     }
 }
 
@@ -209,6 +210,36 @@ fn the_workflow_is_not_ended_while_events_went_unseen() {
     // Anything else still commits; the next decision sees the events.
     let more = answer(json!([{"type": "schedule", "activities": [{"name": "x", "lambda": "f"}]}]));
     assert_eq!(validate(&more, &c), Ok(()));
+}
+
+#[test]
+fn only_the_first_answer_sets_an_execution_timeout_and_within_bounds() {
+    let timed = |secs: i64| -> DecisionsAnswer {
+        let parsed = DeciderAnswer::from_value(json!({
+            "decisions": [], "execution_timeout_seconds": secs,
+        }));
+        match parsed.expect("an answer") {
+            DeciderAnswer::Decisions(d) => d,
+            other => panic!("not decisions: {other:?}"),
+        }
+    };
+    let first = DecisionContext {
+        first: true,
+        ..ctx()
+    };
+    assert_eq!(timed(60).execution_timeout_seconds, Some(60));
+    assert_eq!(validate(&timed(60), &first), Ok(()));
+    let max = crate::plan::MAX_TIMEOUT_SECONDS;
+    assert_eq!(validate(&timed(max), &first), Ok(()));
+    for bad in [0, -5, max + 1] {
+        let r = validate(&timed(bad), &first).expect_err("out of bounds");
+        assert!(r.to_string().contains("within 1..="), "{r}");
+    }
+    let later = validate(&timed(60), &ctx()).expect_err("a later answer");
+    assert!(
+        later.to_string().contains("only the first answer"),
+        "{later}"
+    );
 }
 
 #[test]

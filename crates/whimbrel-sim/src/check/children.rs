@@ -1,49 +1,55 @@
 //! The invariants of child workflows (design.md § 9.5): a child's end
-//! reaches its parent exactly once.
+//! reaches its parent exactly once. A child that continues as new is its
+//! chain: its node waits on the chain's last execution ([`Read`]'s
+//! `child_of`), and "its child" below means that one.
 //!
 //! Safety, after every step:
 //! - each workflow exec with a parent link is the child of a child node
 //!   of that parent (its workflow, its name), at the exec id derived from
 //!   the node's ([`ids::child_request_id`]), from the request id derived
 //!   so, with the node's depth, one more than its parent's; so a node
-//!   starts at most one child. Every request row with a parent link has
-//!   the derived id too;
+//!   starts at most one child. A successor in a chain has its ids derived
+//!   from the execution it continues ([`ids::continued_request_id`]),
+//!   which continued as it under the same node. Every request row with a
+//!   parent link has a derived id too;
 //! - a child node is COMPLETED or FAILED only by its child's end
 //!   (`child-ended:(node)`, at most one such entry), and only once its
-//!   child is terminal: COMPLETED when the child COMPLETED, FAILED when
-//!   it FAILED or was CANCELLED, with the child's state in its error, or
-//!   when it COMPLETED with a result too large for a node's output
-//!   (checked at the end); a request id taken by a foreign row would fail
-//!   it too, but nothing in the simulation writes one, so that is a
-//!   violation here. A cancelled node
-//!   never ends by its child's end (its history has no `child-ended:`);
+//!   child is terminal and did not continue as new: COMPLETED when the
+//!   child COMPLETED, FAILED when it FAILED or was CANCELLED, with the
+//!   child's state in its error, or when it COMPLETED with a result too
+//!   large for a node's output (checked at the end); a request id taken
+//!   by a foreign row would fail it too, but nothing in the simulation
+//!   writes one, so that is a violation here. A cancelled node never
+//!   ends by its child's end (its history has no `child-ended:`);
 //! - a child deeper than `MAX_CHILD_DEPTH` never gets a plan: it fails at
 //!   its start (or a cancel ends it first), and no child within the limit
 //!   fails for its depth.
 //!
-//! Liveness, at the end:
+//! Liveness, at the end (`children_end.rs`):
 //! - every child node ended (none RUNNING, waiting for a child whose end
-//!   never reached it), unless its child's request row was dead-lettered;
+//!   never reached it), unless its child's request row (or its chain's
+//!   next one) was dead-lettered;
 //! - every child ended and told its parent (no due marker left), and no
 //!   node is RUNNING while its child ended;
 //! - a COMPLETED node's output, as its dependents read it, is its child's
 //!   result (a node FAILED for a COMPLETED child had a result over
 //!   `MAX_OUTPUT_BYTES`, or took the child's end before a user redrove
-//!   the child); the child's input is the node's planned input;
+//!   the child); the first execution's input is the node's, as its plan
+//!   or the decision that scheduled it gave it;
 //! - the child of a node CANCELLED with `parent_close: cancel` ended and
 //!   was sent its cancel request; if that request was rejected because
 //!   the child did not exist yet, the child must not have been started
-//!   after all (it would run on unstopped);
+//!   after all (it would run on unstopped). An execution that ended
+//!   CANCELLED because its node closed it before it continued as new was
+//!   closed by its node;
 //! - a child deeper than the limit ended FAILED (or CANCELLED).
 
 use std::collections::{HashMap, HashSet};
 
-use serde_json::Value;
 use whimbrel_core::contract::{ActivityState, NodeKind, WorkflowState};
-use whimbrel_core::handlers::Outcome;
 use whimbrel_core::ids;
-use whimbrel_core::model::{ActivityExec, WorkflowExec, WorkflowPlan, WorkflowRequest};
-use whimbrel_core::plan::{ParentClose, MAX_CHILD_DEPTH, MAX_OUTPUT_BYTES};
+use whimbrel_core::model::{ActivityExec, WorkflowExec, WorkflowRequest};
+use whimbrel_core::plan::{ParentClose, MAX_CHILD_DEPTH};
 use whimbrel_core::store::memory::MemoryBackend;
 use whimbrel_core::store::Tables;
 
@@ -60,6 +66,25 @@ const TOO_LARGE: &str = "COMPLETED, but its result is";
 
 /// The error of a node whose request id a foreign row took.
 const TAKEN: &str = "is taken by a row the engine did not write";
+
+/// The error of a child execution that would have continued as new after
+/// its node closed it: it ends CANCELLED instead (design.md § 9.5).
+pub(super) const CLOSED_BEFORE_CONTINUE: &str = "before it continued as new";
+
+/// Whether child exec `w` ended for the node that waits on its chain:
+/// terminal, and not continued as new (a continued execution's end is
+/// its successor's).
+fn chain_ended(w: &WorkflowExec) -> bool {
+    w.state.is_terminal() && w.continued_as.is_none()
+}
+
+/// Whether `w` is an execution its node closed before it could continue
+/// as new.
+pub(super) fn closed_before_continue(w: &WorkflowExec) -> bool {
+    w.parent.is_some()
+        && w.state == WorkflowState::Cancelled
+        && (w.error.as_deref()).is_some_and(|e| e.contains(CLOSED_BEFORE_CONTINUE))
+}
 
 /// What the checker remembers of child workflows between steps.
 #[derive(Debug, Default)]
@@ -136,11 +161,74 @@ impl<'a> Read<'a> {
         }
     }
 
-    /// The child exec node `a` started, if any.
+    /// The child exec whose end node `a` takes, if any: the one its
+    /// current generation started, or the last of the executions that one
+    /// continued as new while they kept the parent link to `a`
+    /// (design.md § 9.5). It may itself have continued, its successor not
+    /// started yet.
     fn child_of(&self, a: &ActivityExec) -> Option<&'a WorkflowExec> {
-        let (_, exec) = derived_child(a)?;
-        self.wfs.get(exec.as_str()).copied()
+        let (_, first) = derived_child(a)?;
+        let mut w = *self.wfs.get(first.as_str())?;
+        while let Some(next) = (w.continued_as.as_deref()).and_then(|n| self.wfs.get(n)) {
+            let linked = next.parent.as_ref();
+            if linked.is_none_or(|p| p.activity_exec_id != a.activity_exec_id) {
+                break;
+            }
+            w = next;
+        }
+        Some(w)
     }
+
+    /// Whether request row `id` (with a parent link naming node `node`)
+    /// has a derived id: the child of one of the node's generations, or
+    /// the successor of an execution whose parent link names the node.
+    fn derived_request(&self, id: &str, row: &WorkflowRequest, node: &str) -> bool {
+        let name = &row.workflow_name;
+        let first = (0..=MAX_GENERATIONS).any(|g| id == ids::child_request_id(name, node, g));
+        first
+            || self.wfs.values().any(|w| {
+                w.parent
+                    .as_ref()
+                    .is_some_and(|p| p.activity_exec_id == node)
+                    && id == ids::continued_request_id(&w.workflow_exec_id, name)
+            })
+    }
+}
+
+/// The request id and exec id child exec `w` of node `node` must have: the
+/// first execution of a chain, derived from the node and one of its
+/// generations; a successor (`continued_from`), derived from the
+/// execution it continues, which must have continued as it under the same
+/// node.
+fn expected_ids(
+    w: &WorkflowExec,
+    node: &ActivityExec,
+    read: &Read<'_>,
+) -> Result<(String, String), String> {
+    let id = &w.workflow_exec_id;
+    let Some(prev_id) = &w.continued_from else {
+        return started_child(node, id).ok_or_else(|| {
+            format!(
+                "child workflow {id}: its node {} is not a child node",
+                node.activity_exec_id
+            )
+        });
+    };
+    let prev = read.wfs.get(prev_id.as_str()).copied();
+    let under = |p: &&WorkflowExec| {
+        let link = p.parent.as_ref();
+        p.continued_as.as_deref() == Some(id.as_str())
+            && link.is_some_and(|l| l.activity_exec_id == node.activity_exec_id)
+    };
+    if prev.filter(under).is_none() {
+        return Err(format!(
+            "child workflow {id} continues {prev_id}, which did not continue as it under node {}",
+            node.activity_exec_id
+        ));
+    }
+    let request = ids::continued_request_id(prev_id, &w.workflow_name);
+    let exec = ids::workflow_exec_id(&w.workflow_name, &request);
+    Ok((request, exec))
 }
 
 /// Violations of child exec `w`'s parent link (module docs): its node, its
@@ -163,11 +251,15 @@ pub(super) fn link_violations(w: &WorkflowExec, read: &Read<'_>) -> Vec<String> 
             p.workflow_exec_id, p.workflow_name, node.workflow_exec_id, node.workflow_name
         ));
     }
-    let (Some(c), Some((request, exec))) = (&node.runner.child, started_child(node, id)) else {
+    let Some(c) = &node.runner.child else {
         return vec![format!(
             "child workflow {id}: its node {} is not a child node",
             p.activity_exec_id
         )];
+    };
+    let (request, exec) = match expected_ids(w, node, read) {
+        Ok(ids) => ids,
+        Err(e) => return vec![e],
     };
     if c.workflow_name != w.workflow_name || exec != *id {
         v.push(format!(
@@ -341,14 +433,12 @@ impl Checker {
         for (id, row) in &self.children.requests {
             let node = row.parent.as_ref().map(|p| p.activity_exec_id.as_str());
             // Derived from the node and one of its generations (a redrive
-            // starts a new child).
+            // starts a new child), or from the execution it continues.
             let node = node.unwrap_or_default();
-            let derived = ids::child_request_id(&row.workflow_name, node, 0);
-            let any_generation = (0..=MAX_GENERATIONS)
-                .any(|g| *id == ids::child_request_id(&row.workflow_name, node, g));
-            if !any_generation {
+            if !read.derived_request(id, row, node) {
+                let derived = ids::child_request_id(&row.workflow_name, node, 0);
                 v.push(format!(
-                    "child request row {id} is not the derived {derived}"
+                    "child request row {id} is neither the derived {derived} nor a successor's"
                 ));
             }
         }
@@ -376,7 +466,7 @@ impl Checker {
             self.children
                 .ended_with
                 .insert(a.activity_exec_id.clone(), state);
-            if child.is_none_or(|w| !w.state.is_terminal()) {
+            if child.is_none_or(|w| !chain_ended(w)) {
                 v.push(format!(
                     "{}: {} while its child is {state:?}",
                     a.activity_exec_id, a.state
@@ -387,222 +477,6 @@ impl Checker {
         }
         v
     }
-}
-
-/// What the end-of-run checks of child workflows read: the activities
-/// (their outputs put back) and workflows, the stored plans, the stream
-/// outcomes and the dead-lettered rows.
-pub(super) struct End<'a> {
-    /// Activities and workflows by id.
-    pub read: Read<'a>,
-    /// The stored plans, whole, by workflow exec id.
-    pub plans: &'a HashMap<String, WorkflowPlan>,
-    /// Stream outcomes per row id.
-    pub outcomes: &'a HashMap<String, Vec<Outcome>>,
-    /// Row ids dead-lettered.
-    pub lost: &'a HashSet<String>,
-}
-
-impl Checker {
-    /// The liveness invariants of child workflows (module docs).
-    pub(super) fn child_liveness(&self, end: &End<'_>) -> Vec<String> {
-        let mut v = vec![];
-        for a in end.read.acts.values() {
-            if a.runner.kind() == NodeKind::Child {
-                v.extend(self.node_at_end(a, end));
-                v.extend(lost_close(a, end));
-            }
-        }
-        for w in end.read.wfs.values() {
-            v.extend(child_at_end(w, end));
-        }
-        v.sort();
-        v
-    }
-
-    /// Node `a` at the end: ended, with its child's result, and its
-    /// child closed if it was cancelled.
-    fn node_at_end(&self, a: &ActivityExec, end: &End<'_>) -> Vec<String> {
-        let id = &a.activity_exec_id;
-        let child = end.read.child_of(a);
-        let (request, exec) = derived_child(a).unwrap_or_default();
-        let mut v = vec![];
-        match a.state {
-            ActivityState::Running if child.is_none() && end.lost.contains(&request) => {}
-            ActivityState::Running => v.push(format!(
-                "{id}: still RUNNING at the end; its child {exec} is {:?}",
-                child.map(|w| w.state)
-            )),
-            ActivityState::Failed => {
-                let result = child
-                    .filter(|w| w.state == WorkflowState::Completed)
-                    .filter(|w| !super::workflow_redrive::ended_before_redriven_child(a, w))
-                    .map(|w| child_result(w, end).to_string().len());
-                if result.is_some_and(|n| n <= MAX_OUTPUT_BYTES) {
-                    v.push(format!(
-                        "{id}: FAILED though its child {exec} COMPLETED with a result of {result:?} bytes"
-                    ));
-                }
-            }
-            ActivityState::Completed => {
-                let expected = child.map(|w| child_result(w, end));
-                let output = a.outcome.output.clone().unwrap_or(Value::Null);
-                if expected.as_ref() != Some(&output) {
-                    v.push(format!(
-                        "{id}: COMPLETED with output {output}, not its child's result {expected:?}"
-                    ));
-                }
-            }
-            ActivityState::Cancelled => v.extend(self.close_violation(a, child)),
-            _ => {}
-        }
-        v
-    }
-
-    /// Node `a`, CANCELLED: when it closes with its parent and its child
-    /// started, the child ended and its cancel request was written.
-    fn close_violation(&self, a: &ActivityExec, child: Option<&WorkflowExec>) -> Option<String> {
-        let c = a.runner.child.as_ref()?;
-        let w = child?;
-        if c.parent_close == ParentClose::Abandon {
-            return None;
-        }
-        let id = &a.activity_exec_id;
-        let cancel = ids::child_cancel_request_id(&w.workflow_name, &w.workflow_exec_id);
-        if !self.children.cancels.contains(&cancel) {
-            return Some(format!(
-                "{id}: CANCELLED (parent_close cancel) but no cancel request {cancel} for its child {}",
-                w.workflow_exec_id
-            ));
-        }
-        (!w.state.is_terminal()).then(|| {
-            format!(
-                "{id}: CANCELLED (parent_close cancel) but its child {} is {}",
-                w.workflow_exec_id, w.state
-            )
-        })
-    }
-}
-
-/// Node `a`, CANCELLED with `parent_close: cancel`, whose child's cancel
-/// request was rejected because the child did not exist yet, and whose
-/// child then started after all and ended other than CANCELLED: the
-/// parent close was lost (the child ran on unstopped). The request
-/// stream orders records per item only, so the cancel row can be applied
-/// before the start row it follows (or a release that read the node
-/// RUNNING puts the start row after the close put the cancel): the
-/// child's start must see its node ended and cancel it (seed 61 lost it
-/// before `Engine::orphaned`). A child a user redrove since runs anew; one
-/// that never got a plan (its start failed: too deep, seed 749) ran
-/// nothing.
-pub(super) fn lost_close(a: &ActivityExec, end: &End<'_>) -> Option<String> {
-    let c = a.runner.child.as_ref()?;
-    let w = end.read.child_of(a)?;
-    if a.state != ActivityState::Cancelled
-        || c.parent_close == ParentClose::Abandon
-        || w.state == WorkflowState::Cancelled
-        || w.planned_epoch.is_none()
-        || !w.redrives.is_empty()
-    {
-        return None;
-    }
-    let cancel = ids::child_cancel_request_id(&w.workflow_name, &w.workflow_exec_id);
-    let rejected = end.outcomes.get(&cancel)?.iter().find_map(|o| match o {
-        Outcome::Rejected(r) if r.contains("unknown workflow exec") => Some(r.clone()),
-        _ => None,
-    })?;
-    Some(format!(
-        "{}: CANCELLED (parent_close cancel), its child's cancel {cancel} was rejected ({rejected}) but the child {} started after all and ended {}",
-        a.activity_exec_id, w.workflow_exec_id, w.state
-    ))
-}
-
-/// Child exec `w` at the end: it ended, told its parent (no due marker,
-/// its node not RUNNING), with the node's input, and at its depth.
-fn child_at_end(w: &WorkflowExec, end: &End<'_>) -> Vec<String> {
-    let Some(p) = &w.parent else {
-        return vec![];
-    };
-    let id = &w.workflow_exec_id;
-    let mut v = vec![];
-    if w.state.is_terminal() && w.due_epoch.is_some() {
-        v.push(format!(
-            "child workflow {id} ended {} but still owes its parent its end (due marker)",
-            w.state
-        ));
-    }
-    let node = end.read.acts.get(p.activity_exec_id.as_str());
-    if let Some(node) = node {
-        if w.state.is_terminal() && node.state == ActivityState::Running {
-            v.push(format!(
-                "the end of child workflow {id} ({}) never reached its node {}",
-                w.state, node.activity_exec_id
-            ));
-        }
-        let planned = end
-            .plans
-            .get(&p.workflow_exec_id)
-            .and_then(|plan| {
-                plan.plan
-                    .activities
-                    .iter()
-                    .find(|x| x.name == node.activity_name)
-            })
-            .and_then(|x| x.input.clone())
-            .filter(|i| *i != Value::Null);
-        // On the exec until it is planned, then on its plan item.
-        let input = match end.plans.get(id) {
-            Some(plan) => plan.input.clone(),
-            None => w.input.clone(),
-        };
-        if planned != input {
-            v.push(format!(
-                "child workflow {id}: input {input:?}, its node's is {planned:?}"
-            ));
-        }
-    }
-    if p.depth > MAX_CHILD_DEPTH
-        && !matches!(w.state, WorkflowState::Failed | WorkflowState::Cancelled)
-    {
-        v.push(format!(
-            "child workflow {id} at depth {} ended {}, not FAILED",
-            p.depth, w.state
-        ));
-    }
-    v
-}
-
-/// A COMPLETED child's result: kept on its exec, or (too large there)
-/// the outputs of its sinks by name, as the engine reads them.
-fn child_result(w: &WorkflowExec, end: &End<'_>) -> Value {
-    if let Some(r) = &w.result {
-        return r.clone();
-    }
-    let Some(plan) = end.plans.get(&w.workflow_exec_id) else {
-        return Value::Null;
-    };
-    let needed: HashSet<&str> = plan
-        .plan
-        .activities
-        .iter()
-        .flat_map(|a| a.depends_on.iter().map(String::as_str))
-        .collect();
-    let sinks = plan
-        .plan
-        .activities
-        .iter()
-        .filter(|a| !needed.contains(a.name.as_str()))
-        .map(|s| {
-            let id = ids::activity_exec_id(&w.workflow_exec_id, &s.name);
-            let out = end
-                .read
-                .acts
-                .get(id.as_str())
-                .and_then(|a| a.outcome.output.clone())
-                .unwrap_or(Value::Null);
-            (s.name.clone(), out)
-        });
-    Value::Object(sinks.collect())
 }
 
 /// What child workflows exercised, counted at the end (`features.rs`).
@@ -616,10 +490,19 @@ pub(super) fn features(read: &Read<'_>, add: &mut impl FnMut(&str, u64)) {
         if w.error.as_deref().is_some_and(|e| e.starts_with(TOO_DEEP)) {
             add("child starts failed for their depth", 1);
         }
+        if w.continued_as.is_some() {
+            add("child executions continued as new", 1);
+        }
+        if closed_before_continue(w) {
+            add("child executions closed before they continued", 1);
+        }
     }
     for a in read.acts.values() {
         let Some(c) = &a.runner.child else { continue };
         let child = read.child_of(a);
+        if child.is_some_and(|w| w.continued_from.is_some() && chain_ended(w)) {
+            add("child nodes ended by a later execution of their chain", 1);
+        }
         match (a.state, child.map(|w| w.state)) {
             (ActivityState::Completed, _) => add("child workflows completed", 1),
             (ActivityState::Failed, Some(WorkflowState::Failed)) => {
@@ -649,6 +532,15 @@ pub(super) fn features(read: &Read<'_>, add: &mut impl FnMut(&str, u64)) {
     }
 }
 
+#[path = "children_end.rs"]
+mod end;
+#[cfg(test)]
+use end::lost_close;
+pub(super) use end::End;
+
+#[cfg(test)]
+#[path = "children_chain_tests.rs"]
+mod children_chain_tests;
 #[cfg(test)]
 #[path = "children_tests.rs"]
 mod children_tests;

@@ -4,12 +4,13 @@
 use super::*;
 use serde_json::json;
 use whimbrel_core::contract::Transition;
+use whimbrel_core::handlers::Outcome;
 use whimbrel_core::history::HistoryEntry;
 use whimbrel_core::model::ParentLink;
 
 /// Node "c" of top-level workflow p::1, starting a "kid" at depth 1
 /// (parent close `close`), in `state`.
-fn node(state: &str, close: &str) -> ActivityExec {
+pub(super) fn node(state: &str, close: &str) -> ActivityExec {
     let a: ActivityExec = serde_json::from_value(json!({
         "activity_exec_id": "p::1::c", "workflow_exec_id": "p::1", "workflow_name": "p",
         "activity_name": "c", "state": state, "heartbeat_enabled": false,
@@ -22,7 +23,7 @@ fn node(state: &str, close: &str) -> ActivityExec {
 }
 
 /// `a` with an entry to `to` by event `by` at `at`.
-fn ended(mut a: ActivityExec, to: ActivityState, by: &str, at: i64) -> ActivityExec {
+pub(super) fn ended(mut a: ActivityExec, to: ActivityState, by: &str, at: i64) -> ActivityExec {
     let t: Transition = match to {
         ActivityState::Cancelled => Transition::Cancel,
         s => s.as_str().parse().expect("a transition"),
@@ -33,7 +34,7 @@ fn ended(mut a: ActivityExec, to: ActivityState, by: &str, at: i64) -> ActivityE
 }
 
 /// A workflow exec `id` of `name` in `state`.
-fn workflow(id: &str, name: &str, state: &str) -> WorkflowExec {
+pub(super) fn workflow(id: &str, name: &str, state: &str) -> WorkflowExec {
     serde_json::from_value(json!({
         "workflow_exec_id": id, "workflow_name": name, "state": state,
         "start_time": [], "start_time_epoch": 1000,
@@ -42,7 +43,7 @@ fn workflow(id: &str, name: &str, state: &str) -> WorkflowExec {
 }
 
 /// The child node `a` starts, in `state`, linked as the engine links it.
-fn child_of(a: &ActivityExec, state: &str) -> WorkflowExec {
+pub(super) fn child_of(a: &ActivityExec, state: &str) -> WorkflowExec {
     let (request, exec) = derived_child(a).expect("a child node");
     let mut w = workflow(&exec, "kid", state);
     w.workflow_request_id = Some(request);
@@ -196,6 +197,7 @@ fn at_the_end_every_childs_end_reached_its_node() {
         plans: &plans,
         outcomes: &outcomes,
         lost: &lost,
+        decided: &HashMap::new(),
     };
     let v = c.child_liveness(&end);
     for what in [
@@ -220,6 +222,7 @@ fn at_the_end_every_childs_end_reached_its_node() {
         plans: &plans,
         outcomes: &outcomes,
         lost: &lost,
+        decided: &HashMap::new(),
     };
     let v = c.child_liveness(&end);
     assert!(
@@ -237,6 +240,7 @@ fn at_the_end_every_childs_end_reached_its_node() {
         plans: &plans,
         outcomes: &outcomes,
         lost: &lost,
+        decided: &HashMap::new(),
     };
     assert!(c.child_liveness(&end).is_empty());
 }
@@ -262,6 +266,7 @@ fn a_node_cancelled_with_parent_close_cancel_closes_its_child() {
             plans: &plans,
             outcomes,
             lost: &lost,
+            decided: &HashMap::new(),
         })
     };
     let none = HashMap::new();
@@ -288,6 +293,7 @@ fn a_node_cancelled_with_parent_close_cancel_closes_its_child() {
         plans: &plans,
         outcomes: &rejected,
         lost: &lost,
+        decided: &HashMap::new(),
     };
     assert!(lost_close(&acts1[0], &end).is_none());
     // Abandoned: nothing owed.
@@ -297,15 +303,16 @@ fn a_node_cancelled_with_parent_close_cancel_closes_its_child() {
         "cancel-request:r",
         1010,
     );
-    assert!(Checker::default()
-        .close_violation(&abandoned, Some(&child))
-        .is_none());
     let acts = vec![abandoned];
     let end = End {
         read: Read::new(&acts, &wfs),
         plans: &plans,
         outcomes: &rejected,
         lost: &lost,
+        decided: &HashMap::new(),
     };
+    assert!(Checker::default()
+        .close_violation(&acts[0], Some(&child), &end)
+        .is_none());
     assert!(lost_close(&acts[0], &end).is_none());
 }

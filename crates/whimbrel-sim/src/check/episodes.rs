@@ -650,13 +650,24 @@ fn count_violations(log: &Log, acts: &[&ActivityExec]) -> Vec<String> {
 }
 
 /// An execution no decision closed ended otherwise: FAILED (its decider
-/// failed, refused too often, or its execution timeout) or CANCELLED (a
-/// cancel request its decider is not consulted on), never COMPLETED.
+/// failed, refused too often, or its execution timeout, which its first
+/// answer set and which had passed) or CANCELLED (a cancel request its
+/// decider is not consulted on), never COMPLETED.
 fn unclosed_violations(log: &Log) -> Vec<String> {
-    match log.exec.state {
+    let w = &log.exec;
+    let timed_out = (w.error.as_deref()).is_some_and(|e| e.starts_with("execution timeout"));
+    match w.state {
         whimbrel_core::contract::WorkflowState::Completed => {
             vec![format!("{}: COMPLETED, but by no decision", log.id())]
         }
+        _ if timed_out && !super::liveness::ended_by_execution_timeout(w) => vec![format!(
+            "{}: ended {} by an execution timeout of {:?} s before its deadline (started {}, ended {:?})",
+            log.id(),
+            w.state,
+            w.execution_timeout_seconds,
+            w.start_time_epoch,
+            w.end_time_epoch
+        )],
         _ => vec![],
     }
 }
@@ -724,6 +735,11 @@ fn close_violations(
                 ));
             }
             (S::Completed, true)
+        }
+        // A child whose node closed it before it continued ends
+        // CANCELLED, with no successor (check/children.rs checks the node).
+        Decision::ContinueAsNew { .. } if super::children::closed_before_continue(&log.exec) => {
+            (S::Cancelled, false)
         }
         Decision::ContinueAsNew { .. } => {
             v.extend(successor_violations(log, execs));

@@ -80,23 +80,14 @@ fn result_violation(w: &WorkflowExec, acts: &[ActivityExec], known: &Known<'_>) 
     let Some(plan) = known.plans.get(id) else {
         return Some(format!("workflow {id} COMPLETED without a readable plan"));
     };
-    let needed: HashSet<&str> = plan
-        .plan
-        .activities
-        .iter()
-        .flat_map(|a| a.depends_on.iter().map(String::as_str))
-        .collect();
-    let expected: serde_json::Map<String, serde_json::Value> = plan
-        .plan
-        .activities
-        .iter()
-        .filter(|a| !needed.contains(a.name.as_str()))
-        .map(|sink| {
+    let sinks = whimbrel_core::engine::outcome::sinks(id, &plan.plan).into_iter();
+    let expected: serde_json::Map<String, serde_json::Value> = sinks
+        .map(|(name, sink)| {
             let out = acts
                 .iter()
-                .find(|a| a.workflow_exec_id == *id && a.activity_name == sink.name)
+                .find(|a| a.activity_exec_id == sink)
                 .map_or(serde_json::Value::Null, |a| expected_output(a, acts, known));
-            (sink.name.clone(), out)
+            (name, out)
         })
         .collect();
     let expected = serde_json::Value::Object(expected);
@@ -148,7 +139,7 @@ fn outcome_violations(w: &WorkflowExec, acts: &[ActivityExec]) -> Vec<String> {
 
 /// An execution timeout ends the workflow FAILED whatever its activities
 /// do afterwards; it must not end before the deadline.
-fn ended_by_execution_timeout(w: &WorkflowExec) -> bool {
+pub(super) fn ended_by_execution_timeout(w: &WorkflowExec) -> bool {
     w.state == WorkflowState::Failed
         && w.error
             .as_deref()

@@ -8,7 +8,9 @@
 //! given up and redriven, by invocations that may die between writes.
 //! One schedule in a few dozen has a workflow that starts itself
 //! ([`RECURSIVE`]), which nests until the depth limit fails its deepest
-//! start.
+//! start. When the schedule registered the episodic child
+//! ([`EPISODIC_CHILD`], `episodes.rs`), some child nodes start it: a
+//! chain of executions continued as new.
 //!
 //! Everything here is drawn from the world's child stream
 //! ([`crate::shared::Shared::child_rng`]): a schedule whose plans start no
@@ -20,6 +22,7 @@ use serde_json::{json, Value};
 use whimbrel_core::attr;
 use whimbrel_core::model::WorkflowLambda;
 
+use super::episodes::EPISODIC_CHILD;
 use super::Sim;
 use crate::shared::lock;
 
@@ -38,6 +41,10 @@ const CHILD_NODE_SHARE: f64 = 0.12;
 /// Share of the child nodes of the top-level plans that start
 /// [`RECURSIVE`].
 const RECURSIVE_SHARE: f64 = 0.03;
+
+/// Share of the other child nodes of the top-level plans that start
+/// [`EPISODIC_CHILD`] when it is registered.
+const EPISODIC_CHILD_NODE_SHARE: f64 = 0.25;
 
 /// A child workflow node named `name`, waiting for `depends_on`, that
 /// starts `workflow` with an input drawn from `r` (one in three too large
@@ -129,10 +136,14 @@ impl Sim {
     /// Turn some nodes of `acts` that are neither timers nor signal waits
     /// into child workflow nodes, drawn from the world's child stream: a
     /// node of the top-level plans starts one of [`CHILD_WORKFLOWS`], or
-    /// now and then [`RECURSIVE`].
+    /// now and then [`RECURSIVE`]; when the schedule registered
+    /// [`EPISODIC_CHILD`], one of the others in four starts it instead
+    /// (drawn from the extra episode stream).
     pub(super) fn with_children(&self, acts: Vec<Value>) -> Vec<Value> {
         let mut world = lock(&self.world);
-        let r = &mut world.child_rng;
+        let episodic = world.episodes.contains_key(EPISODIC_CHILD);
+        let world = &mut *world;
+        let (r, chain) = (&mut world.child_rng, &mut world.episode_extra_rng);
         acts.into_iter()
             .map(|a| {
                 let waits = a.get("wait").is_some() || a.get("signal").is_some();
@@ -143,6 +154,14 @@ impl Sim {
                     RECURSIVE
                 } else {
                     CHILD_WORKFLOWS[r.gen_range(0..CHILD_WORKFLOWS.len())]
+                };
+                let workflow = if workflow != RECURSIVE
+                    && episodic
+                    && chain.gen_bool(EPISODIC_CHILD_NODE_SHARE)
+                {
+                    EPISODIC_CHILD
+                } else {
+                    workflow
                 };
                 child_node(r, &a["name"], &a["depends_on"], workflow)
             })

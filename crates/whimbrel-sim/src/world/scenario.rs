@@ -213,6 +213,7 @@ impl Sim {
     }
 
     pub(super) fn setup(&mut self) {
+        self.set_up_episodic_child();
         for w in 0..self.params.workflows {
             let name = format!("wf{w}");
             let plan = self.plan(&name);
