@@ -299,18 +299,19 @@ fn episodic_seeds_that_found_bugs_hold() {
     // Seed 2400's race (a cancel request ends the execution between
     // decision 2's commit and its effects; before the fix the report row
     // of the prerequisite was also dead-lettered) depends on the draws,
-    // which move whenever an episode's writes change (design.md § 10.9):
-    // seed 2408 now links decided nodes across decisions and applies
-    // cancel requests in the same schedule (2430 did before node ends were
-    // logged on the workflow item).
-    let stats = run(2408, &Params::default())
-        .unwrap_or_else(|f| panic!("seed 2408: {}", f.violations.join("\n")));
+    // which move whenever an episode's writes change (design.md § 10.9)
+    // or what episodic workflows draw: seed 2412 now links decided nodes
+    // across decisions and applies cancel requests in the same schedule
+    // (2408 did before the simulation drew episodic children, 2430 before
+    // node ends were logged on the workflow item).
+    let stats = run(2412, &Params::default())
+        .unwrap_or_else(|f| panic!("seed 2412: {}", f.violations.join("\n")));
     let f = &stats.features;
     assert!(
         f["decided nodes linked to an earlier decision's"] > 0
             && f["cancel requests applied"] > 0
             && f["episodic executions"] > 0,
-        "seed 2408 no longer links decided nodes and cancels: {stats:?}"
+        "seed 2412 no longer links decided nodes and cancels: {stats:?}"
     );
 }
 
@@ -395,6 +396,24 @@ fn a_report_overwritten_as_the_monitor_ran_excuses_its_timeout() {
             .get("event rows overwritten")
             .is_some_and(|n| *n > 0),
         "seed 1313 no longer overwrites a report: {stats:?}"
+    );
+}
+
+/// Seed 29 draws a parent's node that waits on an episodic child's chain
+/// (design.md § 9.5, § 10.8): the child continues as new, and the node
+/// ends with the chain's last execution, under every fault; the child
+/// checks follow the chain (`check/children.rs`). Asserted, so that a
+/// shift in the draws cannot make it pass vacuously.
+#[test]
+fn a_node_waiting_on_an_episodic_childs_chain_holds_every_invariant() {
+    let stats = run(29, &Params::default())
+        .unwrap_or_else(|f| panic!("seed 29: {}", f.violations.join("\n")));
+    let f = &stats.features;
+    let drawn = |k: &str| f.get(k).is_some_and(|n| *n > 0);
+    assert!(
+        drawn("child executions continued as new")
+            && drawn("child nodes ended by a later execution of their chain"),
+        "seed 29 no longer ends a node by a later execution of its chain: {stats:?}"
     );
 }
 
