@@ -528,3 +528,56 @@ async fn an_episodic_execution_times_out_as_its_first_answer_says() {
     let nap = h.activity(&wf, "nap").await;
     assert_eq!(nap.state, ActivityState::Cancelled, "its open timer");
 }
+
+/// Waits on a long timer, and completes with the first signal it is
+/// shown as an event (its decide_on: every kind, by default).
+struct Listener;
+
+impl Decider for Listener {
+    fn start(&self, _: &DeciderRequest) -> DecisionsAnswer {
+        decisions(vec![schedule(deciding::timer_node("idle", 3600))])
+    }
+
+    fn decide(&self, request: &DecisionRequest) -> DecisionsAnswer {
+        let signal = (request.events.iter()).find(|e| e.kind == EventKind::Signal);
+        decisions(
+            signal
+                .map(|e| Decision::CompleteWorkflow {
+                    result: json!({"signal": e.signal, "input": e.output}),
+                })
+                .into_iter()
+                .collect(),
+        )
+    }
+}
+
+/// A client inserts a start request and signals the new execution at once:
+/// the signal's stream record may come before the start's, or while the
+/// first answer is being asked for. It is kept, and once the first answer
+/// commits it is an event of the log, as SWF records a signal to an
+/// execution from its start; a wait of its name the first answer scheduled
+/// would take it instead.
+#[tokio::test]
+async fn a_signal_sent_before_the_first_answer_committed_is_an_event() {
+    let h = Harness::new().await;
+    register(&h, "listener", "listener-decider", Arc::new(Listener)).await;
+    let req = h.request("listener", Some(json!({})));
+    let wf = whimbrel_core::ids::workflow_exec_id("listener", &req.workflow_request_id);
+    let row = SignalRow::new(&wf, "poke", "s-early", Some(json!({"n": 1})));
+    h.store.put(&h.store.tables().signal(), &row).await.unwrap();
+    let table = h.store.tables().signal();
+    let event = stream_event(&table, &["workflow_exec_id", "signal_key"], &[row], 1);
+    let (_, sum) = handlers::client_rows(&h.engine, &event).await.unwrap();
+    assert_eq!(sum.retried, 0, "the early signal blocks nothing");
+    h.engine.start_workflow(&req).await.expect("start");
+    let done = h.workflow(&wf).await;
+    assert_eq!(done.state, WorkflowState::Completed, "{:?}", done.error);
+    assert_eq!(
+        done.result,
+        Some(json!({"signal": "poke", "input": {"n": 1}}))
+    );
+    assert_eq!(
+        h.activity(&wf, "idle").await.state,
+        ActivityState::Cancelled
+    );
+}

@@ -48,8 +48,9 @@ impl<L: Launcher> Engine<L> {
         self.drive_decisions(wf).await
     }
 
-    /// Write the effects of committed decision `number` of `wf`, then mark
-    /// them written, in the same write as the due marker's rest when
+    /// Write the effects of committed decision `number` of `wf` (for
+    /// decision 1, the signals sent before it committed too:
+    /// [`Engine::take_early_signals`]), then mark them written, in the same write as the due marker's rest when
     /// nothing else is owed as `known` says (`decided::applied_at_rest`:
     /// the state read before the effects, or the one the commit left,
     /// `decided::committed_state`; its write checks all it judged by).
@@ -65,10 +66,13 @@ impl<L: Launcher> Engine<L> {
         known: &EpisodeState,
     ) -> Result<bool, EngineError> {
         let decisions = self.recorded_decisions(wf, number).await?;
-        if !decisions.is_empty() {
+        if !decisions.is_empty() || number == 1 {
             let exec = self.load_workflow(wf.0, wf.1).await?;
             for d in &decisions {
                 self.apply_one(&exec, number, d).await?;
+            }
+            if number == 1 {
+                self.take_early_signals(&exec).await?;
             }
         }
         let t = self.store.tables();

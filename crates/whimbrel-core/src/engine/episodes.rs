@@ -35,6 +35,20 @@ const WRITE_TRIES: u32 = 8;
 /// next event or the monitor.
 const DECISION_ROUNDS: u32 = 16;
 
+/// What an append did ([`Engine::append_only`]).
+pub(crate) enum Append {
+    /// The execution takes no event: ended, closed by a decision, not
+    /// episodic, or before its first answer committed.
+    NotTaken,
+    /// The event was in the log already (its source's marker).
+    Logged,
+    /// Appended now; `started` names the decision the write started.
+    Appended {
+        /// The decision id put in flight by the append, if any.
+        started: Option<String>,
+    },
+}
+
 /// An answer as judged: the decisions to commit, or why it is refused.
 pub(crate) struct Judged {
     answer: Option<DecisionsAnswer>,
@@ -78,10 +92,44 @@ impl<L: Launcher> Engine<L> {
     where
         F: Fn(&EpisodeState, StartAt) -> Appended,
     {
+        let started = match self.append_only(wf, source, build).await? {
+            Append::NotTaken => return Ok(false),
+            Append::Logged => return Ok(true),
+            Append::Appended { started } => started,
+        };
+        let mut rested = false;
+        if let Some(id) = &started {
+            let state = self.episode_state(wf).await?;
+            if state.decision_id.as_ref() == Some(id) {
+                rested = Box::pin(self.run_decision(wf, &state, id)).await?;
+            }
+        }
+        // At rest, nothing came since: what comes later starts its own
+        // decision.
+        if !rested {
+            self.drive_decisions(wf).await?;
+        }
+        Ok(true)
+    }
+
+    /// The append of [`Engine::append_to_log`] alone: the event written
+    /// once for its `source`, no decision run or driven (the caller does,
+    /// or is itself applying owed effects, which a later drive follows).
+    ///
+    /// Errors: as [`Engine::append_to_log`]'s.
+    pub(crate) async fn append_only<F>(
+        &self,
+        wf: (&str, &str),
+        source: &str,
+        build: F,
+    ) -> Result<Append, EngineError>
+    where
+        F: Fn(&EpisodeState, StartAt) -> Appended,
+    {
         for _ in 0..WRITE_TRIES {
             let state = self.episode_state(wf).await?;
             if !state.takes_events() || state.decide_on.is_none() {
-                return Ok(false);
+                return Ok(Append::NotTaken);
             }
             let at = StartAt {
                 now: self.now().epoch,
@@ -92,25 +140,15 @@ impl<L: Launcher> Engine<L> {
             match self.store.write_all(appended.writes.clone()).await {
                 Ok(()) => {
                     info!(workflow_exec_id = wf.0, seq = event.seq, kind = ?event.kind, "event appended");
-                    let mut rested = false;
-                    if let Some(id) = &appended.started {
-                        let started = self.episode_state(wf).await?;
-                        if started.decision_id.as_ref() == Some(id) {
-                            rested = Box::pin(self.run_decision(wf, &started, id)).await?;
-                        }
-                    }
-                    // At rest, nothing came since: what comes later
-                    // starts its own decision.
-                    if !rested {
-                        self.drive_decisions(wf).await?;
-                    }
-                    return Ok(true);
+                    return Ok(Append::Appended {
+                        started: appended.started,
+                    });
                 }
                 Err(StoreError::ConditionFailed | StoreError::Conflict) => {
                     // Appended before: its write left a decision started
                     // or covered (design.md § 10.3, the due marker).
                     if self.logged(wf, source).await? {
-                        return Ok(true);
+                        return Ok(Append::Logged);
                     }
                 }
                 Err(e) => return Err(e.into()),

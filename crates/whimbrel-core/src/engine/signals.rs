@@ -27,7 +27,7 @@ use crate::launcher::Launcher;
 use crate::model::{earliest, signal_key_prefix, ActivityExec, SignalRow, WorkflowExec};
 use crate::store::{s, Cmp, KeyCond, Store, StoreError};
 use whimbrel_rules::attr;
-use whimbrel_rules::decide::episodes;
+use whimbrel_rules::decide::episodes::{self, Appended, EpisodeState, StartAt};
 use whimbrel_rules::decide::{Details, Source};
 
 impl<L: Launcher> Engine<L> {
@@ -118,16 +118,59 @@ impl<L: Launcher> Engine<L> {
     /// A signal no node waits for, appended to the log of episodic
     /// execution `wf` when its decider is consulted on signals (design.md
     /// § 10.1); the row stays, so a wait scheduled later still completes
-    /// with it. Returns whether it is an event of the log.
+    /// with it. Returns whether it is an event of the log (false too
+    /// before the first answer committed: [`Engine::take_early_signals`]
+    /// appends it then).
     async fn signal_event(&self, wf: &WorkflowExec, row: &SignalRow) -> Result<bool, EngineError> {
-        let key = (wf.workflow_exec_id.as_str(), wf.workflow_name.as_str());
-        let subscribed = wf
-            .decide_on
-            .as_ref()
-            .is_some_and(|k| k.contains(&EventKind::Signal));
-        if !subscribed {
+        if !takes_signals(wf) {
             return Ok(false);
         }
+        let key = (wf.workflow_exec_id.as_str(), wf.workflow_name.as_str());
+        let (source, build) = self.signal_append(key, row);
+        self.append_to_log(key, &source, build).await
+    }
+
+    /// The signals sent to episodic execution `wf` before its first answer
+    /// committed (design.md § 10.2, "Signals before the first decision"):
+    /// their stream records found it REQUESTED, unknown or taking no event
+    /// yet, and kept the rows. Decision 1's effects append each valid one
+    /// as an event when its decider is consulted on signals, unless a node
+    /// of decision 1 waits for its name (its release takes the signal, as
+    /// it would a row sent before it waited). Appends only: the effects'
+    /// caller then drives the decision they start. Each append is once per
+    /// signal (its source), so a rerun of the effects and the signal's own
+    /// late stream record add nothing.
+    ///
+    /// Errors: [`EngineError::Retry`] when DynamoDB is unavailable.
+    pub(crate) async fn take_early_signals(&self, wf: &WorkflowExec) -> Result<(), EngineError> {
+        if !takes_signals(wf) {
+            return Ok(());
+        }
+        let rows = self.signals_of(&wf.workflow_exec_id, None).await?;
+        if rows.is_empty() {
+            return Ok(());
+        }
+        let key = (wf.workflow_exec_id.as_str(), wf.workflow_name.as_str());
+        let open = self.episode_state(key).await?.open_nodes;
+        let nodes = self.nodes_named(&wf.workflow_exec_id, open.iter()).await?;
+        let waited: Vec<&str> = (nodes.values())
+            .filter_map(|a| a.runner.signal_name.as_deref())
+            .collect();
+        let early = rows.iter().filter(|r| r.invalid().is_none());
+        for row in early.filter(|r| !waited.contains(&r.name.as_str())) {
+            let (source, build) = self.signal_append(key, row);
+            self.append_only(key, &source, build).await?;
+        }
+        Ok(())
+    }
+
+    /// The source of signal `row` in the log of `wf`, and the builder of
+    /// its append: a `signal` event with the signal's name and input.
+    fn signal_append<'a>(
+        &'a self,
+        wf: (&'a str, &'a str),
+        row: &SignalRow,
+    ) -> (String, impl Fn(&EpisodeState, StartAt) -> Appended + 'a) {
         let source = format!("signal:{}", row.signal_key);
         let details = serde_json::json!({
             "signal": row.name,
@@ -135,16 +178,17 @@ impl<L: Launcher> Engine<L> {
         });
         let at = row.when_epoch.unwrap_or_else(|| self.now().epoch);
         let t = self.store.tables();
-        self.append_to_log(key, &source, |state, start| {
+        let event_source = source.clone();
+        let build = move |state: &EpisodeState, start: StartAt| {
             let event = episodes::NewEvent {
                 kind: EventKind::Signal,
-                source: &source,
+                source: &event_source,
                 at_epoch: at,
                 details: details.clone(),
             };
-            episodes::append_event(t, key, state, event, Some(start))
-        })
-        .await
+            episodes::append_event(t, wf, state, event, Some(start))
+        };
+        (source, build)
     }
 
     /// The running workflow a signal names.
@@ -203,14 +247,29 @@ impl<L: Launcher> Engine<L> {
         workflow_exec_id: &str,
         name: &str,
     ) -> Result<Vec<SignalRow>, EngineError> {
+        self.signals_of(workflow_exec_id, Some(name)).await
+    }
+
+    /// Every signal row sent to the workflow exec, or only those of `name`
+    /// (a consistent Query, `begins_with(signal_key, "name#")`).
+    ///
+    /// Errors: the store's; a row that is not a signal is left out.
+    async fn signals_of(
+        &self,
+        workflow_exec_id: &str,
+        name: Option<&str>,
+    ) -> Result<Vec<SignalRow>, EngineError> {
         let table = self.store.tables().signal();
-        let key = KeyCond {
-            hash: (attr::WORKFLOW_EXEC_ID.into(), s(workflow_exec_id)),
-            range: Some((
+        let named = |n: &str| {
+            (
                 attr::SIGNAL_KEY.into(),
                 Cmp::BeginsWith,
-                s(signal_key_prefix(name)),
-            )),
+                s(signal_key_prefix(n)),
+            )
+        };
+        let key = KeyCond {
+            hash: (attr::WORKFLOW_EXEC_ID.into(), s(workflow_exec_id)),
+            range: name.map(named),
         };
         let items = self.store.query_raw(&table, None, key).await?;
         Ok(items
@@ -270,4 +329,10 @@ pub async fn send_signal(store: &Store, row: &SignalRow) -> Result<bool, StoreEr
     store
         .put_new(&store.tables().signal(), attr::WORKFLOW_EXEC_ID, row)
         .await
+}
+
+/// Whether episodic execution `wf`'s decider is consulted on signals no
+/// node waits for (its `decide_on`, design.md § 10.1).
+fn takes_signals(wf: &WorkflowExec) -> bool {
+    (wf.decide_on.as_ref()).is_some_and(|k| k.contains(&EventKind::Signal))
 }
