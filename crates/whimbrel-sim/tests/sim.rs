@@ -300,18 +300,19 @@ fn episodic_seeds_that_found_bugs_hold() {
     // decision 2's commit and its effects; before the fix the report row
     // of the prerequisite was also dead-lettered) depends on the draws,
     // which move whenever an episode's writes change (design.md § 10.9)
-    // or what episodic workflows draw: seed 2412 now links decided nodes
+    // or what episodic workflows draw: seed 2408 links decided nodes
     // across decisions and applies cancel requests in the same schedule
-    // (2408 did before the simulation drew episodic children, 2430 before
-    // node ends were logged on the workflow item).
-    let stats = run(2412, &Params::default())
-        .unwrap_or_else(|f| panic!("seed 2412: {}", f.violations.join("\n")));
+    // (again since the simulation signals some episodic starts; 2412 did
+    // between that and its drawing episodic children, 2430 before node
+    // ends were logged on the workflow item).
+    let stats = run(2408, &Params::default())
+        .unwrap_or_else(|f| panic!("seed 2408: {}", f.violations.join("\n")));
     let f = &stats.features;
     assert!(
         f["decided nodes linked to an earlier decision's"] > 0
             && f["cancel requests applied"] > 0
             && f["episodic executions"] > 0,
-        "seed 2412 no longer links decided nodes and cancels: {stats:?}"
+        "seed 2408 no longer links decided nodes and cancels: {stats:?}"
     );
 }
 
@@ -414,6 +415,25 @@ fn a_node_waiting_on_an_episodic_childs_chain_holds_every_invariant() {
         drawn("child executions continued as new")
             && drawn("child nodes ended by a later execution of their chain"),
         "seed 29 no longer ends a node by a later execution of its chain: {stats:?}"
+    );
+}
+
+/// Seed 1, an engine bug: a client signalled an episodic execution as it
+/// inserted its start request; the signal's stream record found it
+/// taking no event yet (its first answer not committed), and the decider
+/// was never shown it. Decision 1's effects now append the kept signal
+/// rows (`engine/signals.rs` `take_early_signals`; core test
+/// `a_signal_sent_before_the_first_answer_committed_is_an_event`).
+#[test]
+fn a_signal_sent_with_the_start_reaches_the_decider() {
+    let stats = run(1, &Params::default())
+        .unwrap_or_else(|f| panic!("seed 1: {}", f.violations.join("\n")));
+    let shown = stats
+        .features
+        .get("signals sent with the start shown as events");
+    assert!(
+        shown.is_some_and(|n| *n > 0),
+        "seed 1 no longer signals an episodic execution with its start: {stats:?}"
     );
 }
 

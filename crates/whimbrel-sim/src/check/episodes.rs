@@ -601,6 +601,7 @@ impl super::Checker {
         let execs = super::workflows(mem, t);
         for log in &logs {
             v.extend(cancel_violations(log, end));
+            v.extend(early_signal_violations(log, &self.signals));
             let mine: Vec<&ActivityExec> = (acts.iter())
                 .filter(|a| a.workflow_exec_id == log.id())
                 .collect();
@@ -626,6 +627,32 @@ impl super::Checker {
         }
         v
     }
+}
+
+/// A signal no node waits for ([`crate::world::NUDGE`]), written before
+/// decision 1 committed (first seen more than five seconds before its
+/// engine-clock time: clocks are off by two at most), is an event of the
+/// log once decision 1's effects are written (design.md § 10.2, "Signals
+/// before the first decision"): its stream record found the execution
+/// taking no event yet, so only those effects append it.
+fn early_signal_violations(log: &Log, signals: &super::signals::Seen) -> Vec<String> {
+    let (Some(first), true) = (log.records.get(&1), log.state.decisions_applied >= 1) else {
+        return vec![];
+    };
+    let id = log.id();
+    (signals.sent_to(id, crate::world::NUDGE))
+        .filter(|(row, seen)| {
+            let early = seen.is_some_and(|at| at + 5 < first.decided_epoch);
+            let source = format!("signal:{}", row.signal_key);
+            early && row.invalid().is_none() && !log.sources.contains_key(&source)
+        })
+        .map(|(row, seen)| {
+            format!(
+                "{id}: signal {:?}, sent by {seen:?} before decision 1 committed at {}, is no event of the log",
+                row.signal_key, first.decided_epoch
+            )
+        })
+        .collect()
 }
 
 /// An episodic execution counts its nodes (`activity_count`, each
@@ -837,6 +864,13 @@ pub fn episode_counts(mem: &MemoryBackend, t: &Tables) -> Vec<(&'static str, u64
             count(&|l| u64::from(l.exec.continued_as.is_some())),
         ),
         ("episode events", count(&|l| l.state.event_seq)),
+        (
+            "signals sent with the start shown as events",
+            count(&|l| {
+                let nudge = format!("signal:{}#", crate::world::NUDGE);
+                l.sources.keys().filter(|k| k.starts_with(&nudge)).count() as u64
+            }),
+        ),
         (
             "decided nodes linked to an earlier decision's",
             linked_across(mem, t),

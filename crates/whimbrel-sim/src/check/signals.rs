@@ -52,6 +52,18 @@ pub struct Seen {
 }
 
 impl Seen {
+    /// The rows of `name` sent to workflow exec `exec`, each with the world
+    /// time it was first seen in the table (`None`: seen only at the end).
+    pub(super) fn sent_to<'a>(
+        &'a self,
+        exec: &'a str,
+        name: &'a str,
+    ) -> impl Iterator<Item = (&'a SignalRow, Option<i64>)> + 'a {
+        (self.rows.iter())
+            .filter(move |((e, _), r)| e == exec && r.name == name)
+            .map(|(k, r)| (r, self.sent_at.get(k).copied()))
+    }
+
     /// Forget when wait `id` was first seen RUNNING (a redrive starts it
     /// anew).
     pub(super) fn forget(&mut self, id: &str) {

@@ -10,11 +10,15 @@
 //! some child nodes of the plans start it, and the episodic deciders may
 //! schedule it, so a parent's node waits on a chain (design.md § 9.5).
 //! One episodic workflow in six sets an execution timeout of 2 to 30
-//! minutes in its first answer. Those draws come from the extra episode
+//! minutes in its first answer. One start in three is signalled at once
+//! ([`NUDGE`]), as a client that inserts a request and signals the new
+//! execution does: the signal's record may come before the start's. Those draws come from the extra episode
 //! stream ([`crate::shared::Shared::episode_extra_rng`]).
 
 use rand::Rng;
-use whimbrel_core::model::WorkflowLambda;
+use serde_json::json;
+use whimbrel_core::ids;
+use whimbrel_core::model::{SignalRow, WorkflowLambda};
 
 use super::children::CHILD_WORKFLOWS;
 use super::Sim;
@@ -32,6 +36,14 @@ const EPISODIC_CHILD_SHARE: f64 = 0.5;
 
 /// Share of the top-level episodic deciders that schedule child nodes.
 const DECIDERS_WITH_CHILDREN: f64 = 0.5;
+
+/// The signal users send an episodic execution as they start it: no
+/// decider waits for it, so it can only reach the decider as an event
+/// (design.md § 10.2, "Signals before the first decision").
+pub const NUDGE: &str = "nudge";
+
+/// Share of the episodic starts signalled at once.
+const NUDGED_SHARE: f64 = 1.0 / 3.0;
 
 /// Share of the episodic workflows whose first answer sets an execution
 /// timeout.
@@ -142,7 +154,13 @@ impl Sim {
         *starts = later;
         for (_, name) in due {
             let seed = self.episode_draw(|r| r.gen::<u64>());
-            self.put_start_request(name, seed);
+            let request = self.put_start_request(name.clone(), seed);
+            if self.extra_draw(|r| r.gen_bool(NUDGED_SHARE)) {
+                let exec = ids::workflow_exec_id(&name, &request);
+                let id = self.signals.new_id();
+                let row = SignalRow::new(&exec, NUDGE, &id, Some(json!({"nudge": id})));
+                self.send_signal_row(row, step.is_some());
+            }
         }
     }
 }

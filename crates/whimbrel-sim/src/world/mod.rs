@@ -34,7 +34,7 @@ mod schedule;
 mod signals;
 mod target_limits;
 mod workflow_redrive;
-pub use episodes::EPISODIC_CHILD;
+pub use episodes::{EPISODIC_CHILD, NUDGE};
 use esm::{lock_now, stream_tables, MAIN_SHARDS, STREAM_SHARDS};
 pub use scenario::{SIGNAL_NAMES, TASK_LIST};
 

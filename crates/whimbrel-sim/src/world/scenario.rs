@@ -239,7 +239,7 @@ impl Sim {
 
     /// Insert the start request of workflow `name`, its id derived from
     /// `seed` (drawn by the caller from its own stream).
-    pub(super) fn put_start_request(&mut self, name: String, seed: u64) {
+    pub(super) fn put_start_request(&mut self, name: String, seed: u64) -> String {
         let request = WorkflowRequest {
             workflow_request_id: ids::derived_id(&name, &seed.to_string()),
             ..self.request(name)
@@ -249,6 +249,7 @@ impl Sim {
             &self.tables.workflow_request(),
             serde_dynamo::to_item(&request).expect("item"),
         );
+        request.workflow_request_id
     }
 
     /// A request row of workflow `name`, written now, with no id yet: the
