@@ -632,11 +632,13 @@ impl super::Checker {
 /// A signal no node waits for ([`crate::world::NUDGE`]), written before
 /// decision 1 committed (first seen more than five seconds before its
 /// engine-clock time: clocks are off by two at most), is an event of the
-/// log once decision 1's effects are written (design.md § 10.2, "Signals
-/// before the first decision"): its stream record found the execution
-/// taking no event yet, so only those effects append it.
+/// log when a later decision committed (design.md § 10.2, "Signals before
+/// the first decision"): its stream record found the execution taking no
+/// event yet, so decision 1's effects append it, and they come before
+/// decision 2. (An execution that ended during those effects takes no
+/// event, and has no decision 2: seed 807, cancelled as its start ran.)
 fn early_signal_violations(log: &Log, signals: &super::signals::Seen) -> Vec<String> {
-    let (Some(first), true) = (log.records.get(&1), log.state.decisions_applied >= 1) else {
+    let (Some(first), true) = (log.records.get(&1), log.state.decision_count >= 2) else {
         return vec![];
     };
     let id = log.id();
