@@ -581,3 +581,46 @@ async fn a_signal_sent_before_the_first_answer_committed_is_an_event() {
         ActivityState::Cancelled
     );
 }
+
+/// Waits for signal `go` from its first answer; fails the workflow if a
+/// `signal` event shows it too, and completes with the wait's output.
+struct GoWaiter;
+
+impl Decider for GoWaiter {
+    fn start(&self, _: &DeciderRequest) -> DecisionsAnswer {
+        decisions(vec![schedule(deciding::signal_node("wait-go", "go"))])
+    }
+
+    fn decide(&self, request: &DecisionRequest) -> DecisionsAnswer {
+        if (request.events.iter()).any(|e| e.kind == EventKind::Signal) {
+            let twice = Decision::FailWorkflow {
+                reason: "go was shown as an event too".into(),
+            };
+            return decisions(vec![twice]);
+        }
+        let output = ended(request).find_map(|e| e.output.clone());
+        decisions(
+            output
+                .map(|result| Decision::CompleteWorkflow { result })
+                .into_iter()
+                .collect(),
+        )
+    }
+}
+
+/// An early signal that decision 1's wait takes is not an event too: the
+/// wait is judged from the decision's record, not from the open nodes,
+/// which the wait completed at its release has already left.
+#[tokio::test]
+async fn an_early_signal_a_first_wait_takes_is_not_an_event_too() {
+    let h = Harness::new().await;
+    register(&h, "go-waiter", "go-decider", Arc::new(GoWaiter)).await;
+    let req = h.request("go-waiter", Some(json!({})));
+    let wf = whimbrel_core::ids::workflow_exec_id("go-waiter", &req.workflow_request_id);
+    let row = SignalRow::new(&wf, "go", "s-early", Some(json!({"n": 2})));
+    h.store.put(&h.store.tables().signal(), &row).await.unwrap();
+    h.engine.start_workflow(&req).await.expect("start");
+    let done = h.workflow(&wf).await;
+    assert_eq!(done.state, WorkflowState::Completed, "{:?}", done.error);
+    assert_eq!(done.result, Some(json!({"n": 2})));
+}

@@ -50,8 +50,9 @@ impl<L: Launcher> Engine<L> {
 
     /// Write the effects of committed decision `number` of `wf` (for
     /// decision 1, the signals sent before it committed too:
-    /// [`Engine::take_early_signals`]), then mark them written, in the same write as the due marker's rest when
-    /// nothing else is owed as `known` says (`decided::applied_at_rest`:
+    /// [`Engine::take_early_signals`]), then mark them written, in the
+    /// same write as the due marker's rest when nothing else is owed as
+    /// `known` says (`decided::applied_at_rest`:
     /// the state read before the effects, or the one the commit left,
     /// `decided::committed_state`; its write checks all it judged by).
     /// Returns true when it rested: nothing is left to drive.
@@ -72,7 +73,7 @@ impl<L: Launcher> Engine<L> {
                 self.apply_one(&exec, number, d).await?;
             }
             if number == 1 {
-                self.take_early_signals(&exec).await?;
+                self.take_early_signals(&exec, &decisions).await?;
             }
         }
         let t = self.store.tables();

@@ -97,19 +97,32 @@ impl<L: Launcher> Engine<L> {
             Append::Logged => return Ok(true),
             Append::Appended { started } => started,
         };
-        let mut rested = false;
-        if let Some(id) = &started {
-            let state = self.episode_state(wf).await?;
-            if state.decision_id.as_ref() == Some(id) {
-                rested = Box::pin(self.run_decision(wf, &state, id)).await?;
-            }
-        }
+        let rested = match &started {
+            Some(id) => self.run_started(wf, id).await?,
+            None => false,
+        };
         // At rest, nothing came since: what comes later starts its own
         // decision.
         if !rested {
             self.drive_decisions(wf).await?;
         }
         Ok(true)
+    }
+
+    /// Run decision `id` of `wf`, which an append put in flight, if it
+    /// still is; returns whether its effects rested the execution.
+    ///
+    /// Errors: [`EngineError::Retry`] when DynamoDB is unavailable.
+    pub(crate) async fn run_started(
+        &self,
+        wf: (&str, &str),
+        id: &str,
+    ) -> Result<bool, EngineError> {
+        let state = self.episode_state(wf).await?;
+        if state.decision_id.as_deref() != Some(id) {
+            return Ok(false);
+        }
+        Box::pin(self.run_decision(wf, &state, id)).await
     }
 
     /// The append of [`Engine::append_to_log`] alone: the event written

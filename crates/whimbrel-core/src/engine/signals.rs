@@ -19,9 +19,10 @@
 
 use tracing::{info, warn};
 
+use super::episodes::Append;
 use super::{Applied, Engine, EngineError};
 use crate::contract::{ActivityState, NodeKind, Transition, WorkflowState};
-use crate::decider::EventKind;
+use crate::decider::{Decision, EventKind};
 use crate::ids;
 use crate::launcher::Launcher;
 use crate::model::{earliest, signal_key_prefix, ActivityExec, SignalRow, WorkflowExec};
@@ -133,33 +134,47 @@ impl<L: Launcher> Engine<L> {
     /// The signals sent to episodic execution `wf` before its first answer
     /// committed (design.md § 10.2, "Signals before the first decision"):
     /// their stream records found it REQUESTED, unknown or taking no event
-    /// yet, and kept the rows. Decision 1's effects append each valid one
-    /// as an event when its decider is consulted on signals, unless a node
-    /// of decision 1 waits for its name (its release takes the signal, as
-    /// it would a row sent before it waited). Appends only: the effects'
-    /// caller then drives the decision they start. Each append is once per
-    /// signal (its source), so a rerun of the effects and the signal's own
-    /// late stream record add nothing.
+    /// yet, and kept the rows. Decision 1's effects (`decisions`, as
+    /// recorded) append each valid one as an event, in the order clients
+    /// dated them, when its decider is consulted on signals, unless a node
+    /// decision 1 scheduled waits for its name (its release takes the
+    /// signal, as it would a row sent before it waited; judged from the
+    /// record, not the open nodes, which a wait completed by its release
+    /// has left). Each append is once per signal (its source), so a rerun
+    /// of the effects and the signal's own late stream record add nothing.
+    /// An append normally starts nothing (the effects are still owed, and
+    /// their caller drives the next decision); one that starts a decision
+    /// (another applier marked decision 1 written meanwhile) runs it.
     ///
     /// Errors: [`EngineError::Retry`] when DynamoDB is unavailable.
-    pub(crate) async fn take_early_signals(&self, wf: &WorkflowExec) -> Result<(), EngineError> {
+    pub(crate) async fn take_early_signals(
+        &self,
+        wf: &WorkflowExec,
+        decisions: &[Decision],
+    ) -> Result<(), EngineError> {
         if !takes_signals(wf) {
             return Ok(());
         }
         let rows = self.signals_of(&wf.workflow_exec_id, None).await?;
-        if rows.is_empty() {
-            return Ok(());
-        }
-        let key = (wf.workflow_exec_id.as_str(), wf.workflow_name.as_str());
-        let open = self.episode_state(key).await?.open_nodes;
-        let nodes = self.nodes_named(&wf.workflow_exec_id, open.iter()).await?;
-        let waited: Vec<&str> = (nodes.values())
-            .filter_map(|a| a.runner.signal_name.as_deref())
+        let waited: Vec<&str> = (decisions.iter())
+            .flat_map(|d| match d {
+                Decision::Schedule { activities } => activities.as_slice(),
+                _ => &[],
+            })
+            .filter_map(|a| a.signal.as_deref())
             .collect();
-        let early = rows.iter().filter(|r| r.invalid().is_none());
-        for row in early.filter(|r| !waited.contains(&r.name.as_str())) {
+        let mut early: Vec<&SignalRow> = (rows.iter())
+            .filter(|r| r.invalid().is_none() && !waited.contains(&r.name.as_str()))
+            .collect();
+        early.sort_by(|a, b| (a.when_epoch, &a.signal_key).cmp(&(b.when_epoch, &b.signal_key)));
+        let key = (wf.workflow_exec_id.as_str(), wf.workflow_name.as_str());
+        for row in early {
             let (source, build) = self.signal_append(key, row);
-            self.append_only(key, &source, build).await?;
+            if let Append::Appended { started: Some(id) } =
+                self.append_only(key, &source, build).await?
+            {
+                self.run_started(key, &id).await?;
+            }
         }
         Ok(())
     }
