@@ -26,7 +26,7 @@
 # so `whimbrel local` stalls on that stream for good: an activity completing
 # with output {} (whimbrel-noop in `make bench`) or a request with input {}
 # blocks the local stack. 2.6.1 writes {"M": {}} as DynamoDB does;
-# crates/whimbrel-cli/tests/local_streams.rs checks it.
+# crates/whimbrel-cli/tests/it/local_streams.rs checks it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD

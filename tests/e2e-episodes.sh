@@ -17,7 +17,7 @@
 #     of 10 executions, each COMPLETED, the last with {"episodes": 500};
 #  5. the Python decider (examples/python-decider): its unit tests, and
 #     the requests the engine sent the Rust polling decider (recorded by
-#     crates/whimbrel-core/tests/episodes_dynamodb.rs) answered the same
+#     crates/whimbrel-core/tests/it/episodes_dynamodb.rs) answered the same
 #     way by it, run under AWS's runtime interface client (awslambdaric)
 #     against a Runtime API (cargo lambda watch refuses to invoke a
 #     function that is not a binary of the Cargo project).

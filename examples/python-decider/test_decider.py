@@ -8,7 +8,7 @@ import unittest
 import decider
 
 # The requests the engine sent the Rust polling decider in
-# crates/whimbrel-core/tests/episodes_dynamodb.rs, and its answers (ids and
+# crates/whimbrel-core/tests/it/episodes_dynamodb.rs, and its answers (ids and
 # times made constant; that test fails when the requests change shape).
 RECORDED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "recorded-polling.json")
 

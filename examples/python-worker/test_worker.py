@@ -150,7 +150,7 @@ class WorkerTest(unittest.TestCase):
 
     def test_shard_and_token_hash_agree_with_rust(self):
         # FNV-1a 32-bit reference vectors, then the vectors of
-        # docs/workers.md (asserted on the Rust side by tests/docs_shapes.rs).
+        # docs/workers.md (asserted on the Rust side by tests/it/docs_shapes.rs).
         self.assertEqual(worker.shard_of("a"), 0xE40C292C % 8)
         self.assertEqual(worker.shard_of("foobar"), 0xBF9CF968 % 8)
         self.assertEqual(worker.shard_of(""), 0x811C9DC5 % 8)

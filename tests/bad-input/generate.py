@@ -8,7 +8,7 @@ functions (a DynamoDB stream event in the aws_lambda_events shape, or an
 EventBridge Scheduled Event), except the `unparseable` ones, which are not
 JSON at all. MANIFEST says, per file, which function gets it and what must
 happen; README.md describes the format and the placeholders the test
-(crates/whimbrel-core/tests/bad_input.rs) substitutes.
+(crates/whimbrel-core/tests/it/bad_input.rs) substitutes.
 
 The files are generated so that every record has a distinct SequenceNumber
 and the expectations sit next to the input that causes them; edit this

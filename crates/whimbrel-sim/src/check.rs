@@ -18,6 +18,7 @@
 //! TIMED_OUT, and every child's end reached its node, with its result.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 use whimbrel_core::attr;
 
 use whimbrel_core::contract::ActivityState;
@@ -89,20 +90,42 @@ pub struct Checker {
 /// does not parse (named by its key). A stray item, one that a hostile
 /// heartbeat write created under an activity's hash key with another
 /// workflow's range key, is not an activity and is skipped.
-pub fn activities(mem: &MemoryBackend, t: &Tables) -> (Vec<ActivityExec>, Vec<String>) {
+pub fn activities(mem: &MemoryBackend, t: &Tables) -> (Vec<Arc<ActivityExec>>, Vec<String>) {
     let mut bad = vec![];
     let mut out = vec![];
-    for item in mem.items(&t.activity_exec()) {
-        let key = format!("{:?}", item.get(attr::ACTIVITY_EXEC_ID));
-        if is_stray(&item) {
-            continue;
-        }
-        match serde_dynamo::from_item::<_, ActivityExec>(item) {
-            Ok(a) => out.push(a),
-            Err(e) => bad.push(format!("activity item {key} does not parse ({e})")),
+    for read in mem.decoded(&t.activity_exec(), read_activity) {
+        match read {
+            Some(Ok(a)) => out.push(a),
+            Some(Err(e)) => bad.push(e),
+            None => {}
         }
     }
     (out, bad)
+}
+
+/// One activity exec item as [`activities`] reads it: `None` for a stray
+/// item, else the activity or why it does not parse.
+fn read_activity(
+    _: &str,
+    item: &whimbrel_core::store::Item,
+) -> Option<Result<Arc<ActivityExec>, String>> {
+    if is_stray(item) {
+        return None;
+    }
+    Some(
+        serde_dynamo::from_item::<_, ActivityExec>(item.clone())
+            .map(Arc::new)
+            .map_err(|e| {
+                let key = format!("{:?}", item.get(attr::ACTIVITY_EXEC_ID));
+                format!("activity item {key} does not parse ({e})")
+            }),
+    )
+}
+
+/// `acts`, each shared as [`activities`] reads them (for unit tests).
+#[cfg(test)]
+pub(crate) fn arcs(acts: &[ActivityExec]) -> Vec<Arc<ActivityExec>> {
+    acts.iter().cloned().map(Arc::new).collect()
 }
 
 /// Whether an activity exec item's key is not an activity's own
@@ -121,10 +144,10 @@ fn is_stray(item: &whimbrel_core::store::Item) -> bool {
 /// row that is missing, or an input too large for the item kept on it, is a
 /// violation.
 fn with_outputs(
-    mut acts: Vec<ActivityExec>,
+    mut acts: Vec<Arc<ActivityExec>>,
     mem: &MemoryBackend,
     t: &Tables,
-) -> (Vec<ActivityExec>, Vec<String>) {
+) -> (Vec<Arc<ActivityExec>>, Vec<String>) {
     let mut v = vec![];
     let rows: HashMap<String, Option<serde_json::Value>> = mem
         .items(&t.activity_event())
@@ -139,6 +162,7 @@ fn with_outputs(
         .map(|r| (r.workflow_exec_id, r.output))
         .collect();
     for a in &mut acts {
+        let a = Arc::make_mut(a);
         if let Some(r) = &a.outcome.output_ref {
             match copies.get(r) {
                 Some(out) => a.outcome.output = Some(out.clone()),
@@ -172,28 +196,60 @@ fn with_outputs(
     (acts, v)
 }
 
+/// One item of `whimbrel_workflow_plan`, read as [`stored_plans`] and
+/// [`inputs_kept_twice`] read it: a plan part (an item with
+/// [`attr::PART`]), else a plan head, and an input row (an item with
+/// [`attr::INPUT`] and no [`attr::PLAN`]), each when it parses; and the
+/// inputs over the inline limit the part or head keeps inline.
+#[derive(Debug, Clone, Default)]
+struct PlanRow {
+    part: Option<WorkflowPlanPart>,
+    head: Option<WorkflowPlan>,
+    input: Option<InputRow>,
+    kept_twice: Vec<String>,
+}
+
+fn read_plan_row(_: &str, i: &whimbrel_core::store::Item) -> PlanRow {
+    let mut row = PlanRow::default();
+    let acts = if i.contains_key(attr::PART) {
+        row.part = serde_dynamo::from_item::<_, WorkflowPlanPart>(i.clone()).ok();
+        (row.part.as_ref()).map(|p| (p.workflow_exec_id.clone(), &p.activities))
+    } else {
+        row.head = serde_dynamo::from_item::<_, WorkflowPlan>(i.clone()).ok();
+        (row.head.as_ref()).map(|p| (p.workflow_exec_id.clone(), &p.plan.activities))
+    };
+    if let Some((key, acts)) = acts {
+        for a in acts {
+            if a.input.as_ref().is_some_and(|x| !payloads::inline(x)) {
+                row.kept_twice.push(format!(
+                    "plan {key}: activity {} keeps an input over {} bytes inline",
+                    a.name,
+                    payloads::INLINE_PAYLOAD_BYTES
+                ));
+            }
+        }
+    }
+    if i.contains_key(attr::INPUT) && !i.contains_key(attr::PLAN) {
+        row.input = serde_dynamo::from_item::<_, InputRow>(i.clone()).ok();
+    }
+    row
+}
+
 /// Every stored plan, whole, by workflow exec id: a head's parts put
 /// together in order as `engine::plans::load` does; a head whose parts
 /// are not all there is left out (as unreadable).
 fn stored_plans(mem: &MemoryBackend, t: &Tables) -> HashMap<String, WorkflowPlan> {
-    let items = mem.items(&t.workflow_plan());
-    let parts: HashMap<String, WorkflowPlanPart> = items
-        .iter()
-        .filter(|i| i.contains_key(attr::PART))
-        .filter_map(|i| serde_dynamo::from_item::<_, WorkflowPlanPart>(i.clone()).ok())
+    let rows = mem.decoded(&t.workflow_plan(), read_plan_row);
+    let parts: HashMap<String, &WorkflowPlanPart> = (rows.iter())
+        .filter_map(|r| r.part.as_ref())
         .map(|p| (p.workflow_exec_id.clone(), p))
         .collect();
-    let inputs: HashMap<String, serde_json::Value> = items
-        .iter()
-        .filter(|i| i.contains_key(attr::INPUT) && !i.contains_key(attr::PLAN))
-        .filter_map(|i| serde_dynamo::from_item::<_, InputRow>(i.clone()).ok())
-        .map(|r| (r.workflow_exec_id, r.input))
+    let inputs: HashMap<&str, &serde_json::Value> = (rows.iter())
+        .filter_map(|r| r.input.as_ref())
+        .map(|r| (r.workflow_exec_id.as_str(), &r.input))
         .collect();
     let mut out = HashMap::new();
-    for i in items.into_iter().filter(|i| !i.contains_key(attr::PART)) {
-        let Ok(mut head) = serde_dynamo::from_item::<_, WorkflowPlan>(i) else {
-            continue;
-        };
+    for mut head in rows.iter().filter_map(|r| r.head.clone()) {
         if let Some(named) = head.parts.clone() {
             let whole: Option<Vec<_>> = (0..named.count)
                 .map(|k| {
@@ -214,7 +270,7 @@ fn stored_plans(mem: &MemoryBackend, t: &Tables) -> HashMap<String, WorkflowPlan
         // output check then reports the activity.
         for a in &mut head.plan.activities {
             if let Some(key) = &a.input_ref {
-                a.input = inputs.get(key).cloned();
+                a.input = inputs.get(key.as_str()).map(|v| (*v).clone());
             }
         }
         out.insert(head.workflow_exec_id.clone(), head);
@@ -226,31 +282,9 @@ fn stored_plans(mem: &MemoryBackend, t: &Tables) -> HashMap<String, WorkflowPlan
 /// activity item inline: it belongs on its input row only
 /// (`payloads::by_reference`).
 fn inputs_kept_twice(mem: &MemoryBackend, t: &Tables) -> Vec<String> {
-    let mut v = vec![];
-    for i in mem.items(&t.workflow_plan()) {
-        let acts = if i.contains_key(attr::PART) {
-            serde_dynamo::from_item::<_, WorkflowPlanPart>(i)
-                .map(|p| (p.workflow_exec_id, p.activities))
-                .ok()
-        } else {
-            serde_dynamo::from_item::<_, WorkflowPlan>(i)
-                .map(|p| (p.workflow_exec_id, p.plan.activities))
-                .ok()
-        };
-        for (key, a) in acts
-            .into_iter()
-            .flat_map(|(k, a)| a.into_iter().map(move |a| (k.clone(), a)))
-        {
-            if a.input.as_ref().is_some_and(|x| !payloads::inline(x)) {
-                v.push(format!(
-                    "plan {key}: activity {} keeps an input over {} bytes inline",
-                    a.name,
-                    payloads::INLINE_PAYLOAD_BYTES
-                ));
-            }
-        }
-    }
-    v
+    (mem.decoded(&t.workflow_plan(), read_plan_row).into_iter())
+        .flat_map(|r| r.kept_twice)
+        .collect()
 }
 
 /// Give each wide fan-out (`dependents_in_plan`) the dependents and join
@@ -258,24 +292,28 @@ fn inputs_kept_twice(mem: &MemoryBackend, t: &Tables) -> Vec<String> {
 /// edge. A workflow whose plan item cannot be read keeps its lists empty
 /// (the planned check reports that).
 fn with_planned_dependents(
-    mut acts: Vec<ActivityExec>,
+    mut acts: Vec<Arc<ActivityExec>>,
     mem: &MemoryBackend,
     t: &Tables,
     cfg: &EngineConfig,
-) -> Vec<ActivityExec> {
+) -> Vec<Arc<ActivityExec>> {
+    if acts.iter().all(|a| a.links.dependents_in_plan.is_none()) {
+        return acts;
+    }
     let plans = stored_plans(mem, t);
     for a in acts
         .iter_mut()
         .filter(|a| a.links.dependents_in_plan.is_some())
     {
         if let Some(p) = plans.get(&a.workflow_exec_id) {
-            (a.links.dependents, a.links.join_slots) =
-                whimbrel_core::engine::items::planned_dependents(
-                    &a.workflow_exec_id,
-                    &p.plan,
-                    &a.activity_name,
-                    cfg,
-                );
+            let derived = whimbrel_core::engine::items::planned_dependents(
+                &a.workflow_exec_id,
+                &p.plan,
+                &a.activity_name,
+                cfg,
+            );
+            let a = Arc::make_mut(a);
+            (a.links.dependents, a.links.join_slots) = derived;
         }
     }
     acts
@@ -284,17 +322,33 @@ fn with_planned_dependents(
 /// The join group items of wide joins (the dependency table's items that
 /// are not edges).
 fn join_groups(mem: &MemoryBackend, t: &Tables) -> Vec<JoinGroup> {
-    mem.items(&t.activity_exec_dependency())
+    let read = |_: &str, i: &whimbrel_core::store::Item| {
+        (!i.contains_key(attr::DEPENDENT_ACTIVITY_EXEC_ID))
+            .then(|| serde_dynamo::from_item(i.clone()).ok())
+            .flatten()
+    };
+    mem.decoded(&t.activity_exec_dependency(), read)
         .into_iter()
-        .filter(|i| !i.contains_key(attr::DEPENDENT_ACTIVITY_EXEC_ID))
-        .filter_map(|i| serde_dynamo::from_item(i).ok())
+        .flatten()
         .collect()
 }
 
-fn workflows(mem: &MemoryBackend, t: &Tables) -> Vec<WorkflowExec> {
-    mem.items(&t.workflow_exec())
+/// Every workflow exec item that parses (the rest are left out).
+pub fn workflows(mem: &MemoryBackend, t: &Tables) -> Vec<WorkflowExec> {
+    let read = |_: &str, i: &whimbrel_core::store::Item| serde_dynamo::from_item(i.clone()).ok();
+    mem.decoded(&t.workflow_exec(), read)
         .into_iter()
-        .filter_map(|i| serde_dynamo::from_item(i).ok())
+        .flatten()
+        .collect()
+}
+
+/// Every row of `whimbrel_workflow_request` that parses (the rest are
+/// left out).
+pub fn requests(mem: &MemoryBackend, t: &Tables) -> Vec<WorkflowRequest> {
+    let read = |_: &str, i: &whimbrel_core::store::Item| serde_dynamo::from_item(i.clone()).ok();
+    mem.decoded(&t.workflow_request(), read)
+        .into_iter()
+        .flatten()
         .collect()
 }
 
@@ -332,7 +386,7 @@ impl Checker {
         activities(mem, t)
             .0
             .into_iter()
-            .map(|a| a.activity_exec_id)
+            .map(|a| a.activity_exec_id.clone())
             .collect()
     }
 
@@ -402,7 +456,7 @@ impl Checker {
         &mut self,
         mem: &MemoryBackend,
         t: &Tables,
-    ) -> Option<(Vec<ActivityExec>, Vec<String>)> {
+    ) -> Option<(Vec<Arc<ActivityExec>>, Vec<String>)> {
         let writes = mem.writes();
         if writes == self.seen_writes {
             return None;
@@ -414,7 +468,7 @@ impl Checker {
     /// [`Checker::safety_at`] on the activities [`Checker::changed`] read.
     pub fn safety_of(
         &mut self,
-        (acts, mut v): (Vec<ActivityExec>, Vec<String>),
+        (acts, mut v): (Vec<Arc<ActivityExec>>, Vec<String>),
         mem: &MemoryBackend,
         t: &Tables,
         cfg: &EngineConfig,

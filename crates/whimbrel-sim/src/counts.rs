@@ -10,6 +10,7 @@
 //! `check.rs` adds that the counters equal the activities' ends.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use whimbrel_core::attr;
 
 use whimbrel_core::engine::decide::redrive::GROUPS_PER_GENERATION;
@@ -37,24 +38,57 @@ fn tally(states: impl Iterator<Item = whimbrel_core::contract::ActivityState>) -
 /// names give it), by (workflow exec id, group number).
 type Groups = HashMap<(String, u32), (CountGroup, Option<u32>)>;
 
+/// A count group item as [`violations`] reads it: its key, workflow exec
+/// id and group number, and the group with its names' activity exec ids
+/// (or why it does not parse).
+type ReadGroup = (
+    String,
+    String,
+    u32,
+    Result<(CountGroup, Vec<String>), String>,
+);
+
+fn read_group(_: &str, item: &Item) -> Option<ReadGroup> {
+    let (key, wf, g) = count_group_key(item)?;
+    let group = serde_dynamo::from_item::<_, CountGroup>(item.clone())
+        .map(|group| {
+            let ids = (group.ended.iter())
+                .map(|name| ids::activity_exec_id(&wf, name))
+                .collect();
+            (group, ids)
+        })
+        .map_err(|e| format!("{key}: count group does not parse: {e}"));
+    Some((key.to_string(), wf, g, group))
+}
+
+/// A workflow exec item and the groups its `counted_groups` names.
+fn read_counted(_: &str, item: &Item) -> Option<(WorkflowExec, Vec<String>)> {
+    let w = serde_dynamo::from_item::<_, WorkflowExec>(item.clone()).ok()?;
+    let counted: Vec<String> = item
+        .get(attr::COUNTED_GROUPS)
+        .and_then(whimbrel_core::store::as_ss)
+        .cloned()
+        .unwrap_or_default();
+    Some((w, counted))
+}
+
 /// Violations of the counting invariant among `acts` and the tables.
-pub fn violations(acts: &[ActivityExec], mem: &MemoryBackend, t: &Tables) -> Vec<String> {
+pub fn violations(acts: &[Arc<ActivityExec>], mem: &MemoryBackend, t: &Tables) -> Vec<String> {
     let mut v = vec![];
     let by_id: HashMap<&str, &ActivityExec> = acts
         .iter()
-        .map(|a| (a.activity_exec_id.as_str(), a))
+        .map(|a| (a.activity_exec_id.as_str(), &**a))
         .collect();
-    let generation: HashMap<String, u32> = mem
-        .items(&t.workflow_exec())
+    let generation: HashMap<String, u32> = crate::check::workflows(mem, t)
         .into_iter()
-        .filter_map(|i| serde_dynamo::from_item::<_, WorkflowExec>(i).ok())
         .map(|w| (w.workflow_exec_id, w.redrive_count.unwrap_or(0)))
         .collect();
     let mut groups: Groups = HashMap::new();
-    for item in mem.items(&t.activity_exec_dependency()) {
-        let Some((key, wf, g)) = count_group_key(&item) else {
-            continue;
-        };
+    for (key, wf, g, read) in mem
+        .decoded(&t.activity_exec_dependency(), read_group)
+        .into_iter()
+        .flatten()
+    {
         // An earlier generation's groups name activities a redrive took
         // back; they count for nothing now.
         let current = generation.get(&wf).copied().unwrap_or(0);
@@ -69,26 +103,22 @@ pub fn violations(acts: &[ActivityExec], mem: &MemoryBackend, t: &Tables) -> Vec
             }
             std::cmp::Ordering::Equal => {}
         }
-        let group: CountGroup = match serde_dynamo::from_item(item.clone()) {
-            Ok(g) => g,
+        let (group, ids) = match read {
+            Ok(read) => read,
             Err(e) => {
-                v.push(format!("{key}: count group does not parse: {e}"));
+                v.push(e);
                 continue;
             }
         };
-        let (size, found) = count_group_violations(key, &wf, g, &group, &by_id);
+        let (size, found) = count_group_violations(&key, g, &group, &ids, &by_id);
         v.extend(found);
         groups.insert((wf, g), (group, size));
     }
-    for item in mem.items(&t.workflow_exec()) {
-        let Ok(w) = serde_dynamo::from_item::<_, WorkflowExec>(item.clone()) else {
-            continue;
-        };
-        let counted: Vec<String> = item
-            .get(attr::COUNTED_GROUPS)
-            .and_then(whimbrel_core::store::as_ss)
-            .cloned()
-            .unwrap_or_default();
+    for (w, counted) in mem
+        .decoded(&t.workflow_exec(), read_counted)
+        .into_iter()
+        .flatten()
+    {
         v.extend(counted_groups_violations(&w, &counted, &groups));
     }
     v
@@ -107,22 +137,22 @@ fn count_group_key(item: &Item) -> Option<(&str, String, u32)> {
     Some((key, wf, g))
 }
 
-/// The size of count group `g` of workflow `wf` (item `key`), as its
-/// names' slots give it, and its violations: a name that is not a
+/// The size of count group `g` (item `key`; `ids`: its names' activity
+/// exec ids, in order), as its names' slots give it, and its violations: a name that is not a
 /// terminal activity placed in that group, counters that do not tally
 /// the names' end states, more names than the size.
 fn count_group_violations(
     key: &str,
-    wf: &str,
     g: u32,
     group: &CountGroup,
+    ids: &[String],
     by_id: &HashMap<&str, &ActivityExec>,
 ) -> (Option<u32>, Vec<String>) {
     let mut v = vec![];
     let mut size = None;
     let mut states = vec![];
-    for name in &group.ended {
-        match by_id.get(ids::activity_exec_id(wf, name).as_str()) {
+    for (name, id) in group.ended.iter().zip(ids) {
+        match by_id.get(id.as_str()) {
             None => v.push(format!("{key}: counts unknown activity {name}")),
             Some(a) if !a.state.is_terminal() => {
                 v.push(format!("{key}: counts {name}, which is {}", a.state))
@@ -205,7 +235,7 @@ fn counted_groups_violations(w: &WorkflowExec, counted: &[String], groups: &Grou
 
 /// At the end of a schedule: a planned workflow's counters equal its
 /// activities' end states (every group complete and counted).
-pub fn final_violations(acts: &[ActivityExec], w: &WorkflowExec) -> Option<String> {
+pub fn final_violations(acts: &[Arc<ActivityExec>], w: &WorkflowExec) -> Option<String> {
     let ends = tally(
         acts.iter()
             .filter(|a| a.workflow_exec_id == w.workflow_exec_id)

@@ -10,6 +10,7 @@
 //!   `join_slots`), and a group never holds more than its size.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use whimbrel_core::contract::ActivityState;
 use whimbrel_core::ids;
@@ -18,11 +19,11 @@ use whimbrel_core::model::{ActivityExec, JoinGroup};
 /// Violations of the edge invariant among `acts` and the join group items
 /// `groups` (every item of the dependency table that parses as one and
 /// whose key is a join group's).
-pub fn violations(acts: &[ActivityExec], groups: &[JoinGroup]) -> Vec<String> {
+pub fn violations(acts: &[Arc<ActivityExec>], groups: &[JoinGroup]) -> Vec<String> {
     let mut v = vec![];
     let by_id: HashMap<&str, &ActivityExec> = acts
         .iter()
-        .map(|a| (a.activity_exec_id.as_str(), a))
+        .map(|a| (a.activity_exec_id.as_str(), &**a))
         .collect();
     // (join id, group) -> the group item's released names.
     let mut group_of: HashMap<(String, u32), HashSet<&str>> = HashMap::new();
@@ -141,7 +142,7 @@ fn pending_count_violations(a: &ActivityExec) -> Vec<String> {
 /// inline prerequisite that did not COMPLETE.
 fn release_violations(
     a: &ActivityExec,
-    acts: &[ActivityExec],
+    acts: &[Arc<ActivityExec>],
     by_id: &HashMap<&str, &ActivityExec>,
     group_of: &HashMap<(String, u32), HashSet<&str>>,
 ) -> Vec<String> {

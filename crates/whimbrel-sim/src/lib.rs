@@ -27,6 +27,11 @@ pub mod world;
 
 pub use world::{Failure, Params, Stats};
 
+/// Every binary that links the simulation (`whimbrel-sim`, its tests)
+/// allocates with mimalloc: a schedule allocates and frees on every step.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Run one schedule.
 pub fn run(seed: u64, params: &Params) -> Result<Stats, Failure> {
     world::Sim::new(seed, params.clone()).run()

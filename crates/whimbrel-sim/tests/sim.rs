@@ -1,19 +1,126 @@
 //! The simulation inside `make test`: 500 seeded schedules with faults must
 //! hold every invariant, and one seed must replay exactly.
+//!
+//! The 500 run as [`SHARDS`] tests of 50 seeds each, which nextest runs in
+//! their own processes side by side, so no one test sets the length of
+//! `make test`. Each shard asserts every invariant of its own seeds, then
+//! writes what its schedules did to a file ([`shard_file`]); whichever
+//! shard finds all [`SHARDS`] files written asserts the coverage of the
+//! 500 together ([`assert_coverage`]), as one test of the 500 did before.
+//! A shard run alone (a filter) checks its seeds and, unless the other
+//! shards' files of the same test binary are there, not the coverage.
 
-use whimbrel_sim::{run, Params};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
 
-#[test]
-fn five_hundred_schedules_hold_every_invariant() {
+use serde_json::{json, Value};
+use whimbrel_sim::{run, Params, Stats};
+
+/// The shards of the 500 schedules.
+const SHARDS: u64 = 10;
+/// Seeds per shard: shard `k` (0-based) runs seeds `50k+1 ..= 50k+50`.
+const SEEDS_PER_SHARD: u64 = 50;
+
+/// What the schedules of some seeds did, summed, as the coverage
+/// assertions need it.
+#[derive(Debug, Default)]
+struct Totals {
+    seeds: Vec<u64>,
+    activities: u64,
+    relaunches: u64,
+    redriven: u64,
+    dead_lettered: u64,
+    ended: BTreeMap<String, u64>,
+    features: BTreeMap<String, u64>,
+    faults: BTreeMap<String, u64>,
+}
+
+impl Totals {
+    fn add(&mut self, seed: u64, stats: Stats) {
+        self.merge(Totals {
+            seeds: vec![seed],
+            activities: stats.activities as u64,
+            relaunches: stats.relaunches,
+            redriven: stats.redriven,
+            dead_lettered: stats.dead_lettered,
+            ended: stats.ended,
+            features: stats.features,
+            faults: stats.faults,
+        });
+    }
+
+    fn merge(&mut self, other: Totals) {
+        self.seeds.extend(other.seeds);
+        self.activities += other.activities;
+        self.relaunches += other.relaunches;
+        self.redriven += other.redriven;
+        self.dead_lettered += other.dead_lettered;
+        for (into, from) in [
+            (&mut self.ended, other.ended),
+            (&mut self.features, other.features),
+            (&mut self.faults, other.faults),
+        ] {
+            for (k, v) in from {
+                *into.entry(k).or_insert(0) += v;
+            }
+        }
+    }
+
+    fn to_json(&self) -> Value {
+        json!({
+            "seeds": self.seeds, "activities": self.activities,
+            "relaunches": self.relaunches, "redriven": self.redriven,
+            "dead_lettered": self.dead_lettered, "ended": self.ended,
+            "features": self.features, "faults": self.faults,
+        })
+    }
+
+    fn from_json(v: &Value) -> Totals {
+        let n = |k: &str| v[k].as_u64().expect("a count");
+        let map = |k: &str| serde_json::from_value(v[k].clone()).expect("counts by name");
+        Totals {
+            seeds: serde_json::from_value(v["seeds"].clone()).expect("seeds"),
+            activities: n("activities"),
+            relaunches: n("relaunches"),
+            redriven: n("redriven"),
+            dead_lettered: n("dead_lettered"),
+            ended: map("ended"),
+            features: map("features"),
+            faults: map("faults"),
+        }
+    }
+}
+
+/// Where shard `k` of this test binary writes its totals: a folder of
+/// Cargo's per-test scratch directory named by the binary's path, size
+/// and modification time, so that a rebuilt binary never reads an older
+/// one's shards. (The schedules are deterministic: a binary's shards hold
+/// the same totals on every run.)
+fn shard_file(k: u64) -> PathBuf {
+    let exe = std::env::current_exe().expect("the test binary");
+    let meta = std::fs::metadata(&exe).expect("the test binary's metadata");
+    let modified = meta
+        .modified()
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_nanos());
+    let id = format!("{}:{}:{modified}", exe.display(), meta.len());
+    let hash = id.bytes().fold(0xcbf29ce484222325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100000001b3)
+    });
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("sim-shards-{hash:016x}"))
+        .join(format!("shard-{k}.json"))
+}
+
+/// Run shard `k`: every seed of it must hold every invariant (or fail on
+/// its known engine bug); then write its totals, and assert the coverage
+/// of the 500 once every shard's totals are written.
+fn shard(k: u64) {
     let params = Params::default();
-    let mut activities = 0;
-    let mut ended = std::collections::BTreeMap::<String, u64>::new();
-    let mut relaunches = 0;
-    let (mut redriven, mut dead_lettered) = (0, 0);
-    let mut features = std::collections::BTreeMap::<String, u64>::new();
-    let mut faults = std::collections::BTreeMap::<String, u64>::new();
-    for seed in 1..=500 {
-        if let Some((_, bug)) = KNOWN_ENGINE_BUGS.iter().find(|k| k.0 == seed) {
+    let mut totals = Totals::default();
+    for seed in k * SEEDS_PER_SHARD + 1..=(k + 1) * SEEDS_PER_SHARD {
+        if let Some((_, bug)) = KNOWN_ENGINE_BUGS.iter().find(|b| b.0 == seed) {
             let v = run(seed, &params).err().map(|f| f.violations);
             assert!(
                 v.as_ref()
@@ -21,24 +128,11 @@ fn five_hundred_schedules_hold_every_invariant() {
                 "seed {seed} no longer fails on its known engine bug ({bug}): \
                  remove it from KNOWN_ENGINE_BUGS ({v:?})"
             );
+            totals.seeds.push(seed);
             continue;
         }
         match run(seed, &params) {
-            Ok(stats) => {
-                activities += stats.activities;
-                relaunches += stats.relaunches;
-                redriven += stats.redriven;
-                dead_lettered += stats.dead_lettered;
-                for (k, v) in stats.faults {
-                    *faults.entry(k).or_insert(0) += v;
-                }
-                for (k, v) in stats.features {
-                    *features.entry(k).or_insert(0) += v;
-                }
-                for (k, v) in stats.ended {
-                    *ended.entry(k).or_insert(0) += v;
-                }
-            }
+            Ok(stats) => totals.add(seed, stats),
             Err(f) => panic!(
                 "seed {seed} broke an invariant (replay: WHIMBREL_SIM_SEED={seed} make torture):\n{}\n{}",
                 f.violations.join("\n"),
@@ -46,6 +140,62 @@ fn five_hundred_schedules_hold_every_invariant() {
             ),
         }
     }
+    let file = shard_file(k);
+    std::fs::create_dir_all(file.parent().expect("a folder")).expect("the shards' folder");
+    let tmp = file.with_extension(format!("{}.tmp", std::process::id()));
+    std::fs::write(&tmp, totals.to_json().to_string()).expect("write the shard's totals");
+    std::fs::rename(&tmp, &file).expect("publish the shard's totals");
+    let mut all = Totals::default();
+    for j in 0..SHARDS {
+        match std::fs::read_to_string(shard_file(j)) {
+            Ok(text) => all.merge(Totals::from_json(
+                &serde_json::from_str(&text).expect("a shard's totals"),
+            )),
+            Err(_) => {
+                eprintln!("shard {j} has not written its totals yet: the coverage of the 500 is asserted by the last shard to end");
+                return;
+            }
+        }
+    }
+    assert_coverage(&all);
+}
+
+macro_rules! shards {
+    ($($name:ident = $k:expr),* $(,)?) => {$(
+        /// One shard of the 500 schedules (module docs).
+        #[test]
+        fn $name() {
+            shard($k);
+        }
+    )*};
+}
+
+shards! {
+    five_hundred_schedules_shard_01_of_10 = 0,
+    five_hundred_schedules_shard_02_of_10 = 1,
+    five_hundred_schedules_shard_03_of_10 = 2,
+    five_hundred_schedules_shard_04_of_10 = 3,
+    five_hundred_schedules_shard_05_of_10 = 4,
+    five_hundred_schedules_shard_06_of_10 = 5,
+    five_hundred_schedules_shard_07_of_10 = 6,
+    five_hundred_schedules_shard_08_of_10 = 7,
+    five_hundred_schedules_shard_09_of_10 = 8,
+    five_hundred_schedules_shard_10_of_10 = 9,
+}
+
+/// The 500 schedules together exercised every outcome, fault and feature
+/// (`t`: the totals of all shards).
+fn assert_coverage(t: &Totals) {
+    let mut seeds = t.seeds.clone();
+    seeds.sort_unstable();
+    assert_eq!(
+        seeds,
+        (1..=SHARDS * SEEDS_PER_SHARD).collect::<Vec<_>>(),
+        "the shards ran seeds 1 to 500, each once"
+    );
+    let (activities, relaunches) = (t.activities, t.relaunches);
+    let (redriven, dead_lettered) = (t.redriven, t.dead_lettered);
+    let (ended, features, faults) = (&t.ended, &t.features, &t.faults);
     assert!(
         activities > 2000,
         "the schedules ran {activities} activities"

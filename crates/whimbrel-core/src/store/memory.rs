@@ -10,7 +10,12 @@
 //! built with no lag; TTL deletes ([`MemoryBackend::expire`]); the 400 KB item limit computed as DynamoDB
 //! computes item size; INSERT stream records of stream-enabled tables;
 //! throttling or any other error on demand through the fault hook.
+//!
+//! For readers that look at every item again and again (the simulation's
+//! invariants, after every step), [`MemoryBackend::decoded`] keeps each
+//! item decoded until it is written again.
 
+use std::any::{Any, TypeId};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
@@ -56,11 +61,32 @@ struct IndexState {
 #[derive(Debug, Default)]
 struct Inner {
     items: HashMap<String, BTreeMap<String, Item>>,
+    /// Per table: the write number (`writes` after it) of the last write
+    /// to the table, and of the last write to each of its items.
+    versions: HashMap<String, Versions>,
     indexes: HashMap<(String, String), IndexState>,
     stream: Vec<StreamRecord>,
     sequence: u64,
     writes: u64,
 }
+
+#[derive(Debug, Default)]
+struct Versions {
+    table: u64,
+    items: HashMap<String, u64>,
+}
+
+/// One reader's decoded items of one table ([`MemoryBackend::decoded`]):
+/// the table's version they were refreshed at, and per item key the
+/// item's version and what `decode` made of it.
+struct Memo<T> {
+    seen: u64,
+    rows: BTreeMap<String, (u64, T)>,
+}
+
+/// The memos of [`MemoryBackend::decoded`], by (the type of the decode
+/// function, table).
+type Memos = HashMap<(TypeId, String), Box<dyn Any + Send>>;
 
 /// The in-memory DynamoDB model. Cheap to share behind an `Arc`.
 pub struct MemoryBackend {
@@ -68,6 +94,7 @@ pub struct MemoryBackend {
     lag: bool,
     inner: Mutex<Inner>,
     fault: Mutex<Option<FaultHook>>,
+    memos: Mutex<Memos>,
 }
 
 impl std::fmt::Debug for MemoryBackend {
@@ -91,6 +118,7 @@ impl MemoryBackend {
             lag,
             inner: Mutex::new(Inner::default()),
             fault: Mutex::new(None),
+            memos: Mutex::new(HashMap::new()),
         }
     }
 
@@ -250,6 +278,48 @@ impl MemoryBackend {
             .unwrap_or_default()
     }
 
+    /// Every item of `table`, ordered by key, as `decode(key, item)` makes
+    /// it (the same order and values as mapping `decode` over
+    /// [`MemoryBackend::items`]), where `key` is the item's primary key
+    /// text. `decode` runs again only on the items written (or deleted)
+    /// since the last call with the same function: its results are kept
+    /// per item version, keyed by the type of `decode` (every closure and
+    /// fn item has its own) and the table. So `decode` must be a pure
+    /// function of its arguments, and must not call this backend.
+    pub fn decoded<T, F>(&self, table: &str, decode: F) -> Vec<T>
+    where
+        T: Clone + Send + 'static,
+        F: Fn(&str, &Item) -> T + 'static,
+    {
+        let inner = self.lock();
+        let mut memos = self.memos.lock().unwrap_or_else(|p| p.into_inner());
+        let memo = memos
+            .entry((TypeId::of::<F>(), table.to_string()))
+            .or_insert_with(|| {
+                Box::new(Memo::<T> {
+                    seen: 0,
+                    rows: BTreeMap::new(),
+                })
+            })
+            .downcast_mut::<Memo<T>>()
+            .expect("a decode function's type fixes what it returns");
+        let versions = inner.versions.get(table);
+        let version = versions.map_or(0, |v| v.table);
+        if memo.seen != version {
+            let mut old = std::mem::take(&mut memo.rows);
+            for (pk, item) in inner.items.get(table).into_iter().flatten() {
+                let v = versions.and_then(|v| v.items.get(pk)).copied().unwrap_or(0);
+                let row = match old.remove(pk) {
+                    Some(kept) if kept.0 == v => kept,
+                    _ => (v, decode(pk, item)),
+                };
+                memo.rows.insert(pk.clone(), row);
+            }
+            memo.seen = version;
+        }
+        memo.rows.values().map(|(_, t)| t.clone()).collect()
+    }
+
     fn check_size(op: &'static str, item: &Item) -> Result<(), StoreError> {
         let size = item_size(item);
         if size > MAX_ITEM_BYTES {
@@ -326,6 +396,10 @@ impl MemoryBackend {
             .collect();
         for (pk, _) in &expired {
             inner.writes += 1;
+            let writes = inner.writes;
+            let v = inner.versions.entry(table.to_string()).or_default();
+            v.table = writes;
+            v.items.remove(pk);
             self.changed(&mut inner, table, pk, true, None);
             if let Some(t) = inner.items.get_mut(table) {
                 t.remove(pk);
@@ -341,6 +415,9 @@ impl MemoryBackend {
 
     fn commit(&self, inner: &mut Inner, table: &str, pk: String, old: bool, new: Item) {
         inner.writes += 1;
+        let v = inner.versions.entry(table.to_string()).or_default();
+        v.table = inner.writes;
+        v.items.insert(pk.clone(), inner.writes);
         self.changed(inner, table, &pk, old, Some(&new));
         inner
             .items
@@ -612,5 +689,85 @@ impl Backend for MemoryBackend {
 
     fn pause(&self, _millis: u64) -> BoxFuture<'_, ()> {
         futures::future::ready(()).boxed()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    fn row(name: &str, n: i64) -> Item {
+        Item::from([
+            (
+                whimbrel_rules::attr::WORKFLOW_NAME.to_string(),
+                AttributeValue::S(name.into()),
+            ),
+            ("n".to_string(), AttributeValue::N(n.to_string())),
+            ("ttl".to_string(), AttributeValue::N(n.to_string())),
+        ])
+    }
+
+    fn put(mem: &MemoryBackend, table: &str, item: Item) {
+        mem.put(table.to_string(), item, None)
+            .now_or_never()
+            .expect("the model answers at once")
+            .expect("put");
+    }
+
+    static DECODES: AtomicUsize = AtomicUsize::new(0);
+
+    fn read_n(key: &str, item: &Item) -> (String, String) {
+        DECODES.fetch_add(1, Ordering::SeqCst);
+        match item.get("n") {
+            Some(AttributeValue::N(n)) => (key.to_string(), n.clone()),
+            _ => (key.to_string(), String::new()),
+        }
+    }
+
+    /// `decoded` answers what decoding `items` answers, after puts,
+    /// overwrites and TTL deletes, and decodes only the items written
+    /// since its last call.
+    #[test]
+    fn decoded_is_items_decoded_and_decodes_only_what_was_written() {
+        let tables = Tables::new("t_");
+        let mem = MemoryBackend::new(&tables, false);
+        let table = tables.workflow_lambda();
+        let fresh = |mem: &MemoryBackend| -> Vec<(String, String)> {
+            let items = mem.items(&table);
+            let d = mem.decoded(&table, read_n);
+            let plain: Vec<_> = items.iter().map(|i| read_n("", i).1).collect();
+            assert_eq!(d.iter().map(|r| r.1.clone()).collect::<Vec<_>>(), plain);
+            d
+        };
+        for (name, n) in [("b", 2), ("a", 1), ("c", 3)] {
+            put(&mem, &table, row(name, n));
+        }
+        assert_eq!(fresh(&mem).len(), 3);
+        let before = DECODES.load(Ordering::SeqCst);
+        assert_eq!(mem.decoded(&table, read_n).len(), 3);
+        assert_eq!(
+            DECODES.load(Ordering::SeqCst),
+            before,
+            "nothing written, nothing decoded"
+        );
+        put(&mem, &table, row("b", 20));
+        let before = DECODES.load(Ordering::SeqCst);
+        let d = mem.decoded(&table, read_n);
+        assert_eq!(
+            DECODES.load(Ordering::SeqCst),
+            before + 1,
+            "only b decoded again"
+        );
+        assert_eq!(
+            d.iter().map(|r| r.1.as_str()).collect::<Vec<_>>(),
+            ["1", "20", "3"]
+        );
+        assert_eq!(mem.expire(&table, "ttl", 3).len(), 1);
+        let d = fresh(&mem);
+        assert_eq!(
+            d.iter().map(|r| r.1.as_str()).collect::<Vec<_>>(),
+            ["20", "3"]
+        );
     }
 }

@@ -11,6 +11,7 @@
 //! came does not.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use whimbrel_core::contract::ActivityState;
 use whimbrel_core::model::ActivityExec;
@@ -40,7 +41,7 @@ pub struct CancelRequest {
 /// applied the change, a worker's included, which may be off by minutes).
 pub fn violations(
     requests: &HashMap<String, CancelRequest>,
-    acts: &[ActivityExec],
+    acts: &[Arc<ActivityExec>],
     ended_at: &HashMap<String, i64>,
     redrives: &HashMap<String, i64>,
 ) -> Vec<String> {
@@ -148,13 +149,13 @@ mod tests {
         let seen = HashMap::new();
         let none = HashMap::new();
         assert_eq!(
-            violations(&reqs, std::slice::from_ref(&late), &seen, &none).len(),
+            violations(&reqs, &[Arc::new(late.clone())], &seen, &none).len(),
             1
         );
         // Seen ended by the checker before the cancel applied: no violation,
         // whatever clock the history was written with.
         let seen_early = HashMap::from([("x::1".to_string(), 99)]);
-        assert!(violations(&reqs, &[late], &seen_early, &none).is_empty());
+        assert!(violations(&reqs, &[Arc::new(late)], &seen_early, &none).is_empty());
         let early = act("w::1", &[(ActivityState::Completed, 101)]);
         let cancelled = act(
             "w::1",
@@ -164,7 +165,13 @@ mod tests {
             ],
         );
         let other = act("w::2", &[(ActivityState::Completed, 200)]);
-        assert!(violations(&reqs, &[early, cancelled, other], &seen, &none).is_empty());
+        assert!(violations(
+            &reqs,
+            &[Arc::new(early), Arc::new(cancelled), Arc::new(other)],
+            &seen,
+            &none
+        )
+        .is_empty());
         let pending = HashMap::from([(
             "r".to_string(),
             CancelRequest {
@@ -173,7 +180,7 @@ mod tests {
             },
         )]);
         let late = act("w::1", &[(ActivityState::Completed, 200)]);
-        assert!(violations(&pending, &[late], &seen, &none).is_empty());
+        assert!(violations(&pending, &[Arc::new(late)], &seen, &none).is_empty());
     }
 
     /// A redrive begun before the cancel was applied owes it (its
@@ -205,14 +212,14 @@ mod tests {
         a.state = ActivityState::Completed;
         let seen = HashMap::new();
         let before = HashMap::from([("R".to_string(), 60)]);
-        let v = violations(&reqs, std::slice::from_ref(&a), &seen, &before);
+        let v = violations(&reqs, &[Arc::new(a.clone())], &seen, &before);
         assert_eq!(v.len(), 1, "{v:?}");
         let after = HashMap::from([("R".to_string(), 150)]);
-        assert!(violations(&reqs, std::slice::from_ref(&a), &seen, &after).is_empty());
+        assert!(violations(&reqs, &[Arc::new(a.clone())], &seen, &after).is_empty());
         // The request's own cancel recorded at 50, before the redrive: it
         // took effect then, and its redelivery applied at 100 owes the
         // redrive nothing (seed 1053).
         a.trail.history[0].event_id = "cancel-request:r".into();
-        assert!(violations(&reqs, &[a], &seen, &before).is_empty());
+        assert!(violations(&reqs, &[Arc::new(a)], &seen, &before).is_empty());
     }
 }

@@ -45,6 +45,7 @@
 //! - a child deeper than the limit ended FAILED (or CANCELLED).
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use whimbrel_core::contract::{ActivityState, NodeKind, WorkflowState};
 use whimbrel_core::ids;
@@ -148,7 +149,7 @@ pub(super) struct Read<'a> {
 
 impl<'a> Read<'a> {
     /// Index `acts` and `wfs` by id.
-    pub fn new(acts: &'a [ActivityExec], wfs: &'a [WorkflowExec]) -> Self {
+    pub fn new(acts: &'a [Arc<ActivityExec>], wfs: &'a [WorkflowExec]) -> Self {
         Read {
             wfs: wfs
                 .iter()
@@ -156,7 +157,7 @@ impl<'a> Read<'a> {
                 .collect(),
             acts: acts
                 .iter()
-                .map(|a| (a.activity_exec_id.as_str(), a))
+                .map(|a| (a.activity_exec_id.as_str(), &**a))
                 .collect(),
         }
     }
@@ -395,10 +396,7 @@ fn end_violation(a: &ActivityExec, child: Option<&WorkflowExec>) -> Option<Strin
 impl Checker {
     /// Remember the request rows with a parent link and the cancel rows.
     fn note_requests(&mut self, mem: &MemoryBackend, t: &Tables) {
-        for item in mem.items(&t.workflow_request()) {
-            let Ok(row) = serde_dynamo::from_item::<_, WorkflowRequest>(item) else {
-                continue;
-            };
+        for row in super::requests(mem, t) {
             if row.cancel_workflow_exec_id.is_some() {
                 self.children.cancels.insert(row.workflow_request_id);
             } else if row.parent.is_some() {
@@ -412,7 +410,7 @@ impl Checker {
     /// activities and workflows read now.
     pub(super) fn child_violations(
         &mut self,
-        acts: &[ActivityExec],
+        acts: &[Arc<ActivityExec>],
         wfs: &[WorkflowExec],
         mem: &MemoryBackend,
         t: &Tables,
@@ -421,6 +419,7 @@ impl Checker {
         let nodes: Vec<&ActivityExec> = acts
             .iter()
             .filter(|a| a.runner.kind() == NodeKind::Child)
+            .map(|a| &**a)
             .collect();
         if nodes.is_empty() && self.children.requests.is_empty() {
             return vec![];

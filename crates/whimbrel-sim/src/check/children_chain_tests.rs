@@ -35,7 +35,7 @@ fn at_end(
     c.children.cancels.extend(cancels.iter().cloned());
     let lost: HashSet<String> = lost.iter().cloned().collect();
     c.child_liveness(&End {
-        read: Read::new(acts, wfs),
+        read: Read::new(&crate::check::arcs(acts), wfs),
         plans: &HashMap::new(),
         outcomes: &HashMap::new(),
         lost: &lost,
@@ -49,7 +49,7 @@ fn a_successor_is_linked_through_the_execution_it_continues() {
     let parent = workflow("p::1", "p", "RUNNING");
     let mut first = child_of(&n, "RUNNING");
     let second = continued(&mut first, "RUNNING");
-    let acts = vec![n.clone()];
+    let acts = crate::check::arcs(std::slice::from_ref(&n));
     let wfs = vec![parent.clone(), first.clone(), second.clone()];
     let read = Read::new(&acts, &wfs);
     assert!(link_violations(&first, &read).is_empty());
@@ -108,7 +108,7 @@ fn a_node_takes_the_end_of_its_childs_chain_not_of_its_first_execution() {
     let wfs = vec![parent.clone(), first.clone(), running];
     let (tables, mut c) = (Tables::new("t_"), Checker::default());
     let mem = MemoryBackend::new(&tables, false);
-    let v = c.child_violations(std::slice::from_ref(&done), &wfs, &mem, &tables);
+    let v = c.child_violations(&[Arc::new(done.clone())], &wfs, &mem, &tables);
     assert!(v.iter().any(|m| m.contains("while its child is")), "{v:?}");
     // A node still waiting: the continued one owes it nothing, the last does.
     let waiting = node("RUNNING", "cancel");

@@ -62,7 +62,7 @@ fn a_child_is_the_one_its_node_derives_at_its_depth() {
     let parent = workflow("p::1", "p", "RUNNING");
     let ok = child_of(&n, "RUNNING");
     let (acts, wfs) = (vec![n.clone()], vec![parent.clone(), ok.clone()]);
-    assert!(link_violations(&ok, &Read::new(&acts, &wfs)).is_empty());
+    assert!(link_violations(&ok, &Read::new(&crate::check::arcs(&acts), &wfs)).is_empty());
     let mut other_id = ok.clone();
     other_id.workflow_exec_id = "kid::other".into();
     let mut deeper = ok.clone();
@@ -75,7 +75,7 @@ fn a_child_is_the_one_its_node_derives_at_its_depth() {
         (orphan, "does not exist"),
     ] {
         let wfs = vec![parent.clone(), w.clone()];
-        let v = link_violations(&w, &Read::new(&acts, &wfs));
+        let v = link_violations(&w, &Read::new(&crate::check::arcs(&acts), &wfs));
         assert!(v.iter().any(|m| m.contains(what)), "{what}: {v:?}");
     }
 }
@@ -176,7 +176,7 @@ fn a_node_ends_only_after_its_child_and_as_it_did() {
     let tables = Tables::new("t_");
     let mem = MemoryBackend::new(&tables, false);
     let wfs = vec![workflow("p::1", "p", "RUNNING"), child_of(&done, "RUNNING")];
-    let v = c.child_violations(std::slice::from_ref(&done), &wfs, &mem, &tables);
+    let v = c.child_violations(&[Arc::new(done.clone())], &wfs, &mem, &tables);
     assert!(v.iter().any(|m| m.contains("while its child is")), "{v:?}");
 }
 
@@ -191,7 +191,10 @@ fn at_the_end_every_childs_end_reached_its_node() {
     let mut child = child_of(&running, "COMPLETED");
     child.due_epoch = Some(1100);
     child.result = Some(json!({"a0": 1}));
-    let (acts, wfs) = (vec![running.clone()], vec![parent.clone(), child.clone()]);
+    let (acts, wfs) = (
+        crate::check::arcs(std::slice::from_ref(&running)),
+        vec![parent.clone(), child.clone()],
+    );
     let end = End {
         read: Read::new(&acts, &wfs),
         plans: &plans,
@@ -216,7 +219,7 @@ fn at_the_end_every_childs_end_reached_its_node() {
     );
     done.outcome.output = Some(json!({"a0": 2}));
     child.due_epoch = None;
-    let (acts, wfs) = (vec![done], vec![parent.clone(), child]);
+    let (acts, wfs) = (crate::check::arcs(&[done]), vec![parent.clone(), child]);
     let end = End {
         read: Read::new(&acts, &wfs),
         plans: &plans,
@@ -234,7 +237,7 @@ fn at_the_end_every_childs_end_reached_its_node() {
     let waiting = node("RUNNING", "cancel");
     let (request, _) = derived_child(&waiting).expect("a child node");
     let lost = HashSet::from([request]);
-    let (acts, wfs) = (vec![waiting], vec![parent]);
+    let (acts, wfs) = (crate::check::arcs(&[waiting]), vec![parent]);
     let end = End {
         read: Read::new(&acts, &wfs),
         plans: &plans,
@@ -262,7 +265,7 @@ fn a_node_cancelled_with_parent_close_cancel_closes_its_child() {
     let (acts, wfs) = (vec![cancelled.clone()], vec![child.clone()]);
     let run = |c: &Checker, outcomes: &HashMap<String, Vec<Outcome>>| {
         c.child_liveness(&End {
-            read: Read::new(&acts, &wfs),
+            read: Read::new(&crate::check::arcs(&acts), &wfs),
             plans: &plans,
             outcomes,
             lost: &lost,
@@ -287,7 +290,10 @@ fn a_node_cancelled_with_parent_close_cancel_closes_its_child() {
     // A child that never got a plan (its start failed) ran nothing.
     let mut unplanned = child.clone();
     unplanned.planned_epoch = None;
-    let (acts1, wfs1) = (vec![cancelled.clone()], vec![unplanned]);
+    let (acts1, wfs1) = (
+        crate::check::arcs(std::slice::from_ref(&cancelled)),
+        vec![unplanned],
+    );
     let end = End {
         read: Read::new(&acts1, &wfs1),
         plans: &plans,
@@ -303,7 +309,7 @@ fn a_node_cancelled_with_parent_close_cancel_closes_its_child() {
         "cancel-request:r",
         1010,
     );
-    let acts = vec![abandoned];
+    let acts = crate::check::arcs(&[abandoned]);
     let end = End {
         read: Read::new(&acts, &wfs),
         plans: &plans,

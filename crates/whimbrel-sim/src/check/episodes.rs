@@ -29,6 +29,7 @@
 //! continued execution has exactly one successor, which names it.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
 
 use serde_json::Value;
 use whimbrel_core::attr;
@@ -49,6 +50,28 @@ pub struct Seen {
     /// (execution, decision number) committed at the last look, and the
     /// attempt that committed it.
     committed: HashMap<(String, u64), u32>,
+    /// The decider's answers so far ([`Given`]) in [`normal`] form, in
+    /// order: an answer never changes, so each is normalized once.
+    normals: Vec<Value>,
+}
+
+/// A decision record's decisions: as recorded, parsed (none when they do
+/// not parse), and in [`normal`] form.
+#[derive(Debug, Clone)]
+pub(super) struct Decided {
+    of: Value,
+    list: Vec<Decision>,
+    normal: Value,
+}
+
+impl Decided {
+    fn of(decisions: &Value) -> Self {
+        Decided {
+            of: decisions.clone(),
+            list: serde_json::from_value(decisions.clone()).unwrap_or_default(),
+            normal: normal(decisions),
+        }
+    }
 }
 
 /// One episodic execution as stored.
@@ -60,6 +83,9 @@ pub(super) struct Log {
     /// Source → the place its marker names.
     pub sources: HashMap<String, u64>,
     pub records: BTreeMap<u64, DecisionRecord>,
+    /// Each record's decisions as read, parsed and as the engine would
+    /// record them ([`normal`]), kept from the read ([`Log::decided`]).
+    pub decided: BTreeMap<u64, Decided>,
     /// Marker name → (details, decision that wrote it).
     pub markers: HashMap<String, (Value, u64)>,
 }
@@ -71,41 +97,92 @@ fn text(item: &Item, key: &str) -> String {
     }
 }
 
+/// An episodic execution's item, read as its exec and episode state;
+/// `None` for any other item.
+fn read_episodic(_: &str, item: &Item) -> Option<(WorkflowExec, EpisodeState)> {
+    let exec = serde_dynamo::from_item::<_, WorkflowExec>(item.clone()).ok()?;
+    let state = serde_dynamo::from_item::<_, EpisodeState>(item.clone()).ok()?;
+    exec.is_episodic().then_some((exec, state))
+}
+
+/// One item of `whimbrel_decision`, read: its execution, its log key,
+/// and what it holds (or why it does not parse).
+type ReadEntry = (String, String, Result<Entry, String>);
+
+/// What one item of `whimbrel_decision` holds, by its log key's prefix.
+#[derive(Debug, Clone)]
+enum Entry {
+    /// `event#<seq>`.
+    Event(u64, EpisodeEvent),
+    /// `event-id#<source>`: the place its marker names.
+    Source(String, u64),
+    /// `decision#<n>`, with its decisions read.
+    Record(u64, Box<(DecisionRecord, Decided)>),
+    /// `marker#…`: name, details, the decision that wrote it.
+    Marker(String, Value, u64),
+    /// Any other key.
+    Other,
+}
+
+fn read_entry(_: &str, item: &Item) -> ReadEntry {
+    let key = text(item, attr::LOG_KEY);
+    let entry = entry_of(&key, item.clone()).map_err(|e| e.to_string());
+    (text(item, attr::WORKFLOW_EXEC_ID), key, entry)
+}
+
+fn entry_of(key: &str, item: Item) -> Result<Entry, serde_dynamo::Error> {
+    let number = |p: &str| key.trim_start_matches(p).parse::<u64>().unwrap_or(0);
+    Ok(if key.starts_with("event#") {
+        Entry::Event(number("event#"), serde_dynamo::from_item(item)?)
+    } else if let Some(source) = key.strip_prefix("event-id#") {
+        let at: Value = serde_dynamo::from_item(item)?;
+        Entry::Source(source.to_string(), at["seq"].as_u64().unwrap_or(0))
+    } else if key.starts_with("decision#") {
+        let r: DecisionRecord = serde_dynamo::from_item(item)?;
+        let decided = Decided::of(&r.decisions);
+        Entry::Record(number("decision#"), Box::new((r, decided)))
+    } else if key.starts_with("marker#") {
+        let m: Value = serde_dynamo::from_item(item)?;
+        let by = m["decision"].as_u64().unwrap_or(0);
+        let name = m["name"].as_str().unwrap_or("").into();
+        Entry::Marker(name, m["details"].clone(), by)
+    } else {
+        Entry::Other
+    })
+}
+
 /// Every episodic execution's log, with a violation for each item of
 /// `whimbrel_decision` that does not parse.
 pub(super) fn logs(mem: &MemoryBackend, t: &Tables) -> (Vec<Log>, Vec<String>) {
     let mut logs: BTreeMap<String, Log> = BTreeMap::new();
-    for item in mem.items(&t.workflow_exec()) {
-        let (Ok(exec), Ok(state)) = (
-            serde_dynamo::from_item::<_, WorkflowExec>(item.clone()),
-            serde_dynamo::from_item::<_, EpisodeState>(item),
-        ) else {
-            continue;
+    for (exec, state) in mem
+        .decoded(&t.workflow_exec(), read_episodic)
+        .into_iter()
+        .flatten()
+    {
+        let log = Log {
+            exec,
+            state,
+            events: BTreeMap::new(),
+            sources: HashMap::new(),
+            records: BTreeMap::new(),
+            decided: BTreeMap::new(),
+            markers: HashMap::new(),
         };
-        if exec.is_episodic() {
-            let log = Log {
-                exec,
-                state,
-                events: BTreeMap::new(),
-                sources: HashMap::new(),
-                records: BTreeMap::new(),
-                markers: HashMap::new(),
-            };
-            logs.insert(log.exec.workflow_exec_id.clone(), log);
-        }
+        logs.insert(log.exec.workflow_exec_id.clone(), log);
     }
     let mut bad = vec![];
-    for item in mem.items(&t.decision()) {
-        let key = text(&item, attr::LOG_KEY);
-        let Some(log) = logs.get_mut(&text(&item, attr::WORKFLOW_EXEC_ID)) else {
+    for (exec, key, entry) in mem.decoded(&t.decision(), read_entry) {
+        let Some(log) = logs.get_mut(&exec) else {
             bad.push(format!("decision item {key} of no episodic execution"));
             continue;
         };
-        if let Err(e) = log.take(&key, item) {
-            bad.push(format!(
+        match entry {
+            Ok(entry) => log.take(entry),
+            Err(e) => bad.push(format!(
                 "{}: item {key} does not parse ({e})",
                 log.exec.workflow_exec_id
-            ));
+            )),
         }
     }
     for log in logs.values_mut() {
@@ -115,27 +192,24 @@ pub(super) fn logs(mem: &MemoryBackend, t: &Tables) -> (Vec<Log>, Vec<String>) {
 }
 
 impl Log {
-    fn take(&mut self, key: &str, item: Item) -> Result<(), serde_dynamo::Error> {
-        let number = |p: &str| key.trim_start_matches(p).parse::<u64>().unwrap_or(0);
-        if key.starts_with("event#") {
-            self.events
-                .insert(number("event#"), serde_dynamo::from_item(item)?);
-        } else if let Some(source) = key.strip_prefix("event-id#") {
-            let at: Value = serde_dynamo::from_item(item)?;
-            let seq = at["seq"].as_u64().unwrap_or(0);
-            self.sources.insert(source.to_string(), seq);
-        } else if key.starts_with("decision#") {
-            self.records
-                .insert(number("decision#"), serde_dynamo::from_item(item)?);
-        } else if key.starts_with("marker#") {
-            let m: Value = serde_dynamo::from_item(item)?;
-            let by = m["decision"].as_u64().unwrap_or(0);
-            self.markers.insert(
-                m["name"].as_str().unwrap_or("").into(),
-                (m["details"].clone(), by),
-            );
+    fn take(&mut self, entry: Entry) {
+        match entry {
+            Entry::Event(seq, e) => {
+                self.events.insert(seq, e);
+            }
+            Entry::Source(source, seq) => {
+                self.sources.insert(source, seq);
+            }
+            Entry::Record(n, read) => {
+                let (r, decided) = *read;
+                self.records.insert(n, r);
+                self.decided.insert(n, decided);
+            }
+            Entry::Marker(name, details, by) => {
+                self.markers.insert(name, (details, by));
+            }
+            Entry::Other => {}
         }
-        Ok(())
     }
 
     /// The node ends logged on the workflow item (design.md § 10.9): those
@@ -184,12 +258,10 @@ impl Log {
     pub(super) fn scheduled(&self) -> HashMap<String, (u64, PlannedActivity)> {
         let mut out = HashMap::new();
         for (k, r) in self.accepted() {
-            let decisions: Vec<Decision> =
-                serde_json::from_value(r.decisions.clone()).unwrap_or_default();
-            for d in decisions {
+            for d in &self.decided(*k, r).list {
                 if let Decision::Schedule { activities } = d {
                     for a in activities {
-                        out.insert(a.name.clone(), (*k, a));
+                        out.insert(a.name.clone(), (*k, a.clone()));
                     }
                 }
             }
@@ -201,11 +273,19 @@ impl Log {
     fn decisions(&self) -> Vec<(u64, Decision)> {
         self.accepted()
             .flat_map(|(k, r)| {
-                let ds: Vec<Decision> =
-                    serde_json::from_value(r.decisions.clone()).unwrap_or_default();
-                ds.into_iter().map(move |d| (*k, d))
+                let list = self.decided(*k, r).list.clone();
+                list.into_iter().map(move |d| (*k, d))
             })
             .collect()
+    }
+
+    /// Decision `k`'s decisions (record `r`'s), as kept from the read, or
+    /// read again when the record holds others (a test's edit).
+    fn decided(&self, k: u64, r: &DecisionRecord) -> std::borrow::Cow<'_, Decided> {
+        match self.decided.get(&k) {
+            Some(d) if d.of == r.decisions => std::borrow::Cow::Borrowed(d),
+            _ => std::borrow::Cow::Owned(Decided::of(&r.decisions)),
+        }
     }
 }
 
@@ -330,7 +410,7 @@ fn ended_violations(log: &Log) -> Vec<String> {
 
 /// Each record is an answer the decider gave to that attempt: its
 /// decisions as given, never one meant to be refused.
-fn answer_violations(log: &Log, given: &HashMap<&str, Vec<&Given>>) -> Vec<String> {
+fn answer_violations(log: &Log, given: &HashMap<&str, Vec<(&Given, &Value)>>) -> Vec<String> {
     let id = log.id();
     let mut v = vec![];
     for (k, r) in &log.records {
@@ -346,7 +426,7 @@ fn answer_violations(log: &Log, given: &HashMap<&str, Vec<&Given>>) -> Vec<Strin
             continue;
         }
         let shown = shown_events(r);
-        if !answers.iter().any(|g| g.seqs == shown) {
+        if !answers.iter().any(|(g, _)| g.seqs == shown) {
             v.push(format!(
                 "{id}: decision {k} ({}) recorded events {shown:?}, which its request did not show",
                 r.decision_id
@@ -355,8 +435,9 @@ fn answer_violations(log: &Log, given: &HashMap<&str, Vec<&Given>>) -> Vec<Strin
         if r.refused.is_some() {
             continue;
         }
-        let same = |g: &&Given| {
-            normal(&g.decisions) == normal(&r.decisions) && !g.invalid && g.seqs == shown
+        let recorded = log.decided(*k, r);
+        let same = |(g, normal): &(&Given, &Value)| {
+            **normal == recorded.normal && !g.invalid && g.seqs == shown
         };
         if !answers.iter().any(same) {
             v.push(format!(
@@ -446,20 +527,29 @@ fn target(node: &PlannedActivity) -> Option<String> {
 
 impl super::Checker {
     /// The safety invariants of episodes (module docs), on the tables as
-    /// they are now and the decider's answers and asks so far.
+    /// they are now (`acts`: their activity items, as
+    /// [`super::activities`] reads them) and the decider's answers and
+    /// asks so far.
     pub fn episode_safety(
         &mut self,
         mem: &MemoryBackend,
         t: &Tables,
+        acts: &[Arc<ActivityExec>],
         given: &[Given],
         asks: &[String],
     ) -> Vec<String> {
         let (logs, mut v) = logs(mem, t);
-        let by_id = answers_by_id(given);
-        let (acts, _) = super::activities(mem, t);
+        let known = self.episodes.normals.len();
+        (self.episodes.normals).extend(
+            given[known.min(given.len())..]
+                .iter()
+                .map(|g| normal(&g.decisions)),
+        );
+        let by_id = answers_by_id(given, &self.episodes.normals);
         for log in &logs {
             let mine: Vec<&ActivityExec> = (acts.iter())
                 .filter(|a| a.workflow_exec_id == log.id())
+                .map(|a| &**a)
                 .collect();
             v.extend(event_violations(log));
             v.extend(record_violations(log));
@@ -472,10 +562,18 @@ impl super::Checker {
 }
 
 /// The answers given, by the attempt asked.
-fn answers_by_id(given: &[Given]) -> HashMap<&str, Vec<&Given>> {
-    let mut by_id: HashMap<&str, Vec<&Given>> = HashMap::new();
-    for g in given {
-        by_id.entry(g.decision_id.as_str()).or_default().push(g);
+/// with each one's decisions in [`normal`] form (`normals`, in the
+/// order of `given`).
+fn answers_by_id<'a>(
+    given: &'a [Given],
+    normals: &'a [Value],
+) -> HashMap<&'a str, Vec<(&'a Given, &'a Value)>> {
+    let mut by_id: HashMap<&str, Vec<(&Given, &Value)>> = HashMap::new();
+    for (g, n) in given.iter().zip(normals) {
+        by_id
+            .entry(g.decision_id.as_str())
+            .or_default()
+            .push((g, n));
     }
     by_id
 }
@@ -604,6 +702,7 @@ impl super::Checker {
             v.extend(early_signal_violations(log, &self.signals));
             let mine: Vec<&ActivityExec> = (acts.iter())
                 .filter(|a| a.workflow_exec_id == log.id())
+                .map(|a| &**a)
                 .collect();
             v.extend(count_violations(log, &mine));
             let Some(closed_by) = log.state.closed_by_decision else {
@@ -836,7 +935,7 @@ fn linked_across(mem: &MemoryBackend, t: &Tables) -> u64 {
     let by: HashMap<&str, Option<u64>> = (acts.iter())
         .map(|a| (a.activity_exec_id.as_str(), a.links.scheduled_by))
         .collect();
-    let across = |a: &&ActivityExec| {
+    let across = |a: &&Arc<ActivityExec>| {
         (a.links.prerequisites.iter()).any(|p| {
             by.get(p.as_str())
                 .is_some_and(|k| k.is_some() && *k < a.links.scheduled_by)

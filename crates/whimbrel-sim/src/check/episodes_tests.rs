@@ -89,6 +89,7 @@ fn good() -> Log {
             (1, record(1, (0, 0), first())),
             (2, seen_end(record(2, (1, 1), last()), 1)),
         ]),
+        decided: BTreeMap::new(),
         markers: HashMap::new(),
     }
 }
@@ -117,7 +118,8 @@ fn given(log: &Log) -> Vec<Given> {
 fn all(log: &Log, given: &[Given], acts: &[&ActivityExec]) -> Vec<String> {
     let mut v = event_violations(log);
     v.extend(record_violations(log));
-    v.extend(answer_violations(log, &answers_by_id(given)));
+    let normals: Vec<Value> = given.iter().map(|g| normal(&g.decisions)).collect();
+    v.extend(answer_violations(log, &answers_by_id(given, &normals)));
     v.extend(node_violations(log, acts));
     v.extend(lost_events(log, acts));
     v

@@ -5,6 +5,7 @@
 //! a report written well before the monitor acted wins over TIMED_OUT.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use whimbrel_core::contract::{self, ActivityState, NodeKind, WorkflowState};
 use whimbrel_core::engine::EngineConfig;
@@ -34,7 +35,7 @@ pub(super) struct Known<'a> {
 /// its outcome disagrees with its counts.
 pub(super) fn workflow_violations(
     w: &WorkflowExec,
-    acts: &[ActivityExec],
+    acts: &[Arc<ActivityExec>],
     known: &Known<'_>,
 ) -> Vec<String> {
     let mut v = vec![];
@@ -72,7 +73,11 @@ pub(super) fn workflow_violations(
 /// the activity function computed it from its input and its prerequisites'
 /// outputs (docs/retries.md § 6). A result kept on the activities
 /// (`result_in_activities`) is their outputs, which the output check covers.
-fn result_violation(w: &WorkflowExec, acts: &[ActivityExec], known: &Known<'_>) -> Option<String> {
+fn result_violation(
+    w: &WorkflowExec,
+    acts: &[Arc<ActivityExec>],
+    known: &Known<'_>,
+) -> Option<String> {
     let id = &w.workflow_exec_id;
     if w.result_in_activities == Some(true) {
         return None;
@@ -119,7 +124,7 @@ fn planned_violation(w: &WorkflowExec, plans: &HashMap<String, WorkflowPlan>) ->
 
 /// An ended, planned workflow: its counters equal its activities' ends,
 /// and it ended as its counts say (unless its execution timeout ended it).
-fn outcome_violations(w: &WorkflowExec, acts: &[ActivityExec]) -> Vec<String> {
+fn outcome_violations(w: &WorkflowExec, acts: &[Arc<ActivityExec>]) -> Vec<String> {
     let mut v = vec![];
     v.extend(crate::counts::final_violations(acts, w));
     let counts = contract::EndCounts {
@@ -153,7 +158,7 @@ pub(super) fn ended_by_execution_timeout(w: &WorkflowExec) -> bool {
 /// output is not what it computed, or it timed out despite a report.
 pub(super) fn activity_violations(
     a: &ActivityExec,
-    acts: &[ActivityExec],
+    acts: &[Arc<ActivityExec>],
     known: &Known<'_>,
     cfg: &EngineConfig,
     seen: &Evidence<'_>,
@@ -199,7 +204,11 @@ pub(super) fn activity_violations(
 
 /// A COMPLETED activity whose output is not what it computed from its
 /// name, its planned input and its prerequisites' final outputs.
-fn output_violation(a: &ActivityExec, acts: &[ActivityExec], known: &Known<'_>) -> Option<String> {
+fn output_violation(
+    a: &ActivityExec,
+    acts: &[Arc<ActivityExec>],
+    known: &Known<'_>,
+) -> Option<String> {
     let expected = expected_output(a, acts, known);
     let output = match a.runner.kind() {
         NodeKind::Signal => Some(stored_output(a)),
@@ -220,7 +229,7 @@ fn output_violation(a: &ActivityExec, acts: &[ActivityExec], known: &Known<'_>) 
 /// what a dependent of it must have received, whatever the wait stored.
 fn expected_output(
     a: &ActivityExec,
-    acts: &[ActivityExec],
+    acts: &[Arc<ActivityExec>],
     known: &Known<'_>,
 ) -> serde_json::Value {
     match a.runner.kind() {

@@ -21,6 +21,7 @@
 //! [`expected_output`]: super::liveness
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use serde_json::Value;
 use whimbrel_core::contract::{ActivityState, NodeKind};
@@ -74,9 +75,10 @@ impl Seen {
 /// The rows of the signal table that parse (every one the simulation
 /// writes does).
 pub fn signal_rows(mem: &MemoryBackend, t: &Tables) -> Vec<SignalRow> {
-    mem.items(&t.signal())
+    let read = |_: &str, i: &whimbrel_core::store::Item| serde_dynamo::from_item(i.clone()).ok();
+    mem.decoded(&t.signal(), read)
         .into_iter()
-        .filter_map(|i| serde_dynamo::from_item(i).ok())
+        .flatten()
         .collect()
 }
 
@@ -298,7 +300,7 @@ fn timeout_violation(a: &ActivityExec, by: &str, at: i64) -> Option<String> {
 /// queue (`lost`, by signal key: nothing reads it again but a monitor
 /// about to time the wait out).
 pub fn lost_signals(
-    acts: &[ActivityExec],
+    acts: &[Arc<ActivityExec>],
     running: &HashSet<&str>,
     rows: &[SignalRow],
     lost: &HashSet<String>,

@@ -113,10 +113,10 @@ fn a_wait_left_running_with_a_signal_sent_lost_it() {
     let running = HashSet::from(["w::1"]);
     let none = HashSet::new();
     assert_eq!(
-        lost_signals(std::slice::from_ref(&a), &running, &rows, &none).len(),
+        lost_signals(&[Arc::new(a.clone())], &running, &rows, &none).len(),
         1
     );
     let dead_lettered = HashSet::from(["go#s1".to_string()]);
-    assert!(lost_signals(std::slice::from_ref(&a), &running, &rows, &dead_lettered).is_empty());
-    assert!(lost_signals(&[a], &HashSet::new(), &rows, &none).is_empty());
+    assert!(lost_signals(&[Arc::new(a.clone())], &running, &rows, &dead_lettered).is_empty());
+    assert!(lost_signals(&[Arc::new(a)], &HashSet::new(), &rows, &none).is_empty());
 }

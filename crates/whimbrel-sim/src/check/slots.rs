@@ -7,6 +7,7 @@
 //! is held (none leaked).
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use whimbrel_core::attr;
 use whimbrel_core::contract::ActivityState;
@@ -17,7 +18,7 @@ use whimbrel_core::store::Value;
 
 /// Every violation of the slot invariants among `acts` (all activity
 /// items) and the workflow items of `mem`.
-pub fn violations(acts: &[ActivityExec], mem: &MemoryBackend, t: &Tables) -> Vec<String> {
+pub fn violations(acts: &[Arc<ActivityExec>], mem: &MemoryBackend, t: &Tables) -> Vec<String> {
     let mut v = Vec::new();
     let mut by_workflow: HashMap<&str, Vec<&ActivityExec>> = HashMap::new();
     for a in acts.iter().filter(|a| a.links.max_concurrency.is_some()) {

@@ -14,6 +14,7 @@
 //!   and none waits (no slot and no waiter leaked).
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use whimbrel_core::contract::ActivityState;
 use whimbrel_core::engine::decide::target_limits::target_of;
@@ -34,9 +35,10 @@ pub struct Seen {
 /// The limits set in `whimbrel_limit` (a removed one keeps its key and no
 /// `max_concurrency`: skipped).
 pub fn limits(mem: &MemoryBackend, t: &Tables) -> Vec<TargetLimit> {
-    mem.items(&t.limit())
-        .into_iter()
-        .filter_map(|i| serde_dynamo::from_item::<_, TargetLimit>(i).ok())
+    let read = |_: &str, i: &whimbrel_core::store::Item| {
+        serde_dynamo::from_item::<_, TargetLimit>(i.clone()).ok()
+    };
+    (mem.decoded(&t.limit(), read).into_iter().flatten())
         .filter(|l| l.max_concurrency.is_some())
         .collect()
 }
@@ -44,12 +46,15 @@ pub fn limits(mem: &MemoryBackend, t: &Tables) -> Vec<TargetLimit> {
 /// Every violation of the target slot invariants among `acts` (all
 /// activity items) and the limits of `mem`; notes what it read in `seen`.
 pub fn violations(
-    acts: &[ActivityExec],
+    acts: &[Arc<ActivityExec>],
     mem: &MemoryBackend,
     t: &Tables,
     seen: &mut Seen,
 ) -> Vec<String> {
-    let mut v: Vec<String> = acts.iter().filter_map(in_flight_without_slot).collect();
+    let mut v: Vec<String> = acts
+        .iter()
+        .filter_map(|a| in_flight_without_slot(a))
+        .collect();
     for l in limits(mem, t) {
         let max = i64::from(l.max_concurrency.unwrap_or(0));
         let target = l.target.as_str();
@@ -93,7 +98,7 @@ fn in_flight_without_slot(a: &ActivityExec) -> Option<String> {
 
 /// Slots held or waiters left once every activity of `l`'s target ended
 /// and settled.
-fn leaked(acts: &[ActivityExec], l: &TargetLimit, held: i64) -> Option<String> {
+fn leaked(acts: &[Arc<ActivityExec>], l: &TargetLimit, held: i64) -> Option<String> {
     let mut of_target = acts
         .iter()
         .filter(|a| target_of(a).as_deref() == Some(l.target.as_str()))

@@ -10,6 +10,7 @@
 //! saw it, docs/design.md § 3.10).
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use whimbrel_core::engine::{deadline, EngineConfig};
 use whimbrel_core::model::ActivityExec;
@@ -35,7 +36,12 @@ pub struct Timing {
 impl Checker {
     /// The timing invariants at world time `now`, over the activities as
     /// they are now; then remember their heartbeat times.
-    pub fn timing(&mut self, acts: &[ActivityExec], cfg: &EngineConfig, now: i64) -> Vec<String> {
+    pub fn timing(
+        &mut self,
+        acts: &[Arc<ActivityExec>],
+        cfg: &EngineConfig,
+        now: i64,
+    ) -> Vec<String> {
         let mut v = vec![];
         for a in acts {
             v.extend(self.false_heartbeat_timeouts(a, cfg, now));
@@ -174,10 +180,10 @@ mod tests {
             let mut c = Checker::default();
             let mut a = running(-1, false);
             a.timing.start_time_epoch = 1000;
-            assert!(c.timing(&[a.clone()], &cfg, 1000).is_empty());
+            assert!(c.timing(&[Arc::new(a.clone())], &cfg, 1000).is_empty());
             let mut out = running(-1, true);
             out.timing.start_time_epoch = 1000;
-            let v = c.timing(&[out], &cfg, at);
+            let v = c.timing(&[Arc::new(out)], &cfg, at);
             assert_eq!(!v.is_empty(), caught, "at {at}: {v:?}");
         }
     }
@@ -190,21 +196,35 @@ mod tests {
     fn a_heartbeat_timeout_within_the_timeout_of_a_written_heartbeat_is_caught() {
         let cfg = EngineConfig::default();
         let mut c = Checker::default();
-        assert!(c.timing(&[running(900, false)], &cfg, 1000).is_empty());
-        let v = c.timing(&[running(900, true)], &cfg, 1020);
+        assert!(c
+            .timing(&[Arc::new(running(900, false))], &cfg, 1000)
+            .is_empty());
+        let v = c.timing(&[Arc::new(running(900, true))], &cfg, 1020);
         assert!(
             v.iter()
                 .any(|m| m.contains("timed out for lack of heartbeat")),
             "{v:?}"
         );
         let mut c = Checker::default();
-        assert!(c.timing(&[running(990, false)], &cfg, 1000).is_empty());
-        assert!(c.timing(&[running(990, true)], &cfg, 1046).is_empty());
+        assert!(c
+            .timing(&[Arc::new(running(990, false))], &cfg, 1000)
+            .is_empty());
+        assert!(c
+            .timing(&[Arc::new(running(990, true))], &cfg, 1046)
+            .is_empty());
         let mut c = Checker::default();
-        assert!(c.timing(&[running(990, false)], &cfg, 1000).is_empty());
-        assert!(!c.timing(&[running(990, true)], &cfg, 1040).is_empty());
+        assert!(c
+            .timing(&[Arc::new(running(990, false))], &cfg, 1000)
+            .is_empty());
+        assert!(!c
+            .timing(&[Arc::new(running(990, true))], &cfg, 1040)
+            .is_empty());
         let mut c = Checker::default();
-        assert!(c.timing(&[running(900, false)], &cfg, 1000).is_empty());
-        assert!(c.timing(&[running(900, true)], &cfg, 1060).is_empty());
+        assert!(c
+            .timing(&[Arc::new(running(900, false))], &cfg, 1000)
+            .is_empty());
+        assert!(c
+            .timing(&[Arc::new(running(900, true))], &cfg, 1060)
+            .is_empty());
     }
 }

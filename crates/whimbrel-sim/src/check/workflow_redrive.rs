@@ -26,12 +26,13 @@
 //! were refused with a reason is the world's check of rejected rows.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
 
 use serde_json::Value;
 use whimbrel_core::contract::{ActivityState, WorkflowState};
 use whimbrel_core::engine::decide::redrive::{redrive_event_id, REDRIVE_TRANSITION};
 use whimbrel_core::history::HistoryEntry;
-use whimbrel_core::model::{ActivityExec, WorkflowExec, WorkflowRequest};
+use whimbrel_core::model::{ActivityExec, WorkflowExec};
 use whimbrel_core::store::memory::MemoryBackend;
 use whimbrel_core::store::Tables;
 
@@ -171,10 +172,7 @@ fn bookkeeping_violations(w: &WorkflowExec) -> Vec<String> {
 impl Checker {
     /// Remember the redrive request rows in the table.
     fn note_redrive_requests(&mut self, mem: &MemoryBackend, t: &Tables) {
-        for item in mem.items(&t.workflow_request()) {
-            let Ok(row) = serde_dynamo::from_item::<_, WorkflowRequest>(item) else {
-                continue;
-            };
+        for row in super::requests(mem, t) {
             if let Some(exec) = row.redrive_workflow_exec_id {
                 self.redrive
                     .requests
@@ -191,7 +189,7 @@ impl Checker {
     /// of its last one is forgotten.
     pub(super) fn redrive_violations(
         &mut self,
-        acts: &[ActivityExec],
+        acts: &[Arc<ActivityExec>],
         wfs: &[WorkflowExec],
         mem: &MemoryBackend,
         t: &Tables,
@@ -264,7 +262,7 @@ impl Checker {
     /// Workflow `w` against the checker's last look at it: its terminal
     /// state changes only by a new redrive, a new redrive names it, and
     /// took it from FAILED or CANCELLED; the sweep of a redrive done.
-    fn workflow_look(&mut self, w: &WorkflowExec, acts: &[ActivityExec]) -> Vec<String> {
+    fn workflow_look(&mut self, w: &WorkflowExec, acts: &[Arc<ActivityExec>]) -> Vec<String> {
         let id = &w.workflow_exec_id;
         let mut v = self.sweep_violations(w, acts);
         let now: BTreeSet<String> = w.redrives.iter().cloned().collect();
@@ -321,7 +319,7 @@ impl Checker {
     /// Once the redrive under way of `w` is done (`redriving` is no longer
     /// its id), every activity of `w` not COMPLETED when it was applied
     /// holds its entry.
-    fn sweep_violations(&mut self, w: &WorkflowExec, acts: &[ActivityExec]) -> Vec<String> {
+    fn sweep_violations(&mut self, w: &WorkflowExec, acts: &[Arc<ActivityExec>]) -> Vec<String> {
         let id = &w.workflow_exec_id;
         let under_way = |(r, _): &(String, HashSet<String>)| w.redriving.as_ref() == Some(r);
         if self.redrive.sweeps.get(id).is_none_or(under_way) {
@@ -379,7 +377,7 @@ pub(super) fn liveness_violations(wfs: &[WorkflowExec]) -> Vec<String> {
 
 /// What redrives exercised, counted at the end (`features.rs`).
 pub(super) fn features(
-    acts: &[ActivityExec],
+    acts: &[Arc<ActivityExec>],
     wfs: &[WorkflowExec],
     add: &mut impl FnMut(&str, u64),
 ) {

@@ -6,6 +6,7 @@ use super::*;
 use futures::FutureExt;
 use serde_json::json;
 use whimbrel_core::contract::Transition;
+use whimbrel_core::model::WorkflowRequest;
 use whimbrel_core::store::Backend;
 
 /// Redrive request ids of the tests.
@@ -84,7 +85,7 @@ fn requests(ids: &[&str]) -> (MemoryBackend, Tables) {
 /// The violations of one look at `acts` and `wfs`.
 fn look(c: &mut Checker, acts: &[ActivityExec], wfs: &[WorkflowExec], ids: &[&str]) -> Vec<String> {
     let (mem, t) = requests(ids);
-    c.redrive_violations(acts, wfs, &mem, &t, Some(1000))
+    c.redrive_violations(&crate::check::arcs(acts), wfs, &mem, &t, Some(1000))
 }
 
 fn has(v: &[String], what: &str) -> bool {
@@ -329,11 +330,11 @@ fn an_earlier_generations_count_group_counts_for_nothing_but_never_into_the_next
     };
     // The old group names a0, now REQUESTED: it counts for nothing.
     put(tables.workflow_exec(), wf(vec![], 0));
-    let v = crate::counts::violations(std::slice::from_ref(&a0), &mem, &tables);
+    let v = crate::counts::violations(&[Arc::new(a0.clone())], &mem, &tables);
     assert!(v.is_empty(), "{v:?}");
     // A late count of it into generation 1 (seed 3 before the fix).
     put(tables.workflow_exec(), wf(vec!["#count-0".into()], 1));
-    let v = crate::counts::violations(std::slice::from_ref(&a0), &mem, &tables);
+    let v = crate::counts::violations(&[Arc::new(a0.clone())], &mem, &tables);
     assert!(has(&v, "counted group 0 does not exist"), "{v:?}");
 }
 

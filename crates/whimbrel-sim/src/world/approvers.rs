@@ -9,7 +9,7 @@ use std::collections::HashSet;
 use rand::Rng;
 use serde_json::json;
 use whimbrel_core::contract::{ActivityState, NodeKind};
-use whimbrel_core::model::{ActivityExec, SignalRow, WorkflowExec};
+use whimbrel_core::model::{ActivityExec, SignalRow};
 
 use super::Sim;
 use crate::shared::lock;
@@ -60,11 +60,8 @@ impl Sim {
     /// in the table.
     fn unanswered(&self, pick: impl Fn(&ActivityExec) -> bool) -> Vec<(String, String)> {
         let rows = crate::check::signal_rows(&self.mem, &self.tables);
-        let running: HashSet<String> = self
-            .mem
-            .items(&self.tables.workflow_exec())
+        let running: HashSet<String> = crate::check::workflows(&self.mem, &self.tables)
             .into_iter()
-            .filter_map(|i| serde_dynamo::from_item::<_, WorkflowExec>(i).ok())
             .filter(|w| !w.state.is_terminal())
             .map(|w| w.workflow_exec_id)
             .collect();
@@ -77,7 +74,7 @@ impl Sim {
                     && running.contains(&a.workflow_exec_id)
                     && pick(a)
             })
-            .filter_map(|a| Some((a.workflow_exec_id, a.runner.signal_name?)))
+            .filter_map(|a| Some((a.workflow_exec_id.clone(), a.runner.signal_name.clone()?)))
             .filter(|(exec, name)| {
                 !rows.iter().any(|r| {
                     r.workflow_exec_id == *exec && r.name == *name && r.invalid().is_none()

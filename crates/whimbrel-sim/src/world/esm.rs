@@ -268,6 +268,7 @@ impl Sim {
                     .entry(k.clone())
                     .or_default()
                     .push(r.outcome.clone());
+                self.touched.push(k.clone());
             }
         }
     }

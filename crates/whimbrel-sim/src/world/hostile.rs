@@ -81,7 +81,7 @@ impl Sim {
             }
         }
         self.log(format!("hostile row {id} kind {kind}"));
-        self.hostile.insert(id);
+        self.mark_hostile(id);
         self.put_raw(&self.tables.activity_event(), item);
     }
 
@@ -101,7 +101,7 @@ impl Sim {
         let names: HashMap<String, String> = crate::check::activities(&self.mem, &self.tables)
             .0
             .into_iter()
-            .map(|a| (a.activity_exec_id, a.workflow_name))
+            .map(|a| (a.activity_exec_id.clone(), a.workflow_name.clone()))
             .collect();
         let rows: Vec<Item> = self
             .mem

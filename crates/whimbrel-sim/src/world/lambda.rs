@@ -3,6 +3,7 @@
 //! list, and the EventBridge schedule that runs the heartbeat monitor.
 
 use rand::Rng;
+use std::sync::Arc;
 use whimbrel_core::attr;
 use whimbrel_core::model::ActivityExec;
 use whimbrel_core::plan::LaunchPayload;
@@ -210,7 +211,7 @@ impl Sim {
     /// Attempts failed NOT_STARTED since the last look while a launch of
     /// theirs was still in Lambda's async queue, to be delivered: the
     /// engine gave up on a launch that was only late (design.md § 3.9).
-    pub(super) fn not_started_while_queued(&mut self, acts: &[ActivityExec]) -> Vec<String> {
+    pub(super) fn not_started_while_queued(&mut self, acts: &[Arc<ActivityExec>]) -> Vec<String> {
         let mut v = vec![];
         let w = lock(&self.world);
         for a in acts {

@@ -208,6 +208,10 @@ pub struct Sim {
     reports: Reports,
     /// Row ids written as hostile (must be rejected).
     pub hostile: HashSet<String>,
+    /// Row ids given an outcome or marked hostile since the last safety
+    /// check: only their outcomes can break the outcome invariants
+    /// ([`Sim::outcome_violations`]) that held at the last check.
+    touched: Vec<String>,
     /// Row ids of reports a hostile write overwrote, and when it first
     /// did, world time (`hostile.rs`).
     pub overwritten: HashMap<String, i64>,
@@ -334,6 +338,7 @@ impl Sim {
             index_lag: background::IndexLag::new(START),
             reports: Arc::default(),
             hostile: HashSet::new(),
+            touched: vec![],
             overwritten: HashMap::new(),
             outcomes: HashMap::new(),
             request_rows: HashSet::new(),
@@ -541,32 +546,22 @@ impl Sim {
         let now = lock(&self.world).now;
         if let Some(read) = self.checker.changed(&self.mem, &self.tables) {
             v.extend(self.not_started_while_queued(&read.0));
+            let w = lock(&self.world);
+            v.extend(self.checker.episode_safety(
+                &self.mem,
+                &self.tables,
+                &read.0,
+                &w.given,
+                &w.asks,
+            ));
+            drop(w);
             v.extend(
                 self.checker
                     .safety_of(read, &self.mem, &self.tables, &self.cfg, Some(now)),
             );
-            let w = lock(&self.world);
-            v.extend(
-                self.checker
-                    .episode_safety(&self.mem, &self.tables, &w.given, &w.asks),
-            );
         }
         v.extend(self.overdue_redrives(now));
-        v.extend(self.unreadable_log_items());
-        for (id, outs) in &self.outcomes {
-            if self.hostile.contains(id) {
-                let bad = |o: &&Outcome| match o {
-                    Outcome::Rejected(r) => r.is_empty(),
-                    Outcome::Retry(_) => false,
-                    _ => true,
-                };
-                if let Some(o) = outs.iter().find(bad) {
-                    v.push(format!(
-                        "hostile row {id} was not rejected with a reason: {o:?}"
-                    ));
-                }
-            }
-        }
+        v.extend(self.outcome_violations());
         if v.is_empty() {
             Ok(())
         } else {
@@ -574,17 +569,49 @@ impl Sim {
         }
     }
 
-    /// A row rejected because the engine could not read an item of
-    /// `whimbrel_decision`, which only the engine writes (no hostile
-    /// write reaches it): a decision that cannot be asked for waits until
-    /// its timeout fails the workflow, which would pass for a slow decider.
-    fn unreadable_log_items(&self) -> Vec<String> {
+    /// Mark row `id` hostile: the engine must reject it with a reason.
+    fn mark_hostile(&mut self, id: String) {
+        self.touched.push(id.clone());
+        self.hostile.insert(id);
+    }
+
+    /// The outcome invariants, on the rows touched since the last check
+    /// (the others' held then and have not changed):
+    /// - a hostile row is rejected with a reason (or retried), never
+    ///   applied;
+    /// - no row is rejected because the engine could not read an item of
+    ///   `whimbrel_decision`, which only the engine writes (no hostile
+    ///   write reaches it): a decision that cannot be asked for waits
+    ///   until its timeout fails the workflow, which would pass for a slow
+    ///   decider.
+    fn outcome_violations(&mut self) -> Vec<String> {
         let shape = format!("{}: item does not match its type", self.tables.decision());
         let unreadable = |o: &&Outcome| matches!(o, Outcome::Rejected(r) if r.contains(&shape));
-        (self.outcomes.iter())
-            .filter_map(|(id, outs)| outs.iter().find(unreadable).map(|o| (id, o)))
-            .map(|(id, o)| format!("row {id}: the engine could not read its own log: {o:?}"))
-            .collect()
+        let not_rejected = |o: &&Outcome| match o {
+            Outcome::Rejected(r) => r.is_empty(),
+            Outcome::Retry(_) => false,
+            _ => true,
+        };
+        let mut touched = std::mem::take(&mut self.touched);
+        touched.sort();
+        touched.dedup();
+        let mut v = vec![];
+        for id in touched {
+            let outs = self.outcomes.get(&id).map_or(&[][..], Vec::as_slice);
+            if let Some(o) = outs.iter().find(unreadable) {
+                v.push(format!(
+                    "row {id}: the engine could not read its own log: {o:?}"
+                ));
+            }
+            if self.hostile.contains(&id) {
+                if let Some(o) = outs.iter().find(not_rejected) {
+                    v.push(format!(
+                        "hostile row {id} was not rejected with a reason: {o:?}"
+                    ));
+                }
+            }
+        }
+        v
     }
 
     /// The failure report: the violations and the trace's tail (main.rs

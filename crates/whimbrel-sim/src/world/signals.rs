@@ -27,7 +27,7 @@ use whimbrel_core::contract::{ActivityState, WorkflowState};
 use whimbrel_core::engine::signals::send_signal;
 use whimbrel_core::handlers::Outcome;
 use whimbrel_core::ids;
-use whimbrel_core::model::{signal_key, SignalRow, WorkflowExec, WorkflowRequest};
+use whimbrel_core::model::{signal_key, SignalRow};
 
 use super::scenario::SIGNAL_NAMES;
 use super::{Clock, Sim, MAIN_SHARDS};
@@ -153,7 +153,7 @@ impl Sim {
         }
         // A duplicate's row is the first one's (which was judged then).
         if (t.rejected || malformed) && !reused {
-            self.hostile.insert(row.signal_key.clone());
+            self.mark_hostile(row.signal_key.clone());
         }
         if !t.rejected && !malformed && self.waits_later(&t.exec, &name) {
             self.signals.early += 1;
@@ -196,14 +196,12 @@ impl Sim {
     /// it first); mostly (four in five) of a workflow that waits for some
     /// signal.
     fn signal_target(&self) -> Option<Target> {
-        let ended: HashMap<String, WorkflowState> = self
-            .mem
-            .items(&self.tables.workflow_exec())
-            .into_iter()
-            .filter_map(|i| serde_dynamo::from_item::<_, WorkflowExec>(i).ok())
-            .filter(|w| w.state.is_terminal())
-            .map(|w| (w.workflow_exec_id, w.state))
-            .collect();
+        let ended: HashMap<String, WorkflowState> =
+            crate::check::workflows(&self.mem, &self.tables)
+                .into_iter()
+                .filter(|w| w.state.is_terminal())
+                .map(|w| (w.workflow_exec_id, w.state))
+                .collect();
         let (made_up, to_ended, waiting, pick) = self.signal_draw(|r| {
             (
                 r.gen_bool(0.05),
@@ -213,11 +211,8 @@ impl Sim {
             )
         });
         let waits = |w: &str| self.signals.waits.get(w).is_some_and(|n| !n.is_empty());
-        let execs: Vec<(String, String)> = self
-            .mem
-            .items(&self.tables.workflow_request())
+        let execs: Vec<(String, String)> = crate::check::requests(&self.mem, &self.tables)
             .into_iter()
-            .filter_map(|i| serde_dynamo::from_item::<_, WorkflowRequest>(i).ok())
             .filter(|r| r.cancel_workflow_exec_id.is_none() && r.redrive_workflow_exec_id.is_none())
             .map(|r| {
                 let id = ids::workflow_exec_id(&r.workflow_name, &r.workflow_request_id);

@@ -121,11 +121,7 @@ impl Sim {
 
     /// Every workflow exec item, read.
     fn workflow_execs(&self) -> Vec<WorkflowExec> {
-        self.mem
-            .items(&self.tables.workflow_exec())
-            .into_iter()
-            .filter_map(|i| serde_dynamo::from_item(i).ok())
-            .collect()
+        crate::check::workflows(&self.mem, &self.tables)
     }
 
     /// Insert a request of workflow `name` to redrive `exec`, with a new
@@ -142,7 +138,7 @@ impl Sim {
         let must = if refused { " (must be refused)" } else { "" };
         self.log(format!("user requests the redrive of {exec}: {id}{must}"));
         if refused {
-            self.hostile.insert(id);
+            self.mark_hostile(id);
             self.redrives.refusals += 1;
         }
         self.put_raw(

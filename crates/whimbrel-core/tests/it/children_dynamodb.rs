@@ -5,9 +5,9 @@
 //! whose end did not reach its parent (a writer died) is told by the
 //! monitor; nesting deeper than the limit fails every ancestor.
 
-mod common;
+use crate::common;
 
-use common::{stream_event, Harness};
+use crate::common::{stream_event, Harness};
 use serde_json::{json, Value};
 use whimbrel_core::contract::{ActivityState, WorkflowState};
 use whimbrel_core::handlers;

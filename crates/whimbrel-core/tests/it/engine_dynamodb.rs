@@ -7,9 +7,7 @@
 //! or bounds against the real tables (their state after the fact); the
 //! number only groups related tests.
 
-mod common;
-
-use common::{counts, failures, stream_event, terminal_write_only, Harness};
+use crate::common::{counts, failures, stream_event, terminal_write_only, Harness};
 use serde_json::{json, Value};
 use whimbrel_core::contract::{ActivityState, Actor, Transition, WorkflowState, TRANSITIONS};
 use whimbrel_core::engine::decide::{self, Change, Details, MAX_ERROR_BYTES};

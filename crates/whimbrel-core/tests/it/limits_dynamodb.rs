@@ -4,9 +4,9 @@
 //! and a slot is given back exactly once, also when the function that
 //! ended its activity died before the give-back.
 
-mod common;
+use crate::common;
 
-use common::Harness;
+use crate::common::Harness;
 use serde_json::{json, Value};
 use whimbrel_core::contract::{ActivityState, Transition, WorkflowState};
 

@@ -1,7 +1,7 @@
 //! `whimbrel install` on tables of an earlier layout (DynamoDB Local): the
 //! missing indexes are created and the obsolete ones deleted.
 
-mod common;
+use crate::common;
 
 use aws_sdk_dynamodb::types::{
     AttributeDefinition, CreateGlobalSecondaryIndexAction, DeleteGlobalSecondaryIndexAction,

@@ -4,9 +4,7 @@
 //! than a DynamoDB item is stored in write-once parts under a head and
 //! read back whole.
 
-mod common;
-
-use common::Harness;
+use crate::common::Harness;
 use serde_json::{json, Value};
 use whimbrel_core::contract::{ActivityState, WorkflowState};
 use whimbrel_core::engine::decide;

@@ -2,8 +2,7 @@
 //! install, register, start, event, heartbeat, status, list, result, show,
 //! graph; one-line errors, and clap's own for usage errors.
 
-#[path = "../../whimbrel-core/tests/common/mod.rs"]
-mod common;
+use crate::common;
 
 use std::process::{Command, Output};
 

@@ -5,9 +5,9 @@
 //! fails the workflow, unless a signal was written before the deadline;
 //! bad signals are rejected with a reason, never retried.
 
-mod common;
+use crate::common;
 
-use common::{stream_event, Harness};
+use crate::common::{stream_event, Harness};
 use serde_json::json;
 use whimbrel_core::contract::{ActivityState, WorkflowState};
 use whimbrel_core::handlers;

@@ -5,9 +5,7 @@
 //! a function that died before releasing the join is finished by the
 //! monitor; outputs that would pass Lambda's 1 MB go by reference.
 
-mod common;
-
-use common::{terminal_write_only, Harness};
+use crate::common::{terminal_write_only, Harness};
 use serde_json::{json, Value};
 use whimbrel_core::activity::Activity;
 use whimbrel_core::contract::{ActivityState, Transition};

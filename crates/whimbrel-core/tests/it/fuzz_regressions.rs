@@ -4,8 +4,9 @@
 //!
 //! A crash not fixed yet is `#[ignore]`d with its reason, so `make test`
 //! stays green while it is open; reproduce it with
-//! `cargo test -p whimbrel-core --test fuzz_regressions -- --ignored`, and
-//! remove the `ignore` (and the target's `known_crash_*` guard) with the fix.
+//! `cargo test -p whimbrel-core --test it fuzz_regressions:: -- --ignored`,
+//! and remove the `ignore` (and the target's `known_crash_*` guard) with the
+//! fix.
 //!
 //! Crash 1: every deadline in `engine::deadline` adds saturating, so a
 //! client's `heartbeat_time_epoch` near `i64::MAX` cannot overflow it.

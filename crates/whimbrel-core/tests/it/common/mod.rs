@@ -1,7 +1,7 @@
 //! Test support: DynamoDB Local (AWS's own DynamoDB + Streams API) started
 //! by the tests themselves, fresh tables per test, and a recording launcher.
 //!
-//! DynamoDB Local is started once per test binary on a free loopback port
+//! DynamoDB Local is started once per test process on a free loopback port
 //! (`scripts/dynamodb-local.sh run PORT`, which installs it into `.local/ddb`
 //! on first use), with a watchdog that stops it when the test process exits.
 //! Set `WHIMBREL_TEST_DYNAMODB=http://127.0.0.1:PORT` to use a running

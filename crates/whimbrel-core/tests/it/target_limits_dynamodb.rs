@@ -6,9 +6,9 @@
 //! at once, a limit in use cannot be removed, and a slot owed by a
 //! function that died is given back once by the monitor.
 
-mod common;
+use crate::common;
 
-use common::Harness;
+use crate::common::Harness;
 use serde_json::{json, Value};
 use whimbrel_core::contract::{ActivityState, Transition, WorkflowState};
 use whimbrel_core::model::TargetLimit;

@@ -3,9 +3,7 @@
 //! `engine/outcome.rs` and `worker.rs` through real conditional writes and
 //! real GSIs.
 
-mod common;
-
-use common::Harness;
+use crate::common::Harness;
 use serde_json::json;
 use whimbrel_core::contract::{ActivityState, WorkflowState};
 use whimbrel_core::engine::{Applied, Engine};

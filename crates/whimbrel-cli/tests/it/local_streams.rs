@@ -4,8 +4,7 @@
 //! which no SDK can parse, and the local stack's stream stalls for good
 //! (see scripts/dynamodb-local.sh); this catches such a version.
 
-#[path = "../../whimbrel-core/tests/common/mod.rs"]
-mod common;
+use crate::common;
 
 use aws_sdk_dynamodbstreams::types::{AttributeValue, ShardIteratorType};
 use serde_json::json;

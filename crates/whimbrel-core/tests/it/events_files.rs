@@ -1,9 +1,9 @@
 //! The handlers fed with every sample event in `events/`, against DynamoDB
 //! Local started by the test, with the default `whimbrel_` tables.
 
-mod common;
+use crate::common;
 
-use common::{counts, failures, Harness};
+use crate::common::{counts, failures, Harness};
 use serde_json::{json, Value};
 use whimbrel_core::contract::{ActivityState, WorkflowState};
 use whimbrel_core::handlers;

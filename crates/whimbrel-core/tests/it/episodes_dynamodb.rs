@@ -4,11 +4,11 @@
 //! branch on a result that waits for a signal, refused answers shown to
 //! the next decision and counted, and continue-as-new.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 
-use common::{stream_event, Harness};
+use crate::common::{stream_event, Harness};
 use serde_json::{json, Value};
 use whimbrel_core::contract::{ActivityState, WorkflowState};
 use whimbrel_core::decider::{Decision, DecisionRequest, DecisionsAnswer, EventKind};

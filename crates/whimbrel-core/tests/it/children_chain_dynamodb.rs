@@ -7,13 +7,13 @@
 //! cancelled before its child continues ends the child instead of letting
 //! an unwatched next execution run.
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use common::deciders::Chain;
-use common::Harness;
+use crate::common::deciders::Chain;
+use crate::common::Harness;
 use serde_json::json;
 use whimbrel_core::contract::{ActivityState, WorkflowState};
 use whimbrel_core::ids;

@@ -3,9 +3,9 @@
 //! (event rows, heartbeats) cannot change another activity's outcome, its
 //! deadlines, or the rows the engine reads back (docs/design.md § 3.10).
 
-mod common;
+use crate::common;
 
-use common::Harness;
+use crate::common::Harness;
 use serde_json::{json, Value};
 use whimbrel_core::contract::{ActivityState, WorkflowState};
 use whimbrel_core::engine::payloads;

@@ -5,9 +5,9 @@
 //! with a look-ahead sleeps to a marker due within it and fires it in the
 //! same tick.
 
-mod common;
+use crate::common;
 
-use common::Harness;
+use crate::common::Harness;
 use serde_json::json;
 use whimbrel_core::contract::{ActivityState, WorkflowState};
 use whimbrel_core::engine::{Engine, EngineConfig};

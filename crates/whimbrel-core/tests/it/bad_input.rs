@@ -18,15 +18,13 @@
 //! attribute in an event row, a sink output too deep for the workflow's
 //! result.
 
-mod common;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+use crate::common::{failures, Harness};
 use aws_sdk_dynamodb::types::AttributeValue;
-use common::{failures, Harness};
 use futures::future::BoxFuture;
 use futures::FutureExt;
 use serde_json::{json, Value};

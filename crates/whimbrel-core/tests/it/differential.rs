@@ -4,7 +4,7 @@
 //! an item over 400 KB) must give the same outcome (ok, condition failed,
 //! invalid) and the same items on both.
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::sync::Arc;

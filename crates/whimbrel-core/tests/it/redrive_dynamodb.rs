@@ -4,10 +4,8 @@
 //! on-failure record from the queue (design.md § 8.6), and a record it
 //! cannot apply stays on the queue (a batch item failure).
 
-mod common;
-
+use crate::common::{sdk_config, Harness};
 use aws_sdk_dynamodbstreams::types::ShardIteratorType;
-use common::{sdk_config, Harness};
 use serde_json::{json, Value};
 use whimbrel_core::contract::{ActivityState, WorkflowState};
 use whimbrel_core::ids;

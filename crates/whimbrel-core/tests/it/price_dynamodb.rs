@@ -5,9 +5,7 @@
 //! half fails, DynamoDB Local reports transactions faithfully now and the
 //! pricing can go.
 
-mod common;
-
-use common::Harness;
+use crate::common::Harness;
 use whimbrel_core::store::{n, s, Cond, Item, Store, UpdateRequest, Write};
 
 /// `count` new `whimbrel_decision` items of `wf`, each small (under 1 KB).

@@ -6,9 +6,7 @@
 //! write is finished by the monitor; one of an unfinished workflow is
 //! refused with its reason.
 
-mod common;
-
-use common::Harness;
+use crate::common::Harness;
 use serde_json::json;
 use whimbrel_core::contract::{ActivityState, WorkflowState};
 use whimbrel_core::engine::{Applied, EngineError};

@@ -10,12 +10,12 @@
 //!   queries) and a signal sender (`SignalSenderPolicy`), and each may use
 //!   the tables' KMS key when one is set.
 
-mod common;
+use crate::common;
 mod grants_episodic;
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use common::{stream_event, Harness};
+use crate::common::{stream_event, Harness};
 use serde_json::json;
 use serde_yaml::Value as Y;
 use whimbrel_core::grants::{self, Grant};
@@ -330,7 +330,7 @@ async fn workflow_request_calls() -> Calls {
 
 /// The stream-redrive function's paths: `redrive::apply_records` hands
 /// each given-up record to the handler of its stream, so its calls are
-/// the two stream functions' (`tests/redrive_dynamodb.rs` runs it).
+/// the two stream functions' (`tests/it/redrive_dynamodb.rs` runs it).
 async fn stream_redrive_calls() -> Calls {
     let mut all = workflow_request_calls().await;
     all.extend(activity_event_calls().await);

@@ -5,9 +5,7 @@
 //! by the monitor, and items without a count slot (written before count
 //! groups) are still counted in their terminal transaction.
 
-mod common;
-
-use common::{terminal_write_only, Harness};
+use crate::common::{terminal_write_only, Harness};
 use serde_json::{json, Value};
 use whimbrel_core::contract::{ActivityState, Transition, WorkflowState};
 use whimbrel_core::engine::counting::count_group_key;

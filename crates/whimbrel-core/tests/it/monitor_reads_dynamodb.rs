@@ -4,9 +4,7 @@
 //! read and one write per heartbeat timeout, and times out those whose
 //! heartbeats stopped.
 
-mod common;
-
-use common::Harness;
+use crate::common::Harness;
 use serde_json::json;
 use whimbrel_core::contract::ActivityState;
 use whimbrel_core::engine::decide;

@@ -3,8 +3,7 @@
 //! is started from its on-failure record, read back from the stream; a
 //! second replay changes nothing.
 
-#[path = "../../whimbrel-core/tests/common/mod.rs"]
-mod common;
+use crate::common;
 
 use std::process::{Command, Output};
 
