@@ -1,5 +1,5 @@
 # Whimbrel: every target sets up what it needs (venv, DynamoDB Local, build) on first use.
-.PHONY: demo demo-failure up down test lint bench bench-monitor torture fuzz clean-stack sam-build
+.PHONY: demo demo-failure up down test check lint bench bench-monitor torture fuzz clean-stack sam-build
 
 ## The main job: a real wordcount workflow end to end on the local stack.
 demo:
@@ -20,6 +20,11 @@ down:
 ## Every test: unit, against DynamoDB Local, template lint, end to end.
 test:
 	bash scripts/test.sh
+
+## The inner loop (about 2 min warm): the rules' and the engine's tests
+## against DynamoDB Local, and 100 simulation schedules.
+check:
+	bash scripts/check.sh
 
 ## 10,000 seeded simulation schedules under faults (WHIMBREL_SIM_SEED=n replays one).
 torture:

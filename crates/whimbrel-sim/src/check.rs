@@ -352,11 +352,17 @@ pub fn requests(mem: &MemoryBackend, t: &Tables) -> Vec<WorkflowRequest> {
         .collect()
 }
 
-/// True for a row of `whimbrel_workflow_request` that cancels or
-/// redrives a workflow rather than starting one.
-fn is_not_a_start(row: &whimbrel_core::store::Item) -> bool {
-    serde_dynamo::from_item::<_, WorkflowRequest>(row.clone())
-        .is_ok_and(|r| r.cancel_workflow_exec_id.is_some() || r.redrive_workflow_exec_id.is_some())
+/// A row of `whimbrel_workflow_request`, read as a start or not (a row
+/// that cancels or redrives a workflow is not one; a row that does not
+/// parse counts as one), with its request id when it has one.
+fn read_start(_: &str, row: &whimbrel_core::store::Item) -> (bool, Option<String>) {
+    let not_a_start = serde_dynamo::from_item::<_, WorkflowRequest>(row.clone())
+        .is_ok_and(|r| r.cancel_workflow_exec_id.is_some() || r.redrive_workflow_exec_id.is_some());
+    let id = row
+        .get(attr::WORKFLOW_REQUEST_ID)
+        .and_then(whimbrel_core::store::as_s)
+        .cloned();
+    (!not_a_start, id)
 }
 
 /// How many rows of `whimbrel_workflow_request` start a workflow (users'
@@ -369,14 +375,8 @@ pub fn start_requests(mem: &MemoryBackend, t: &Tables) -> usize {
 /// How many workflow request rows there are, leaving out those whose
 /// stream record the mappings gave up on (`lost`).
 fn requests_not_lost(mem: &MemoryBackend, t: &Tables, lost: &HashSet<String>) -> usize {
-    mem.items(&t.workflow_request())
-        .iter()
-        .filter(|r| !is_not_a_start(r))
-        .filter(|r| {
-            r.get(attr::WORKFLOW_REQUEST_ID)
-                .and_then(whimbrel_core::store::as_s)
-                .is_none_or(|id| !lost.contains(id))
-        })
+    (mem.decoded(&t.workflow_request(), read_start).iter())
+        .filter(|(start, id)| *start && id.as_ref().is_none_or(|id| !lost.contains(id)))
         .count()
 }
 

@@ -62,14 +62,14 @@ fn read_group(_: &str, item: &Item) -> Option<ReadGroup> {
 }
 
 /// A workflow exec item and the groups its `counted_groups` names.
-fn read_counted(_: &str, item: &Item) -> Option<(WorkflowExec, Vec<String>)> {
+fn read_counted(_: &str, item: &Item) -> Option<Arc<(WorkflowExec, Vec<String>)>> {
     let w = serde_dynamo::from_item::<_, WorkflowExec>(item.clone()).ok()?;
     let counted: Vec<String> = item
         .get(attr::COUNTED_GROUPS)
         .and_then(whimbrel_core::store::as_ss)
         .cloned()
         .unwrap_or_default();
-    Some((w, counted))
+    Some(Arc::new((w, counted)))
 }
 
 /// Violations of the counting invariant among `acts` and the tables.
@@ -79,9 +79,16 @@ pub fn violations(acts: &[Arc<ActivityExec>], mem: &MemoryBackend, t: &Tables) -
         .iter()
         .map(|a| (a.activity_exec_id.as_str(), &**a))
         .collect();
-    let generation: HashMap<String, u32> = crate::check::workflows(mem, t)
-        .into_iter()
-        .map(|w| (w.workflow_exec_id, w.redrive_count.unwrap_or(0)))
+    let wfs: Vec<_> = (mem.decoded(&t.workflow_exec(), read_counted).into_iter())
+        .flatten()
+        .collect();
+    let generation: HashMap<&str, u32> = (wfs.iter())
+        .map(|wc| {
+            (
+                wc.0.workflow_exec_id.as_str(),
+                wc.0.redrive_count.unwrap_or(0),
+            )
+        })
         .collect();
     let mut groups: Groups = HashMap::new();
     for (key, wf, g, read) in mem
@@ -91,7 +98,7 @@ pub fn violations(acts: &[Arc<ActivityExec>], mem: &MemoryBackend, t: &Tables) -
     {
         // An earlier generation's groups name activities a redrive took
         // back; they count for nothing now.
-        let current = generation.get(&wf).copied().unwrap_or(0);
+        let current = generation.get(wf.as_str()).copied().unwrap_or(0);
         match (g / GROUPS_PER_GENERATION).cmp(&current) {
             std::cmp::Ordering::Less => continue,
             std::cmp::Ordering::Greater => {
@@ -114,12 +121,8 @@ pub fn violations(acts: &[Arc<ActivityExec>], mem: &MemoryBackend, t: &Tables) -
         v.extend(found);
         groups.insert((wf, g), (group, size));
     }
-    for (w, counted) in mem
-        .decoded(&t.workflow_exec(), read_counted)
-        .into_iter()
-        .flatten()
-    {
-        v.extend(counted_groups_violations(&w, &counted, &groups));
+    for wc in &wfs {
+        v.extend(counted_groups_violations(&wc.0, &wc.1, &groups));
     }
     v
 }

@@ -33,7 +33,7 @@ struct Args {
     #[arg(long, default_value_t = 1500)]
     fault_steps: usize,
     /// Keep clients' clocks right (by default they may be off by minutes,
-    /// as the engine must allow: `tests/clocks.rs`).
+    /// as the engine must allow: `tests/it/clocks.rs`).
     #[arg(long)]
     trusted_client_clocks: bool,
     /// Schedules run at once, each on its own thread (default: the

@@ -79,13 +79,13 @@ impl Decided {
 pub(super) struct Log {
     pub exec: WorkflowExec,
     pub state: EpisodeState,
-    pub events: BTreeMap<u64, EpisodeEvent>,
+    pub events: BTreeMap<u64, Arc<EpisodeEvent>>,
     /// Source → the place its marker names.
     pub sources: HashMap<String, u64>,
-    pub records: BTreeMap<u64, DecisionRecord>,
+    pub records: BTreeMap<u64, Arc<DecisionRecord>>,
     /// Each record's decisions as read, parsed and as the engine would
     /// record them ([`normal`]), kept from the read ([`Log::decided`]).
-    pub decided: BTreeMap<u64, Decided>,
+    pub decided: BTreeMap<u64, Arc<Decided>>,
     /// Marker name → (details, decision that wrote it).
     pub markers: HashMap<String, (Value, u64)>,
 }
@@ -113,11 +113,11 @@ type ReadEntry = (String, String, Result<Entry, String>);
 #[derive(Debug, Clone)]
 enum Entry {
     /// `event#<seq>`.
-    Event(u64, EpisodeEvent),
+    Event(u64, Arc<EpisodeEvent>),
     /// `event-id#<source>`: the place its marker names.
     Source(String, u64),
     /// `decision#<n>`, with its decisions read.
-    Record(u64, Box<(DecisionRecord, Decided)>),
+    Record(u64, Arc<DecisionRecord>, Arc<Decided>),
     /// `marker#…`: name, details, the decision that wrote it.
     Marker(String, Value, u64),
     /// Any other key.
@@ -133,14 +133,14 @@ fn read_entry(_: &str, item: &Item) -> ReadEntry {
 fn entry_of(key: &str, item: Item) -> Result<Entry, serde_dynamo::Error> {
     let number = |p: &str| key.trim_start_matches(p).parse::<u64>().unwrap_or(0);
     Ok(if key.starts_with("event#") {
-        Entry::Event(number("event#"), serde_dynamo::from_item(item)?)
+        Entry::Event(number("event#"), Arc::new(serde_dynamo::from_item(item)?))
     } else if let Some(source) = key.strip_prefix("event-id#") {
         let at: Value = serde_dynamo::from_item(item)?;
         Entry::Source(source.to_string(), at["seq"].as_u64().unwrap_or(0))
     } else if key.starts_with("decision#") {
         let r: DecisionRecord = serde_dynamo::from_item(item)?;
         let decided = Decided::of(&r.decisions);
-        Entry::Record(number("decision#"), Box::new((r, decided)))
+        Entry::Record(number("decision#"), Arc::new(r), Arc::new(decided))
     } else if key.starts_with("marker#") {
         let m: Value = serde_dynamo::from_item(item)?;
         let by = m["decision"].as_u64().unwrap_or(0);
@@ -200,8 +200,7 @@ impl Log {
             Entry::Source(source, seq) => {
                 self.sources.insert(source, seq);
             }
-            Entry::Record(n, read) => {
-                let (r, decided) = *read;
+            Entry::Record(n, r, decided) => {
                 self.records.insert(n, r);
                 self.decided.insert(n, decided);
             }
@@ -238,7 +237,7 @@ impl Log {
                 source: ep::ended_source(self.id(), node),
                 details: Value::Null,
             };
-            if self.events.insert(seq, event).is_some() {
+            if self.events.insert(seq, Arc::new(event)).is_some() {
                 bad.push(format!("{}: event {seq} logged twice ({entry})", self.id()));
             }
         }
@@ -251,7 +250,9 @@ impl Log {
 
     /// The accepted decisions, by number.
     fn accepted(&self) -> impl Iterator<Item = (&u64, &DecisionRecord)> {
-        self.records.iter().filter(|(_, r)| r.refused.is_none())
+        (self.records.iter())
+            .filter(|(_, r)| r.refused.is_none())
+            .map(|(k, r)| (k, &**r))
     }
 
     /// The nodes the accepted decisions scheduled: name → (decision, node).
@@ -283,7 +284,7 @@ impl Log {
     /// read again when the record holds others (a test's edit).
     fn decided(&self, k: u64, r: &DecisionRecord) -> std::borrow::Cow<'_, Decided> {
         match self.decided.get(&k) {
-            Some(d) if d.of == r.decisions => std::borrow::Cow::Borrowed(d),
+            Some(d) if d.of == r.decisions => std::borrow::Cow::Borrowed(&**d),
             _ => std::borrow::Cow::Owned(Decided::of(&r.decisions)),
         }
     }

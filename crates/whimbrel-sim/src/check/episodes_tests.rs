@@ -82,12 +82,12 @@ fn good() -> Log {
             closed_by_decision: Some(2),
             ..EpisodeState::default()
         },
-        events: BTreeMap::from([(1, event)]),
+        events: BTreeMap::from([(1, Arc::new(event))]),
         // A node's end has no source marker (its open node makes it one).
         sources: HashMap::new(),
         records: BTreeMap::from([
-            (1, record(1, (0, 0), first())),
-            (2, seen_end(record(2, (1, 1), last()), 1)),
+            (1, Arc::new(record(1, (0, 0), first()))),
+            (2, Arc::new(seen_end(record(2, (1, 1), last()), 1))),
         ]),
         decided: BTreeMap::new(),
         markers: HashMap::new(),
@@ -147,7 +147,8 @@ fn an_event_missing_from_the_log_is_caught() {
 #[test]
 fn an_event_seen_by_two_accepted_decisions_is_caught() {
     let mut log = good();
-    log.records.insert(3, record(3, (1, 1), json!([])));
+    log.records
+        .insert(3, Arc::new(record(3, (1, 1), json!([]))));
     log.state.decision_count = 3;
     let n = node("r1n0", 1);
     let v = all(&log, &given(&log), &[&n]);
@@ -246,7 +247,7 @@ fn an_ask_after_its_decision_committed_or_before_the_last_did_is_caught() {
     // An older attempt's ask, late (its invocation stalled past it): no
     // violation once a newer attempt committed.
     let mut later = log;
-    later.records.get_mut(&2).unwrap().decision_id = format!("{EXEC}::d2::a3");
+    Arc::make_mut(later.records.get_mut(&2).unwrap()).decision_id = format!("{EXEC}::d2::a3");
     let mut seen = Seen::default();
     assert!(seen
         .ask_violations(std::slice::from_ref(&later), &[])
@@ -258,8 +259,8 @@ fn an_ask_after_its_decision_committed_or_before_the_last_did_is_caught() {
 #[test]
 fn a_node_end_taken_by_a_decision_that_did_not_see_it_is_caught() {
     let mut log = good();
-    let taken = seen_end(log.records[&2].clone(), 2);
-    log.records.insert(2, taken);
+    let taken = seen_end((*log.records[&2]).clone(), 2);
+    log.records.insert(2, Arc::new(taken));
     let n = node("r1n0", 1);
     let v = all(&log, &given(&log), &[&n]);
     assert!(

@@ -56,17 +56,18 @@ pub fn violations(acts: &[Arc<ActivityExec>], mem: &MemoryBackend, t: &Tables) -
 
 /// `slots_used` of each workflow exec item that has one.
 fn slots_used(mem: &MemoryBackend, t: &Tables) -> HashMap<String, i64> {
-    mem.items(&t.workflow_exec())
+    let read = |_: &str, i: &whimbrel_core::store::Item| {
+        let id = match i.get(attr::WORKFLOW_EXEC_ID) {
+            Some(Value::S(id)) => id.clone(),
+            _ => return None,
+        };
+        match i.get(attr::SLOTS_USED) {
+            Some(Value::N(n)) => Some((id, n.parse().unwrap_or(i64::MIN))),
+            _ => None,
+        }
+    };
+    mem.decoded(&t.workflow_exec(), read)
         .into_iter()
-        .filter_map(|i| {
-            let id = match i.get(attr::WORKFLOW_EXEC_ID) {
-                Some(Value::S(id)) => id.clone(),
-                _ => return None,
-            };
-            match i.get(attr::SLOTS_USED) {
-                Some(Value::N(n)) => Some((id, n.parse().unwrap_or(i64::MIN))),
-                _ => None,
-            }
-        })
+        .flatten()
         .collect()
 }

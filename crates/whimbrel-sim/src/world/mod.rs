@@ -61,7 +61,7 @@ pub struct Params {
     pub episodes: bool,
     /// Clients' clocks may be off by minutes
     /// ([`crate::shared::Faults::client_skew`]). On by default
-    /// (`tests/clocks.rs`); `--trusted-client-clocks` turns it off.
+    /// (`tests/it/clocks.rs`); `--trusted-client-clocks` turns it off.
     pub client_clock_minutes: bool,
 }
 

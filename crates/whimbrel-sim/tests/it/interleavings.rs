@@ -5,18 +5,16 @@
 //! must finish, the monitor must not fail a start that stored its plan, and
 //! a stale parked event must not shorten a deadline.
 
-mod support;
-
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
+use crate::support::{block_on, Rec, T0};
 use futures::future::BoxFuture;
 use futures::FutureExt;
 use serde_json::{json, Value};
-use support::{block_on, Rec, T0};
 use whimbrel_core::contract::{ActivityState, WorkflowState};
 use whimbrel_core::dates::Timestamp;
 use whimbrel_core::engine::{Engine, EngineConfig, Environment};

@@ -291,7 +291,7 @@ const FEATURES: &[&str] = &[
 /// violation they show. Each must still fail so; remove it once the
 /// engine is fixed. Seed 210 of an earlier fault mix (a due marker after
 /// the heartbeat deadline, as two instances of one launch heartbeat with
-/// clocks apart) is pinned by `tests/markers.rs`, which does not depend
+/// clocks apart) is pinned by `tests/it/markers.rs`, which does not depend
 /// on the schedules' draws.
 const KNOWN_ENGINE_BUGS: &[(u64, &str)] = &[];
 

@@ -4,15 +4,13 @@
 //! simulation (seed 210 of the time-fault mix): a marker the monitor moved
 //! was after the heartbeat deadline.
 
-mod support;
-
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use crate::support::{block_on, Rec, T0};
 use futures::future::BoxFuture;
 use futures::FutureExt;
 use serde_json::json;
-use support::{block_on, Rec, T0};
 use whimbrel_core::contract::ActivityState;
 use whimbrel_core::dates::Timestamp;
 use whimbrel_core::engine::{deadline, Engine, EngineConfig, Environment};
