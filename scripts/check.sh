@@ -33,5 +33,5 @@ export WHIMBREL_TEST_DYNAMODB=http://127.0.0.1:$DDB_PORT
 echo "==> ${CHECK_SIM_SCHEDULES:-100} simulation schedules"
 "${CARGO_TARGET_DIR:-target}/debug/whimbrel-sim" --first-seed 1 --schedules "${CHECK_SIM_SCHEDULES:-100}"
 echo "==> the rules' and the engine's tests"
-cargo nextest run --locked -p whimbrel-rules -p whimbrel-core --no-fail-fast --cargo-quiet
+cargo nextest run --locked -p whimbrel-rules -p whimbrel-core --no-fail-fast --cargo-quiet --test-threads "${CHECK_TEST_THREADS:-6}"
 echo "==> built in ${built} s, checked in ${SECONDS} s"

@@ -179,57 +179,79 @@ fn normalized(items: Vec<Item>) -> Vec<String> {
     out
 }
 
+/// Sequences run at once, each lane on its own tables (DynamoDB Local
+/// answers one lane's round trip while it works on another's).
+const LANES: u64 = 4;
+
 #[tokio::test]
 async fn the_memory_model_agrees_with_dynamodb_local() {
-    let h = common::Harness::new().await;
-    let dynamo: Arc<dyn Backend> = h.store.backend().clone();
-    let tables = h.store.tables().clone();
-    let table = tables.activity_exec();
-    let mut mismatches = vec![];
-    for seq in 0..SEQUENCES {
-        let memory = MemoryBackend::new(&tables, false);
-        let mut r = ChaCha8Rng::seed_from_u64(seq);
-        // Start each sequence from the same bare items on both.
-        let reset = Store::with_backend(dynamo.clone(), tables.clone());
-        for k in 0..3 {
-            let clean: Item = key(k);
-            reset
-                .backend()
-                .put(table.clone(), clean.clone(), None)
-                .await
-                .unwrap();
-            memory.put(table.clone(), clean, None).await.unwrap();
+    let lanes = (0..LANES).map(|lane| async move {
+        let h = common::Harness::new().await;
+        let mut found = vec![];
+        for seq in (lane..SEQUENCES).step_by(LANES as usize) {
+            found.push((seq, sequence(&h, seq).await));
         }
-        for step in 0..COMMANDS {
-            let c = command(&mut r);
-            let (a, b) = (
-                apply(dynamo.as_ref(), &table, &c).await,
-                apply(&memory, &table, &c).await,
-            );
-            if a != b {
-                mismatches.push(format!(
-                    "sequence {seq} step {step}: DynamoDB Local {a}, model {b}: {c:?}"
-                ));
-                break;
-            }
-        }
-        let keys: Vec<Item> = (0..3).map(key).collect();
-        let (real, _) = dynamo.batch_get(table.clone(), keys.clone()).await.unwrap();
-        let (model, _) = memory.batch_get(table.clone(), keys).await.unwrap();
-        if normalized(real.clone()) != normalized(model.clone()) {
-            mismatches.push(format!(
-                "sequence {seq}: items differ:\n  DynamoDB Local {:?}\n  model          {:?}",
-                normalized(real),
-                normalized(model)
-            ));
-        }
-    }
+        found
+    });
+    let mut by_seq: Vec<(u64, Vec<String>)> = futures::future::join_all(lanes)
+        .await
+        .into_iter()
+        .flatten()
+        .collect();
+    by_seq.sort_by_key(|(seq, _)| *seq);
+    let mismatches: Vec<String> = by_seq.into_iter().flat_map(|(_, m)| m).collect();
     assert!(
         mismatches.is_empty(),
         "{} of {SEQUENCES} sequences differ:\n{}",
         mismatches.len(),
         mismatches.join("\n")
     );
+}
+
+/// Sequence `seq` on the tables of `h` and on a fresh model, from the same
+/// bare items: what differs (nothing when they agree).
+async fn sequence(h: &common::Harness, seq: u64) -> Vec<String> {
+    let dynamo: Arc<dyn Backend> = h.store.backend().clone();
+    let tables = h.store.tables().clone();
+    let table = tables.activity_exec();
+    let mut mismatches = vec![];
+    let memory = MemoryBackend::new(&tables, false);
+    let mut r = ChaCha8Rng::seed_from_u64(seq);
+    // Start each sequence from the same bare items on both.
+    let reset = Store::with_backend(dynamo.clone(), tables.clone());
+    for k in 0..3 {
+        let clean: Item = key(k);
+        reset
+            .backend()
+            .put(table.clone(), clean.clone(), None)
+            .await
+            .unwrap();
+        memory.put(table.clone(), clean, None).await.unwrap();
+    }
+    for step in 0..COMMANDS {
+        let c = command(&mut r);
+        let (a, b) = (
+            apply(dynamo.as_ref(), &table, &c).await,
+            apply(&memory, &table, &c).await,
+        );
+        if a != b {
+            mismatches.push(format!(
+                "sequence {seq} step {step}: DynamoDB Local {a}, model {b}: {c:?}"
+            ));
+            break;
+        }
+    }
+    let keys: Vec<Item> = (0..3).map(key).collect();
+    let (real, _) = dynamo.batch_get(table.clone(), keys.clone()).await.unwrap();
+    let (model, _) = memory.batch_get(table.clone(), keys).await.unwrap();
+    if normalized(real.clone()) != normalized(model.clone()) {
+        mismatches.push(format!(
+            "sequence {seq}: items differ:\n  DynamoDB Local {:?}\n  model          {:?}",
+            normalized(real),
+            normalized(model)
+        ));
+    }
+    mismatches
 }
 
 /// The engine's own attempt writes (queue a task-list activity, a worker's

@@ -1048,49 +1048,60 @@ async fn each_function_is_granted_exactly_the_calls_its_code_makes() {
         Y::Sequence(all)
     };
     let redrive_grants = grants::stream_redrive();
+    // Each role's paths on tables of their own, all at once (DynamoDB
+    // Local answers one while it works on another).
+    let (request, event, redrive, monitor, activity, worker, signaller) = tokio::join!(
+        workflow_request_calls(),
+        activity_event_calls(),
+        stream_redrive_calls(),
+        heartbeat_monitor_calls(),
+        activity_calls(),
+        worker_calls(),
+        signal_sender_calls(),
+    );
     let cases = [
         (
             "whimbrel-workflow-request",
             role("WorkflowRequestRole"),
             grants::WORKFLOW_REQUEST,
-            workflow_request_calls().await,
+            request,
         ),
         (
             "whimbrel-activity-event",
             role("ActivityEventRole"),
             grants::ACTIVITY_EVENT,
-            activity_event_calls().await,
+            event,
         ),
         (
             // It applies records through the handlers of both streams.
             "whimbrel-stream-redrive",
             role("StreamRedriveRole"),
             &redrive_grants[..],
-            stream_redrive_calls().await,
+            redrive,
         ),
         (
             "whimbrel-heartbeat-monitor",
             sam("HeartbeatMonitorFunction"),
             grants::HEARTBEAT_MONITOR,
-            heartbeat_monitor_calls().await,
+            monitor,
         ),
         (
             "an activity (ExampleActivityPolicy)",
             resources["ExampleActivityPolicy"]["Properties"]["PolicyDocument"]["Statement"].clone(),
             grants::ACTIVITY,
-            activity_calls().await,
+            activity,
         ),
         (
             "a task-list worker (TaskListWorkerPolicy)",
             resources["TaskListWorkerPolicy"]["Properties"]["PolicyDocument"]["Statement"].clone(),
             grants::WORKER,
-            worker_calls().await,
+            worker,
         ),
         (
             "a signal sender (SignalSenderPolicy)",
             resources["SignalSenderPolicy"]["Properties"]["PolicyDocument"]["Statement"].clone(),
             grants::SIGNAL_SENDER,
-            signal_sender_calls().await,
+            signaller,
         ),
     ];
     // The activity's heartbeat touches only the attributes its role allows.
