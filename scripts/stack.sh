@@ -5,9 +5,12 @@
 #   whimbrel instances (the functions' processes, functions.log)
 #   whimbrel local (stream mappings, schedule, Invoke API front)
 #                                            :$WHIMBREL_FRONT_PORT (9001)
-# Usage: scripts/stack.sh up|down|env|stop-functions|start-functions
+# Usage: scripts/stack.sh up|down|env|stop-functions|start-functions|start-local
 # (stop-functions and start-functions stop and start the functions'
-# processes alone, as an outage of every function would: tests/e2e-redrive.sh)
+# processes alone, as an outage of every function would: tests/e2e-redrive.sh;
+# start-local starts the runner alone, without the build, install and
+# warm-up of `up`, once `up` has started the rest: tests/e2e-chaos.sh
+# restarts a killed runner so)
 # PID files and logs live in .stack/ (git-ignored); `down` stops exactly the
 # processes `up` started, by PID.
 set -euo pipefail
@@ -97,14 +100,30 @@ start_functions() {
     --lambda-upstream "http://127.0.0.1:$WATCH_PORT"
 }
 
+# The runner, `--warm $1` (0: none; a warm-up invokes the heartbeat
+# monitor before the front listens: a restarted runner's would relaunch into
+# a front not listening yet).
+start_local() {
+  start local "$CARGO_TARGET_DIR/debug/whimbrel" local --listen "127.0.0.1:$FRONT_PORT" --warm "$1" \
+    --function-concurrency "$CONCURRENCY" \
+    --lambda-upstream "http://127.0.0.1:$WATCH_PORT" --on-failure-file "$STACK/on-failure.jsonl" \
+    --dead-letter-file "$STACK/dead-letter.jsonl"
+  wait_port "$FRONT_PORT" local "$STACK/local.pid" 180
+}
+
 up() {
   mkdir -p "$STACK"
   bash scripts/venv.sh
   bash scripts/dynamodb-local.sh install
   stack_env > "$STACK/env"
   set -a; . "$STACK/env"; set +a
-  echo "==> building the workspace"
-  cargo build --quiet --locked --workspace --bins
+  # `make test` builds everything once before its parts start their
+  # stacks (WHIMBREL_STACK_PREBUILT=1): a build here would only wait for
+  # the cargo lock another part holds.
+  if [[ -z ${WHIMBREL_STACK_PREBUILT:-} ]]; then
+    echo "==> building the workspace"
+    cargo build --quiet --locked --workspace --bins
+  fi
   bash scripts/dynamodb-local.sh start "$DDB_PORT" "$STACK/ddb.pid" "$STACK/ddb.log"
   local wb="$CARGO_TARGET_DIR/debug/whimbrel"
   "$wb" install > "$STACK/install.log"
@@ -125,11 +144,7 @@ up() {
     -A 127.0.0.1 -P "$WATCH_PORT" --only-lambda-apis
   wait_port "$WATCH_PORT" watch "$STACK/watch.pid" 300
   start_functions
-  start local "$wb" local --listen "127.0.0.1:$FRONT_PORT" --warm 1 \
-    --function-concurrency "$CONCURRENCY" \
-    --lambda-upstream "http://127.0.0.1:$WATCH_PORT" --on-failure-file "$STACK/on-failure.jsonl" \
-    --dead-letter-file "$STACK/dead-letter.jsonl"
-  wait_port "$FRONT_PORT" local "$STACK/local.pid" 180
+  start_local 1
   echo "==> stack up: DynamoDB 127.0.0.1:$DDB_PORT, functions 127.0.0.1:$WATCH_PORT, Invoke API front 127.0.0.1:$FRONT_PORT"
   echo "    environment for clients: set -a; . $STACK/env; set +a"
 }
@@ -146,5 +161,6 @@ case "${1:-}" in
   env) stack_env ;;
   stop-functions) stop functions ;;
   start-functions) set -a; . "$STACK/env"; set +a; start_functions ;;
-  *) echo "usage: $0 up|down|env|stop-functions|start-functions" >&2; exit 2 ;;
+  start-local) set -a; . "$STACK/env"; set +a; start_local 0 ;;
+  *) echo "usage: $0 up|down|env|stop-functions|start-functions|start-local" >&2; exit 2 ;;
 esac

@@ -32,7 +32,9 @@
 //!   lambda watch --only-lambda-apis`, started again when one exits.
 //! * **Chaos** ([`chaos`], `--chaos`): drops, duplicates and delays async
 //!   invokes, delivers successful stream batches again; every action is
-//!   logged with the prefix `CHAOS`.
+//!   logged with the prefix `CHAOS`. Decided from the seed and what each
+//!   event is, each kind bounded; with a pause to kill the runner at
+//!   ([`pause`]).
 
 mod chaos;
 mod checkpoint;
@@ -42,6 +44,7 @@ pub(crate) mod instances;
 mod invoke;
 pub(crate) mod mapping;
 pub(crate) mod on_failure;
+mod pause;
 mod queues;
 mod shards;
 mod sqs_api;
@@ -186,6 +189,16 @@ pub struct ChaosArgs {
     /// Share of successful stream batches delivered once more.
     #[arg(long, env = "WHIMBREL_CHAOS_STREAM_DUPLICATE_RATE", default_value = "0.1", value_parser = rate)]
     chaos_stream_duplicate_rate: f64,
+    /// At most this many chaos actions of each kind (drops, duplicates,
+    /// delays, stream batches delivered again) per runner (default: no
+    /// bound).
+    #[arg(long, env = "WHIMBREL_CHAOS_MAX_ACTIONS")]
+    chaos_max_actions: Option<u64>,
+    /// After this many successful stream batches, start no more work, let
+    /// the work under way end, log `CHAOS paused` and wait to be killed: a
+    /// kill point that does not depend on timing (tests/e2e-chaos.sh).
+    #[arg(long, env = "WHIMBREL_CHAOS_PAUSE_AFTER_BATCHES", value_parser = clap::value_parser!(u64).range(1..))]
+    chaos_pause_after_batches: Option<u64>,
 }
 
 impl ChaosArgs {
@@ -202,6 +215,8 @@ impl ChaosArgs {
             async_delay_rate: self.chaos_delay_rate,
             async_max_delay: Duration::from_millis(self.chaos_max_delay_ms),
             stream_duplicate_rate: self.chaos_stream_duplicate_rate,
+            max_actions: self.chaos_max_actions,
+            pause_after_batches: self.chaos_pause_after_batches,
         })
     }
 }
@@ -333,6 +348,8 @@ fn chaos_mode(args: &ChaosArgs) -> Option<Chaos> {
             delay_rate = c.async_delay_rate,
             max_delay_ms = c.async_max_delay.as_millis() as u64,
             stream_duplicate_rate = c.stream_duplicate_rate,
+            max_actions = ?c.max_actions,
+            pause_after_batches = ?c.pause_after_batches,
             "{} mode on",
             chaos::PREFIX
         );
@@ -491,5 +508,20 @@ mod tests {
             .config()
             .unwrap();
         assert_eq!(c.seed, 7);
+        assert_eq!((c.max_actions, c.pause_after_batches), (None, None));
+        let c = Cli::parse_from([
+            "x",
+            "--chaos",
+            "--chaos-max-actions",
+            "4",
+            "--chaos-pause-after-batches",
+            "6",
+        ])
+        .local
+        .chaos
+        .config()
+        .unwrap();
+        assert_eq!((c.max_actions, c.pause_after_batches), (Some(4), Some(6)));
+        assert!(Cli::try_parse_from(["x", "--chaos-pause-after-batches", "0"]).is_err());
     }
 }

@@ -3,18 +3,40 @@
 //! (answered 202, never run), duplicated (run twice) or delayed; stream
 //! batches that succeeded are delivered again.
 //!
-//! Decisions are a pure function of the seed, what is decided on (the
-//! function and payload, or the stream, shard and sequence numbers) and how
+//! Decisions are a pure function of the seed, what is decided on and how
 //! many times that same thing was decided on before: the same seed gives
 //! the same decisions for the same events whatever the timing, and an
-//! invocation sent again is decided on afresh (not dropped forever).
+//! invocation sent again is decided on afresh (not dropped forever). What
+//! is decided on is what stays the same from one run to the next:
+//! * an async invoke: the function and the payload, less the fields of an
+//!   activity's launch that differ from run to run ([`RUN_SPECIFIC`]: its
+//!   ids, derived from a random request id, and its token), its objects'
+//!   keys in order; so a launch is known by its activity, attempt, launch
+//!   number, input and prerequisites' outputs;
+//! * a successful stream batch: its table and its place among the
+//!   batches its shard's poller delivered, and whether that poller resumed
+//!   after a checkpoint (a batch's records carry the run's ids).
+//!
+//! Each kind of action is bounded too (`--chaos-max-actions`), and
+//! `--chaos-pause-after-batches` gives a point to kill the runner at that
+//! does not depend on timing ([`super::pause`]).
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
+use serde_json::Value;
+
+use super::pause::Pause;
+
 /// Log lines of chaos actions start with this.
 pub const PREFIX: &str = "CHAOS";
+
+/// Top-level fields of an activity's launch payload
+/// (`whimbrel_core::plan::LaunchPayload`) that differ from one run to the
+/// next for the same launch: left out of what chaos decides on.
+pub const RUN_SPECIFIC: [&str; 3] = ["activity_exec_id", "workflow_exec_id", "attempt_token"];
 
 /// Rates are probabilities in [0, 1].
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -31,6 +53,11 @@ pub struct ChaosConfig {
     pub async_max_delay: Duration,
     /// Successful stream batches delivered once more.
     pub stream_duplicate_rate: f64,
+    /// At most this many actions of each [`Kind`] per runner (`None`: no
+    /// bound).
+    pub max_actions: Option<u64>,
+    /// Pause after this many successful stream batches ([`Pause`]).
+    pub pause_after_batches: Option<u64>,
 }
 
 /// What happens to one async invoke.
@@ -42,6 +69,20 @@ pub struct AsyncChaos {
     pub delay: Option<Duration>,
     /// Run a second time, after this delay from the first start.
     pub duplicate_after: Option<Duration>,
+}
+
+/// The kinds of chaos action, each bounded by
+/// [`ChaosConfig::max_actions`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// An async invoke dropped.
+    Drop,
+    /// An async invoke run twice.
+    Duplicate,
+    /// An async invoke delayed.
+    Delay,
+    /// A successful stream batch delivered again.
+    StreamDuplicate,
 }
 
 /// splitmix64: a stable, well-mixed step (not cryptographic).
@@ -63,6 +104,22 @@ fn key_hash(parts: &[&[u8]]) -> u64 {
         }
     }
     h
+}
+
+/// What an async invoke of `function` with `payload` is, for chaos (see
+/// the module): a JSON object without its [`RUN_SPECIFIC`] fields, keys
+/// sorted; any other payload as it is.
+fn async_key(function: &str, payload: &[u8]) -> u64 {
+    let Ok(mut v) = serde_json::from_slice::<Value>(payload) else {
+        return key_hash(&[b"async", function.as_bytes(), payload]);
+    };
+    if let Some(o) = v.as_object_mut() {
+        for f in RUN_SPECIFIC {
+            o.remove(f);
+        }
+    }
+    v.sort_all_objects();
+    key_hash(&[b"async", function.as_bytes(), v.to_string().as_bytes()])
 }
 
 /// Uniform draws in [0, 1) for one decision.
@@ -108,12 +165,17 @@ impl ChaosConfig {
     }
 }
 
-/// The chaos of one runner: its config and how often each key was seen.
+/// The chaos of one runner: its config, how often each key was seen, the
+/// actions taken of each kind, and its pause.
 #[derive(Debug)]
 pub struct Chaos {
     /// The rates and seed.
     pub config: ChaosConfig,
+    /// `--chaos-pause-after-batches`.
+    pub pause: Pause,
     seen: Mutex<HashMap<u64, u64>>,
+    /// Actions taken, by [`Kind`] (its index).
+    taken: [AtomicU64; 4],
 }
 
 impl Chaos {
@@ -121,7 +183,9 @@ impl Chaos {
     pub fn new(config: ChaosConfig) -> Chaos {
         Chaos {
             config,
+            pause: Pause::new(config.pause_after_batches),
             seen: Mutex::new(HashMap::new()),
+            taken: Default::default(),
         }
     }
 
@@ -132,24 +196,49 @@ impl Chaos {
         *n - 1
     }
 
-    /// The decision for an async invoke of `function` with `payload`.
-    pub fn async_invoke(&self, function: &str, payload: &[u8]) -> AsyncChaos {
-        let key = key_hash(&[b"async", function.as_bytes(), payload]);
-        self.config.decide_async(key, self.occurrence(key))
+    /// Whether one more action of `kind` is within
+    /// [`ChaosConfig::max_actions`] (it is then counted).
+    fn take(&self, kind: Kind) -> bool {
+        let max = self.config.max_actions.unwrap_or(u64::MAX);
+        self.taken[kind as usize]
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                (n < max).then_some(n + 1)
+            })
+            .is_ok()
     }
 
-    /// Whether the successful batch `first..=last` of `shard` is delivered
-    /// once more.
-    pub fn stream_duplicate(&self, stream: &str, shard: &str, first: &str, last: &str) -> bool {
+    /// The decision for an async invoke of `function` with `payload`,
+    /// within the bound of each kind: a drop past it is a plain delivery.
+    pub fn async_invoke(&self, function: &str, payload: &[u8]) -> AsyncChaos {
+        let key = async_key(function, payload);
+        let d = self.config.decide_async(key, self.occurrence(key));
+        if d.drop {
+            return if self.take(Kind::Drop) {
+                d
+            } else {
+                AsyncChaos::default()
+            };
+        }
+        AsyncChaos {
+            drop: false,
+            delay: d.delay.filter(|_| self.take(Kind::Delay)),
+            duplicate_after: d.duplicate_after.filter(|_| self.take(Kind::Duplicate)),
+        }
+    }
+
+    /// Whether the `ordinal`-th (0-based) successful batch a poller of
+    /// `table`'s stream delivered is delivered once more; `resumed`: the
+    /// poller started after a checkpoint.
+    pub fn stream_duplicate(&self, table: &str, resumed: bool, ordinal: u64) -> bool {
         let key = key_hash(&[
             b"stream",
-            stream.as_bytes(),
-            shard.as_bytes(),
-            first.as_bytes(),
-            last.as_bytes(),
+            table.as_bytes(),
+            &[u8::from(resumed)],
+            &ordinal.to_le_bytes(),
         ]);
         self.config
             .decide_stream_duplicate(key, self.occurrence(key))
+            && self.take(Kind::StreamDuplicate)
     }
 }
 
@@ -165,6 +254,8 @@ mod tests {
             async_delay_rate: 0.3,
             async_max_delay: Duration::from_millis(2000),
             stream_duplicate_rate: 0.25,
+            max_actions: None,
+            pause_after_batches: None,
         }
     }
 
@@ -192,6 +283,51 @@ mod tests {
             .map(|p| c.async_invoke("f", p.as_bytes()))
             .collect();
         assert_ne!(first, third);
+    }
+
+    /// A launch payload of activity `count-{n}`, launch `launch`, with the
+    /// run's ids and token `run`, its fields in an order of their own.
+    fn launch(n: u32, launch: u32, run: &str, reversed: bool) -> String {
+        let mut fields = [
+            format!("\"activity_exec_id\": \"count-{n}::{run}\""),
+            format!("\"workflow_exec_id\": \"wordcount::{run}\""),
+            format!("\"attempt_token\": \"{run}\""),
+            format!("\"activity_name\": \"count-{n}\""),
+            format!("\"launch\": {launch}"),
+            format!("\"input\": {{\"text\": \"chunk {n}\", \"fail\": false}}"),
+        ];
+        if reversed {
+            fields.reverse();
+        }
+        format!("{{{}}}", fields.join(", "))
+    }
+
+    #[test]
+    fn a_launch_is_decided_on_by_what_it_carries_not_its_run_ids() {
+        let key = |p: String| async_key("wordcount-count", p.as_bytes());
+        for n in 0..50 {
+            // Another run (other ids and token), fields in another order:
+            // the same launch.
+            assert_eq!(
+                key(launch(n, 1, "run-a", false)),
+                key(launch(n, 1, "run-b", true))
+            );
+            // Another launch of it, or another activity: another event.
+            assert_ne!(
+                key(launch(n, 1, "run-a", false)),
+                key(launch(n, 2, "run-a", false))
+            );
+            assert_ne!(
+                key(launch(n, 1, "run-a", false)),
+                key(launch(n + 1, 1, "run-a", false))
+            );
+        }
+        // The function counts; a payload that is not JSON is taken as is.
+        assert_ne!(
+            async_key("a", launch(0, 1, "r", false).as_bytes()),
+            async_key("b", launch(0, 1, "r", false).as_bytes())
+        );
+        assert_ne!(async_key("f", b"not json"), async_key("f", b"not json!"));
     }
 
     #[test]
@@ -222,6 +358,40 @@ mod tests {
     }
 
     #[test]
+    fn each_kind_is_bounded() {
+        let chaos = Chaos::new(ChaosConfig {
+            max_actions: Some(3),
+            ..config(5)
+        });
+        let (mut drops, mut dups, mut delays, mut stream) = (0, 0, 0, 0);
+        for i in 0..2000 {
+            let d = chaos.async_invoke("f", format!("{{\"n\":{i}}}").as_bytes());
+            drops += u32::from(d.drop);
+            dups += u32::from(d.duplicate_after.is_some());
+            delays += u32::from(d.delay.is_some());
+            stream += u32::from(chaos.stream_duplicate("t", false, i));
+        }
+        assert_eq!((drops, dups, delays, stream), (3, 3, 3, 3));
+    }
+
+    #[test]
+    fn a_batch_is_known_by_its_table_and_place() {
+        let a = Chaos::new(config(3));
+        let b = Chaos::new(config(3));
+        let decide = |c: &Chaos, t: &str, resumed: bool| -> Vec<bool> {
+            (0..200)
+                .map(|i| c.stream_duplicate(t, resumed, i))
+                .collect()
+        };
+        let first = decide(&a, "events", false);
+        assert_eq!(first, decide(&b, "events", false));
+        assert!(first.iter().any(|d| *d));
+        assert_ne!(first, decide(&a, "requests", false));
+        // A restarted runner's poller decides afresh.
+        assert_ne!(first, decide(&a, "events", true));
+    }
+
+    #[test]
     fn a_resent_invoke_is_decided_afresh() {
         let cfg = ChaosConfig {
             async_drop_rate: 0.5,
@@ -249,6 +419,8 @@ mod tests {
             async_delay_rate: 0.0,
             async_max_delay: Duration::from_secs(1),
             stream_duplicate_rate: 0.0,
+            max_actions: None,
+            pause_after_batches: None,
         };
         for k in 0..1000 {
             assert_eq!(cfg.decide_async(k, 0), AsyncChaos::default());

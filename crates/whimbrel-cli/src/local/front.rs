@@ -126,7 +126,8 @@ pub(super) async fn invoke(
 
 /// An async invoke (`InvocationType=Event`): queue its delivery in the
 /// background, as Lambda's internal queue does, unless chaos drops it;
-/// chaos may also deliver it a second time and delay it.
+/// chaos may also deliver it a second time and delay it. Each delivery is
+/// work under way until it ends ([`super::pause`]).
 fn accept_async(runner: Arc<Runner>, name: String, body: Bytes, request_id: &str) {
     let received = Instant::now();
     let chaos = runner
@@ -146,21 +147,25 @@ fn accept_async(runner: Arc<Runner>, name: String, body: Bytes, request_id: &str
             body.clone(),
             format!("{request_id}-dup"),
         );
+        let work = runner.work();
         tokio::spawn(async move {
             tokio::time::sleep(after).await;
             r.count(format!("{n} (chaos duplicate)"));
-            r.deliver_async(n, b, id, received).await
+            r.deliver_async(n, b, id, received).await;
+            drop(work);
         });
     }
     if let Some(d) = chaos.delay {
         warn!(function = %name, %request_id, delay_ms = d.as_millis() as u64, "{PREFIX} delaying async invoke");
     }
     let id = request_id.to_string();
+    let work = runner.work();
     tokio::spawn(async move {
         if let Some(d) = chaos.delay {
             tokio::time::sleep(d).await;
         }
-        runner.deliver_async(name, body, id, received).await
+        runner.deliver_async(name, body, id, received).await;
+        drop(work);
     });
 }
 

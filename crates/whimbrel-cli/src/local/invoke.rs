@@ -120,6 +120,7 @@ impl Runner {
 
     /// One scheduled invocation of `function`.
     async fn tick(&self, function: &str, timeout: Duration) {
+        let _work = self.start_work().await;
         let payload = scheduled_event(&self.region);
         self.count(format!("{function} (schedule)"));
         // An EventBridge target is invoked asynchronously; the monitor's

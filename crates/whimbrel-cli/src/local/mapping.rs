@@ -102,6 +102,11 @@ struct ShardPoll<'a> {
     at: Attempts,
     /// The last invocation of the head batch, for the on-failure record.
     last: Option<LastInvocation>,
+    /// Whether the poller started after a checkpoint (a restarted runner)
+    /// and the successful batches it delivered so far: what chaos knows
+    /// its next batch by.
+    resumed: bool,
+    delivered: u64,
 }
 
 impl ShardPoll<'_> {
@@ -318,10 +323,12 @@ impl Runner {
             shard,
             iterator: None,
             closed: false,
+            resumed: resume.is_some(),
             last_read: resume.and_then(|c| c.sequence_number),
             pending: VecDeque::new(),
             at: Attempts::default(),
             last: None,
+            delivered: 0,
         };
         match &p.last_read {
             Some(seq) => {
@@ -331,6 +338,8 @@ impl Runner {
         }
         let idle = Duration::from_millis(self.args.poll_interval_ms);
         loop {
+            // One iteration is one unit of work (`--chaos-pause-after-batches`).
+            let _work = self.start_work().await;
             if !self.read(&mut p, idle).await {
                 continue;
             }
@@ -480,9 +489,7 @@ impl Runner {
     async fn apply(&self, p: &mut ShardPoll<'_>, step: Step, call: Invocation) -> Option<Duration> {
         if step.next == Next::Continue {
             // Before the checkpoint, as the first delivery was.
-            let (first, end) = (&call.seqs[0], &call.seqs[call.seqs.len() - 1]);
-            self.chaos_redeliver(p.m, p.arn, p.shard, first, end, call.body)
-                .await;
+            self.chaos_redeliver(p, &call.seqs, call.body).await;
         }
         if step.processed > 0 {
             p.pending.drain(..step.processed);
@@ -495,7 +502,10 @@ impl Runner {
         };
         p.last = None;
         match step.next {
-            Next::Continue => None,
+            Next::Continue => {
+                self.batch_processed();
+                None
+            }
             Next::GiveUp(g) => {
                 let done = self.give_up(p, g, Some(last));
                 self.processed(p, done.as_deref());
@@ -573,21 +583,17 @@ impl Runner {
         given.last().map(|g| g.sequence_number.clone())
     }
 
-    /// `--chaos`: deliver a successful batch once more.
-    async fn chaos_redeliver(
-        &self,
-        m: &Mapping,
-        arn: &str,
-        shard: &str,
-        first: &str,
-        last: &str,
-        body: Bytes,
-    ) {
+    /// `--chaos`: deliver a successful batch (of the records `seqs`) once
+    /// more, as chaos decides for its place among the poller's batches.
+    async fn chaos_redeliver(&self, p: &mut ShardPoll<'_>, seqs: &[String], body: Bytes) {
         let Some(chaos) = &self.chaos else { return };
-        if !chaos.stream_duplicate(arn, shard, first, last) {
+        let (m, shard, batch) = (p.m, p.shard, p.delivered);
+        p.delivered += 1;
+        if !chaos.stream_duplicate(&m.settings.table, p.resumed, batch) {
             return;
         }
-        warn!(function = %m.function, shard, first, last, "{PREFIX} delivering a successful stream batch again");
+        let (first, last) = (seqs[0].as_str(), seqs[seqs.len() - 1].as_str());
+        warn!(function = %m.function, shard, resumed = p.resumed, batch, first, last, "{PREFIX} delivering a successful stream batch again");
         self.count(format!("{} (chaos duplicate batches)", m.function));
         let outcome = self.invoke(&m.function, body, m.timeout).await;
         if !matches!(outcome, Outcome::Answered(_)) {

@@ -95,6 +95,7 @@ impl Runner {
         let timeout = self.timeout(&function);
         info!(%function, queue = %m.queue, batch_size = m.batch_size, "SQS event source mapping polling");
         loop {
+            let _work = self.start_work().await;
             let (got, next) = self.queues.receive(&m.queue, m.batch_size);
             self.dead_letter(&m.queue, &got);
             if got.batch.is_empty() {
