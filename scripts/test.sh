@@ -13,12 +13,12 @@
 #  - end_to_end: wordcount to COMPLETED and the failure run to FAILED
 #    (tests/e2e.sh); then a request given up while every function is
 #    down, redriven through the emulated on-failure queue once they are
-#    back (tests/e2e-redrive.sh);
-#  - workers: the SAM template lint (cfn-lint + the SAM transform,
-#    offline); then retries, workers and timeouts (tests/e2e-workers.sh:
+#    back (tests/e2e-redrive.sh); then the SAM template lint (cfn-lint +
+#    the SAM transform, offline);
+#  - workers: retries, workers and timeouts (tests/e2e-workers.sh:
 #    backoff shown by status, no_retry_on, 3 `whimbrel worker`s draining
 #    200 tasks with one killed, the execution timeout, the Python boto3
-#    worker);
+#    worker), the longest end-to-end script, alone;
 #  - chaos: 5 wordcount workflows while whimbrel local drops, duplicates
 #    and delays invokes and redelivers batches by its seed, with the
 #    runner killed and restarted mid-run; all must COMPLETE
@@ -69,11 +69,11 @@ rust_tests() {
   step cargo nextest run --workspace --locked --no-fail-fast --cargo-quiet &&
     step cargo test --doc --workspace --locked
 }
-end_to_end() { step bash tests/e2e.sh && step bash tests/e2e-redrive.sh; }
-workers() {
-  step env REQUIRE_SAM_TRANSFORM=1 bash tests/lint-template.sh &&
-    step bash tests/e2e-workers.sh
+end_to_end() {
+  step bash tests/e2e.sh && step bash tests/e2e-redrive.sh &&
+    step env REQUIRE_SAM_TRANSFORM=1 bash tests/lint-template.sh
 }
+workers() { step bash tests/e2e-workers.sh; }
 chaos() { step bash tests/e2e-chaos.sh -n 5 && step bash tests/e2e-episodes.sh; }
 
 # Each part records its own wall time, to be read once all have ended.
