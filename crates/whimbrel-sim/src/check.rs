@@ -333,23 +333,28 @@ fn join_groups(mem: &MemoryBackend, t: &Tables) -> Vec<JoinGroup> {
         .collect()
 }
 
+/// Every item of `table` that parses as a `T` (the rest are left out),
+/// in key order, each parsed once per write ([`MemoryBackend::decoded`]).
+pub fn parsed<T>(mem: &MemoryBackend, table: &str) -> Vec<T>
+where
+    T: serde::de::DeserializeOwned + Clone + Send + 'static,
+{
+    // A closure of a generic function is its own type for each `T`, so
+    // each `T` keeps a memo of its own.
+    let read =
+        |_: &str, i: &whimbrel_core::store::Item| serde_dynamo::from_item::<_, T>(i.clone()).ok();
+    mem.decoded(table, read).into_iter().flatten().collect()
+}
+
 /// Every workflow exec item that parses (the rest are left out).
 pub fn workflows(mem: &MemoryBackend, t: &Tables) -> Vec<WorkflowExec> {
-    let read = |_: &str, i: &whimbrel_core::store::Item| serde_dynamo::from_item(i.clone()).ok();
-    mem.decoded(&t.workflow_exec(), read)
-        .into_iter()
-        .flatten()
-        .collect()
+    parsed(mem, &t.workflow_exec())
 }
 
 /// Every row of `whimbrel_workflow_request` that parses (the rest are
 /// left out).
 pub fn requests(mem: &MemoryBackend, t: &Tables) -> Vec<WorkflowRequest> {
-    let read = |_: &str, i: &whimbrel_core::store::Item| serde_dynamo::from_item(i.clone()).ok();
-    mem.decoded(&t.workflow_request(), read)
-        .into_iter()
-        .flatten()
-        .collect()
+    parsed(mem, &t.workflow_request())
 }
 
 /// A row of `whimbrel_workflow_request`, read as a start or not (a row

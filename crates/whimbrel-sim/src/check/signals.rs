@@ -75,11 +75,7 @@ impl Seen {
 /// The rows of the signal table that parse (every one the simulation
 /// writes does).
 pub fn signal_rows(mem: &MemoryBackend, t: &Tables) -> Vec<SignalRow> {
-    let read = |_: &str, i: &whimbrel_core::store::Item| serde_dynamo::from_item(i.clone()).ok();
-    mem.decoded(&t.signal(), read)
-        .into_iter()
-        .flatten()
-        .collect()
+    super::parsed(mem, &t.signal())
 }
 
 /// What a COMPLETED signal wait's output must be: the input of the

@@ -35,10 +35,7 @@ pub struct Seen {
 /// The limits set in `whimbrel_limit` (a removed one keeps its key and no
 /// `max_concurrency`: skipped).
 pub fn limits(mem: &MemoryBackend, t: &Tables) -> Vec<TargetLimit> {
-    let read = |_: &str, i: &whimbrel_core::store::Item| {
-        serde_dynamo::from_item::<_, TargetLimit>(i.clone()).ok()
-    };
-    (mem.decoded(&t.limit(), read).into_iter().flatten())
+    (super::parsed::<TargetLimit>(mem, &t.limit()).into_iter())
         .filter(|l| l.max_concurrency.is_some())
         .collect()
 }

@@ -13,7 +13,6 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use serde_json::{json, Value};
 use whimbrel_sim::{run, Params, Stats};
 
 /// The shards of the 500 schedules.
@@ -23,7 +22,7 @@ const SEEDS_PER_SHARD: u64 = 50;
 
 /// What the schedules of some seeds did, summed, as the coverage
 /// assertions need it.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
 struct Totals {
     seeds: Vec<u64>,
     activities: u64,
@@ -63,30 +62,6 @@ impl Totals {
             for (k, v) in from {
                 *into.entry(k).or_insert(0) += v;
             }
-        }
-    }
-
-    fn to_json(&self) -> Value {
-        json!({
-            "seeds": self.seeds, "activities": self.activities,
-            "relaunches": self.relaunches, "redriven": self.redriven,
-            "dead_lettered": self.dead_lettered, "ended": self.ended,
-            "features": self.features, "faults": self.faults,
-        })
-    }
-
-    fn from_json(v: &Value) -> Totals {
-        let n = |k: &str| v[k].as_u64().expect("a count");
-        let map = |k: &str| serde_json::from_value(v[k].clone()).expect("counts by name");
-        Totals {
-            seeds: serde_json::from_value(v["seeds"].clone()).expect("seeds"),
-            activities: n("activities"),
-            relaunches: n("relaunches"),
-            redriven: n("redriven"),
-            dead_lettered: n("dead_lettered"),
-            ended: map("ended"),
-            features: map("features"),
-            faults: map("faults"),
         }
     }
 }
@@ -143,14 +118,16 @@ fn shard(k: u64) {
     let file = shard_file(k);
     std::fs::create_dir_all(file.parent().expect("a folder")).expect("the shards' folder");
     let tmp = file.with_extension(format!("{}.tmp", std::process::id()));
-    std::fs::write(&tmp, totals.to_json().to_string()).expect("write the shard's totals");
+    std::fs::write(
+        &tmp,
+        serde_json::to_string(&totals).expect("totals as JSON"),
+    )
+    .expect("write the shard's totals");
     std::fs::rename(&tmp, &file).expect("publish the shard's totals");
     let mut all = Totals::default();
     for j in 0..SHARDS {
         match std::fs::read_to_string(shard_file(j)) {
-            Ok(text) => all.merge(Totals::from_json(
-                &serde_json::from_str(&text).expect("a shard's totals"),
-            )),
+            Ok(text) => all.merge(serde_json::from_str(&text).expect("a shard's totals")),
             Err(_) => {
                 eprintln!("shard {j} has not written its totals yet: the coverage of the 500 is asserted by the last shard to end");
                 return;
