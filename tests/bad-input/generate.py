@@ -757,7 +757,7 @@ req("requests-name-number.json", "rejected", MALFORMED, "workflow_name is N", wo
 req("requests-name-missing.json", "rejected", MALFORMED, "no workflow_name", workflow_name=DROP)
 req("requests-name-400kb.json", "rejected", "PutItem: invalid request",
     "a 400 KB workflow_name (the exec id, a hash key, would pass 2048 bytes)",
-    workflow_name=repeat("n", KB400), request_id="r::" + stable_uuid("n400"))
+    workflow_name=repeat("n", KB400), request_id="r-" + stable_uuid("n400"))
 req("requests-id-empty.json", "rejected", "workflow_request_id is empty; expected (workflow_name)::(uuid)",
     "workflow_request_id ''", request_id="")
 req("requests-id-whitespace.json", "rejected", "workflow_request_id is empty",
@@ -793,8 +793,8 @@ req("requests-replay-tampered-input.json", "applied-nochange", "",
     "the running workflow's own request redelivered with another input: the exec exists, "
     "nothing is started again", workflow_name="corpus", request_id="{{WORKFLOW_REQUEST_ID}}",
     input=M(tampered=BOOL(True)))
-req("requests-replay-other-name.json", "failed-workflow", NOT_REG % "nobody",
-    "the running workflow's request id with the name 'nobody': another exec id",
+req("requests-replay-other-name.json", "rejected", 'workflow_request_id is not scoped to workflow_name "nobody"',
+    "the running workflow's request id with the name 'nobody': its id is scoped to another workflow",
     request_id="{{WORKFLOW_REQUEST_ID}}")
 req("requests-unknown-attributes.json", "failed-workflow", NOT_REG % "nobody",
     "an unknown workflow whose row carries state, result, error: ignored",

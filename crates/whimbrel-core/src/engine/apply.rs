@@ -128,6 +128,7 @@ impl<L: Launcher> Engine<L> {
         event_id: &str,
         mut details: Details,
     ) -> Result<Applied, EngineError> {
+        let generation = exec.generation();
         for _ in 0..MAX_ROUNDS {
             let now = details.at.unwrap_or_else(|| self.now().epoch);
             let ask = (transition, &source, event_id);
@@ -170,6 +171,10 @@ impl<L: Launcher> Engine<L> {
             exec = self
                 .load_activity(&exec.activity_exec_id, &exec.workflow_exec_id)
                 .await?;
+            if stale_step(&source, generation, &exec) {
+                info!(activity_exec_id = %exec.activity_exec_id, %event_id, generation, "an engine step decided on an earlier generation: not applied to the redriven node");
+                return Ok(Applied::State(exec.state));
+            }
         }
         Err(EngineError::Retry(format!(
             "{}: too much contention applying {transition}",
@@ -413,6 +418,18 @@ impl<L: Launcher> Engine<L> {
             Err(e) => Err(e),
         }
     }
+}
+
+/// Whether a step of the engine or the monitor, decided on generation
+/// `generation` of a node, finds the node of another generation when its
+/// write failed a condition and it read the node again: a redrive put the
+/// node back to run meanwhile, and forgot the engine's steps of before it,
+/// so deciding again would apply a stale step (a timer's Fire, an old
+/// child's end, a slot given back) to the new generation. It is dropped
+/// instead (issue 42 A.3). An activity's report is fenced by its attempt
+/// and token, not by this.
+fn stale_step(source: &Source, generation: u32, exec: &ActivityExec) -> bool {
+    !matches!(source, Source::Report { .. }) && exec.generation() != generation
 }
 
 /// An accepted transition on its way to the store: (transition, state

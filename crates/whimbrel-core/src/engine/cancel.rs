@@ -6,7 +6,7 @@
 
 use tracing::info;
 
-use super::{Applied, Engine, EngineError};
+use super::{decide, Applied, Engine, EngineError};
 use crate::contract::WorkflowState;
 use crate::ids;
 use crate::launcher::Launcher;
@@ -29,10 +29,12 @@ impl<L: Launcher> Engine<L> {
     /// activities' cancels carry the request's engine step id.
     ///
     /// Errors: [`EngineError::Rejected`] for a workflow that is unknown,
-    /// already ended, or not of the row's `workflow_name`;
+    /// already ended, or not of the row's `workflow_name`, or a request id
+    /// not scoped to it ([`decide::check_request`]);
     /// [`EngineError::Retry`] when DynamoDB is unavailable, or the
     /// workflow's activities are being created (tried again in a moment).
     pub async fn cancel_workflow(&self, req: &WorkflowRequest) -> Result<Applied, EngineError> {
+        decide::check_request(req).map_err(EngineError::Rejected)?;
         let id = req.cancel_workflow_exec_id.as_deref().unwrap_or_default();
         let wf = self.cancelled_workflow(req, id).await?;
         let reason = req.reason.as_deref().unwrap_or(DEFAULT_CANCEL_REASON);

@@ -27,6 +27,16 @@ use crate::store::{av, s, Item, StoreError};
 use whimbrel_rules::decide::decided;
 use whimbrel_rules::decide::episodes::{self, DecisionRecord, EpisodeState};
 
+/// Who ends an episodic execution ([`WorkflowMove::closing_decision`]).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum By {
+    /// The effect of the decision that closed it.
+    Decision,
+    /// Anything else (a cancel request, a failed decision attempt): only
+    /// while no decision closed it.
+    Other,
+}
+
 impl<L: Launcher> Engine<L> {
     /// Commit an episodic execution's first answer as decision 1 (once:
     /// a start run again finds it committed) and drive its decisions, the
@@ -160,16 +170,17 @@ impl<L: Launcher> Engine<L> {
             }
             Decision::CompleteWorkflow { result } => {
                 let set = |r: crate::store::UpdateRequest| r.set(attr::RESULT, av(result));
-                self.close_episodic(exec, WorkflowState::Completed, None, set)
+                self.close_episodic(exec, WorkflowState::Completed, None, By::Decision, set)
                     .await
             }
             Decision::FailWorkflow { reason } => {
                 let to = WorkflowState::Failed;
-                self.close_episodic(exec, to, Some(reason), |r| r).await
+                self.close_episodic(exec, to, Some(reason), By::Decision, |r| r)
+                    .await
             }
             Decision::CancelWorkflow { reason } => {
                 let to = WorkflowState::Cancelled;
-                self.close_episodic(exec, to, reason.as_deref(), |r| r)
+                self.close_episodic(exec, to, reason.as_deref(), By::Decision, |r| r)
                     .await
             }
             Decision::ContinueAsNew { input } => self.continue_as_new(exec, input).await,
@@ -319,10 +330,9 @@ impl<L: Launcher> Engine<L> {
         reason: &str,
     ) -> Result<WorkflowState, EngineError> {
         let exec = self.load_workflow(wf.0, wf.1).await?;
-        let open = |r: crate::store::UpdateRequest| {
-            r.when(crate::store::Cond::not_exists(attr::CLOSED_BY_DECISION))
-        };
-        self.close_episodic(&exec, to, Some(reason), open).await?;
+        // Conditioned on no closing decision (WorkflowMove::closing_decision).
+        self.close_episodic(&exec, to, Some(reason), By::Other, |r| r)
+            .await?;
         if self.episode_state(wf).await?.closed_by_decision.is_some() {
             Box::pin(self.drive_decisions(wf)).await?;
         }
@@ -343,11 +353,18 @@ impl<L: Launcher> Engine<L> {
         let in_flight = |r: crate::store::UpdateRequest| {
             r.when(crate::store::Cond::eq(attr::DECISION_ID, s(id)))
         };
-        self.close_episodic(&exec, WorkflowState::Failed, Some(reason), in_flight)
-            .await
+        self.close_episodic(
+            &exec,
+            WorkflowState::Failed,
+            Some(reason),
+            By::Other,
+            in_flight,
+        )
+        .await
     }
 
-    /// RUNNING → `to` (with `error`, and what `extra` sets), keeping the
+    /// RUNNING → `to` (with `error`, and what `extra` sets), unless `by`
+    /// is not the closing decision and one closed it, keeping the
     /// due marker for what the end owes (design.md § 10.3), then what it
     /// owes: [`Self::finish_close`]. Written again, the move changes
     /// nothing and the rest is done again.
@@ -356,12 +373,14 @@ impl<L: Launcher> Engine<L> {
         exec: &WorkflowExec,
         to: WorkflowState,
         error: Option<&str>,
+        by: By,
         extra: impl FnOnce(crate::store::UpdateRequest) -> crate::store::UpdateRequest,
     ) -> Result<(), EngineError> {
         let (id, name) = (&exec.workflow_exec_id, &exec.workflow_name);
         let now = self.now();
         let mv = WorkflowMove {
             owes_until: Some(now.epoch + self.config.settle_grace_seconds),
+            closing_decision: by == By::Decision,
             ..WorkflowMove::new(WorkflowState::Running, to, now, error)
         };
         let req = decide::workflow_move(self.store.tables(), id, name, &mv)
@@ -417,7 +436,7 @@ impl<L: Launcher> Engine<L> {
         let (parent, moved) = match self.chain_link(exec, &next).await? {
             ChainLink::Closed(why) => {
                 let to = WorkflowState::Cancelled;
-                return self.close_episodic(exec, to, Some(&why), |r| r).await;
+                return (self.close_episodic(exec, to, Some(&why), By::Decision, |r| r)).await;
             }
             ChainLink::Moves(node) => (exec.parent.clone(), Some(node.into_write())),
             ChainLink::Unlinked => (None, None),
@@ -441,6 +460,7 @@ impl<L: Launcher> Engine<L> {
             .map_err(|e| EngineError::Rejected(format!("{id}: next request: {e}")))?;
         let mv = WorkflowMove {
             owes_until: Some(now.epoch + self.config.settle_grace_seconds),
+            closing_decision: true,
             ..WorkflowMove::new(WorkflowState::Running, WorkflowState::Completed, now, None)
         };
         let t = self.store.tables();
@@ -493,6 +513,6 @@ impl<L: Launcher> Engine<L> {
         );
         warn!(workflow_exec_id = %id, reason = %why, "workflow cannot continue as new");
         let to = WorkflowState::Failed;
-        self.close_episodic(exec, to, Some(&why), |r| r).await
+        (self.close_episodic(exec, to, Some(&why), By::Decision, |r| r)).await
     }
 }

@@ -68,20 +68,30 @@ impl<L: Launcher> Engine<L> {
             )));
         }
         let mut applied = Applied::Workflow(wf.state);
+        let mut taken = false;
         for id in waits {
             let exec = self.load_activity(&id, &wf.workflow_exec_id).await?;
-            if exec.state != ActivityState::Running {
-                continue;
-            }
-            if self.deliver(exec, row).await? == Some(ActivityState::Completed) {
+            if exec.state == ActivityState::Running
+                && self.deliver(exec, row).await? == Some(ActivityState::Completed)
+            {
                 applied = Applied::State(ActivityState::Completed);
             }
+            let after = self.load_activity(&id, &wf.workflow_exec_id).await?;
+            taken |= after.has_judged(&delivery_id(&id, row));
+        }
+        // A wait that ended before this signal reached it (it timed out,
+        // or another signal won it) no longer waits: a signal no wait
+        // took, once none of its name waits, is an event (issue 42 A.2).
+        if !taken && wf.is_episodic() && self.signal_waits(&wf, &row.name).await?.is_empty() {
+            self.signal_event(&wf, row).await?;
         }
         Ok(applied)
     }
 
     /// The activity exec ids of the nodes of `wf` that wait for signal
-    /// `name`: its plan's, or an episodic execution's open ones.
+    /// `name`: its plan's, or an episodic execution's open ones not ended
+    /// (an ended wait stays open until its end is appended to the log, and
+    /// no longer waits: issue 42 A.2).
     ///
     /// Errors: [`EngineError::Retry`] when its plan is not stored (yet)
     /// or DynamoDB is unavailable.
@@ -100,6 +110,7 @@ impl<L: Launcher> Engine<L> {
             return Ok(nodes
                 .into_values()
                 .filter(|a| a.runner.signal_name.as_deref() == Some(name))
+                .filter(|a| !a.state.is_terminal())
                 .map(|a| a.activity_exec_id)
                 .collect());
         }
@@ -307,8 +318,7 @@ impl<L: Launcher> Engine<L> {
         exec: ActivityExec,
         row: &SignalRow,
     ) -> Result<Option<ActivityState>, EngineError> {
-        let event_id =
-            ids::EngineStep::SignalDelivered(&exec.activity_exec_id, &row.signal_key).event_id();
+        let event_id = delivery_id(&exec.activity_exec_id, row);
         let mut details = Details {
             output: Some(row.input.clone().unwrap_or(serde_json::Value::Null)),
             at: Some(self.now().epoch),
@@ -350,4 +360,10 @@ pub async fn send_signal(store: &Store, row: &SignalRow) -> Result<bool, StoreEr
 /// node waits for (its `decide_on`, design.md § 10.1).
 fn takes_signals(wf: &WorkflowExec) -> bool {
     (wf.decide_on.as_ref()).is_some_and(|k| k.contains(&EventKind::Signal))
+}
+
+/// The engine step that delivers signal `row` to wait `activity_exec_id`:
+/// `signal:(activity):(signal_key)`, on the wait's history once it took it.
+fn delivery_id(activity_exec_id: &str, row: &SignalRow) -> String {
+    ids::EngineStep::SignalDelivered(activity_exec_id, &row.signal_key).event_id()
 }

@@ -14,7 +14,7 @@
 use futures::stream::{self, StreamExt};
 use tracing::info;
 
-use super::{Applied, Engine, EngineError};
+use super::{decide, Applied, Engine, EngineError};
 use crate::contract::{ActivityState, WorkflowState};
 use crate::ids;
 use crate::launcher::Launcher;
@@ -28,12 +28,14 @@ impl<L: Launcher> Engine<L> {
     /// begun is finished.
     ///
     /// Errors: [`EngineError::Rejected`] for an unknown workflow, one of
-    /// another name than the row's, one not FAILED or CANCELLED, or one
+    /// another name than the row's, a request id not scoped to it
+    /// ([`decide::check_request`]), one not FAILED or CANCELLED, or one
     /// with an activity not ended or settled yet (redrive it later);
     /// [`EngineError::Retry`] when DynamoDB is unavailable.
     pub async fn redrive_workflow(&self, req: &WorkflowRequest) -> Result<Applied, EngineError> {
         let id = req.redrive_workflow_exec_id.as_deref().unwrap_or_default();
         let r = &req.workflow_request_id;
+        decide::check_request(req).map_err(EngineError::Rejected)?;
         if ids::name_of(id) != Some(req.workflow_name.as_str()) {
             return Err(EngineError::Rejected(format!(
                 "redrive request {r}: workflow exec {id:?} is not of workflow {:?}",

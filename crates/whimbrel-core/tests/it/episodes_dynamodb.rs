@@ -624,3 +624,57 @@ async fn an_early_signal_a_first_wait_takes_is_not_an_event_too() {
     assert_eq!(done.state, WorkflowState::Completed, "{:?}", done.error);
     assert_eq!(done.result, Some(json!({"n": 2})));
 }
+
+/// Waits for signal `ok`; a `signal` event (one no wait took) completes
+/// the workflow with its input; the wait's own end decides nothing.
+struct LateApprover;
+
+impl Decider for LateApprover {
+    fn start(&self, _: &DeciderRequest) -> DecisionsAnswer {
+        decisions(vec![schedule(deciding::signal_node("wait-ok", "ok"))])
+    }
+
+    fn decide(&self, request: &DecisionRequest) -> DecisionsAnswer {
+        let late = (request.events.iter()).find(|e| e.kind == EventKind::Signal);
+        decisions(
+            late.map(|e| Decision::CompleteWorkflow {
+                result: json!({"late": e.output}),
+            })
+            .into_iter()
+            .collect(),
+        )
+    }
+}
+
+/// Issue 42 A.2: a wait that has ended (here TIMED_OUT, by a settle that
+/// died before it appended the end to the log, so the node is still among
+/// the open ones) no longer waits. A signal that comes then is taken by no
+/// wait, so it must be an event of the log, not dropped.
+#[tokio::test]
+async fn a_signal_after_its_only_wait_ended_is_an_event() {
+    use whimbrel_core::engine::decide;
+    use whimbrel_core::store::UpdateRequest;
+    let h = Harness::new().await;
+    register(&h, "late", "late-decider", Arc::new(LateApprover)).await;
+    let wf = start(&h, "late", json!({})).await;
+    assert_eq!(
+        h.activity(&wf, "wait-ok").await.state,
+        ActivityState::Running
+    );
+    let id = whimbrel_core::ids::activity_exec_id(&wf, "wait-ok");
+    let timed_out = UpdateRequest::new(
+        h.store.tables().activity_exec(),
+        decide::activity_key(&id, &wf),
+    )
+    .set("state", common::sv("TIMED_OUT"));
+    h.store.update(timed_out, false).await.expect("raw write");
+    let row = SignalRow::new(&wf, "ok", "s-late", Some(json!({"by": "ana"})));
+    h.store.put(&h.store.tables().signal(), &row).await.unwrap();
+    let table = h.store.tables().signal();
+    let event = stream_event(&table, &["workflow_exec_id", "signal_key"], &[row], 1);
+    let (_, sum) = handlers::client_rows(&h.engine, &event).await.unwrap();
+    assert_eq!((sum.retried, sum.rejected), (0, 0), "{sum:?}");
+    let done = h.workflow(&wf).await;
+    assert_eq!(done.state, WorkflowState::Completed, "{:?}", done.error);
+    assert_eq!(done.result, Some(json!({"late": {"by": "ana"}})));
+}

@@ -11,7 +11,7 @@ use whimbrel_core::contract::{ActivityState, WorkflowState};
 use whimbrel_core::engine::payloads;
 use whimbrel_core::engine::{decide, QUARANTINED};
 use whimbrel_core::handlers;
-use whimbrel_core::model::ActivityEvent;
+use whimbrel_core::model::{ActivityEvent, WorkflowRequest};
 use whimbrel_core::store::{StoreError, UpdateRequest, Value as AttributeValue};
 
 /// A payload too large to keep on the activity item, so it stays on its
@@ -572,4 +572,97 @@ async fn an_output_outlives_its_event_row() {
     let result = result.expect("a result");
     assert_eq!(result["s"], large("s"), "{result}");
     assert_eq!(result["d"], json!({"from": "d"}));
+}
+
+/// Issue 42 B.2: where tokens are required, a tokenless CANCEL row ends no
+/// node, not even one that runs no code (a timer, a signal wait): it is
+/// rejected with its reason and the nodes run on. A cancel request still
+/// cancels them, as the engine.
+#[tokio::test]
+async fn a_tokenless_cancel_ends_no_node_where_tokens_are_required() {
+    let h = Harness::new().await;
+    h.register(
+        "guarded",
+        json!({"require_tokens": true, "activities": [
+            {"name": "nap", "wait": {"seconds": 3600}},
+            {"name": "approval", "signal": "approve", "timeout_seconds": 3600}
+        ]}),
+    )
+    .await;
+    let wf = h.start("guarded").await;
+    for name in ["nap", "approval"] {
+        assert_eq!(h.activity(&wf, name).await.state, ActivityState::Running);
+    }
+    let cancels = [
+        h.event(&wf, "nap", "CANCEL"),
+        h.event(&wf, "approval", "CANCEL"),
+    ];
+    let (retry, sum) = h.deliver(&cancels, 1).await;
+    assert!(retry.is_empty(), "{retry:?}");
+    assert_eq!(common::counts(&sum).2, 2, "both rejected: {sum:?}");
+    for (ev, name) in cancels.iter().zip(["nap", "approval"]) {
+        let node = h.activity(&wf, name).await;
+        assert_eq!(node.state, ActivityState::Running, "{name} runs on");
+        let row = h
+            .event_row(&ev.activity_exec_id, &ev.activity_event_id)
+            .await;
+        let reason = row.rejected_reason.unwrap_or_default();
+        assert!(reason.contains("requires the attempt token"), "{reason}");
+    }
+    let cancel = WorkflowRequest {
+        cancel_workflow_exec_id: Some(wf.clone()),
+        reason: Some("operator".into()),
+        ..h.request("guarded", None)
+    };
+    h.engine.cancel_workflow(&cancel).await.unwrap();
+    assert_eq!(h.workflow(&wf).await.state, WorkflowState::Cancelled);
+    for name in ["nap", "approval"] {
+        assert_eq!(h.activity(&wf, name).await.state, ActivityState::Cancelled);
+    }
+}
+
+/// Issue 42 B.5: a client whose grant is scoped to `orders::*` puts rows
+/// under its own prefix that name another workflow: a start of `payroll`,
+/// and a cancel and a redrive of a `payroll` execution. Each is rejected
+/// with its reason, nothing of payroll starts or changes, and a row of its
+/// own workflow still starts it.
+#[tokio::test]
+async fn a_client_scoped_to_one_workflow_cannot_start_or_cancel_another() {
+    let h = Harness::new().await;
+    let nap = json!({"activities": [{"name": "nap", "wait": {"seconds": 3600}}]});
+    h.register("orders", nap.clone()).await;
+    h.register("payroll", nap).await;
+    let victim = h.start("payroll").await;
+    let scoped = |name: &str| WorkflowRequest {
+        workflow_request_id: whimbrel_core::ids::new_id("orders"),
+        ..h.request(name, None)
+    };
+    let start = scoped("payroll");
+    let cancel = WorkflowRequest {
+        cancel_workflow_exec_id: Some(victim.clone()),
+        ..scoped("payroll")
+    };
+    let redrive = WorkflowRequest {
+        redrive_workflow_exec_id: Some(victim.clone()),
+        ..scoped("payroll")
+    };
+    let own = scoped("orders");
+    let rows = [start.clone(), cancel, redrive, own.clone()];
+    let table = h.store.tables().workflow_request();
+    let keys = ["workflow_request_id", "workflow_name"];
+    let batch = common::stream_event(&table, &keys, &rows, 1);
+    let (resp, sum) = handlers::workflow_requests(&h.engine, &batch)
+        .await
+        .unwrap();
+    assert!(common::failures(&resp).is_empty());
+    assert_eq!((sum.applied, sum.rejected), (1, 3), "{sum:?}");
+    let forged = whimbrel_core::ids::workflow_exec_id("payroll", &start.workflow_request_id);
+    assert!(h.engine.load_workflow(&forged, "payroll").await.is_err());
+    assert_eq!(h.workflow(&victim).await.state, WorkflowState::Running);
+    assert_eq!(
+        h.activity(&victim, "nap").await.state,
+        ActivityState::Running
+    );
+    let mine = whimbrel_core::ids::workflow_exec_id("orders", &own.workflow_request_id);
+    assert_eq!(h.workflow(&mine).await.state, WorkflowState::Running);
 }

@@ -236,12 +236,13 @@ fn requested_item(
 /// Where it does not require them, the activity's own `require_tokens`
 /// decides, else the plan's; where it does, neither can lift it, so a plan
 /// never opens its activities to reports forged by a holder of the
-/// activity role (docs/contract.md § 2).
+/// activity role (docs/contract.md § 2). Nodes that run no code (a timer,
+/// a signal wait, a child workflow) are no exception: they take no report
+/// but CANCEL, and no attempt token is ever minted for them, so where
+/// tokens are required no row of the activity role can end them; cancel
+/// requests and decisions still do, as the engine (issue 42 B.2).
 fn requires_tokens(a: &PlannedActivity, plan: &Plan, config: &EngineConfig) -> bool {
-    // A timer or a signal wait takes no reports but CANCEL, which needs no
-    // token.
-    a.kind().runs_code()
-        && (config.require_tokens || a.require_tokens.or(plan.require_tokens).unwrap_or(false))
+    config.require_tokens || a.require_tokens.or(plan.require_tokens).unwrap_or(false)
 }
 
 /// The timeouts of planned activity `a`: its own, or the engine's defaults.

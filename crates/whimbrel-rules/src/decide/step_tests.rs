@@ -181,3 +181,72 @@ fn a_workflow_move_the_contract_has_not_is_refused_in_every_build() {
     let after = apply(&req.key, Some(&wf), &req.actions).unwrap();
     assert_eq!(after["due_epoch"], crate::write::n(160));
 }
+
+/// Issue 42 A.8 (sim seed 4543): a decision closed the execution (its
+/// commit set `closed_by_decision` while the state is still RUNNING); the
+/// execution's timeout, read RUNNING, must not end it otherwise. Only the
+/// closing decision's own effect moves it.
+#[test]
+fn only_the_closing_decision_ends_an_execution_a_decision_closed() {
+    let t = Tables::new("t_");
+    let now = Timestamp::from_epoch(100);
+    let mut wf = std::collections::HashMap::new();
+    wf.insert("state".to_string(), crate::write::s("RUNNING"));
+    let timeout = WorkflowMove::new(
+        WorkflowState::Running,
+        WorkflowState::Failed,
+        now,
+        Some("execution timeout"),
+    );
+    let req = workflow_move(&t, "w::1", "w", &timeout).unwrap();
+    assert!(eval(req.cond.as_ref().unwrap(), Some(&wf)), "not closed");
+    wf.insert("closed_by_decision".to_string(), crate::write::n(3));
+    assert!(!eval(req.cond.as_ref().unwrap(), Some(&wf)), "closed by 3");
+    let close = WorkflowMove {
+        closing_decision: true,
+        ..WorkflowMove::new(WorkflowState::Running, WorkflowState::Cancelled, now, None)
+    };
+    let req = workflow_move(&t, "w::1", "w", &close).unwrap();
+    assert!(
+        eval(req.cond.as_ref().unwrap(), Some(&wf)),
+        "its own effect"
+    );
+}
+
+/// Issue 42 B.5: a client scoped to `orders::*` writes a row of another
+/// workflow under its own prefix; the engine refuses it. Ids without `::`
+/// (existing clients) and names that contain `::` still pass.
+#[test]
+fn a_request_id_must_be_scoped_to_its_own_workflow() {
+    let row = |id: &str, name: &str| crate::model::WorkflowRequest {
+        workflow_request_id: id.into(),
+        workflow_name: name.into(),
+        redrive_workflow_exec_id: None,
+        when: None,
+        when_epoch: None,
+        source: None,
+        manual: None,
+        input: None,
+        expires_at_epoch: None,
+        cancel_workflow_exec_id: None,
+        reason: None,
+        parent: None,
+    };
+    let uuid = "4d3f6f3e-5b6a-4c1e-9a53-2f0c8d1e7b10";
+    assert_eq!(
+        check_request(&row(&format!("orders::{uuid}"), "orders")),
+        Ok(true)
+    );
+    let forged = check_request(&row(&format!("orders::{uuid}"), "payroll")).unwrap_err();
+    assert!(
+        forged.starts_with("workflow_request_id is not scoped to workflow_name \"payroll\""),
+        "{forged}"
+    );
+    assert!(check_request(&row(&format!("ordersx::{uuid}"), "orders")).is_err());
+    assert!(check_request(&row("orders::batch-7", "payroll")).is_err());
+    assert_eq!(check_request(&row("job-17", "payroll")), Ok(false));
+    assert_eq!(
+        check_request(&row(&format!("a::b::{uuid}"), "a::b")),
+        Ok(true)
+    );
+}

@@ -38,7 +38,11 @@ fn a_released_timer_runs_with_its_due_marker_at_its_fire_time() {
         t.attempt.retry, None,
         "the plan's retry policy is not a timer's"
     );
-    assert!(!t.attempt.require_tokens);
+    // Its plan requires tokens, and none is minted for a timer: no
+    // tokenless CANCEL row ends it (issue 42 B.2).
+    assert!(t.attempt.require_tokens);
+    let refused = report_actor(&t, None, None).unwrap_err();
+    assert!(refused.contains("requires the attempt token"), "{refused}");
     let tables = Tables::new("t_");
     let running = after(&t, &queue_update(&tables, &cfg(), &t, None, 1000));
     assert_eq!(running.state, ActivityState::Running);
@@ -106,8 +110,15 @@ fn only_the_monitor_completes_a_timer_and_a_cancel_ends_it_at_once() {
     };
     assert_eq!(next, ActivityState::Completed);
     assert_eq!(after(&running, &update).state, ActivityState::Completed);
-    let TransitionStep::Apply { next, update, .. } = ask(Transition::Cancel, &client, "e3") else {
-        panic!("a client's CANCEL was not applied");
+    // Its plan requires tokens: a client's tokenless CANCEL ends nothing
+    // (issue 42 B.2); the engine's (a cancel request, a decision) does.
+    assert!(matches!(
+        ask(Transition::Cancel, &client, "e3"),
+        TransitionStep::Reject(_)
+    ));
+    let TransitionStep::Apply { next, update, .. } = ask(Transition::Cancel, &Source::Engine, "e4")
+    else {
+        panic!("the engine's CANCEL was not applied");
     };
     assert_eq!(
         next,
@@ -115,4 +126,23 @@ fn only_the_monitor_completes_a_timer_and_a_cancel_ends_it_at_once() {
         "no CANCELLED_RUNNING: nothing runs"
     );
     assert_eq!(after(&running, &update).state, ActivityState::Cancelled);
+    // Where tokens are not required, an existing client's CANCEL still
+    // ends it.
+    let mut open = running.clone();
+    open.attempt.require_tokens = false;
+    let step = transition_step(
+        &tables,
+        &cfg(),
+        &open,
+        (Transition::Cancel, &client, "e5"),
+        &Details::default(),
+        1090,
+    );
+    assert!(matches!(
+        step,
+        TransitionStep::Apply {
+            next: ActivityState::Cancelled,
+            ..
+        }
+    ));
 }

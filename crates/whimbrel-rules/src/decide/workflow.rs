@@ -16,10 +16,26 @@ use crate::write::{av, n, s, Cond, UpdateRequest};
 /// "Initiate a New Workflow"). `Ok(false)`: accepted, but the id is not
 /// the recommended `(workflow_name)::(uuid)`.
 ///
+/// A request id that has the form `(prefix)::(rest)` must have the row's
+/// own workflow name as its prefix: a client's grant is scoped by the key's
+/// prefix (`dynamodb:LeadingKeys` `orders::*`), so a row whose id says
+/// `orders` may start, cancel or redrive only `orders` (issue 42 B.5). An
+/// id with no `::` (an existing client's own form) is still accepted.
+///
 /// Errors: the reason the row is rejected.
 pub fn check_request(req: &WorkflowRequest) -> Result<bool, String> {
     if req.workflow_name.trim().is_empty() {
         return Err("workflow_name is empty".into());
+    }
+    let id = &req.workflow_request_id;
+    let own = (id.strip_prefix(req.workflow_name.as_str()))
+        .is_some_and(|rest| rest.starts_with(ids::SEPARATOR));
+    if id.contains(ids::SEPARATOR) && !own {
+        let name = &req.workflow_name;
+        let sep = ids::SEPARATOR;
+        return Err(format!(
+            "workflow_request_id is not scoped to workflow_name {name:?}: {id:?} does not start with \"{name}{sep}\""
+        ));
     }
     ids::check_id(
         attr::WORKFLOW_REQUEST_ID,
@@ -129,10 +145,18 @@ pub struct WorkflowMove<'a> {
     /// end still owes (cancelling what did not end, a child's report to
     /// its parent); else an end clears it.
     pub owes_until: Option<i64>,
+    /// The write is the effect of the decision that closed the execution
+    /// ([`attr::CLOSED_BY_DECISION`]). Every other end of a RUNNING
+    /// execution (its timeout, a cancel request, a failed decision) is
+    /// conditioned on no decision having closed it: a closed execution has
+    /// one end, that of the first write (issue 42 A.8, sim seed 4543).
+    pub closing_decision: bool,
 }
 
 /// The conditional UpdateItem of `mv` on workflow exec (`id`, `name`):
-/// conditioned on `state = from` (and no plan, when `unplanned`), so the
+/// conditioned on `state = from` (and no plan, when `unplanned`; and, for
+/// an end of a RUNNING execution that is not its closing decision's
+/// effect, no closing decision: [`WorkflowMove::closing_decision`]), so the
 /// contract's check holds in the write itself, in every build.
 ///
 /// Errors: the contract never allows `from → to` (design.md § 3.1).
@@ -150,6 +174,9 @@ pub fn workflow_move(
         .set(attr::STATE, s(mv.to.as_str()));
     if mv.unplanned {
         req = req.when(Cond::not_exists(attr::PLANNED_EPOCH));
+    }
+    if mv.from == WorkflowState::Running && mv.to.is_terminal() && !mv.closing_decision {
+        req = req.when(Cond::not_exists(attr::CLOSED_BY_DECISION));
     }
     if let Some(e) = mv.error {
         req = req.set(attr::ERROR, s(super::cap_error(e)));
@@ -184,6 +211,7 @@ impl<'a> WorkflowMove<'a> {
             now,
             unplanned: false,
             owes_until: None,
+            closing_decision: false,
         }
     }
 }

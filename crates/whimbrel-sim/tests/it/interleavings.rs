@@ -770,3 +770,151 @@ fn monitor_fails_a_workflow_whose_start_is_storing_its_plan_and_the_start_launch
         "workflow FAILED 'not started' while its activities were launched"
     );
 }
+
+// ---------- a gate on the writes to one activity item ----------
+/// Holds the first UpdateItem or transaction that writes the item whose
+/// `activity_exec_id` is `id` until `open`; other writes pass.
+#[derive(Debug)]
+struct ItemGate {
+    mem: Arc<MemoryBackend>,
+    id: String,
+    at_gate: Arc<AtomicBool>,
+    open: Arc<AtomicBool>,
+}
+impl ItemGate {
+    fn names(&self, key: &Item) -> bool {
+        key.get("activity_exec_id") == Some(&whimbrel_core::store::s(&self.id))
+    }
+    async fn hold(&self) {
+        self.at_gate.store(true, Ordering::SeqCst);
+        while !self.open.load(Ordering::SeqCst) {
+            Yield(false).await;
+        }
+    }
+}
+impl Backend for ItemGate {
+    fn get(
+        &self,
+        t: String,
+        k: Item,
+        p: Vec<String>,
+    ) -> BoxFuture<'_, Result<Option<Item>, StoreError>> {
+        self.mem.get(t, k, p)
+    }
+    fn put(&self, t: String, i: Item, c: Option<Cond>) -> BoxFuture<'_, Result<(), StoreError>> {
+        self.mem.put(t, i, c)
+    }
+    fn update(
+        &self,
+        t: String,
+        k: Item,
+        a: Vec<Action>,
+        c: Option<Cond>,
+        r: bool,
+    ) -> BoxFuture<'_, Result<Option<Item>, StoreError>> {
+        async move {
+            if self.names(&k) {
+                self.hold().await;
+            }
+            self.mem.update(t, k, a, c, r).await
+        }
+        .boxed()
+    }
+    fn transact(&self, w: Vec<Write>) -> BoxFuture<'_, Result<(), StoreError>> {
+        async move {
+            let held = w
+                .iter()
+                .any(|x| matches!(x, Write::Update { key, .. } if self.names(key)));
+            if held {
+                self.hold().await;
+            }
+            self.mem.transact(w).await
+        }
+        .boxed()
+    }
+    fn batch_put(
+        &self,
+        t: String,
+        items: Vec<Item>,
+    ) -> BoxFuture<'_, Result<Vec<Item>, StoreError>> {
+        self.mem.batch_put(t, items)
+    }
+    fn batch_get(&self, t: String, k: Vec<Item>) -> BoxFuture<'_, Result<Found, StoreError>> {
+        self.mem.batch_get(t, k)
+    }
+    fn query(
+        &self,
+        t: String,
+        i: Option<String>,
+        k: KeyCond,
+        s: Option<Item>,
+    ) -> BoxFuture<'_, Result<Page, StoreError>> {
+        self.mem.query(t, i, k, s)
+    }
+    fn pause(&self, _m: u64) -> BoxFuture<'_, ()> {
+        futures::future::ready(()).boxed()
+    }
+}
+
+/// Issue 42 A.3: the monitor reads a timer due and decides to fire it; its
+/// write stalls. Meanwhile the workflow is cancelled (the timer with it)
+/// and redriven: the timer runs again, in generation 1, due a minute
+/// later. The stalled write then fails its condition, and the monitor
+/// reads the timer again: it must not fire the new generation's timer with
+/// the old generation's verdict (before the fix it did, a minute early).
+#[test]
+fn a_fire_stalled_across_a_redrive_does_not_fire_the_redriven_timer() {
+    let w = World::new(json!({"version": 1, "activities": [
+        {"name": "t", "wait": {"seconds": 60}}]}));
+    let e = w.engine();
+    block_on(e.start_workflow(&w.request())).unwrap();
+    let t = w.act("t");
+    assert_eq!(t.state, ActivityState::Running);
+    let at_gate = Arc::new(AtomicBool::new(false));
+    let open = Arc::new(AtomicBool::new(false));
+    let gated = Arc::new(ItemGate {
+        mem: w.mem.clone(),
+        id: t.activity_exec_id.clone(),
+        at_gate: at_gate.clone(),
+        open: open.clone(),
+    });
+    let monitor = w.engine_on(gated);
+    w.advance(60);
+    let x = async { monitor.monitor_tick(T0 + 60).await };
+    let y = async {
+        while !at_gate.load(Ordering::SeqCst) {
+            Yield(false).await;
+        }
+        // While the Fire stalls: the workflow is cancelled, its timer with
+        // it, and then redriven.
+        let id = w.workflow().workflow_exec_id;
+        let request = |n: u32| WorkflowRequest {
+            workflow_request_id: format!("wf::00000000-0000-4000-8000-00000000000{n}"),
+            ..w.request()
+        };
+        let cancel = WorkflowRequest {
+            cancel_workflow_exec_id: Some(id.clone()),
+            ..request(2)
+        };
+        e.cancel_workflow(&cancel).await.unwrap();
+        assert_eq!(w.workflow().state, WorkflowState::Cancelled);
+        assert_eq!(w.act("t").state, ActivityState::Cancelled);
+        let redrive = WorkflowRequest {
+            redrive_workflow_exec_id: Some(id),
+            ..request(3)
+        };
+        e.redrive_workflow(&redrive).await.unwrap();
+        assert_eq!(w.act("t").state, ActivityState::Running);
+        open.store(true, Ordering::SeqCst);
+    };
+    let (tick, ()) = block_on(futures::future::join(x, y));
+    tick.unwrap();
+    let t = w.act("t");
+    assert_eq!(t.generation(), 1, "redriven");
+    assert_eq!(
+        t.state,
+        ActivityState::Running,
+        "the redriven timer fires at its own time, not the stale verdict's: {:?}",
+        t.trail.history
+    );
+}
