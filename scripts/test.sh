@@ -9,16 +9,18 @@
 #    process, all against one DynamoDB Local this script starts, so the JVM
 #    is started and warmed once): unit tests, 500 seeded simulation
 #    schedules in ten shards (crates/whimbrel-sim), the engine, handler
-#    and CLI tests against DynamoDB Local; then the doc tests;
+#    and CLI tests against DynamoDB Local;
 #  - end_to_end: wordcount to COMPLETED and the failure run to FAILED
 #    (tests/e2e.sh); then a request given up while every function is
 #    down, redriven through the emulated on-failure queue once they are
 #    back (tests/e2e-redrive.sh); then the SAM template lint (cfn-lint +
-#    the SAM transform, offline);
+#    the SAM transform, offline); then the doc tests (here, not after the
+#    nextest run, which is the longest part);
 #  - workers: retries, workers and timeouts (tests/e2e-workers.sh:
 #    backoff shown by status, no_retry_on, 3 `whimbrel worker`s draining
 #    200 tasks with one killed, the execution timeout, the Python boto3
-#    worker), the longest end-to-end script, alone;
+#    worker, timers, signals, a concurrency limit, children, redrive), its
+#    ten sections side by side on one stack;
 #  - chaos: 5 wordcount workflows while whimbrel local drops, duplicates
 #    and delays invokes and redelivers batches by its seed, with the
 #    runner killed and restarted mid-run; all must COMPLETE
@@ -65,13 +67,11 @@ step() {
   printf '%5d s  %s\n' $((SECONDS - t)) "$*" >> "$OUT/steps"
   return $rc
 }
-rust_tests() {
-  step cargo nextest run --workspace --locked --no-fail-fast --cargo-quiet &&
-    step cargo test --doc --workspace --locked
-}
+rust_tests() { step cargo nextest run --workspace --locked --no-fail-fast --cargo-quiet; }
 end_to_end() {
   step bash tests/e2e.sh && step bash tests/e2e-redrive.sh &&
-    step env REQUIRE_SAM_TRANSFORM=1 bash tests/lint-template.sh
+    step env REQUIRE_SAM_TRANSFORM=1 bash tests/lint-template.sh &&
+    step cargo test --doc --workspace --locked
 }
 workers() { step bash tests/e2e-workers.sh; }
 chaos() { step bash tests/e2e-chaos.sh -n 5 && step bash tests/e2e-episodes.sh; }

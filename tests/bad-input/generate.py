@@ -755,7 +755,7 @@ req("requests-name-whitespace.json", "rejected", "workflow_name is empty", "work
     workflow_name="   ")
 req("requests-name-number.json", "rejected", MALFORMED, "workflow_name is N", workflow_name=N(7))
 req("requests-name-missing.json", "rejected", MALFORMED, "no workflow_name", workflow_name=DROP)
-req("requests-name-400kb.json", "rejected", "PutItem: invalid request",
+req("requests-name-400kb.json", "rejected", "workflow_name is 409600 bytes; at most 128 are allowed",
     "a 400 KB workflow_name (the exec id, a hash key, would pass 2048 bytes)",
     workflow_name=repeat("n", KB400), request_id="r-" + stable_uuid("n400"))
 req("requests-id-empty.json", "rejected", "workflow_request_id is empty; expected (workflow_name)::(uuid)",

@@ -389,3 +389,160 @@ mod fit_tests {
         assert_eq!(small, before);
     }
 }
+
+/// docs/limits.md § 1 and § 6: each bounded field of a plan is accepted
+/// exactly at its limit and refused just past it (issue 42 D). One row per
+/// limit: the plan as JSON at the limit, then just past it.
+#[cfg(test)]
+mod limit_tests {
+    use super::super::*;
+    use serde_json::{json, Value};
+
+    /// A plan of one node `a` with `node` merged into it and `top` merged
+    /// into the plan.
+    fn one(node: Value, top: Value) -> Plan {
+        let mut a = json!({"name": "a", "lambda": "fn"});
+        a.as_object_mut()
+            .unwrap()
+            .extend(node.as_object().unwrap().clone());
+        let mut p = json!({"activities": [a]});
+        p.as_object_mut()
+            .unwrap()
+            .extend(top.as_object().unwrap().clone());
+        serde_json::from_value(p).unwrap()
+    }
+
+    /// (limit, node fields at it, plan fields at it, node fields past it,
+    /// plan fields past it).
+    fn rows() -> Vec<(&'static str, Value, Value, Value, Value)> {
+        let (none, s) = (json!({}), |n: usize| "x".repeat(n));
+        let h = MAX_HEARTBEAT_TIMEOUT_SECONDS;
+        let t = MAX_TIMEOUT_SECONDS;
+        let retry = |k: &str, v: Value| {
+            let mut policy = serde_json::Map::new();
+            policy.insert(k.to_string(), v);
+            json!({ "retry": policy })
+        };
+        vec![
+            (
+                "name",
+                json!({"name": s(MAX_NAME_LEN)}),
+                none.clone(),
+                json!({"name": s(MAX_NAME_LEN + 1)}),
+                none.clone(),
+            ),
+            // A string of n - 2 characters is n bytes of JSON.
+            (
+                "input",
+                json!({"input": s(MAX_ACTIVITY_INPUT_BYTES - 2)}),
+                none.clone(),
+                json!({"input": s(MAX_ACTIVITY_INPUT_BYTES - 1)}),
+                none.clone(),
+            ),
+            (
+                "heartbeat",
+                json!({"heartbeat_timeout_seconds": h}),
+                none.clone(),
+                json!({"heartbeat_timeout_seconds": h + 1}),
+                none.clone(),
+            ),
+            (
+                "start_to_close",
+                json!({"timeout_seconds": h}),
+                none.clone(),
+                json!({"timeout_seconds": h + 1}),
+                none.clone(),
+            ),
+            (
+                "schedule_to_start",
+                json!({"schedule_to_start_seconds": t}),
+                none.clone(),
+                json!({"schedule_to_start_seconds": t + 1}),
+                none.clone(),
+            ),
+            (
+                "schedule_to_close",
+                json!({"schedule_to_close_seconds": t}),
+                none.clone(),
+                json!({"schedule_to_close_seconds": t + 1}),
+                none.clone(),
+            ),
+            (
+                "execution_timeout",
+                none.clone(),
+                json!({"execution_timeout_seconds": t}),
+                none.clone(),
+                json!({"execution_timeout_seconds": t + 1}),
+            ),
+            (
+                "max_concurrency",
+                none.clone(),
+                json!({"max_concurrency": MAX_ACTIVITIES}),
+                none.clone(),
+                json!({"max_concurrency": MAX_ACTIVITIES + 1}),
+            ),
+            (
+                "max_attempts",
+                retry("max_attempts", json!(crate::retry::MAX_ATTEMPTS)),
+                none.clone(),
+                retry("max_attempts", json!(crate::retry::MAX_ATTEMPTS + 1)),
+                none.clone(),
+            ),
+            (
+                "interval",
+                retry("interval_seconds", json!(crate::retry::MAX_DELAY_SECONDS)),
+                none.clone(),
+                retry(
+                    "interval_seconds",
+                    json!(crate::retry::MAX_DELAY_SECONDS + 1),
+                ),
+                none.clone(),
+            ),
+            (
+                "max_delay",
+                retry("max_delay_seconds", json!(crate::retry::MAX_DELAY_SECONDS)),
+                none.clone(),
+                retry(
+                    "max_delay_seconds",
+                    json!(crate::retry::MAX_DELAY_SECONDS + 1),
+                ),
+                none.clone(),
+            ),
+            (
+                "backoff_rate",
+                retry("backoff_rate", json!(100.0)),
+                none.clone(),
+                retry("backoff_rate", json!(100.01)),
+                none.clone(),
+            ),
+        ]
+    }
+
+    #[test]
+    fn each_bounded_field_is_accepted_at_its_limit_and_refused_just_past_it() {
+        for (limit, at_node, at_top, past_node, past_top) in rows() {
+            assert_eq!(
+                one(at_node, at_top).validate(),
+                Ok(()),
+                "{limit} at its limit"
+            );
+            let refused = one(past_node, past_top).validate();
+            assert!(refused.is_err(), "{limit} just past its limit: {refused:?}");
+        }
+    }
+
+    #[test]
+    fn a_plan_of_the_most_nodes_is_valid_and_one_more_is_refused() {
+        let nodes = |n: usize| -> Plan {
+            let acts: Vec<Value> = (0..n)
+                .map(|i| json!({"name": format!("a{i}"), "lambda": "fn"}))
+                .collect();
+            serde_json::from_value(json!({ "activities": acts })).unwrap()
+        };
+        assert_eq!(nodes(MAX_ACTIVITIES).validate(), Ok(()));
+        assert_eq!(
+            nodes(MAX_ACTIVITIES + 1).validate(),
+            Err(PlanError::TooManyActivities(MAX_ACTIVITIES + 1))
+        );
+    }
+}

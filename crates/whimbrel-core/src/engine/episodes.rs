@@ -575,6 +575,7 @@ impl<L: Launcher> Engine<L> {
         let ctx = DecisionContext {
             state_by_name: nodes.iter().map(|(n, a)| (n.clone(), a.state)).collect(),
             node_count: state.activity_count as usize,
+            open_bytes: state.open_nodes.iter().map(String::len).sum(),
             unseen_events: state.event_seq > to_seq,
             now: self.now().epoch,
             first: false,

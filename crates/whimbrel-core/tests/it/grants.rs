@@ -1185,3 +1185,41 @@ async fn each_function_is_granted_exactly_the_calls_its_code_makes() {
     check_task_list_scope(&t, &mut problems);
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
+
+/// Issue 42 B.6: the engine's own functions are never a launch target
+/// (`WHIMBREL_ENGINE_FUNCTIONS`, `targets.rs`). Every function of the
+/// template that is not a launch target (no `FunctionName` under
+/// `LaunchTargetPrefix`) must be on that list, as the name CloudFormation
+/// gives it (`{stack}-{LogicalId}-{suffix}`); the redrive function was not.
+#[test]
+fn every_engine_function_of_the_template_is_excluded_from_the_targets() {
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../template.yaml"))
+        .unwrap();
+    let t: Y = serde_yaml::from_str(&text).unwrap();
+    let Y::Tagged(list) =
+        &t["Globals"]["Function"]["Environment"]["Variables"]["WHIMBREL_ENGINE_FUNCTIONS"]
+    else {
+        panic!("WHIMBREL_ENGINE_FUNCTIONS is not a !Sub");
+    };
+    let patterns: Vec<String> = (list.value.as_str().unwrap().split(','))
+        .map(|p| p.replace("${AWS::StackName}", "stack"))
+        .collect();
+    let mut engine = vec![];
+    for (k, v) in t["Resources"].as_mapping().unwrap() {
+        let target = match &v["Properties"]["FunctionName"] {
+            Y::Tagged(n) => n.value.as_str().unwrap().contains("${LaunchTargetPrefix}"),
+            _ => false,
+        };
+        if v["Type"].as_str() == Some("AWS::Serverless::Function") && !target {
+            engine.push(k.as_str().unwrap().to_string());
+        }
+    }
+    assert!(engine.len() >= 4, "{engine:?}");
+    for logical in engine {
+        let deployed = format!("stack-{logical}-AB12CD34");
+        assert!(
+            patterns.iter().any(|p| like(p, &deployed)),
+            "{logical} ({deployed}) may be named as a launch target: {patterns:?}"
+        );
+    }
+}

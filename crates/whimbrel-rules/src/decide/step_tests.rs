@@ -249,4 +249,9 @@ fn a_request_id_must_be_scoped_to_its_own_workflow() {
         check_request(&row(&format!("a::b::{uuid}"), "a::b")),
         Ok(true)
     );
+    // docs/limits.md § 2: a workflow name of 128 bytes, not 129.
+    let longest = "n".repeat(crate::plan::MAX_NAME_LEN);
+    assert_eq!(check_request(&row("r-1", &longest)), Ok(false));
+    let past = check_request(&row("r-1", &format!("{longest}n"))).unwrap_err();
+    assert_eq!(past, "workflow_name is 129 bytes; at most 128 are allowed");
 }

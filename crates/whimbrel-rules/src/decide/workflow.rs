@@ -8,10 +8,11 @@ use crate::dates::Timestamp;
 use crate::ids;
 use crate::keys::{self, Tables};
 use crate::model::{WorkflowExec, WorkflowRequest};
-use crate::plan::{MAX_CHILD_DEPTH, MAX_WORKFLOW_INPUT_BYTES};
+use crate::plan::{MAX_CHILD_DEPTH, MAX_NAME_LEN, MAX_WORKFLOW_INPUT_BYTES};
 use crate::write::{av, n, s, Cond, UpdateRequest};
 
-/// Whether a request row can start a workflow at all: a workflow name, and
+/// Whether a request row can start a workflow at all: a workflow name of
+/// 1 to [`MAX_NAME_LEN`] bytes, and
 /// a request id of the contract's form (contract: Full Logic API,
 /// "Initiate a New Workflow"). `Ok(false)`: accepted, but the id is not
 /// the recommended `(workflow_name)::(uuid)`.
@@ -26,6 +27,14 @@ use crate::write::{av, n, s, Cond, UpdateRequest};
 pub fn check_request(req: &WorkflowRequest) -> Result<bool, String> {
     if req.workflow_name.trim().is_empty() {
         return Err("workflow_name is empty".into());
+    }
+    // docs/limits.md § 2: its execution id is a DynamoDB key (at most
+    // 1,024 bytes as a sort key), so the name is bounded as node names are.
+    let len = req.workflow_name.len();
+    if len > MAX_NAME_LEN {
+        return Err(format!(
+            "workflow_name is {len} bytes; at most {MAX_NAME_LEN} are allowed"
+        ));
     }
     let id = &req.workflow_request_id;
     let own = (id.strip_prefix(req.workflow_name.as_str()))

@@ -27,6 +27,14 @@ pub const MAX_MARKER_BYTES: usize = 32_000;
 /// room for the record's other attributes).
 pub const MAX_ANSWER_BYTES: usize = 350_000;
 
+/// Most bytes of names of the nodes open at once in an episodic execution:
+/// they are kept on the workflow item (`open_nodes`, and `ended_events`
+/// once they end, until a decision sees them), which also holds the
+/// input and the result (64,000 bytes each), within DynamoDB's 400 KB
+/// (issue 42 A.6; docs/limits.md § 4). With names of 10 bytes that is
+/// 10,000 nodes open at once, with 128-byte names 781.
+pub const MAX_OPEN_NODE_BYTES: usize = 100_000;
+
 /// Refused answers in a row after which the workflow fails with the last
 /// reason (design.md § 10.3).
 pub const DEFAULT_MAX_REFUSALS: u32 = 5;
@@ -180,6 +188,9 @@ pub struct DecisionContext {
     pub state_by_name: HashMap<String, ActivityState>,
     /// How many nodes the execution has ([`crate::attr::ACTIVITY_COUNT`]).
     pub node_count: usize,
+    /// Bytes of the names of its open nodes ([`crate::attr::OPEN_NODES`]),
+    /// bounded by [`MAX_OPEN_NODE_BYTES`].
+    pub open_bytes: usize,
     /// Events were appended after those this decision was shown.
     pub unseen_events: bool,
     /// Now, epoch seconds (a timer's `until` is judged against it).
@@ -330,6 +341,7 @@ pub fn validate(answer: &DecisionsAnswer, ctx: &DecisionContext) -> Result<(), D
             error: PlanError::TooManyActivities(ctx.node_count + scheduled),
         });
     }
+    open_bytes_within(answer, ctx.open_bytes)?;
     let last = answer.decisions.len().saturating_sub(1);
     let mut names = ctx.state_by_name.clone();
     for (index, d) in answer.decisions.iter().enumerate() {
@@ -340,6 +352,29 @@ pub fn validate(answer: &DecisionsAnswer, ctx: &DecisionContext) -> Result<(), D
             return Err(DecisionRefusal::UnhandledEvents);
         }
         check_one(index, d, &mut names, ctx.now)?;
+    }
+    Ok(())
+}
+
+/// The names of the nodes `answer` schedules, added to the `open` bytes of
+/// names open already, within [`MAX_OPEN_NODE_BYTES`].
+///
+/// Errors: [`DecisionRefusal::TooLarge`] at the schedule decision that
+/// passes the limit.
+fn open_bytes_within(answer: &DecisionsAnswer, open: usize) -> Result<(), DecisionRefusal> {
+    let mut size = open;
+    for (index, d) in answer.decisions.iter().enumerate() {
+        if let Decision::Schedule { activities } = d {
+            size += activities.iter().map(|a| a.name.len()).sum::<usize>();
+            if size > MAX_OPEN_NODE_BYTES {
+                return Err(DecisionRefusal::TooLarge {
+                    index,
+                    what: "the list of open nodes (their names)",
+                    size,
+                    max: MAX_OPEN_NODE_BYTES,
+                });
+            }
+        }
     }
     Ok(())
 }

@@ -16,6 +16,7 @@ fn ctx() -> DecisionContext {
             .map(|(n, s)| (n.to_string(), s))
             .collect(),
         node_count: 3,
+        open_bytes: 1,
         unseen_events: false,
         now: 1_000,
         first: false,
@@ -363,5 +364,42 @@ fn an_answer_too_large_to_record_is_refused() {
             }
         ),
         "{r}"
+    );
+}
+
+/// Issue 42 A.6: the names of the open nodes stay within
+/// [`MAX_OPEN_NODE_BYTES`] of the workflow item: an answer that would
+/// pass it is refused with the reason (recorded, shown to the next
+/// decision), never a commit DynamoDB refuses.
+#[test]
+fn the_open_nodes_names_are_bounded_at_the_limit_and_refused_past_it() {
+    let timers = |n: usize, len: usize| {
+        let nodes: Vec<serde_json::Value> = (0..n)
+            .map(|i| json!({"name": format!("{i:0>len$}"), "wait": {"seconds": 60}}))
+            .collect();
+        answer(json!([{"type": "schedule", "activities": nodes}]))
+    };
+    // 781 names of 128 bytes and one of 31: exactly the limit, with `b`
+    // (1 byte) open already.
+    let mut at = timers(781, 128);
+    if let Decision::Schedule { activities } = &mut at.decisions[0] {
+        let last: PlannedActivity = serde_json::from_value(
+            json!({"name": "z".repeat(MAX_OPEN_NODE_BYTES - 1 - 781 * 128), "wait": {"seconds": 60}}),
+        )
+        .unwrap();
+        activities.push(last);
+    }
+    assert_eq!(validate(&at, &ctx()), Ok(()));
+    let past = DecisionContext {
+        open_bytes: 2,
+        ..ctx()
+    };
+    let refused = validate(&at, &past).unwrap_err().to_string();
+    assert_eq!(
+        refused,
+        format!(
+            "decision 0: the list of open nodes (their names) is {} bytes; at most {MAX_OPEN_NODE_BYTES} are allowed",
+            MAX_OPEN_NODE_BYTES + 1
+        )
     );
 }
