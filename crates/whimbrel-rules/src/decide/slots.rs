@@ -87,15 +87,27 @@ pub fn drop_waiter(t: &Tables, exec: &ActivityExec) -> UpdateRequest {
     ))
 }
 
+/// The condition of every give-back of a slot held by `exec`: the item is
+/// still in the state its settle read. A settle run again from a stale
+/// read (a redelivery, the monitor) after a redrive put the item back to
+/// run and its new attempt took a slot would otherwise give back the new
+/// attempt's slot, and the limit would be exceeded (issue 42 A.3,
+/// torture seed 103125).
+pub fn ended_as_read(exec: &ActivityExec) -> Cond {
+    Cond::eq(attr::STATE, crate::write::s(exec.state.as_str()))
+}
+
 /// The give-back of `exec`'s slot, a transaction of two: the item's
 /// `slot_held` removed (the condition: still there, so once) and the
-/// workflow's `slots_used - 1`.
+/// workflow's `slots_used - 1`;
+/// and only while the item is as its settle read it ([`ended_as_read`]).
 pub fn give_back_slot(t: &Tables, exec: &ActivityExec) -> (UpdateRequest, UpdateRequest) {
     let item = UpdateRequest::new(
         t.activity_exec(),
         activity_key(&exec.activity_exec_id, &exec.workflow_exec_id),
     )
     .when(Cond::exists(attr::SLOT_HELD))
+    .when(ended_as_read(exec))
     .remove(attr::SLOT_HELD);
     let wf = workflow_update(t, exec).act(Action::Add(attr::SLOTS_USED.into(), n(-1)));
     (item, wf)

@@ -136,6 +136,7 @@ pub fn give_back_target_slot(
         activity_key(&exec.activity_exec_id, &exec.workflow_exec_id),
     )
     .when(Cond::exists(attr::TARGET_SLOT_HELD))
+    .when(super::slots::ended_as_read(exec))
     .remove(attr::TARGET_SLOT_HELD);
     let limit = limit_update(t, target).act(Action::Add(attr::SLOTS_FREE.into(), n(1)));
     Some((item, limit))

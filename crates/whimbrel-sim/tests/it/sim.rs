@@ -443,6 +443,27 @@ fn episodic_seeds_that_found_bugs_hold() {
     );
 }
 
+/// Issue 42, seeds found by `make torture` past the seeds it was tuned on:
+/// - 4543 (A.8): an execution whose decision to cancel it had committed
+///   was failed by its execution timeout before the decision's effects
+///   ran (fix: `WorkflowMove::closing_decision`);
+/// - 103125: a settle run again from a stale read gave back the target
+///   slot of the redriven activity's new attempt, which then ran under the
+///   limit without one (fix: `decide::slots::ended_as_read`).
+#[test]
+fn torture_seeds_past_the_tuned_ones_hold() {
+    for seed in [4543, 103125] {
+        let stats = run(seed, &Params::default())
+            .unwrap_or_else(|f| panic!("seed {seed}: {}", f.violations.join("\n")));
+        let f = &stats.features;
+        let drawn = match seed {
+            4543 => f["episodic executions"] > 0 && f["cancel requests applied"] > 0,
+            _ => f["activities redriven"] > 0 && f["activities claimed under a target limit"] > 0,
+        };
+        assert!(drawn, "seed {seed} no longer draws what found its bug: {stats:?}");
+    }
+}
+
 /// Seed 5574, an engine bug: a monitor tick judged each due activity at
 /// the tick's start time, however long its sweep had run. A heartbeat
 /// written 30 s into the sweep, by a clock ahead, was armed as seen at
