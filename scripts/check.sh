@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `make check`: the inner loop, a subset of `make test` for the change at
-# hand (181 s warm after a change to whimbrel-rules, 2 cores):
+# hand (90 s after a one-line change to whimbrel-rules, 2 cores):
 #  - the rules crate's tests and the engine's (whimbrel-core's unit tests
 #    and its integration tests against one DynamoDB Local this script
 #    starts, on its own port), under cargo-nextest;

@@ -460,7 +460,10 @@ fn torture_seeds_past_the_tuned_ones_hold() {
             4543 => f["episodic executions"] > 0 && f["cancel requests applied"] > 0,
             _ => f["activities redriven"] > 0 && f["activities claimed under a target limit"] > 0,
         };
-        assert!(drawn, "seed {seed} no longer draws what found its bug: {stats:?}");
+        assert!(
+            drawn,
+            "seed {seed} no longer draws what found its bug: {stats:?}"
+        );
     }
 }
 
