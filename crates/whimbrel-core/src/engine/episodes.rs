@@ -13,8 +13,8 @@ use super::{decide, Engine, EngineError};
 use crate::attr;
 use crate::contract::WorkflowState;
 use crate::decider::{
-    self, DeciderAnswer, DecisionContext, DecisionRequest, DecisionsAnswer, EventKind, EventView,
-    NodeView,
+    self, DeciderAnswer, Decision, DecisionContext, DecisionRequest, DecisionsAnswer, EventKind,
+    EventView, NodeView,
 };
 use crate::launcher::Launcher;
 use crate::model::ActivityExec;
@@ -362,10 +362,12 @@ impl<L: Launcher> Engine<L> {
             .unwrap_or(Value::Null);
         let mut request = DecisionRequest::new(wf.0, wf.1, id, input);
         request.events = self.new_events(wf.0, state).await?;
-        let to_seq = request.events.last().map_or(state.decided_seq, |e| e.seq);
         request.markers = self.markers(wf.0).await?;
         let open = self.nodes_named(wf.0, state.open_nodes.iter()).await?;
         request.open = open.values().map(node_view).collect();
+        // Within Lambda's 6 MB: fewer events, the rest for the next one.
+        request.fit(whimbrel_rules::decider::request::MAX_REQUEST_BYTES);
+        let to_seq = request.events.last().map_or(state.decided_seq, |e| e.seq);
         Ok((request, to_seq))
     }
 
@@ -576,6 +578,11 @@ impl<L: Launcher> Engine<L> {
             state_by_name: nodes.iter().map(|(n, a)| (n.clone(), a.state)).collect(),
             node_count: state.activity_count as usize,
             open_bytes: state.open_nodes.iter().map(String::len).sum(),
+            markers: if records_markers(&answer) {
+                self.markers(workflow_exec_id).await?.into_keys().collect()
+            } else {
+                Default::default()
+            },
             unseen_events: state.event_seq > to_seq,
             now: self.now().epoch,
             first: false,
@@ -593,6 +600,12 @@ impl<L: Launcher> Engine<L> {
             refused: None,
         })
     }
+}
+
+/// Whether `answer` records a marker (its judge then reads the names in
+/// use, [`decider::MAX_MARKERS`]).
+fn records_markers(answer: &DecisionsAnswer) -> bool {
+    (answer.decisions.iter()).any(|d| matches!(d, Decision::RecordMarker { .. }))
 }
 
 /// Every node `answer` schedules, as one plan (for the launch targets).

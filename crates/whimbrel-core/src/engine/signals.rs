@@ -177,7 +177,7 @@ impl<L: Launcher> Engine<L> {
         let mut early: Vec<&SignalRow> = (rows.iter())
             .filter(|r| r.invalid().is_none() && !waited.contains(&r.name.as_str()))
             .collect();
-        early.sort_by(|a, b| (a.when_epoch, &a.signal_key).cmp(&(b.when_epoch, &b.signal_key)));
+        early.sort_by(|a, b| a.order().cmp(&b.order()));
         let key = (wf.workflow_exec_id.as_str(), wf.workflow_name.as_str());
         for row in early {
             let (source, build) = self.signal_append(key, row);

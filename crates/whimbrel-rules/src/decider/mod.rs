@@ -35,6 +35,13 @@ pub const MAX_ANSWER_BYTES: usize = 350_000;
 /// 10,000 nodes open at once, with 128-byte names 781.
 pub const MAX_OPEN_NODE_BYTES: usize = 100_000;
 
+/// Most marker names per execution: every marker is sent in every
+/// decision request, so 50 of at most [`MAX_MARKER_BYTES`] keep the
+/// request within [`request::MAX_REQUEST_BYTES`] with its other parts
+/// (issue 42 A.10, docs/limits.md § 4). A marker recorded again under its
+/// name replaces its value and adds none.
+pub const MAX_MARKERS: usize = 50;
+
 /// Refused answers in a row after which the workflow fails with the last
 /// reason (design.md § 10.3).
 pub const DEFAULT_MAX_REFUSALS: u32 = 5;
@@ -191,6 +198,9 @@ pub struct DecisionContext {
     /// Bytes of the names of its open nodes ([`crate::attr::OPEN_NODES`]),
     /// bounded by [`MAX_OPEN_NODE_BYTES`].
     pub open_bytes: usize,
+    /// The names of the markers it has recorded (read only when the
+    /// answer records one), at most [`MAX_MARKERS`].
+    pub markers: std::collections::BTreeSet<String>,
     /// Events were appended after those this decision was shown.
     pub unseen_events: bool,
     /// Now, epoch seconds (a timer's `until` is judged against it).
@@ -277,6 +287,16 @@ pub enum DecisionRefusal {
         /// Why it is refused.
         why: String,
     },
+    /// A marker past [`MAX_MARKERS`] names.
+    #[error("decision {index}: marker {name:?} would be the execution's marker number {count}; at most {MAX_MARKERS} are allowed (record again under a name in use to replace its value)")]
+    TooManyMarkers {
+        /// The decision's index.
+        index: usize,
+        /// The new marker's name.
+        name: String,
+        /// The markers it would make.
+        count: usize,
+    },
     /// A result, input or reason out of bounds.
     #[error("decision {index}: {what} is {size} bytes; at most {max} are allowed")]
     TooLarge {
@@ -342,6 +362,7 @@ pub fn validate(answer: &DecisionsAnswer, ctx: &DecisionContext) -> Result<(), D
         });
     }
     open_bytes_within(answer, ctx.open_bytes)?;
+    markers_within(answer, &ctx.markers)?;
     let last = answer.decisions.len().saturating_sub(1);
     let mut names = ctx.state_by_name.clone();
     for (index, d) in answer.decisions.iter().enumerate() {
@@ -372,6 +393,30 @@ fn open_bytes_within(answer: &DecisionsAnswer, open: usize) -> Result<(), Decisi
                     what: "the list of open nodes (their names)",
                     size,
                     max: MAX_OPEN_NODE_BYTES,
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The marker names `answer` records, added to those recorded already
+/// (`known`), within [`MAX_MARKERS`].
+///
+/// Errors: [`DecisionRefusal::TooManyMarkers`] at the first new name past
+/// it.
+fn markers_within(
+    answer: &DecisionsAnswer,
+    known: &std::collections::BTreeSet<String>,
+) -> Result<(), DecisionRefusal> {
+    let mut names = known.clone();
+    for (index, d) in answer.decisions.iter().enumerate() {
+        if let Decision::RecordMarker { name, .. } = d {
+            if names.insert(name.clone()) && names.len() > MAX_MARKERS {
+                return Err(DecisionRefusal::TooManyMarkers {
+                    index,
+                    name: name.clone(),
+                    count: names.len(),
                 });
             }
         }

@@ -20,6 +20,12 @@ pub const DECISION_REQUEST_TYPE: &str = "decision";
 /// helper fetches.
 pub const MAX_INLINE_BYTES: usize = 32_000;
 
+/// Largest decision request, bytes of JSON: a synchronous Invoke's payload
+/// is at most 6 MB (6,291,456 bytes); the rest is headroom (issue 42 A.5,
+/// docs/limits.md § 4). A request over it shows fewer of its new events
+/// ([`DecisionRequest::fit`]); the others wait for the next decision.
+pub const MAX_REQUEST_BYTES: usize = 5_000_000;
+
 /// What a decider is invoked with (synchronously) on each episode.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DecisionRequest {
@@ -48,6 +54,25 @@ pub struct DecisionRequest {
 }
 
 impl DecisionRequest {
+    /// Drop the last of the new events while the request is over `max`
+    /// bytes of JSON ([`MAX_REQUEST_BYTES`] in the engine), keeping at
+    /// least one: they wait for the next decision, as events past the
+    /// engine's 100 per request do. Returns the size reached. One event, every marker and every open node fit within
+    /// the limit by the bounds on each (docs/limits.md § 4).
+    pub fn fit(&mut self, max: usize) -> usize {
+        let size = |r: &DecisionRequest| serde_json::to_vec(r).map_or(usize::MAX, |j| j.len());
+        // Each event's own bytes (and its comma) are taken off as it goes,
+        // then the whole is measured once more.
+        let mut now = size(self);
+        while now > max && self.events.len() > 1 {
+            let last = self.events.pop().expect("more than one");
+            now -= serde_json::to_vec(&last)
+                .map_or(0, |j| j.len() + 1)
+                .min(now);
+        }
+        size(self)
+    }
+
     /// A request of this version and type with no node, marker or event
     /// yet.
     pub fn new(

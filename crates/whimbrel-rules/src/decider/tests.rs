@@ -17,6 +17,7 @@ fn ctx() -> DecisionContext {
             .collect(),
         node_count: 3,
         open_bytes: 1,
+        markers: Default::default(),
         unseen_events: false,
         now: 1_000,
         first: false,
@@ -402,4 +403,64 @@ fn the_open_nodes_names_are_bounded_at_the_limit_and_refused_past_it() {
             MAX_OPEN_NODE_BYTES + 1
         )
     );
+}
+
+/// Issue 42 A.10: marker names per execution are bounded at
+/// [`MAX_MARKERS`]; recording again under a name in use replaces it and
+/// adds none.
+#[test]
+fn markers_are_bounded_at_the_limit_and_refused_past_it() {
+    let record = |names: &[String]| {
+        let ds: Vec<serde_json::Value> = (names.iter())
+            .map(|n| json!({"type": "record_marker", "name": n, "details": {"n": 1}}))
+            .collect();
+        answer(json!(ds))
+    };
+    let known: std::collections::BTreeSet<String> =
+        (0..MAX_MARKERS - 1).map(|i| format!("m{i}")).collect();
+    let with = DecisionContext {
+        markers: known.clone(),
+        ..ctx()
+    };
+    let last = vec!["m0".to_string(), format!("m{}", MAX_MARKERS - 1)];
+    assert_eq!(validate(&record(&last), &with), Ok(()), "the 50th");
+    let past = vec!["m1".to_string(), "late".to_string(), "later".to_string()];
+    let refused = validate(&record(&past[..2]), &with).map(|_| ());
+    assert_eq!(refused, Ok(()), "m1 replaces; late is the 50th");
+    let refused = validate(&record(&past), &with).unwrap_err().to_string();
+    assert!(
+        refused.starts_with(&format!(
+            "decision 2: marker \"later\" would be the execution's marker number {}",
+            MAX_MARKERS + 1
+        )),
+        "{refused}"
+    );
+}
+
+/// Issue 42 A.5: a request over the byte budget shows fewer of its new
+/// events (at least one), the rest wait for the next decision.
+#[test]
+fn a_request_over_its_budget_shows_fewer_events() {
+    use super::request::{DecisionRequest, EventView};
+    let mut r = DecisionRequest::new("w::1", "w", "w::1::d1::a1", json!(null));
+    for seq in 1..=10 {
+        let e: EventView = serde_json::from_value(json!({
+            "seq": seq, "kind": "signal", "at_epoch": 1, "signal": "s",
+            "output": "x".repeat(20_000)
+        }))
+        .unwrap();
+        r.events.push(e);
+    }
+    let whole = serde_json::to_vec(&r).unwrap().len();
+    let size = r.clone().fit(whole);
+    assert_eq!(size, whole, "within its budget: all ten");
+    let size = r.fit(65_000);
+    assert!(size <= 65_000, "{size}");
+    assert_eq!(
+        r.events.iter().map(|e| e.seq).collect::<Vec<_>>(),
+        [1, 2, 3]
+    );
+    let mut tiny = r.clone();
+    tiny.fit(10);
+    assert_eq!(tiny.events.len(), 1, "never fewer than one");
 }

@@ -106,10 +106,12 @@ impl SignalRow {
         })
     }
 
-    /// The order in which signals of one name are delivered: by
-    /// `when_epoch`, then `signal_id`.
-    fn order(&self) -> (i64, &str) {
-        (self.when_epoch.unwrap_or(i64::MIN), &self.signal_id)
+    /// The order in which signals are delivered and shown: by
+    /// `when_epoch`, then `signal_key` (within a name, `signal_id`). An
+    /// undated row sorts last: a signaller cannot put a row ahead of the
+    /// dated ones by leaving its date out (issue 42 B.3).
+    pub fn order(&self) -> (i64, &str) {
+        (self.when_epoch.unwrap_or(i64::MAX), &self.signal_key)
     }
 }
 
@@ -140,6 +142,14 @@ mod tests {
         assert!(c.invalid().unwrap().contains("not (name)#(signal_id)"));
         let rows = [a.clone(), b.clone(), c];
         assert_eq!(earliest(&rows).unwrap().signal_id, "a");
+        // An undated row (a signaller's `when_epoch` left out) sorts last.
+        let undated = SignalRow {
+            when_epoch: None,
+            ..SignalRow::new("wf", "approve", "0", None)
+        };
+        let rows = [undated.clone(), a.clone(), b.clone()];
+        assert_eq!(earliest(&rows).unwrap().signal_id, "a");
+        assert_eq!(earliest(&[undated]).unwrap().signal_id, "0");
         assert!(SignalRow::new("wf", "bad name", "x", None)
             .invalid()
             .is_some());
