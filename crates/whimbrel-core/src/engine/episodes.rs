@@ -484,14 +484,17 @@ impl<L: Launcher> Engine<L> {
         if keys.is_empty() {
             return Ok(BTreeMap::new());
         }
-        let nodes: Vec<ActivityExec> = self
-            .store
-            .batch_get(&self.store.tables().activity_exec(), keys)
-            .await?;
-        Ok(nodes
-            .into_iter()
-            .map(|a| (a.activity_name.clone(), a))
-            .collect())
+        let table = self.store.tables().activity_exec();
+        let items = self.store.batch_get_items(&table, keys).await?;
+        // An item with no state is no node: a stub the activity role's
+        // heartbeat left under a derivable id (`decided::node_put`).
+        let mut nodes = BTreeMap::new();
+        for item in items.into_iter().filter(|i| i.contains_key(attr::STATE)) {
+            let a: ActivityExec =
+                serde_dynamo::from_item(item).map_err(crate::store::shape(&table))?;
+            nodes.insert(a.activity_name.clone(), a);
+        }
+        Ok(nodes)
     }
 
     /// Judge and commit `answer` of attempt `id`, which saw the events

@@ -470,6 +470,20 @@ impl Store {
         table: &str,
         keys: Vec<Item>,
     ) -> Result<Vec<Result<T, StoreError>>, StoreError> {
+        Ok((self.batch_get_items(table, keys).await?.into_iter())
+            .map(|i| serde_dynamo::from_item(i).map_err(shape(table)))
+            .collect())
+    }
+
+    /// [`Store::batch_get`]'s items as stored, not converted (in no
+    /// particular order; unprocessed keys retried with backoff).
+    ///
+    /// Errors: the read's, or keys still unprocessed after the retries.
+    pub async fn batch_get_items(
+        &self,
+        table: &str,
+        keys: Vec<Item>,
+    ) -> Result<Vec<Item>, StoreError> {
         let mut out = Vec::with_capacity(keys.len());
         for chunk in keys.chunks(BATCH_GET_MAX) {
             let mut pending = chunk.to_vec();
@@ -478,9 +492,7 @@ impl Store {
                 self.metrics.record("BatchGetItem", pending.len());
                 self.metrics.call("dynamodb:BatchGetItem", table, None);
                 let (found, left) = self.backend.batch_get(table.into(), pending).await?;
-                for i in found {
-                    out.push(serde_dynamo::from_item(i).map_err(shape(table)));
-                }
+                out.extend(found);
                 pending = left;
                 if pending.is_empty() {
                     break;

@@ -678,3 +678,62 @@ async fn a_signal_after_its_only_wait_ended_is_an_event() {
     assert_eq!(done.state, WorkflowState::Completed, "{:?}", done.error);
     assert_eq!(done.result, Some(json!({"late": {"by": "ana"}})));
 }
+
+/// Runs `first`, then `second` once `first` ended, then completes.
+struct TwoSteps;
+
+impl Decider for TwoSteps {
+    fn start(&self, _: &DeciderRequest) -> DecisionsAnswer {
+        decisions(vec![schedule(lambda_node(
+            "first",
+            "episode-step",
+            json!({}),
+        ))])
+    }
+
+    fn decide(&self, request: &DecisionRequest) -> DecisionsAnswer {
+        let ended: Vec<&str> = ended(request).filter_map(|e| e.node.as_deref()).collect();
+        if ended.contains(&"second") {
+            return decisions(vec![Decision::CompleteWorkflow {
+                result: json!("done"),
+            }]);
+        }
+        if ended.contains(&"first") {
+            return decisions(vec![schedule(lambda_node(
+                "second",
+                "episode-step",
+                json!({}),
+            ))]);
+        }
+        decisions(vec![])
+    }
+}
+
+/// Issue 42 B.6: the activity role may UpdateItem any activity item's
+/// heartbeat, and an UpdateItem creates the item it names. A heartbeat
+/// written first on a node a later decision will schedule (its id is
+/// derivable) leaves a stub with no state; the node's put must replace
+/// it, not take it for the node and wedge the execution.
+#[tokio::test]
+async fn a_heartbeat_stub_does_not_take_the_place_of_a_later_node() {
+    use whimbrel_core::engine::decide;
+    use whimbrel_core::store::UpdateRequest;
+    let h = Harness::new().await;
+    register(&h, "two", "two-decider", Arc::new(TwoSteps)).await;
+    let wf = start(&h, "two", json!({})).await;
+    let second = whimbrel_core::ids::activity_exec_id(&wf, "second");
+    let stub = UpdateRequest::new(
+        h.store.tables().activity_exec(),
+        decide::activity_key(&second, &wf),
+    )
+    .set("heartbeat_time", common::sv("2026-12-06T00:00:00Z"));
+    h.store
+        .update(stub, false)
+        .await
+        .expect("the activity role's write");
+    complete(&h, &wf, "first", json!({})).await;
+    assert_eq!(h.activity(&wf, "second").await.state, ActivityState::Queued);
+    complete(&h, &wf, "second", json!({})).await;
+    let done = h.workflow(&wf).await;
+    assert_eq!(done.state, WorkflowState::Completed, "{:?}", done.error);
+}

@@ -125,14 +125,18 @@ pub fn open_scheduled(update: UpdateRequest, names: &[String]) -> UpdateRequest 
 }
 
 /// The put of a decided node's `item` (an [`ActivityExec`] item), only if
-/// new: its commit counted it ([`open_scheduled`]), so a put written
-/// twice, or by both the effects and the close, creates it once. A false
-/// condition means it was created before.
+/// no node is there yet: its commit counted it ([`open_scheduled`]), so a
+/// put written twice, or by both the effects and the close, creates it
+/// once. A false condition means it was created before. "No node" is no
+/// `state`, not no item: the activity role's heartbeat (an UpdateItem,
+/// which creates what it names) may have left a stub of keys and a
+/// heartbeat time under the node's derivable id first, and the node
+/// replaces it (issue 42 B.6).
 pub fn node_put(t: &Tables, item: Item) -> Write {
     Write::Put {
         table: t.activity_exec(),
         item,
-        cond: Some(Cond::not_exists(attr::ACTIVITY_EXEC_ID)),
+        cond: Some(Cond::not_exists(attr::STATE)),
     }
 }
 
