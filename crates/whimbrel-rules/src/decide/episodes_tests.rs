@@ -558,6 +558,9 @@ fn node_item(name: &str) -> Item {
         ),
         ("workflow_exec_id", s(WF.0)),
         ("activity_name", s(name)),
+        // Every node has a state; an item without one is a stub
+        // (`decided::node_put`).
+        ("state", s("REQUESTED")),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_string(), v))
@@ -769,6 +772,20 @@ fn an_accepted_commit_opens_and_counts_the_nodes_it_schedules() {
     let put = super::decided::node_put(&db.t, node_item("a"));
     assert!(db.transact(std::slice::from_ref(&put)));
     assert!(!db.transact(&[put]), "created once");
+    // A stub the activity role's heartbeat left under `b`'s id (keys and
+    // a heartbeat time, no state) is no node: the put replaces it.
+    let mut stub = node_item("b");
+    stub.remove("state");
+    stub.remove("activity_name");
+    stub.insert("heartbeat_time".into(), s("2026-12-06T00:00:00Z"));
+    let table = db.t.activity_exec();
+    let cond = None;
+    assert!(db.transact(&[crate::write::Write::Put {
+        table,
+        item: stub,
+        cond
+    }]));
+    assert!(db.transact(&[super::decided::node_put(&db.t, node_item("b"))]));
 
     let mut first = Db::unstarted();
     let answer: crate::decider::DecisionsAnswer = serde_json::from_value(json!({"decisions": [
