@@ -820,7 +820,10 @@ fn eval_list(v: &Y, lists: &[&str]) -> Vec<String> {
                 .map(String::from)
                 .collect()
         }
-        Y::Tagged(t) if t.tag == "!Ref" && t.value.as_str() == Some("TaskLists") => {
+        Y::Tagged(t)
+            if t.tag == "!Ref"
+                && matches!(t.value.as_str(), Some("TaskLists" | "ClientWorkflows")) =>
+        {
             lists.iter().map(|l| l.to_string()).collect()
         }
         Y::Sequence(s) => s.iter().map(|x| eval_str(x, lists)).collect(),
@@ -1222,4 +1225,102 @@ fn every_engine_function_of_the_template_is_excluded_from_the_targets() {
             "{logical} ({deployed}) may be named as a launch target: {patterns:?}"
         );
     }
+}
+
+/// Issue 42 B.5: the template ships a client policy scoped to the
+/// `ClientWorkflows` (the request key's `name::` prefix, which the engine
+/// requires to be the row's workflow_name) that writes only a start's
+/// attributes, and an operator policy of its own for cancels and
+/// redrives; neither may write a child's `parent` link, which only the
+/// engine writes.
+#[test]
+fn the_client_policies_scope_starts_and_keep_cancels_apart() {
+    use whimbrel_core::model::WorkflowRequest;
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../template.yaml"))
+        .unwrap();
+    let t: Y = serde_yaml::from_str(&text).unwrap();
+    let statement = |policy: &str, sid: &str| -> Y {
+        let all = &t["Resources"][policy]["Properties"]["PolicyDocument"]["Statement"];
+        (all.as_sequence().unwrap().iter())
+            .find(|s| s["Sid"].as_str() == Some(sid))
+            .unwrap_or_else(|| panic!("{policy}: statement {sid}"))
+            .clone()
+    };
+    let start = WorkflowRequest {
+        workflow_request_id: "orders::4d3f6f3e-5b6a-4c1e-9a53-2f0c8d1e7b10".into(),
+        workflow_name: "orders".into(),
+        when: Some(whimbrel_core::dates::DateList(vec![2026.0, 12.0, 6.0, 0.0, 0.0, 0.0])),
+        when_epoch: Some(1.0),
+        source: Some("client".into()),
+        manual: None,
+        input: Some(serde_json::json!({"n": 1})),
+        expires_at_epoch: Some(2),
+        cancel_workflow_exec_id: None,
+        reason: None,
+        parent: None,
+        redrive_workflow_exec_id: None,
+    };
+    let cancel = WorkflowRequest {
+        cancel_workflow_exec_id: Some("orders::x".into()),
+        reason: Some("operator".into()),
+        ..start.clone()
+    };
+    let redrive = WorkflowRequest {
+        redrive_workflow_exec_id: Some("orders::x".into()),
+        ..start.clone()
+    };
+    let child = WorkflowRequest {
+        parent: Some(
+            serde_json::from_value(serde_json::json!({"workflow_exec_id": "p::1",
+            "workflow_name": "p", "activity_exec_id": "n::p::1", "depth": 1}))
+            .unwrap(),
+        ),
+        ..start.clone()
+    };
+    let names = |r: &WorkflowRequest| -> Vec<String> {
+        let item: serde_dynamo::Item = serde_dynamo::to_item(r).unwrap();
+        item.keys().cloned().collect()
+    };
+    for (policy, sid, allowed) in [
+        ("WorkflowClientPolicy", "StartWorkflows", vec![&start]),
+        (
+            "WorkflowOperatorPolicy",
+            "OperateWorkflows",
+            vec![&start, &cancel, &redrive],
+        ),
+    ] {
+        let s = statement(policy, sid);
+        assert_eq!(s["Action"].as_str(), Some("dynamodb:PutItem"), "{policy}");
+        let attrs: Vec<String> = (s["Condition"]["ForAllValues:StringEquals"]
+            ["dynamodb:Attributes"])
+            .as_sequence()
+            .unwrap()
+            .iter()
+            .map(|a| a.as_str().unwrap().to_string())
+            .collect();
+        for row in [&start, &cancel, &redrive, &child] {
+            let fits = names(row).iter().all(|n| attrs.contains(n));
+            assert_eq!(fits, allowed.contains(&row), "{policy}: {:?}", names(row));
+        }
+        let keys = &s["Condition"]["ForAllValues:StringLike"]["dynamodb:LeadingKeys"];
+        for (workflows, key, ok) in [
+            (&["orders"][..], "orders::4d3f", true),
+            (&["orders"][..], "payroll::4d3f", false),
+            (&["orders"][..], "ordersx::4d3f", false),
+            (&["orders"][..], "orders-4d3f", false),
+            (&["pay-*"][..], "pay-eu::4d3f", true),
+            (&["*"][..], "anything::4d3f", true),
+        ] {
+            let patterns = eval_list(keys, workflows);
+            assert_eq!(
+                patterns.iter().any(|p| like(p, key)),
+                ok,
+                "{policy} with ClientWorkflows={workflows:?} ({patterns:?}) and key {key}"
+            );
+        }
+    }
+    assert_eq!(
+        t["Parameters"]["ClientWorkflows"]["Default"].as_str(),
+        Some("*")
+    );
 }
