@@ -1249,7 +1249,9 @@ fn the_client_policies_scope_starts_and_keep_cancels_apart() {
     let start = WorkflowRequest {
         workflow_request_id: "orders::4d3f6f3e-5b6a-4c1e-9a53-2f0c8d1e7b10".into(),
         workflow_name: "orders".into(),
-        when: Some(whimbrel_core::dates::DateList(vec![2026.0, 12.0, 6.0, 0.0, 0.0, 0.0])),
+        when: Some(whimbrel_core::dates::DateList(vec![
+            2026.0, 12.0, 6.0, 0.0, 0.0, 0.0,
+        ])),
         when_epoch: Some(1.0),
         source: Some("client".into()),
         manual: None,
