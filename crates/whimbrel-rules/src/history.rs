@@ -22,11 +22,18 @@ pub const HISTORY_ERROR_BYTES: usize = 256;
 /// `error` as a history entry keeps it: its first [`HISTORY_ERROR_BYTES`]
 /// bytes, cut on a character boundary.
 pub fn history_error(error: &str) -> String {
-    let mut end = error.len().min(HISTORY_ERROR_BYTES);
-    while !error.is_char_boundary(end) {
+    cut(error, HISTORY_ERROR_BYTES).to_string()
+}
+
+/// The longest start of `text` of at most `max` bytes that ends on a
+/// character boundary: every text the engine cuts (errors, reasons) is
+/// cut here, so none is cut inside a character (which panics).
+pub fn cut(text: &str, max: usize) -> &str {
+    let mut end = text.len().min(max);
+    while !text.is_char_boundary(end) {
         end -= 1;
     }
-    error[..end].to_string()
+    &text[..end]
 }
 
 /// One accepted transition in an activity's bounded audit trail.

@@ -25,11 +25,8 @@ pub fn cap_error(text: &str) -> String {
         return text.to_string();
     }
     // Room for the marker: " [... N bytes cut]" with N up to 10 digits.
-    let mut end = MAX_ERROR_BYTES - 32;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{} [... {} bytes cut]", &text[..end], text.len() - end)
+    let kept = crate::history::cut(text, MAX_ERROR_BYTES - 32);
+    format!("{kept} [... {} bytes cut]", text.len() - kept.len())
 }
 
 /// What an input carries besides its transition.

@@ -271,8 +271,7 @@ pub fn report_details(
 /// given the store's reason: recorded as FAILED with a short reason,
 /// without its payload.
 pub fn unstorable(transition: Transition, reason: &str) -> (Transition, Details) {
-    let mut msg = reason.to_string();
-    msg.truncate(300);
+    let msg = crate::history::cut(reason, 300);
     let t = if transition == Transition::Completed {
         Transition::Failed
     } else {

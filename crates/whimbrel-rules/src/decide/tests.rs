@@ -730,3 +730,15 @@ fn an_episodic_execution_is_never_redriven() {
     };
     assert_eq!(super::redrive::workflow_refusal(&plain), None);
 }
+
+/// DynamoDB's reason for refusing a report is kept cut to 300 bytes, on a
+/// character boundary: a multi-byte character across byte 300 once made
+/// `String::truncate` panic.
+#[test]
+fn an_unstorable_reason_is_cut_on_a_character_boundary() {
+    let reason = format!("{}é and more", "x".repeat(299));
+    let (t, d) = unstorable(Transition::Completed, &reason);
+    assert_eq!(t, Transition::Failed);
+    let error = d.error.unwrap();
+    assert!(error.ends_with(&"x".repeat(299)), "{error}");
+}
