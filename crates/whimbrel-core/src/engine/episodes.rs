@@ -428,6 +428,9 @@ impl<L: Launcher> Engine<L> {
         let nodes = self.nodes_named(workflow_exec_id, names.iter()).await?;
         let ctx = DecisionContext {
             state_by_name: nodes.iter().map(|(n, a)| (n.clone(), a.state)).collect(),
+            dependents_by_name: (nodes.iter())
+                .map(|(n, a)| (n.clone(), a.links.dependents.len()))
+                .collect(),
             node_count: state.activity_count as usize,
             open_bytes: state.open_nodes.iter().map(String::len).sum(),
             markers: if records_markers(&answer) {

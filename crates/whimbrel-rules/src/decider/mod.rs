@@ -42,6 +42,15 @@ pub const MAX_OPEN_NODE_BYTES: usize = 100_000;
 /// name replaces its value and adds none.
 pub const MAX_MARKERS: usize = 50;
 
+/// Most prerequisites of one decided node, and most nodes that depend on
+/// one node of an episodic execution: a decided node keeps both lists on
+/// its item (`prerequisites`, `dependents`: activity exec ids of up to 166
+/// bytes), with no join groups as a static plan's wide joins have, so
+/// 2 × 500 ids (166,000 bytes) keep it well within DynamoDB's 400 KB with
+/// its history and payload references (issue 42 A.1; docs/limits.md § 4).
+/// Wider joins: a static plan, or a child workflow per part.
+pub const MAX_DECIDED_LINKS: usize = 500;
+
 /// Refused answers in a row after which the workflow fails with the last
 /// reason (design.md § 10.3).
 pub const DEFAULT_MAX_REFUSALS: u32 = 5;
@@ -203,6 +212,9 @@ pub struct DecisionContext {
     pub markers: std::collections::BTreeSet<String>,
     /// Events were appended after those this decision was shown.
     pub unseen_events: bool,
+    /// How many dependents each node the answer names has already (its
+    /// `dependents` list; absent: none), bounded by [`MAX_DECIDED_LINKS`].
+    pub dependents_by_name: HashMap<String, usize>,
     /// Now, epoch seconds (a timer's `until` is judged against it).
     pub now: i64,
     /// The answer is the execution's first (to `workflow_started`): only
@@ -297,6 +309,19 @@ pub enum DecisionRefusal {
         /// The markers it would make.
         count: usize,
     },
+    /// A decided node past [`MAX_DECIDED_LINKS`] prerequisites, or a node
+    /// past that many dependents.
+    #[error("decision {index}: activity {name:?} would have {count} {what}; at most {MAX_DECIDED_LINKS} are allowed for a decided node (a wider join needs a static plan or child workflows)")]
+    TooManyLinks {
+        /// The decision's index.
+        index: usize,
+        /// The node.
+        name: String,
+        /// `prerequisites` or `dependents`.
+        what: &'static str,
+        /// How many it would have.
+        count: usize,
+    },
     /// A result, input or reason out of bounds.
     #[error("decision {index}: {what} is {size} bytes; at most {max} are allowed")]
     TooLarge {
@@ -363,6 +388,7 @@ pub fn validate(answer: &DecisionsAnswer, ctx: &DecisionContext) -> Result<(), D
     }
     open_bytes_within(answer, ctx.open_bytes)?;
     markers_within(answer, &ctx.markers)?;
+    links_within(answer, &ctx.dependents_by_name)?;
     let last = answer.decisions.len().saturating_sub(1);
     let mut names = ctx.state_by_name.clone();
     for (index, d) in answer.decisions.iter().enumerate() {
@@ -418,6 +444,44 @@ fn markers_within(
                     name: name.clone(),
                     count: names.len(),
                 });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Each node `answer` schedules depends on at most [`MAX_DECIDED_LINKS`]
+/// nodes, and each node depended on has at most that many dependents,
+/// counting those it has (`known`) and the answer's.
+///
+/// Errors: [`DecisionRefusal::TooManyLinks`] at the decision that passes
+/// either.
+fn links_within(
+    answer: &DecisionsAnswer,
+    known: &HashMap<String, usize>,
+) -> Result<(), DecisionRefusal> {
+    let mut dependents = known.clone();
+    for (index, d) in answer.decisions.iter().enumerate() {
+        let Decision::Schedule { activities } = d else {
+            continue;
+        };
+        for a in activities {
+            let too_many = |name: &str, what, count| DecisionRefusal::TooManyLinks {
+                index,
+                name: name.into(),
+                what,
+                count,
+            };
+            let distinct: std::collections::BTreeSet<&String> = a.depends_on.iter().collect();
+            if distinct.len() > MAX_DECIDED_LINKS {
+                return Err(too_many(&a.name, "prerequisites", distinct.len()));
+            }
+            for p in distinct {
+                let count = dependents.entry(p.clone()).or_default();
+                *count += 1;
+                if *count > MAX_DECIDED_LINKS {
+                    return Err(too_many(p, "dependents", *count));
+                }
             }
         }
     }

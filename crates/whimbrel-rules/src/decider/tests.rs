@@ -19,6 +19,7 @@ fn ctx() -> DecisionContext {
         open_bytes: 1,
         markers: Default::default(),
         unseen_events: false,
+        dependents_by_name: Default::default(),
         now: 1_000,
         first: false,
     }
@@ -463,4 +464,48 @@ fn a_request_over_its_budget_shows_fewer_events() {
     let mut tiny = r.clone();
     tiny.fit(10);
     assert_eq!(tiny.events.len(), 1, "never fewer than one");
+}
+
+/// Issue 42 A.1: a decided node keeps its prerequisites and dependents on
+/// its item, so a reduce over 9,500 nodes passed validation and then could
+/// not be written (400 KB), and the execution was stuck. An answer past
+/// [`MAX_DECIDED_LINKS`] either way is refused with the reason, before
+/// anything is written; at the limit it is judged as any other.
+#[test]
+fn a_decided_node_within_its_links_is_admitted_and_past_them_refused() {
+    use crate::contract::ActivityState::Completed;
+    let names: Vec<String> = (0..=MAX_DECIDED_LINKS).map(|i| format!("n{i}")).collect();
+    let mut context = ctx();
+    context
+        .state_by_name
+        .extend(names.iter().map(|n| (n.clone(), Completed)));
+    context.node_count += names.len();
+    let reduce = |over: &[String]| {
+        answer(json!([{"type": "schedule", "activities": [
+            {"name": "reduce", "lambda": "f", "depends_on": over}]}]))
+    };
+    assert_eq!(
+        validate(&reduce(&names[..MAX_DECIDED_LINKS]), &context),
+        Ok(())
+    );
+    let refused = validate(&reduce(&names), &context).unwrap_err();
+    assert!(
+        matches!(&refused, DecisionRefusal::TooManyLinks { what: "prerequisites", count, .. } if *count == MAX_DECIDED_LINKS + 1),
+        "{refused}"
+    );
+    // Dependents: those a node has, and those the answer adds.
+    let fan = |count: usize| {
+        let nodes: Vec<Value> = (0..count)
+            .map(|i| json!({"name": format!("d{i}"), "lambda": "f", "depends_on": ["a"]}))
+            .collect();
+        answer(json!([{"type": "schedule", "activities": nodes}]))
+    };
+    context.dependents_by_name.insert("a".into(), 100);
+    assert_eq!(validate(&fan(MAX_DECIDED_LINKS - 100), &context), Ok(()));
+    let refused = validate(&fan(MAX_DECIDED_LINKS - 99), &context).unwrap_err();
+    assert!(
+        matches!(&refused, DecisionRefusal::TooManyLinks { name, what: "dependents", .. } if name == "a"),
+        "{refused}"
+    );
+    assert!(refused.to_string().contains("at most 500"), "{refused}");
 }
