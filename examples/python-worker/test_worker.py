@@ -112,7 +112,7 @@ class WorkerTest(unittest.TestCase):
         cls.events = db.Table(f"{PREFIX}activity_event")
 
     def worker(self, task_list, name="w1"):
-        return worker.Worker(task_list, name, PREFIX, ENDPOINT)
+        return worker.Worker(task_list, name, PREFIX, ENDPOINT, claim_in_process=True)
 
     def put(self, item):
         self.execs.put_item(Item=item)
@@ -132,7 +132,7 @@ class WorkerTest(unittest.TestCase):
         proc = subprocess.Popen(
             [sys.executable, os.path.join(HERE, "worker.py"), "--task-list", task_list,
              "--table-prefix", PREFIX, "--endpoint-url", ENDPOINT, "--name", "cli",
-             "--max-tasks", "1", "--idle-exit", "20", *args],
+             "--max-tasks", "1", "--idle-exit", "20", "--claim-in-process", *args],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, **ENV})
         if until:
             until(proc)
@@ -172,9 +172,9 @@ class WorkerTest(unittest.TestCase):
             self.put(t)
         self.put(queued_task(tl, "later", now + 3600))  # a retry's delay
         w = self.worker(tl)
-        got = [w.claim()[0]["activity_name"] for _ in range(3)]
+        got = [w.claim_row()[0]["activity_name"] for _ in range(3)]
         self.assertEqual(got, ["t0", "t1", "t2"])
-        self.assertIsNone(w.claim())
+        self.assertIsNone(w.claim_row())
 
     def test_two_concurrent_claims_of_one_task_one_wins(self):
         tl = f"tl-{uuid.uuid4().hex[:6]}"
@@ -205,7 +205,7 @@ class WorkerTest(unittest.TestCase):
 
         def poll(w):
             gate.wait()
-            results[w.name] = w.claim()
+            results[w.name] = w.claim_row()
         threads = [threading.Thread(target=poll, args=(w,)) for w in workers]
         for t in threads:
             t.start()
@@ -220,7 +220,7 @@ class WorkerTest(unittest.TestCase):
         for heartbeat in (6, None):
             before = self.put(queued_task(tl, "claimed", now - 5, heartbeat=heartbeat, timeout=60))
             w = self.worker(tl, "host-1:42")
-            item, token = w.claim()
+            item, token = w.claim_row()
             at = int(item["start_time_epoch"])
             self.assertLessEqual(abs(at - int(time.time())), 2)
             aid = before["activity_exec_id"]
@@ -245,7 +245,7 @@ class WorkerTest(unittest.TestCase):
             self.assertEqual(item["heartbeat_time_epoch"], at if heartbeat else -1)
         # schedule-to-close bounds the due marker when it comes first.
         t = self.put(queued_task(tl, "s2c", now - 100, timeout=600, schedule_to_close_seconds=130))
-        item, _ = self.worker(tl).claim()
+        item, _ = self.worker(tl).claim_row()
         self.assertEqual(item["activity_exec_id"], t["activity_exec_id"])
         self.assertEqual(item["due_epoch"], now + 30)
 
@@ -341,11 +341,58 @@ class WorkerTest(unittest.TestCase):
         tl = f"tl-{uuid.uuid4().hex[:6]}"
         self.put(queued_task(tl, "quiet", int(time.time()) - 5))
         w = self.worker(tl)
-        item, token = w.claim()
-        self.assertEqual(w.heartbeat(item, worker.token_hash(token)), "RUNNING")
-        self.assertIsNone(w.heartbeat(item, worker.token_hash("stale")))
+        p = w.claim()
+        item = self.get(p)
+        self.assertEqual(w.heartbeat(p), "RUNNING")
+        self.assertIsNone(w.heartbeat({**p, "attempt_token": "stale"}))
         self.assertEqual(self.get(item)["heartbeat_time_epoch"], -1)
         self.assertNotIn("heartbeat_time", self.get(item))
+
+    def test_heartbeat_writes_its_time_only(self):
+        tl = f"tl-{uuid.uuid4().hex[:6]}"
+        self.put(queued_task(tl, "beating", int(time.time()) - 5, heartbeat=30))
+        w = self.worker(tl)
+        p = w.claim()
+        before = self.get(p)
+        time.sleep(1.1)
+        self.assertEqual(w.heartbeat(p), "RUNNING")
+        after = self.get(p)
+        changed = {k for k in set(before) | set(after) if before.get(k) != after.get(k)}
+        self.assertEqual(changed, {"heartbeat_time", "heartbeat_time_epoch"})
+
+    def test_a_claim_through_the_claim_function(self):
+        """The default claim: one synchronous invoke of the engine's claim
+        function (a stand-in Lambda client here; the real function runs in
+        tests/e2e-workers.sh), whose answer is the payload. A refusal is
+        the function's error, raised with its message."""
+        class Body:
+            def __init__(self, value):
+                self.value = value
+
+            def read(self):
+                return json.dumps(self.value).encode()
+
+        class Lambdas:
+            def __init__(self, answers):
+                self.answers, self.calls = answers, []
+
+            def invoke(self, **kw):
+                self.calls.append(kw)
+                return self.answers.pop(0)
+        task = {"activity_exec_id": "a::1", "attempt_token": "t"}
+        lambdas = Lambdas([{"Payload": Body({"task": task, "lost_claims": 2})},
+                           {"Payload": Body({"task": None})},
+                           {"Payload": Body({"errorMessage": "task list \"x\" is not served"}),
+                            "FunctionError": "Unhandled"}])
+        w = worker.Worker("pool", "w9", PREFIX, ENDPOINT, claim_function="claims", lambda_client=lambdas)
+        self.assertEqual(w.claim(), task)
+        self.assertEqual(w.stats["lost_claims"], 2)
+        self.assertIsNone(w.claim())
+        with self.assertRaisesRegex(worker.ClaimRefused, "is not served"):
+            w.claim()
+        self.assertEqual(lambdas.calls[0]["FunctionName"], "claims")
+        self.assertEqual(lambdas.calls[0]["InvocationType"], "RequestResponse")
+        self.assertEqual(json.loads(lambdas.calls[0]["Payload"]), {"task_lists": ["pool"], "worker": "w9"})
 
 
 if __name__ == "__main__":

@@ -1,23 +1,25 @@
 #!/usr/bin/env python3
 """A Whimbrel task-list worker in plain Python (boto3 + the standard library).
 
-It follows the claim protocol of the Rust `Worker` (crates/whimbrel-core/
-src/worker.rs; `claim_task_update` in src/engine/attempts.rs), row by row
+It does what the Rust `Worker` does (crates/whimbrel-core/src/worker.rs),
 as docs/workers.md states it:
 
-1. Poll: Query `{prefix}activity_exec`, index
-   `task_list_shard-task_queued_epoch-index`, for each shard k in 0..4:
-   `task_list_shard = "{task_list}#{k}" AND task_queued_epoch <= now`,
-   Limit 5; oldest first. Back off 0.1 s doubling to 5 s while idle.
-2. GetItem (consistent) each candidate; skip it unless QUEUED, still in
-   the index (`task_list_shard`) and unclaimed (no `attempt_token_hash`).
-3. Claim: one UpdateItem conditioned on the version read, QUEUED, in the
-   index, unclaimed: RUNNING with a fresh token's hash and the RUNNING due
-   marker. A failed condition means another worker won: try the next one.
-4. Run the handler (built in, or `--exec CMD`) while a background thread
-   heartbeats: CANCELLED_RUNNING stops the work and is acknowledged with
-   CANCEL; a task no longer ours (timed out, retried) is dropped silently.
-5. Report COMPLETED or FAILED: one PutItem into `{prefix}activity_event`
+1. Claim: invoke the engine's claim function (`--claim-function`, default
+   WHIMBREL_CLAIM_FUNCTION or `whimbrel-task-claim`; the stack's output
+   TaskClaimFunctionName) with {"task_lists": [list], "worker": name}. It
+   answers {"task": <launch payload with the attempt token> | null}. Back
+   off 0.1 s doubling to 5 s while idle. The worker's role thus writes no
+   activity item beyond its heartbeat (TaskListWorkerPolicy).
+   With `--claim-in-process` (a process holding the engine's grant, as the
+   Full Logic API) it claims row by row instead: Query the list's shards of
+   `task_list_shard-task_queued_epoch-index`, re-read each candidate, and
+   claim it with the UpdateItem of `claim_task_update`.
+2. Run the handler (built in, or `--exec CMD`) while a background thread
+   heartbeats as an activity does (a GetItem of the state and token hash,
+   then an UpdateItem of `heartbeat_time(_epoch)` only): CANCELLED_RUNNING
+   stops the work and is acknowledged with CANCEL; a task no longer ours
+   (timed out, retried) is dropped silently.
+3. Report COMPLETED or FAILED: one PutItem into `{prefix}activity_event`
    carrying the attempt and its token.
 
 A worker that dies is caught by the heartbeat or start-to-close timeout and
@@ -176,8 +178,13 @@ def exec_handler(cmd, passed=()):
     return run
 
 
+HEARTBEAT_READS = ["activity_exec_id", "workflow_exec_id", "state", "attempt_token_hash",
+                   "heartbeat_enabled", "require_tokens"]
+
+
 class Worker:
-    def __init__(self, task_list, name, prefix="whimbrel_", endpoint_url=None, region=None, handler=None):
+    def __init__(self, task_list, name, prefix="whimbrel_", endpoint_url=None, region=None, handler=None,
+                 claim_function=None, claim_in_process=False, lambda_client=None):
         db = boto3.resource("dynamodb", endpoint_url=endpoint_url, region_name=region)
         self.execs = db.Table(f"{prefix}activity_exec")
         # Resources are not thread-safe: the heartbeat thread has its own.
@@ -188,9 +195,26 @@ class Worker:
         self.handler = handler or example_handler
         self.stats = dict(claimed=0, completed=0, failed=0, abandoned=0, lost_claims=0)
         self.failed_check = self.execs.meta.client.exceptions.ConditionalCheckFailedException
+        self.claim_in_process = claim_in_process
+        self.claim_function = claim_function or os.environ.get("WHIMBREL_CLAIM_FUNCTION") or "whimbrel-task-claim"
+        # Lambda's endpoint is the environment's (AWS_ENDPOINT_URL_LAMBDA locally), not DynamoDB's.
+        self.lambdas = lambda_client or (None if claim_in_process else boto3.client("lambda", region_name=region))
 
     def key(self, item):
         return {"activity_exec_id": item["activity_exec_id"], "workflow_exec_id": item["workflow_exec_id"]}
+
+    def claim(self):
+        """Claim the oldest claimable task: its launch payload, or None."""
+        if self.claim_in_process:
+            got = self.claim_row()
+            return self.payload(*got) if got else None
+        r = self.lambdas.invoke(FunctionName=self.claim_function, InvocationType="RequestResponse",
+                                Payload=json.dumps({"task_lists": [self.task_list], "worker": self.name}))
+        body = json.loads(r["Payload"].read() or b"null")
+        if r.get("FunctionError"):
+            raise ClaimRefused(f"{self.claim_function}: {body}")
+        self.stats["lost_claims"] += int(body.get("lost_claims", 0))
+        return body.get("task")
 
     def candidates(self, now):
         found = []
@@ -201,8 +225,8 @@ class Worker:
                 ExpressionAttributeValues={":s": f"{self.task_list}#{k}", ":now": now})["Items"]
         return sorted(found, key=lambda i: i["task_queued_epoch"])
 
-    def claim(self):
-        """Claim the oldest claimable task: (claimed item, token) or None."""
+    def claim_row(self):
+        """The in-process claim, row by row: (claimed item, token) or None."""
         for c in self.candidates(int(time.time())):
             item = self.execs.get_item(Key=self.key(c), ConsistentRead=True).get("Item")
             if (not item or item.get("state") != "QUEUED" or "task_list_shard" not in item
@@ -217,7 +241,7 @@ class Worker:
         return None
 
     def payload(self, item, token):
-        """The launch payload (Engine::launch_payload)."""
+        """The launch payload (Engine::launch_payload) of an in-process claim."""
         table, prerequisites = self.execs.name, {}
         keys = [{"activity_exec_id": p, "workflow_exec_id": item["workflow_exec_id"]}
                 for p in item.get("prerequisites", [])]
@@ -236,25 +260,28 @@ class Worker:
             p["timeout_seconds"] = item["timeout_seconds"]
         return p
 
-    def heartbeat(self, item, hash_):
+    def heartbeat(self, p):
         """The activity's state if this attempt is still live, else None.
-        With heartbeats enabled it writes `heartbeat_time(_epoch)`
-        (Engine::heartbeat_attempt); without, it only reads."""
-        if not item.get("heartbeat_enabled"):
-            now = self.beats.get_item(Key=self.key(item), ConsistentRead=True).get("Item") or {}
-            return now.get("state") if now.get("attempt_token_hash") == hash_ else None
-        now = int(time.time())
-        try:
-            return self.beats.update_item(
-                Key=self.key(item),
-                UpdateExpression="SET heartbeat_time_epoch = :now, heartbeat_time = :when",
-                ConditionExpression="#state IN (:running, :cancelled_running) AND attempt_token_hash = :hash",
-                ExpressionAttributeNames={"#state": "state"},
-                ExpressionAttributeValues={":now": now, ":when": date_list(now), ":running": "RUNNING",
-                                           ":cancelled_running": "CANCELLED_RUNNING", ":hash": hash_},
-                ReturnValues="ALL_NEW")["Attributes"]["state"]
-        except self.failed_check:
+        As Activity::heartbeat, within the activity role's attributes: a
+        GetItem of HEARTBEAT_READS, the token checked here, then, while
+        RUNNING with heartbeats enabled, an UpdateItem of
+        `heartbeat_time(_epoch)` only."""
+        seen = self.beats.get_item(Key=self.key(p), ConsistentRead=True,
+                                   ProjectionExpression=", ".join(f"#a{i}" for i in range(len(HEARTBEAT_READS))),
+                                   ExpressionAttributeNames={f"#a{i}": a for i, a in enumerate(HEARTBEAT_READS)}
+                                   ).get("Item")
+        if not seen or seen.get("attempt_token_hash") != token_hash(p["attempt_token"]):
             return None
+        if seen.get("state") == "RUNNING" and seen.get("heartbeat_enabled"):
+            now = int(time.time())
+            try:
+                self.beats.update_item(
+                    Key=self.key(p), ConditionExpression="attribute_exists(activity_exec_id)",
+                    UpdateExpression="SET heartbeat_time_epoch = :now, heartbeat_time = :when",
+                    ExpressionAttributeValues={":now": now, ":when": date_list(now)})
+            except self.failed_check:
+                return None
+        return seen.get("state")
 
     def report(self, p, transition, output=None, error=None):
         now = int(time.time())
@@ -274,15 +301,14 @@ class Worker:
             row["expires_at_epoch"] = now + days * 86400
         self.events.put_item(Item=row, ConditionExpression="attribute_not_exists(activity_event_id)")
 
-    def run_task(self, item, token):
-        p = self.payload(item, token)
+    def run_task(self, p):
         stop, done, why = threading.Event(), threading.Event(), []
         every = max(1, int(p["heartbeat_timeout_seconds"]) // 3) if "heartbeat_timeout_seconds" in p else 30
 
         def beat():
             while not done.wait(every):
                 try:
-                    state = self.heartbeat(item, item["attempt_token_hash"])
+                    state = self.heartbeat(p)
                 except (ClientError, BotoCoreError) as e:
                     log(f"heartbeat failed, will try again: {e}")
                     continue
@@ -321,12 +347,12 @@ class Worker:
         while max_tasks is None or self.stats["claimed"] < max_tasks:
             try:
                 got = self.claim()
-            except (ClientError, BotoCoreError) as e:
+            except (ClientError, BotoCoreError, ClaimRefused) as e:
                 log(f"poll failed: {e}")
                 got = None
             if got:
                 self.stats["claimed"] += 1
-                self.run_task(*got)
+                self.run_task(got)
                 wait, idle_since = 0.1, time.monotonic()
                 continue
             if idle_exit is not None and time.monotonic() - idle_since >= idle_exit:
@@ -334,6 +360,11 @@ class Worker:
             time.sleep(wait)
             wait = min(wait * 2, 5.0)
         return self.stats
+
+
+class ClaimRefused(Exception):
+    """The claim function answered an error (a list it does not serve, a
+    malformed request): its message says why."""
 
 
 def log(text):
@@ -353,9 +384,14 @@ def main(argv=None):
     a.add_argument("--exec", dest="cmd", metavar="CMD", help="run CMD per task: payload on stdin, output on stdout")
     a.add_argument("--pass-env", action="append", default=[], metavar="NAME",
                    help="pass this variable of the worker's environment on to CMD (repeatable)")
+    a.add_argument("--claim-function", help="the engine's claim function (default: WHIMBREL_CLAIM_FUNCTION, "
+                   "else whimbrel-task-claim; deployed: the stack's output TaskClaimFunctionName)")
+    a.add_argument("--claim-in-process", action="store_true",
+                   help="claim row by row with the engine's own grant instead (Full Logic API)")
     o = a.parse_args(argv)
     w = Worker(o.task_list, o.name, o.table_prefix, o.endpoint_url, o.region,
-               exec_handler(o.cmd, o.pass_env) if o.cmd else None)
+               exec_handler(o.cmd, o.pass_env) if o.cmd else None,
+               claim_function=o.claim_function, claim_in_process=o.claim_in_process)
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # print the summary on a plain kill too
     try:
         w.run(o.max_tasks, o.idle_exit)

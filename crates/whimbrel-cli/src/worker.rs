@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 use tokio::io::AsyncWriteExt;
 use whimbrel_core::engine::{Engine, EngineConfig};
 use whimbrel_core::plan::LaunchPayload;
-use whimbrel_core::worker::{Worker, WorkerOptions};
+use whimbrel_core::worker::{Claimer, Worker, WorkerOptions};
 
 use crate::{store_for, CliError, Global};
 
@@ -55,6 +55,16 @@ pub struct WorkerArgs {
     /// credentials or settings.
     #[arg(long = "pass-env", value_name = "NAME")]
     pub pass_env: Vec<String>,
+    /// The engine's claim function, invoked for each claim (the stack's
+    /// output `TaskClaimFunctionName`; locally its binary's name). The
+    /// worker's role then needs no write to `activity_exec` beyond its
+    /// heartbeat (template.yaml `TaskListWorkerPolicy`).
+    #[arg(long, env = "WHIMBREL_CLAIM_FUNCTION", default_value = whimbrel_core::worker::DEFAULT_CLAIM_FUNCTION)]
+    pub claim_function: String,
+    /// Claim in this process instead, with the engine's own grant on
+    /// `activity_exec` (the Full Logic API; no claim function needed).
+    #[arg(long)]
+    pub claim_in_process: bool,
 }
 
 /// The variables of the worker's environment every command gets: what a
@@ -149,6 +159,11 @@ pub async fn run(g: &Global, args: WorkerArgs) -> Result<(), CliError> {
         Worker::new(Engine::new(store, (), config), first, name, options),
         |w, list| w.also_on(list.clone()),
     );
+    let worker = if args.claim_in_process {
+        worker
+    } else {
+        worker.claiming_with(Claimer::function(args.claim_function.clone()).await)
+    };
     let stats = worker.run(|p| run_command(&args, p)).await?;
     println!("{}", serde_json::to_string(&stats).expect("serializable"));
     Ok(())

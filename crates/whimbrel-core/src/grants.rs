@@ -213,19 +213,25 @@ pub const ACTIVITY: &[Grant] = &[
 /// does not cover.
 pub const SIGNAL_SENDER: &[Grant] = &[g("dynamodb:PutItem", "signal")];
 
-/// A task-list worker (`worker.rs`, `whimbrel worker`; the row-level
-/// protocol of `docs/workers.md`, which `examples/python-worker` follows
-/// with a subset of these calls): poll its lists' shards of the task-list
-/// index, read a candidate and claim it, build the launch payload (the
-/// prerequisites' items, outputs kept on event rows, an input row or the
-/// plan), heartbeat, and report (template.yaml `TaskListWorkerPolicy`,
-/// whose poll is limited to the `TaskLists` parameter's lists).
-pub const WORKER: &[Grant] = &[
+/// A task-list worker (`worker.rs`, `whimbrel worker`, and
+/// `examples/python-worker`): it claims by invoking the claim function
+/// (`lambda:InvokeFunction`, a [`PLATFORM`] action), then heartbeats and
+/// reports exactly as an activity does: the grants of [`ACTIVITY`]
+/// (template.yaml `TaskListWorkerPolicy`, whose statements are those of
+/// `ExampleActivityPolicy` and the invoke). Issue 42 B.1: a worker that
+/// could write activity items could set any task's token hash and forge
+/// its output.
+pub const WORKER: &[Grant] = ACTIVITY;
+
+/// `whimbrel-task-claim` (`engine/claim.rs`): poll the lists' shards of
+/// the task-list index, re-read a candidate and claim it (conditional
+/// UpdateItem), and build the launch payload (the prerequisites' items,
+/// outputs kept on event rows, an input row or the plan).
+pub const TASK_CLAIM: &[Grant] = &[
     ix("activity_exec", "task_list_shard-task_queued_epoch-index"),
     g("dynamodb:GetItem", "activity_exec"),
     g("dynamodb:UpdateItem", "activity_exec"),
     g("dynamodb:BatchGetItem", "activity_exec"),
-    g("dynamodb:PutItem", "activity_event"),
     g("dynamodb:BatchGetItem", "activity_event"),
     g("dynamodb:GetItem", "workflow_plan"),
     g("dynamodb:BatchGetItem", "workflow_plan"),

@@ -524,6 +524,28 @@ pub async fn monitor_event<L: Launcher>(
     Ok(serde_json::to_value(response).expect("serializable"))
 }
 
+/// The claim function's entry point (`whimbrel-task-claim`, issue 42 B.1):
+/// a worker's [`crate::worker::ClaimRequest`] in, a
+/// [`crate::worker::ClaimResponse`] out (`{"task": null}` when nothing is
+/// claimable). `scope` is the function's `WHIMBREL_CLAIM_TASK_LISTS`.
+///
+/// Errors: [`PayloadError`] with the reason for a payload that is not a
+/// claim request or a claim the scope or limits refuse (the worker sees
+/// it as the function's error), and for a store that is unavailable.
+pub async fn claim_event<L: Launcher>(
+    engine: &Engine<L>,
+    scope: &crate::worker::ClaimScope,
+    payload: &Value,
+) -> Result<Value, PayloadError> {
+    let req: crate::worker::ClaimRequest = serde_json::from_value(payload.clone())
+        .map_err(|e| PayloadError(format!("not a claim request: {e}")))?;
+    let answer = engine.claim_task(&req, scope).await.map_err(|e| {
+        warn!(worker = %req.worker, task_lists = ?req.task_lists, error = %e, "claim refused");
+        PayloadError(e.to_string())
+    })?;
+    Ok(serde_json::to_value(answer).expect("serializable"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

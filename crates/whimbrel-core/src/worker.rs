@@ -1,15 +1,19 @@
 //! External workers: processes that claim task-list activities instead of
 //! being invoked (the task-server spec's work stealing; SWF task lists).
 //!
-//! A [`Worker`] polls its task list's sparse GSI
-//! (`task_list_shard-task_queued_epoch-index`, every shard) for the oldest
-//! claimable task, claims it with one conditional write (QUEUED → RUNNING
-//! with a fresh attempt token: [`crate::engine::decide::claim_task_update`]),
-//! runs a handler while heartbeating in the background, and reports
-//! COMPLETED or FAILED through the Simple Lambda API like any activity. A
-//! worker that dies is caught by the heartbeat or start-to-close timeout
-//! and the activity is retried per its policy. The row-level protocol, for
-//! workers in other languages, is in `docs/workers.md`.
+//! A [`Worker`] asks the engine for the oldest claimable task of its lists
+//! ([`Engine::claim_task`]: the engine makes the conditional write, QUEUED
+//! → RUNNING, and mints the attempt token), runs a handler while
+//! heartbeating in the background, and reports COMPLETED or FAILED through
+//! the Simple Lambda API like any activity. Deployed, it claims through
+//! the engine's claim function ([`Claimer::Function`], template.yaml
+//! `TaskClaimFunction`), so its role writes no activity item beyond its
+//! heartbeat (issue 42 B.1: a worker that could write items could set any
+//! task's token and forge its output); a Full Logic API process with the
+//! engine's own grant claims in-process ([`Claimer::Engine`]). A worker
+//! that dies is caught by the heartbeat or start-to-close timeout and the
+//! activity is retried per its policy. The row-level protocol, for workers
+//! in other languages, is in `docs/workers.md`.
 //!
 //! ```no_run
 //! # async fn run(engine: whimbrel_core::engine::Engine<()>) -> Result<(), whimbrel_core::engine::EngineError> {
@@ -21,21 +25,23 @@
 //! # Ok(()) }
 //! ```
 
-use crate::attr;
 use std::future::Future;
 use std::time::Duration;
 
-use serde::Deserialize;
 use serde_json::Value;
 use tracing::{info, warn};
 
 use crate::activity::Activity;
 use crate::contract::ActivityState;
-use crate::engine::{decide, Engine, EngineError};
-use crate::ids;
-use crate::model::ActivityExec;
+use crate::engine::{Engine, EngineError};
+use crate::launcher::{InvokeError, LambdaLauncher, Launcher};
+pub use crate::model::claim::{ClaimRequest, ClaimResponse, ClaimScope};
 use crate::plan::LaunchPayload;
-use crate::store::{self, n, s, Cmp, KeyCond, StoreError};
+
+/// The claim function's name on the local stack (`whimbrel local` serves
+/// functions by their binary's name); deployed, the stack's output
+/// `TaskClaimFunctionName`. Workers read it from `WHIMBREL_CLAIM_FUNCTION`.
+pub const DEFAULT_CLAIM_FUNCTION: &str = "whimbrel-task-claim";
 
 /// How a worker polls and stops.
 #[derive(Debug, Clone)]
@@ -49,8 +55,6 @@ pub struct WorkerOptions {
     pub max_tasks: Option<u64>,
     /// Stop after this long without a task, seconds (`None`: never).
     pub idle_exit_seconds: Option<u64>,
-    /// Candidates read per shard and poll (the oldest first).
-    pub candidates: i32,
 }
 
 impl Default for WorkerOptions {
@@ -60,7 +64,6 @@ impl Default for WorkerOptions {
             max_poll_ms: 5_000,
             max_tasks: None,
             idle_exit_seconds: None,
-            candidates: 5,
         }
     }
 }
@@ -81,17 +84,64 @@ pub struct WorkerStats {
     pub lost_claims: u64,
 }
 
-#[derive(Debug, Deserialize)]
-struct TaskKey {
-    activity_exec_id: String,
-    workflow_exec_id: String,
-    task_queued_epoch: i64,
+/// Who makes a worker's claims.
+#[derive(Debug, Clone)]
+pub enum Claimer {
+    /// An engine in this process, with the engine's grant on
+    /// `activity_exec` (Full Logic API; every list: [`ClaimScope::all`]).
+    Engine(Box<Engine<()>>),
+    /// The engine's claim function, invoked synchronously
+    /// (RequestResponse) with a [`ClaimRequest`]; it answers a
+    /// [`ClaimResponse`], or an error whose message is the refusal.
+    Function {
+        /// Lambda Invoke (`AWS_ENDPOINT_URL_LAMBDA` locally).
+        launcher: LambdaLauncher,
+        /// Its name or ARN ([`DEFAULT_CLAIM_FUNCTION`] locally).
+        name: String,
+    },
+}
+
+impl Claimer {
+    /// The claim function `name`, invoked over the environment's AWS
+    /// configuration (`AWS_ENDPOINT_URL_LAMBDA` locally: `whimbrel local`).
+    pub async fn function(name: impl Into<String>) -> Self {
+        let sdk = crate::aws_config(None).await;
+        Claimer::Function {
+            launcher: LambdaLauncher::new(aws_sdk_lambda::Client::new(&sdk)),
+            name: name.into(),
+        }
+    }
+
+    /// One claim. Errors: [`EngineError::Rejected`] for a refused request
+    /// or a function that does not answer a claim; [`EngineError::Retry`]
+    /// when DynamoDB or Lambda is unavailable.
+    pub async fn claim(&self, req: &ClaimRequest) -> Result<ClaimResponse, EngineError> {
+        match self {
+            Claimer::Engine(engine) => engine.claim_task(req, &ClaimScope::all()).await,
+            Claimer::Function { launcher, name } => {
+                let body = serde_json::to_value(req).expect("a claim request serializes");
+                let answer = launcher
+                    .invoke_sync(name, &body)
+                    .await
+                    .map_err(|e| match e {
+                        e if e.is_transient() => EngineError::Retry(e.to_string()),
+                        InvokeError::FunctionError { message, .. } => {
+                            EngineError::Rejected(message)
+                        }
+                        e => EngineError::Rejected(e.to_string()),
+                    })?;
+                serde_json::from_value(answer)
+                    .map_err(|e| EngineError::Rejected(format!("{name} answered no claim: {e}")))
+            }
+        }
+    }
 }
 
 /// A worker of one task list, or of several ([`Worker::also_on`]).
 #[derive(Debug, Clone)]
 pub struct Worker {
     engine: Engine<()>,
+    claimer: Claimer,
     task_lists: Vec<String>,
     identity: String,
     options: WorkerOptions,
@@ -99,7 +149,8 @@ pub struct Worker {
 
 impl Worker {
     /// A worker of `task_list`, naming itself `identity` on the items it
-    /// claims (`worker`), reporting through `engine`'s store.
+    /// claims (`worker`), claiming in-process and reporting through
+    /// `engine`'s store. [`Worker::claiming_with`] changes who claims.
     pub fn new(
         engine: Engine<()>,
         task_list: impl Into<String>,
@@ -107,11 +158,18 @@ impl Worker {
         options: WorkerOptions,
     ) -> Self {
         Worker {
+            claimer: Claimer::Engine(Box::new(engine.clone())),
             engine,
             task_lists: vec![task_list.into()],
             identity: identity.into(),
             options,
         }
+    }
+
+    /// Claim through `claimer` (the claim function, deployed).
+    pub fn claiming_with(mut self, claimer: Claimer) -> Self {
+        self.claimer = claimer;
+        self
     }
 
     /// Also claim from `task_list`: a worker on its host's own list and a
@@ -123,11 +181,10 @@ impl Worker {
         self
     }
 
-    /// One poll: claim the oldest claimable task of the list
-    /// (`task_queued_epoch` ≤ now), trying the next candidate when another
-    /// worker wins one. `Ok(None)` when there is nothing to claim.
+    /// One poll: claim the oldest claimable task of the lists.
+    /// `Ok(None)` when there is nothing to claim.
     ///
-    /// Errors: [`EngineError::Retry`] when DynamoDB is unavailable.
+    /// Errors: as [`Claimer::claim`].
     pub async fn claim(&self) -> Result<Option<Activity>, EngineError> {
         self.claim_counted(&mut WorkerStats::default()).await
     }
@@ -136,71 +193,16 @@ impl Worker {
         &self,
         stats: &mut WorkerStats,
     ) -> Result<Option<Activity>, EngineError> {
-        let store = self.engine.store();
-        let table = store.tables().activity_exec();
-        let now = self.engine.now().epoch;
-        let mut found: Vec<TaskKey> = Vec::new();
-        let shards = (self.task_lists.iter())
-            .flat_map(|list| (0..decide::TASK_LIST_SHARDS).map(move |shard| (list, shard)));
-        for (list, shard) in shards {
-            let key = KeyCond {
-                hash: (attr::TASK_LIST_SHARD.into(), s(format!("{list}#{shard}"))),
-                range: Some((attr::TASK_QUEUED_EPOCH.into(), Cmp::Le, n(now))),
-            };
-            found.extend(
-                store
-                    .query_first::<TaskKey>(
-                        &table,
-                        Some(store::INDEX_TASK_LIST),
-                        key,
-                        self.options.candidates,
-                    )
-                    .await?,
-            );
-        }
-        found.sort_by_key(|k| k.task_queued_epoch);
-        for k in found {
-            let Some(exec) = store
-                .get::<ActivityExec>(
-                    &table,
-                    decide::activity_key(&k.activity_exec_id, &k.workflow_exec_id),
-                )
-                .await?
-            else {
-                continue;
-            };
-            if exec.state != ActivityState::Queued
-                || exec.runner.task_list_shard.is_none()
-                || exec.attempt.token_hash.is_some()
-            {
-                continue; // the index lags: claimed or cancelled already
-            }
-            let token = self.engine.new_token();
-            let req = decide::claim_task_update(
-                store.tables(),
-                self.engine.config(),
-                &exec,
-                &ids::token_hash(&token),
-                &self.identity,
-                self.engine.now().epoch,
-            );
-            match store.update(req, true).await {
-                Ok(Some(item)) => {
-                    let claimed: ActivityExec = serde_dynamo::from_item(item)
-                        .map_err(|e| EngineError::Retry(format!("{}: {e}", k.activity_exec_id)))?;
-                    info!(activity_exec_id = %claimed.activity_exec_id, attempt = claimed.attempt.number, worker = %self.identity, "task claimed");
-                    let payload = self.engine.launch_payload(&claimed, &token).await?;
-                    return Ok(Some(
-                        Activity::with_engine(payload, self.engine.clone())
-                            .with_source(format!("worker:{}", self.identity)),
-                    ));
-                }
-                Ok(None) => {}
-                Err(StoreError::ConditionFailed) => stats.lost_claims += 1,
-                Err(e) => return Err(e.into()),
-            }
-        }
-        Ok(None)
+        let req = ClaimRequest {
+            task_lists: self.task_lists.clone(),
+            worker: self.identity.clone(),
+        };
+        let answer = self.claimer.claim(&req).await?;
+        stats.lost_claims += answer.lost_claims;
+        Ok(answer.task.map(|payload| {
+            Activity::with_engine(payload, self.engine.clone())
+                .with_source(format!("worker:{}", self.identity))
+        }))
     }
 
     /// Poll, claim and run tasks with `handler` until `max_tasks` or
@@ -247,7 +249,11 @@ impl Worker {
     /// 30 s without heartbeats, to learn of a cancel) while `handler`
     /// runs; report COMPLETED with its output or FAILED with its error. A
     /// cancel (CANCELLED_RUNNING) stops the handler and is acknowledged; a
-    /// task lost to a timeout or a newer attempt stops it silently.
+    /// task lost to a timeout or a newer attempt stops it silently. The
+    /// handler gets every prerequisite's output in `prerequisites`: those
+    /// the payload carried by reference (a wide join's) are read first
+    /// ([`Activity::prerequisite_outputs`]); a read that fails fails the
+    /// attempt (`PREREQUISITES: …`, retried per its policy).
     pub async fn run_task<H, F>(&self, activity: &Activity, handler: &H, stats: &mut WorkerStats)
     where
         H: Fn(LaunchPayload) -> F,
@@ -257,7 +263,23 @@ impl Worker {
             .payload
             .heartbeat_timeout_seconds
             .map_or(30, |t| (t / 3).max(1));
-        let work = handler(activity.payload.clone());
+        let mut payload = activity.payload.clone();
+        if !payload.prerequisites_by_reference.is_empty() {
+            match activity.prerequisite_outputs().await {
+                Ok(all) => {
+                    payload.prerequisites = all;
+                    payload.prerequisites_by_reference.clear();
+                }
+                Err(e) => {
+                    stats.failed += 1;
+                    if let Err(e) = activity.failed(format!("PREREQUISITES: {e}")).await {
+                        warn!(activity_exec_id = %payload.activity_exec_id, error = %e, "report failed");
+                    }
+                    return;
+                }
+            }
+        }
+        let work = handler(payload);
         tokio::pin!(work);
         let mut beat = tokio::time::interval(Duration::from_secs(every as u64));
         beat.tick().await; // the first tick is immediate

@@ -29,6 +29,7 @@
 pub mod apply;
 pub mod cancel;
 pub mod children;
+pub mod claim;
 pub mod counting;
 pub mod decided;
 pub mod effects;

@@ -21,17 +21,23 @@ use serde_yaml::Value as Y;
 use whimbrel_core::grants::{self, Grant};
 use whimbrel_core::handlers;
 use whimbrel_core::model::{SignalRow, WorkflowExec, WorkflowRequest};
+use whimbrel_core::store::Store;
 
 type Calls = BTreeSet<(String, String, Option<String>)>;
 
 /// The calls recorded since the last take, tables without their prefix.
 fn calls(h: &Harness) -> Calls {
+    calls_of(&h.store, h)
+}
+
+/// The calls `store` recorded since the last take (on `h`'s tables).
+fn calls_of(store: &Store, h: &Harness) -> Calls {
     let prefix = h
         .store
         .tables()
         .workflow_exec()
         .replace("workflow_exec", "");
-    h.store
+    store
         .metrics()
         .take_calls()
         .into_iter()
@@ -752,12 +758,34 @@ async fn signal_sender_calls() -> Calls {
     calls(&h)
 }
 
-/// A task-list worker's calls (`Worker`, as `whimbrel worker` runs it):
-/// poll and claim a task whose input is on an input row, heartbeat, report
-/// COMPLETED with an output kept on its event row; then claim its
-/// dependent, whose launch payload reads that output back.
-async fn worker_calls() -> Calls {
-    use whimbrel_core::worker::{Worker, WorkerOptions};
+/// Run `task` as a wide join's payload carries outputs, `a`'s by
+/// reference: the worker reads it before its handler runs, which sees
+/// `want`, and reports COMPLETED.
+async fn by_reference(
+    worker: &whimbrel_core::worker::Worker,
+    mut task: whimbrel_core::activity::Activity,
+    want: &serde_json::Value,
+) {
+    task.payload.prerequisites.clear();
+    task.payload.prerequisites_by_reference = vec!["a".into()];
+    let mut stats = whimbrel_core::worker::WorkerStats::default();
+    let handler = |p: whimbrel_core::plan::LaunchPayload| async move {
+        (p.prerequisites.get("a") == Some(want))
+            .then(|| json!("done"))
+            .ok_or_else(|| format!("prerequisites {:?}", p.prerequisites))
+    };
+    worker.run_task(&task, &handler, &mut stats).await;
+    assert_eq!((stats.completed, stats.failed), (1, 0));
+}
+
+/// A task-list worker's calls (`Worker`, as `whimbrel worker` runs it),
+/// and those of the claim function it claims through (an engine over a
+/// store of its own, as the function is): claim a task whose input is on
+/// an input row, heartbeat, report COMPLETED with an output kept on its
+/// event row; then claim its dependent, whose launch payload reads that
+/// output back.
+async fn worker_calls() -> (Calls, Calls) {
+    use whimbrel_core::worker::{Claimer, Worker, WorkerOptions};
     let h = Harness::new().await;
     h.register(
         "tl",
@@ -776,7 +804,18 @@ async fn worker_calls() -> Calls {
         h.config(),
         h.clock.clone(),
     );
-    let worker = Worker::new(engine, "pool", "w1", WorkerOptions::default());
+    let claims = Store::new(
+        aws_sdk_dynamodb::Client::new(&common::sdk_config().await),
+        h.store.tables().clone(),
+    );
+    let function = whimbrel_core::engine::Engine::with_environment(
+        claims.clone(),
+        (),
+        h.config(),
+        h.clock.clone(),
+    );
+    let worker = Worker::new(engine, "pool", "w1", WorkerOptions::default())
+        .claiming_with(Claimer::Engine(Box::new(function)));
     calls(&h);
     let a = worker.claim().await.unwrap().expect("a claimed");
     assert_eq!(a.payload.input, json!({"pad": "x".repeat(300)}));
@@ -797,14 +836,16 @@ async fn worker_calls() -> Calls {
     calls(&h);
     let b = worker.claim().await.unwrap().expect("b claimed");
     assert_eq!(b.payload.prerequisites["a"], output);
-    b.completed(json!("b")).await.unwrap();
+    by_reference(&worker, b, &output).await;
     let made: Calls = made.union(&calls(&h)).cloned().collect();
     // An item completed before outputs were copied: read from its row.
     completed_before_copies(&h, &wf, "a", &row).await;
     calls(&h);
     let c = worker.claim().await.unwrap().expect("c claimed");
     assert_eq!(c.payload.prerequisites["a"], output);
-    made.union(&calls(&h)).cloned().collect()
+    by_reference(&worker, c, &output).await;
+    let made = made.union(&calls(&h)).cloned().collect();
+    (made, calls_of(&claims, &h))
 }
 
 /// Evaluates the intrinsics a list-valued policy condition is built with
@@ -868,53 +909,82 @@ fn like(pattern: &str, s: &str) -> bool {
     }
 }
 
-/// The worker policy's poll is limited to its `TaskLists`: the index key
-/// values the code queries for a list (`task_list_shard`, every shard)
-/// match the policy's `dynamodb:LeadingKeys` patterns, and another list's
-/// do not.
+/// The claim function serves only the `TaskLists`: its
+/// `WHIMBREL_CLAIM_TASK_LISTS` is the parameter joined with commas, and
+/// [`ClaimScope`] of that value allows a list exactly when IAM's
+/// `StringLike` would match it against one of the entries.
 fn check_task_list_scope(template: &Y, problems: &mut Vec<String>) {
-    let statements =
-        &template["Resources"]["TaskListWorkerPolicy"]["Properties"]["PolicyDocument"]["Statement"];
-    let poll = statements
-        .as_sequence()
-        .unwrap()
-        .iter()
-        .find(|s| s["Sid"].as_str() == Some("PollTaskLists"))
-        .expect("TaskListWorkerPolicy: statement PollTaskLists");
-    let keys = &poll["Condition"]["ForAllValues:StringLike"]["dynamodb:LeadingKeys"];
+    use whimbrel_core::worker::ClaimScope;
+    let env = &template["Resources"]["TaskClaimFunction"]["Properties"]["Environment"]["Variables"]
+        ["WHIMBREL_CLAIM_TASK_LISTS"];
+    let joined = match env {
+        Y::Tagged(t) if t.tag == "!Join" => t.value.clone(),
+        other => panic!("WHIMBREL_CLAIM_TASK_LISTS is not !Join: {other:?}"),
+    };
+    assert_eq!(joined[0].as_str(), Some(","));
+    assert!(
+        matches!(&joined[1], Y::Tagged(t) if t.tag == "!Ref" && t.value.as_str() == Some("TaskLists")),
+        "WHIMBREL_CLAIM_TASK_LISTS joins {:?}, not TaskLists",
+        joined[1]
+    );
     assert_eq!(
         template["Parameters"]["TaskLists"]["Default"].as_str(),
         Some("*")
     );
-    let shard_keys = |list: &str| -> Vec<String> {
-        (0..64)
-            .map(|i| whimbrel_core::engine::decide::task_list_shard(list, &format!("x::{i}")))
-            .collect()
-    };
-    let cases: [(&[&str], &str, bool); 6] = [
+    let cases: [(&[&str], &str, bool); 7] = [
         (&["pool"], "pool", true),
         (&["pool"], "pool2", false),
         (&["pool"], "other", false),
         (&["images", "pool"], "pool", true),
         (&["img-*"], "img-small", true),
+        (&["img-*"], "im", false),
         (&["*"], "anything.at_all-1", true),
     ];
     for (lists, list, allowed) in cases {
-        let patterns = eval_list(keys, lists);
-        let all: std::collections::BTreeSet<String> = shard_keys(list).into_iter().collect();
-        assert_eq!(
-            all.len() as u32,
-            whimbrel_core::engine::decide::TASK_LIST_SHARDS
-        );
-        for k in all {
-            if patterns.iter().any(|p| like(p, &k)) != allowed {
-                problems.push(format!(
-                    "TaskListWorkerPolicy with TaskLists={lists:?} (LeadingKeys {patterns:?}) {} the poll of {k}",
-                    if allowed { "refuses" } else { "allows" }
-                ));
-            }
+        let scope = ClaimScope::parse(&lists.join(","));
+        let iam = lists.iter().any(|p| like(p, list));
+        if scope.allows(list) != allowed || iam != allowed {
+            problems.push(format!(
+                "TaskLists={lists:?}: the claim function {} {list} (IAM StringLike: {iam})",
+                if allowed { "refuses" } else { "allows" }
+            ));
         }
     }
+}
+
+/// Issue 42 B.1: a worker could rewrite any activity item (its role held
+/// an unconditioned UpdateItem on `activity_exec`, and its claim set the
+/// token hash), so it could forge any task's report. Now it claims through
+/// the engine's claim function: its policy is the activity role's,
+/// statement for statement, plus the invoke of that function alone; it
+/// neither queries the task-list index nor writes an attribute beyond the
+/// heartbeat's.
+#[test]
+fn a_worker_writes_no_activity_item_beyond_its_heartbeat() {
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../template.yaml"))
+        .unwrap();
+    let t: Y = serde_yaml::from_str(&text).unwrap();
+    let statements = |policy: &str| -> Vec<Y> {
+        t["Resources"][policy]["Properties"]["PolicyDocument"]["Statement"]
+            .as_sequence()
+            .unwrap()
+            .clone()
+    };
+    let worker = statements("TaskListWorkerPolicy");
+    let (invoke, rest): (Vec<Y>, Vec<Y>) = worker
+        .into_iter()
+        .partition(|s| s["Action"].as_str() == Some("lambda:InvokeFunction"));
+    assert_eq!(rest, statements("ExampleActivityPolicy"));
+    assert_eq!(invoke.len(), 1, "one invoke statement");
+    assert!(
+        matches!(&invoke[0]["Resource"], Y::Tagged(r) if r.tag == "!GetAtt" && r.value.as_str() == Some("TaskClaimFunction.Arn")),
+        "the worker may invoke the claim function only: {:?}",
+        invoke[0]["Resource"]
+    );
+    assert_eq!(
+        attributes(&Y::Sequence(rest), "HeartbeatWrite"),
+        whimbrel_core::activity::HEARTBEAT_WRITES.map(String::from)
+    );
 }
 
 /// The `dynamodb:Attributes` list of the statement `sid` in `statements`.
@@ -1053,7 +1123,7 @@ async fn each_function_is_granted_exactly_the_calls_its_code_makes() {
     let redrive_grants = grants::stream_redrive();
     // Each role's paths on tables of their own, all at once (DynamoDB
     // Local answers one while it works on another).
-    let (request, event, redrive, monitor, activity, worker, signaller) = tokio::join!(
+    let (request, event, redrive, monitor, activity, (worker, claim), signaller) = tokio::join!(
         workflow_request_calls(),
         activity_event_calls(),
         stream_redrive_calls(),
@@ -1099,6 +1169,12 @@ async fn each_function_is_granted_exactly_the_calls_its_code_makes() {
             resources["TaskListWorkerPolicy"]["Properties"]["PolicyDocument"]["Statement"].clone(),
             grants::WORKER,
             worker,
+        ),
+        (
+            "whimbrel-task-claim",
+            sam("TaskClaimFunction"),
+            grants::TASK_CLAIM,
+            claim,
         ),
         (
             "a signal sender (SignalSenderPolicy)",

@@ -446,6 +446,7 @@ impl TargetLimit {
 pub use crate::history::{HistoryEntry, HISTORY_ERROR_BYTES};
 
 mod activity_exec;
+pub mod claim;
 mod signal;
 pub use activity_exec::{
     ActivityExec, Attempt, ChildRunner, Links, Outcome, ParkedEvent, Runner, Timeouts, Timing,
