@@ -25,7 +25,9 @@ use crate::contract::{ActivityState, NodeKind, Transition, WorkflowState};
 use crate::decider::{Decision, EventKind};
 use crate::ids;
 use crate::launcher::Launcher;
-use crate::model::{earliest, signal_key_prefix, ActivityExec, SignalRow, WorkflowExec};
+use crate::model::{
+    earliest, signal_key_prefix, ActivityExec, SignalRow, WorkflowExec, MAX_SIGNALS_READ,
+};
 use crate::store::{s, Cmp, KeyCond, Store, StoreError};
 use whimbrel_rules::attr;
 use whimbrel_rules::decide::episodes::{self, Appended, EpisodeState, StartAt};
@@ -276,8 +278,9 @@ impl<L: Launcher> Engine<L> {
         self.signals_of(workflow_exec_id, Some(name)).await
     }
 
-    /// Every signal row sent to the workflow exec, or only those of `name`
-    /// (a consistent Query, `begins_with(signal_key, "name#")`).
+    /// The signal rows sent to the workflow exec, or only those of `name`
+    /// (a consistent Query, `begins_with(signal_key, "name#")`): the first
+    /// [`MAX_SIGNALS_READ`] in key order; more are logged and left unread.
     ///
     /// Errors: the store's; a row that is not a signal is left out.
     async fn signals_of(
@@ -297,7 +300,12 @@ impl<L: Launcher> Engine<L> {
             hash: (attr::WORKFLOW_EXEC_ID.into(), s(workflow_exec_id)),
             range: name.map(named),
         };
-        let items = self.store.query_raw(&table, None, key).await?;
+        let (items, more) = (self.store)
+            .query_at_most(&table, None, key, MAX_SIGNALS_READ)
+            .await?;
+        if more {
+            warn!(workflow_exec_id, name = ?name, max = MAX_SIGNALS_READ, "more signal rows than are read; the rest are left unread");
+        }
         Ok(items
             .into_iter()
             .filter_map(|i| match serde_dynamo::from_item::<_, SignalRow>(i) {

@@ -546,6 +546,45 @@ impl Store {
             .collect()
     }
 
+    /// The first `max` items of a query, in range key order, page by page
+    /// (each page at most DynamoDB's 1 MB), and whether more exist: a read
+    /// whose memory and time are bounded however many items the key holds.
+    ///
+    /// Errors: the query's.
+    pub(crate) async fn query_at_most(
+        &self,
+        table: &str,
+        index: Option<&str>,
+        key: KeyCond,
+        max: usize,
+    ) -> Result<(Vec<Item>, bool), StoreError> {
+        let mut out = Vec::new();
+        let mut start: Option<Item> = None;
+        loop {
+            self.metrics.record("Query", 1);
+            self.metrics.call("dynamodb:Query", table, index);
+            let (items, last) = self
+                .backend
+                .query(
+                    table.into(),
+                    index.map(str::to_string),
+                    key.clone(),
+                    start.take(),
+                )
+                .await?;
+            out.extend(items);
+            let more = matches!(&last, Some(k) if !k.is_empty());
+            if out.len() > max {
+                out.truncate(max);
+                return Ok((out, true));
+            }
+            if !more || out.len() == max {
+                return Ok((out, more));
+            }
+            start = last;
+        }
+    }
+
     /// Every item of a query, as DynamoDB returned them (all pages).
     ///
     /// Errors: the query's.

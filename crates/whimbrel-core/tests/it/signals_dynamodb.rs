@@ -236,3 +236,51 @@ async fn a_release_that_died_before_its_read_is_finished_by_the_owed_settle() {
     );
     assert_eq!(h.workflow(&wf).await.state, WorkflowState::Completed);
 }
+
+/// Issue 42 B.4: a signaller may flood an execution with rows of up to
+/// 256 KB, and every look for a kept signal read every row of the name,
+/// so about 250 MB of rows crashed a 256 MB function, and then every
+/// batch and monitor tick that reached the execution. A look reads at most
+/// `MAX_SIGNALS_READ` rows, page by page: 150 rows of 100 KB sent before
+/// the wait, and its release reads no more than 100 of them (read units
+/// of the signal table's Query), and the wait still takes the earliest of
+/// those it read.
+#[tokio::test]
+async fn a_flood_of_signal_rows_is_read_only_up_to_its_bound() {
+    use whimbrel_core::model::MAX_SIGNALS_READ;
+    let h = Harness::new().await;
+    h.register("approval", approval()).await;
+    let wf = h.start("approval").await;
+    let pad = "x".repeat(100_000);
+    for i in 0..150u32 {
+        let mut row = SignalRow::new(
+            &wf,
+            "approve",
+            &format!("s{i:03}"),
+            Some(json!({"i": i, "pad": pad})),
+        );
+        row.when_epoch = Some(1_000_000 + i64::from(i));
+        put_signal(&h, &row).await;
+    }
+    h.store.metrics().take_capacity();
+    h.run_to_completion(&wf, "prepare").await;
+    let read: f64 = (h.store.metrics().take_capacity().iter())
+        .filter(|(k, _)| k.starts_with("Query") && k.contains("signal"))
+        .map(|(_, c)| c.read)
+        .sum();
+    // A strongly consistent read of a 100 KB row is about 25 units (4 KB
+    // each); the last 1 MB page may hold 10 rows past the bound. All 150
+    // rows would be about 4,000.
+    let bound = 25.0 * (MAX_SIGNALS_READ as f64 + 12.0);
+    assert!(
+        read > 0.0 && read <= bound,
+        "{read} read units of signal rows; at most {bound}"
+    );
+    let wait = h.activity(&wf, "approval").await;
+    assert_eq!(wait.state, ActivityState::Completed);
+    // Its input (kept on an output row, being large) reaches `publish`.
+    assert_eq!(
+        h.launcher.payload("publish", 0).prerequisites["approval"]["i"],
+        json!(0)
+    );
+}

@@ -115,6 +115,15 @@ impl SignalRow {
     }
 }
 
+/// Signal rows the engine reads in one look: of one name, when a wait
+/// looks for the signal it takes; of every name, when an episodic
+/// execution takes the signals sent before its first answer. The first
+/// rows in `signal_key` order: more rows of a name than this are never
+/// read, so a flood of rows (each up to [`MAX_SIGNAL_INPUT_BYTES`]) costs
+/// a look at most 100 rows, about 26 MB, in a 256 MB function, and harms
+/// only the execution it was sent to (issue 42 B.4; docs/limits.md § 3).
+pub const MAX_SIGNALS_READ: usize = 100;
+
 /// The signal a waiting node takes among `rows` (all of its name): the
 /// earliest valid one, so that every deliverer (the stream handler, the
 /// release, the monitor) picks the same one once all are visible.
