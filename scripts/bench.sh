@@ -39,6 +39,11 @@ export WHIMBREL_FRONT_PORT=${WHIMBREL_FRONT_PORT:-29001}
 # Transactions priced by AWS's rules (DynamoDB Local reports a flat 4 units
 # per table per transaction; crates/whimbrel-core/src/store/priced.rs).
 export WHIMBREL_PRICE_TRANSACTIONS=true
+# The launch targets' async event age as deployed (the template's default,
+# six hours): a 10,000-wide fan-out's launches wait in the async queue
+# longer than the local stack's 60 s, and the engine must not launch again
+# what the queue still holds (scripts/stack.sh).
+export WHIMBREL_LAUNCH_EVENT_AGE_SECONDS=${WHIMBREL_LAUNCH_EVENT_AGE_SECONDS:-21600}
 trap 'bash scripts/stack.sh down' EXIT
 bash scripts/stack.sh down > /dev/null
 rm -f "$WHIMBREL_STACK_DIR/metrics.jsonl"

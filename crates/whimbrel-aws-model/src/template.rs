@@ -167,12 +167,16 @@ fn err<T>(msg: impl Into<String>) -> Result<T, TemplateError> {
 struct Ctx<'a> {
     root: &'a Value,
     table_prefix: &'a str,
+    overrides: &'a BTreeMap<String, String>,
 }
 
 impl Ctx<'_> {
     fn parameter_default(&self, name: &str) -> Option<String> {
         if name == "TablePrefix" {
             return Some(self.table_prefix.to_string());
+        }
+        if let Some(v) = self.overrides.get(name) {
+            return Some(v.clone());
         }
         let d = self.root.get("Parameters")?.get(name)?.get("Default")?;
         scalar_string(d)
@@ -300,11 +304,28 @@ impl Template {
     /// parameter (the runtime `--table-prefix`); every other parameter takes
     /// its `Default`.
     pub fn parse(text: &str, table_prefix: &str) -> Result<Template, TemplateError> {
+        Template::parse_with(text, table_prefix, &BTreeMap::new())
+    }
+
+    /// [`Template::parse`], with the parameters in `overrides` (name →
+    /// value) taking those values instead of their defaults, as `sam
+    /// deploy --parameter-overrides` gives them. `whimbrel local` reads
+    /// them from `--parameter-overrides`, so the stack's settings and the
+    /// engine's agree (the launch targets' event age and the engine's
+    /// relaunch window: issue 42 A.9).
+    ///
+    /// Errors: as [`Template::parse`].
+    pub fn parse_with(
+        text: &str,
+        table_prefix: &str,
+        overrides: &BTreeMap<String, String>,
+    ) -> Result<Template, TemplateError> {
         let root: Value =
             serde_yaml::from_str(text).map_err(|e| TemplateError(format!("not YAML: {e}")))?;
         let ctx = Ctx {
             root: &root,
             table_prefix,
+            overrides,
         };
         let globals = root.get("Globals").and_then(|g| g.get("Function"));
         let global_timeout = match globals.and_then(|g| g.get("Timeout")) {
@@ -739,6 +760,28 @@ mod tests {
                 f.async_config
             );
         }
+    }
+
+    /// Issue 42 A.9: the local stack ran the engine with a 60 s launch
+    /// event age and the emulated async queue with the template's default
+    /// (six hours), so a launch that waited behind a backlog past the
+    /// relaunch window was launched again while the queue still held it
+    /// (`make bench`'s 10,000-wide fan-out: 8,857 invocations of the no-op
+    /// for 1,144 activities completed). The stack now gives the template the
+    /// engine's value, and the emulated queue keeps a launch exactly that
+    /// long.
+    #[test]
+    fn a_parameter_override_sets_the_launch_targets_event_age() {
+        let overrides = [("LaunchEventAgeSeconds".to_string(), "60".to_string())].into();
+        let t = Template::parse_with(REAL, "whimbrel_", &overrides).unwrap();
+        let noop = t.function("whimbrel-noop").unwrap();
+        assert_eq!(noop.async_config.maximum_event_age, Duration::from_secs(60));
+        let t = Template::parse(REAL, "whimbrel_").unwrap();
+        let noop = t.function("whimbrel-noop").unwrap();
+        assert_eq!(
+            noop.async_config.maximum_event_age,
+            Duration::from_secs(AWS_DEFAULT_ASYNC_EVENT_AGE_SECONDS)
+        );
     }
 
     #[test]

@@ -101,6 +101,15 @@ pub struct LocalArgs {
     /// from.
     #[arg(long, env = "WHIMBREL_TEMPLATE", default_value = "template.yaml")]
     template: PathBuf,
+    /// Template parameters as deployed, `Name=Value` (repeatable, or
+    /// space-separated in the variable), as `sam deploy
+    /// --parameter-overrides` takes them; the others take their defaults.
+    /// The stack gives `LaunchEventAgeSeconds` the engine's
+    /// `WHIMBREL_LAUNCH_EVENT_AGE_SECONDS`, so the emulated async queue
+    /// keeps a launch no longer than the engine waits before it launches
+    /// again.
+    #[arg(long, env = "WHIMBREL_PARAMETER_OVERRIDES", value_delimiter = ' ', num_args = 0..)]
+    parameter_overrides: Vec<String>,
     /// Override every mapping's BatchSize (records per batch; template:
     /// the StreamBatchSize parameter's default).
     #[arg(long)]
@@ -315,16 +324,29 @@ fn mappings(template: &Template, args: &LocalArgs) -> Result<Vec<mapping::Mappin
 }
 
 /// Read the SAM template at `path` (`--template`), `TablePrefix` standing
-/// for `table_prefix`.
+/// for `table_prefix` and the parameters `overrides` (`Name=Value`) taking
+/// their values.
 ///
-/// Errors: the file cannot be read, or [`Template::parse`] refuses it.
+/// Errors: the file cannot be read, an override is not `Name=Value`, or
+/// [`Template::parse_with`] refuses it.
 pub(crate) fn read_template(
     path: &std::path::Path,
     table_prefix: &str,
+    overrides: &[String],
 ) -> Result<Template, CliError> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| CliError(format!("cannot read {}: {e} (--template)", path.display())))?;
-    Template::parse(&text, table_prefix).map_err(|e| CliError(format!("{}: {e}", path.display())))
+    let overrides = (overrides.iter())
+        .filter(|o| !o.is_empty())
+        .map(|o| match o.split_once('=') {
+            Some((k, v)) if !k.is_empty() => Ok((k.to_string(), v.to_string())),
+            _ => Err(CliError(format!(
+                "--parameter-overrides: {o:?} is not Name=Value"
+            ))),
+        })
+        .collect::<Result<_, _>>()?;
+    Template::parse_with(&text, table_prefix, &overrides)
+        .map_err(|e| CliError(format!("{}: {e}", path.display())))
 }
 
 /// The shard checkpoint file: `--checkpoint-file`, else checkpoints.json
@@ -376,7 +398,7 @@ fn front_routes(runner: Arc<Runner>) -> Router {
 /// Run the local runner until interrupted.
 pub async fn run(g: Global, args: LocalArgs) -> Result<(), CliError> {
     guard::check_listen(args.listen, args.allow_non_loopback).map_err(CliError)?;
-    let template = read_template(&args.template, &g.table_prefix)?;
+    let template = read_template(&args.template, &g.table_prefix, &args.parameter_overrides)?;
     let mappings = mappings(&template, &args)?;
     let sdk = whimbrel_core::aws_config(g.endpoint_url.as_deref()).await;
     let region = sdk

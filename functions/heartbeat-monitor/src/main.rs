@@ -13,10 +13,16 @@ async fn main() -> Result<(), Error> {
     let engine = whimbrel_core::engine_from_env().await?;
     let engine = &engine;
     lambda_runtime::run(service_fn(move |event: LambdaEvent<Value>| async move {
-        let result = whimbrel_core::metrics::measured(
-            "whimbrel-heartbeat-monitor",
-            engine.store().metrics(),
-            whimbrel_core::handlers::monitor_event(engine, &event.payload),
+        // The function's timeout, less a reserve: long loops stop starting
+        // work past it and leave the rest owed (engine::budget).
+        let deadline = whimbrel_core::engine::budget::lambda_deadline(event.context.deadline);
+        let result = whimbrel_core::engine::budget::within(
+            deadline,
+            whimbrel_core::metrics::measured(
+                "whimbrel-heartbeat-monitor",
+                engine.store().metrics(),
+                whimbrel_core::handlers::monitor_event(engine, &event.payload),
+            ),
         )
         .await;
         let report = result?;

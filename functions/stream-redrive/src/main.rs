@@ -15,10 +15,16 @@ async fn main() -> Result<(), Error> {
     let reader = DynamoDbStreamReader::from_env().await;
     let (engine, reader) = (&engine, &reader);
     lambda_runtime::run(service_fn(move |event: LambdaEvent<Value>| async move {
-        let result = whimbrel_core::metrics::measured(
-            "whimbrel-stream-redrive",
-            engine.store().metrics(),
-            redrive::given_up_batches(engine, reader, &event.payload),
+        // The function's timeout, less a reserve: long loops stop starting
+        // work past it and leave the rest owed (engine::budget).
+        let deadline = whimbrel_core::engine::budget::lambda_deadline(event.context.deadline);
+        let result = whimbrel_core::engine::budget::within(
+            deadline,
+            whimbrel_core::metrics::measured(
+                "whimbrel-stream-redrive",
+                engine.store().metrics(),
+                redrive::given_up_batches(engine, reader, &event.payload),
+            ),
         )
         .await;
         let (response, _) = result?;

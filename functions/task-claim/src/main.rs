@@ -18,10 +18,16 @@ async fn main() -> Result<(), Error> {
         .map_or_else(|_| ClaimScope::all(), |l| ClaimScope::parse(&l));
     let (engine, scope) = (&engine, &scope);
     lambda_runtime::run(service_fn(move |event: LambdaEvent<Value>| async move {
-        let result = whimbrel_core::metrics::measured(
-            "whimbrel-task-claim",
-            engine.store().metrics(),
-            whimbrel_core::handlers::claim_event(engine, scope, &event.payload),
+        // The function's timeout, less a reserve: long loops stop starting
+        // work past it and leave the rest owed (engine::budget).
+        let deadline = whimbrel_core::engine::budget::lambda_deadline(event.context.deadline);
+        let result = whimbrel_core::engine::budget::within(
+            deadline,
+            whimbrel_core::metrics::measured(
+                "whimbrel-task-claim",
+                engine.store().metrics(),
+                whimbrel_core::handlers::claim_event(engine, scope, &event.payload),
+            ),
         )
         .await;
         Ok::<_, Error>(result?)

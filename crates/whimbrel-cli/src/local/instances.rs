@@ -100,7 +100,7 @@ async fn supervise(program: PathBuf, env: Vec<(&'static str, String)>) {
 /// Errors: the template cannot be read, or a function's binary is not in
 /// the function directory (build first).
 pub async fn run(g: &Global, args: InstancesArgs) -> Result<(), CliError> {
-    let template = super::read_template(&args.template, &g.table_prefix)?;
+    let template = super::read_template(&args.template, &g.table_prefix, &[])?;
     let dir = match args.function_dir {
         Some(d) => d,
         None => std::env::current_exe()

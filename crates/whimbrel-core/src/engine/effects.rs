@@ -25,12 +25,16 @@ const INVOKE_TRIES: u32 = 3;
 
 impl<L: Launcher> Engine<L> {
     /// Run the side effects of the activity's state, then, once they are
-    /// done for a terminal activity, clear its due marker. Idempotent.
+    /// done for a terminal activity, clear its due marker. Idempotent. A
+    /// release cut by the invocation's budget ([`super::budget`]) leaves
+    /// the rest owed: the marker stays, and the monitor settles again.
     pub(crate) async fn settle(&self, exec: &ActivityExec) -> Result<(), EngineError> {
         match exec.state {
             ActivityState::Completed => {
                 self.free_slot(exec).await?;
-                self.release_dependents(exec).await?;
+                if !self.release_dependents(exec).await? {
+                    return Ok(());
+                }
                 self.end_counted(exec).await?;
             }
             s if s.is_terminal() => {

@@ -27,6 +27,7 @@
 //!   keeps; only the claimer invokes.
 
 pub mod apply;
+pub mod budget;
 pub mod cancel;
 pub mod children;
 pub mod claim;

@@ -153,7 +153,7 @@ impl<L: Launcher> Engine<L> {
         };
         let first = first_shard(now);
         for i in 0..store::INDEX_SHARDS {
-            if i > 0 && started.elapsed() >= budget {
+            if i > 0 && (started.elapsed() >= budget || super::budget::spent()) {
                 warn!(
                     shards_left = store::INDEX_SHARDS - i,
                     "heartbeat monitor: tick budget spent; the next tick starts elsewhere"
@@ -183,6 +183,10 @@ impl<L: Launcher> Engine<L> {
         let mut rest = ahead.as_slice();
         while let Some(first) = rest.first() {
             let at = first.due_epoch.unwrap_or(0);
+            if self.past_the_deadline_at(at) {
+                // Left due: the next tick, or the item's wake-up, judges it.
+                break;
+            }
             let n = rest.iter().take_while(|k| k.due_epoch == first.due_epoch);
             let (batch, tail) = rest.split_at(n.count());
             self.env.sleep_until(at).await;
@@ -190,6 +194,18 @@ impl<L: Launcher> Engine<L> {
             self.sweep_activities(batch.to_vec(), now, report).await;
             rest = tail;
         }
+    }
+
+    /// Whether sleeping to `at` (epoch seconds, the engine's clock) would
+    /// pass the invocation's deadline ([`super::budget`]).
+    fn past_the_deadline_at(&self, at: i64) -> bool {
+        if super::budget::spent() {
+            return true;
+        }
+        super::budget::deadline().is_some_and(|d| {
+            let wait = (at - self.now().epoch).max(0) as u64;
+            std::time::Instant::now() + std::time::Duration::from_secs(wait) > d
+        })
     }
 
     /// Judge the item a wake-up names at its second (design.md § 9): the
@@ -245,6 +261,9 @@ impl<L: Launcher> Engine<L> {
             .await?;
         workflows.iter().for_each(|k| count(k.due_epoch));
         for k in workflows {
+            if super::budget::spent() {
+                break; // left due for the next tick
+            }
             self.sweep_workflow(&k, now, report).await;
         }
         let horizon = now.saturating_add(self.config.monitor_lookahead_seconds.max(0));
@@ -328,6 +347,8 @@ impl<L: Launcher> Engine<L> {
     ) {
         let swept_each: Vec<(ActivityKey, MonitorReport, Result<(), EngineError>)> =
             stream::iter(activities)
+                // Left due for the next tick once the budget is spent.
+                .take_while(|_| std::future::ready(!super::budget::spent()))
                 .map(|k| async move {
                     let mut r = MonitorReport::default();
                     let res = Box::pin(self.sweep_activity(&k, now, &mut r)).await;

@@ -23,12 +23,24 @@ impl<L: Launcher> Engine<L> {
     /// Lower each dependent's pending count exactly once for this edge, and
     /// claim and launch those that reach zero. A wide join is released
     /// through its join group: the join itself only when the group is
-    /// complete.
-    pub(crate) async fn release_dependents(&self, exec: &ActivityExec) -> Result<(), EngineError> {
+    /// complete. Returns whether every dependent was released: once the
+    /// invocation's budget is spent ([`super::budget::spent`]) no more are
+    /// started, and the settle stays owed for the monitor to resume (a
+    /// 10,000-wide fan-out's release ran past the function's timeout, was
+    /// retried whole and blocked its stream shard: issue 42 A.9). Each
+    /// edge is released once whoever resumes it.
+    pub(crate) async fn release_dependents(
+        &self,
+        exec: &ActivityExec,
+    ) -> Result<bool, EngineError> {
         let (dependents, slots) = self.dependents_of(exec).await?;
         let slots = &slots;
+        let started = std::sync::atomic::AtomicUsize::new(0);
+        let started = &started;
         let results: Vec<Result<(), EngineError>> = stream::iter(dependents.iter())
+            .take_while(|_| std::future::ready(!super::budget::spent()))
             .map(|dep| async move {
+                started.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 let marker = match slots.get(dep) {
                     None => exec.activity_exec_id.clone(),
                     Some(slot) => match self.release_into_group(exec, dep, *slot).await? {
@@ -42,7 +54,12 @@ impl<L: Launcher> Engine<L> {
             .buffer_unordered(self.config.concurrency)
             .collect()
             .await;
-        results.into_iter().collect()
+        results.into_iter().collect::<Result<(), _>>()?;
+        let done = started.load(std::sync::atomic::Ordering::Relaxed) == dependents.len();
+        if !done {
+            info!(activity_exec_id = %exec.activity_exec_id, released = started.load(std::sync::atomic::Ordering::Relaxed), of = dependents.len(), "budget spent: the rest of the release is owed to the monitor");
+        }
+        Ok(done)
     }
 
     /// `exec`'s dependents (activity exec ids) and the join slots of the

@@ -268,3 +268,54 @@ async fn a_start_that_died_among_its_plan_parts_is_finished_by_the_next() {
         assert_eq!(h.launcher.payload(&name, 0).input["tag"], "won");
     }
 }
+
+/// Issue 42 A.9: the COMPLETED of a 10,000-wide fan-out's root released
+/// every dependent in one invocation, ran past the function's timeout, and
+/// was retried whole (its batch bisected down to that one record, which
+/// timed out again), so its stream shard stayed blocked. Now a release
+/// stops starting dependents once the invocation's budget is spent and
+/// leaves the rest owed: the COMPLETED is applied, its due marker stays,
+/// and the monitor's tick, with a budget of its own, releases the rest,
+/// each dependent once.
+#[tokio::test]
+async fn a_release_cut_by_its_budget_is_owed_and_finished_by_the_monitor() {
+    use whimbrel_core::engine::budget;
+    let h = Harness::new().await;
+    let width = FAN_OUT_LIST_MAX + 8;
+    h.register("fan", fan(width)).await;
+    let wf = h.start("fan").await;
+    let spent = std::time::Instant::now();
+    budget::within(spent, h.run_to_completion(&wf, "start")).await;
+    let start = h.activity(&wf, "start").await;
+    assert_eq!(start.state, ActivityState::Completed);
+    assert!(start.timing.due_epoch.is_some(), "its settle is owed");
+    let launched = |h: &Harness| {
+        (0..width)
+            .filter(|i| !h.launcher.launches_of(&format!("work-{i}")).is_empty())
+            .count()
+    };
+    assert!(launched(&h) < width, "the release stopped at the budget");
+    let due = start.timing.due_epoch.unwrap();
+    h.tick(due).await;
+    assert_eq!(launched(&h), width);
+    for i in 0..width {
+        assert_eq!(
+            h.launcher.launches_of(&format!("work-{i}")).len(),
+            1,
+            "work-{i}"
+        );
+    }
+    assert_eq!(
+        h.activity(&wf, "start").await.timing.due_epoch,
+        None,
+        "settled"
+    );
+    // A tick whose own budget is spent starts nothing.
+    for i in 0..width {
+        h.run_to_completion(&wf, &format!("work-{i}")).await;
+    }
+    assert_eq!(h.launcher.launches_of("join").len(), 1);
+    let report = budget::within(spent, h.tick(due + 3600)).await;
+    assert_eq!(report.errors, 0);
+    assert_eq!(h.workflow(&wf).await.state, WorkflowState::Running);
+}

@@ -1,0 +1,89 @@
+//! The time budget of one invocation (issue 42 A.4, A.9): a Lambda
+//! function has a timeout, and work that runs past it is cut between any
+//! two writes and retried whole (a stream batch, bisected down to one
+//! record that times out again). So the function's main gives the work a
+//! deadline ([`within`]), and the engine's long loops (a wide fan-out's
+//! release, a monitor sweep) stop *starting* work once it has passed
+//! ([`spent`]), leaving the rest owed where the monitor resumes it: a
+//! terminal activity keeps its due marker until its settle is done, and a
+//! due item stays in the index until it is swept.
+//!
+//! The deadline is task-local: work outside [`within`] (tests, the
+//! simulation, a Full Logic API process) has no deadline and runs to its
+//! end.
+
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+tokio::task_local! {
+    static DEADLINE: Instant;
+}
+
+/// What the budget keeps back from the function's own deadline: time to
+/// finish the steps in flight and answer.
+pub const RESERVE: Duration = Duration::from_secs(10);
+
+/// Run `work` with `deadline`: [`spent`] is true inside it once the
+/// deadline has passed.
+pub async fn within<F: Future>(deadline: Instant, work: F) -> F::Output {
+    DEADLINE.scope(deadline, work).await
+}
+
+/// The deadline of a Lambda invocation whose context gives
+/// `deadline_epoch_ms` (the Runtime API's `Lambda-Runtime-Deadline-Ms`,
+/// `lambda_runtime::Context::deadline`), less [`RESERVE`] (or half the
+/// time left, when less than twice the reserve is left).
+pub fn lambda_deadline(deadline_epoch_ms: u64) -> Instant {
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    let left = Duration::from_millis(deadline_epoch_ms.saturating_sub(now_ms));
+    let keep = if left >= RESERVE * 2 {
+        RESERVE
+    } else {
+        left / 2
+    };
+    Instant::now() + left - keep
+}
+
+/// True once the deadline of the work in hand has passed; always false
+/// outside [`within`].
+pub fn spent() -> bool {
+    DEADLINE.try_with(|d| Instant::now() >= *d).unwrap_or(false)
+}
+
+/// The deadline of the work in hand, if it has one.
+pub fn deadline() -> Option<Instant> {
+    DEADLINE.try_with(|d| *d).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_deadline_holds_inside_its_scope_only() {
+        assert!(!spent(), "no deadline outside a scope");
+        let past = Instant::now();
+        assert!(within(past, async { spent() }).await);
+        let later = Instant::now() + Duration::from_secs(60);
+        assert!(!within(later, async { spent() }).await);
+        assert_eq!(within(later, async { deadline() }).await, Some(later));
+    }
+
+    #[test]
+    fn a_lambda_deadline_keeps_a_reserve() {
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as u64;
+        let d = lambda_deadline(now_ms + 120_000);
+        let left = d.saturating_duration_since(Instant::now());
+        assert!(
+            left <= Duration::from_secs(110) && left >= Duration::from_secs(105),
+            "{left:?}"
+        );
+        let d = lambda_deadline(now_ms + 4_000);
+        assert!(d.saturating_duration_since(Instant::now()) <= Duration::from_secs(2));
+    }
+}
