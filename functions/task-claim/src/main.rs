@@ -20,9 +20,8 @@ async fn main() -> Result<(), Error> {
     lambda_runtime::run(service_fn(move |event: LambdaEvent<Value>| async move {
         // The function's timeout, less a reserve: long loops stop starting
         // work past it and leave the rest owed (engine::budget).
-        let deadline = whimbrel_core::engine::budget::lambda_deadline(event.context.deadline);
-        let result = whimbrel_core::engine::budget::within(
-            deadline,
+        let result = whimbrel_core::engine::budget::within_lambda(
+            event.context.deadline,
             whimbrel_core::metrics::measured(
                 "whimbrel-task-claim",
                 engine.store().metrics(),

@@ -67,6 +67,12 @@ fn lambda_env(upstream: &str, f: &FunctionConfig) -> Vec<(&'static str, String)>
         ("AWS_LAMBDA_FUNCTION_NAME", f.binary.clone()),
         ("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST".into()),
         ("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", f.memory_mb.to_string()),
+        // The Runtime API of `cargo lambda watch` gives no deadline (its
+        // header is a constant), so the engine's budget counts from this.
+        (
+            "WHIMBREL_FUNCTION_TIMEOUT_SECONDS",
+            f.timeout.as_secs().to_string(),
+        ),
     ]
 }
 

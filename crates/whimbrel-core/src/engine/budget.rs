@@ -29,21 +29,48 @@ pub async fn within<F: Future>(deadline: Instant, work: F) -> F::Output {
     DEADLINE.scope(deadline, work).await
 }
 
+/// Run `work` within the deadline of a Lambda invocation whose context
+/// gives `deadline_epoch_ms` ([`lambda_deadline`]); without one when no
+/// deadline is known.
+pub async fn within_lambda<F: Future>(deadline_epoch_ms: u64, work: F) -> F::Output {
+    match lambda_deadline(deadline_epoch_ms, function_timeout()) {
+        Some(deadline) => within(deadline, work).await,
+        None => work.await,
+    }
+}
+
+/// `WHIMBREL_FUNCTION_TIMEOUT_SECONDS`: the function's timeout, for
+/// runtimes whose deadline header is not a time (`whimbrel instances` sets
+/// it from the template's `Timeout`).
+fn function_timeout() -> Option<Duration> {
+    std::env::var("WHIMBREL_FUNCTION_TIMEOUT_SECONDS")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+        .filter(|s| *s > 0)
+        .map(Duration::from_secs)
+}
+
 /// The deadline of a Lambda invocation whose context gives
 /// `deadline_epoch_ms` (the Runtime API's `Lambda-Runtime-Deadline-Ms`,
-/// `lambda_runtime::Context::deadline`), less [`RESERVE`] (or half the
-/// time left, when less than twice the reserve is left).
-pub fn lambda_deadline(deadline_epoch_ms: u64) -> Instant {
+/// `lambda_runtime::Context::deadline`, epoch milliseconds), less
+/// [`RESERVE`] (or half the time left, when less than twice the reserve is
+/// left). A deadline that has passed already is not a time but an
+/// emulator's constant (`cargo lambda watch` sends 600000): then `timeout`
+/// counts from now, and with no timeout there is no deadline.
+pub fn lambda_deadline(deadline_epoch_ms: u64, timeout: Option<Duration>) -> Option<Instant> {
     let now_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64);
-    let left = Duration::from_millis(deadline_epoch_ms.saturating_sub(now_ms));
+    let left = match deadline_epoch_ms.checked_sub(now_ms) {
+        Some(ms) if ms > 0 => Duration::from_millis(ms),
+        _ => timeout?,
+    };
     let keep = if left >= RESERVE * 2 {
         RESERVE
     } else {
         left / 2
     };
-    Instant::now() + left - keep
+    Some(Instant::now() + left - keep)
 }
 
 /// True once the deadline of the work in hand has passed; always false
@@ -77,13 +104,14 @@ mod tests {
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap()
             .as_millis() as u64;
-        let d = lambda_deadline(now_ms + 120_000);
-        let left = d.saturating_duration_since(Instant::now());
-        assert!(
-            left <= Duration::from_secs(110) && left >= Duration::from_secs(105),
-            "{left:?}"
-        );
-        let d = lambda_deadline(now_ms + 4_000);
-        assert!(d.saturating_duration_since(Instant::now()) <= Duration::from_secs(2));
+        let left = |d: Option<Instant>| d.unwrap().saturating_duration_since(Instant::now());
+        let in_range = |d, lo, hi| (Duration::from_secs(lo)..=Duration::from_secs(hi)).contains(&d);
+        let l = left(lambda_deadline(now_ms + 120_000, None));
+        assert!(in_range(l, 105, 110), "{l:?}");
+        assert!(left(lambda_deadline(now_ms + 4_000, None)) <= Duration::from_secs(2));
+        // cargo lambda watch's constant header: not a time.
+        assert_eq!(lambda_deadline(600_000, None), None);
+        let l = left(lambda_deadline(600_000, Some(Duration::from_secs(120))));
+        assert!(in_range(l, 105, 110), "{l:?}");
     }
 }

@@ -666,3 +666,49 @@ async fn a_client_scoped_to_one_workflow_cannot_start_or_cancel_another() {
     let mine = whimbrel_core::ids::workflow_exec_id("orders", &own.workflow_request_id);
     assert_eq!(h.workflow(&mine).await.state, WorkflowState::Running);
 }
+
+/// One raw HTTP exchange with `endpoint` (`http://host:port`): `request`
+/// sent as is, the response's head (status line and headers) returned,
+/// lower-cased.
+fn http_head(endpoint: &str, request: &str) -> String {
+    use std::io::{Read, Write};
+    let addr = endpoint.trim_start_matches("http://").trim_end_matches('/');
+    let mut conn = std::net::TcpStream::connect(addr).expect("connect");
+    conn.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    conn.write_all(request.as_bytes()).unwrap();
+    let mut out = Vec::new();
+    let _ = conn.read_to_end(&mut out);
+    let text = String::from_utf8_lossy(&out).to_lowercase();
+    text.split("\r\n\r\n")
+        .next()
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// Issue 42 B.6: "DynamoDB Local on the local stack answers any browser
+/// origin (CORS)", so a page the developer opens could read and write the
+/// stack's tables. Shown not to happen with DynamoDB Local as
+/// scripts/dynamodb-local.sh starts it: neither the preflight (which a
+/// browser sends first, the API's `X-Amz-Target` header not being a
+/// simple one) nor the request itself answers with
+/// `Access-Control-Allow-Origin`, so a browser refuses the call.
+#[test]
+fn dynamodb_local_gives_no_browser_origin_access() {
+    let endpoint = common::dynamodb_endpoint();
+    let host = endpoint.trim_start_matches("http://");
+    let preflight = format!(
+        "OPTIONS / HTTP/1.1\r\nHost: {host}\r\nOrigin: http://evil.example\r\nAccess-Control-Request-Method: POST\r\nAccess-Control-Request-Headers: x-amz-target,content-type,authorization\r\nConnection: close\r\n\r\n"
+    );
+    let head = http_head(&endpoint, &preflight);
+    assert!(head.starts_with("http/1.1"), "{head}");
+    assert!(!head.contains("access-control-allow-origin"), "{head}");
+    let body = "{}";
+    let call = format!(
+        "POST / HTTP/1.1\r\nHost: {host}\r\nOrigin: http://evil.example\r\nX-Amz-Target: DynamoDB_20120810.ListTables\r\nContent-Type: application/x-amz-json-1.0\r\nAuthorization: AWS4-HMAC-SHA256 Credential=test/20260101/us-east-1/dynamodb/aws4_request, SignedHeaders=host, Signature=x\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let head = http_head(&endpoint, &call);
+    assert!(head.starts_with("http/1.1 200"), "{head}");
+    assert!(!head.contains("access-control-allow-origin"), "{head}");
+}
