@@ -62,6 +62,8 @@ pub const DEPENDENT_ACTIVITY_EXEC_ID: &str = "dependent_activity_exec_id";
 pub const DEPENDENTS: &str = "dependents";
 /// `dependents_in_plan`: Set for a wide fan-out (more dependents than `plan::FAN_OUT_LIST_MAX`, so that no item grows with the fan-out): how many activities wait for it.
 pub const DEPENDENTS_IN_PLAN: &str = "dependents_in_plan";
+/// `released_through`: After a COMPLETED, how many of its dependents (in the order `planned_dependents` or `dependents` lists them) are released: a release cut by its invocation's budget resumes there (issue 42 A.9).
+pub const RELEASED_THROUGH: &str = "released_through";
 /// `description`: What it is.
 pub const DESCRIPTION: &str = "description";
 /// `digest`: The digest of the whole activity list (`ids::plan_digest`): parts are keyed by it, so the parts of two different plans put by concurrent starts never mix;

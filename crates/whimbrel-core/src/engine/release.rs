@@ -19,28 +19,62 @@ use crate::launcher::Launcher;
 use crate::model::{ActivityExec, GroupSlot, JoinGroup};
 use crate::store::StoreError;
 
+/// Dependents released between two records of the release's progress
+/// (`released_through`): one write per chunk, and a resumed release
+/// re-reads at most one chunk.
+pub const RELEASE_CHUNK: usize = 256;
+
 impl<L: Launcher> Engine<L> {
     /// Lower each dependent's pending count exactly once for this edge, and
     /// claim and launch those that reach zero. A wide join is released
     /// through its join group: the join itself only when the group is
-    /// complete. Returns whether every dependent was released: once the
-    /// invocation's budget is spent ([`super::budget::spent`]) no more are
-    /// started, and the settle stays owed for the monitor to resume (a
-    /// 10,000-wide fan-out's release ran past the function's timeout, was
-    /// retried whole and blocked its stream shard: issue 42 A.9). Each
-    /// edge is released once whoever resumes it.
+    /// complete. Returns whether every dependent was released.
+    ///
+    /// Dependents go in chunks of [`RELEASE_CHUNK`], from the first not yet
+    /// recorded as released (`released_through`); each chunk done is
+    /// recorded. Once the invocation's budget is spent
+    /// ([`super::budget::spent`]) no chunk is started, and the settle
+    /// stays owed: the monitor resumes it where it stopped (a 10,000-wide
+    /// fan-out's release ran past the function's timeout, was retried
+    /// whole and blocked its stream shard: issue 42 A.9). Each edge is
+    /// released once, whoever resumes it.
     pub(crate) async fn release_dependents(
         &self,
         exec: &ActivityExec,
     ) -> Result<bool, EngineError> {
         let (dependents, slots) = self.dependents_of(exec).await?;
-        let slots = &slots;
-        let started = std::sync::atomic::AtomicUsize::new(0);
-        let started = &started;
+        let from = exec.links.released_through.unwrap_or(0) as usize;
+        for (i, chunk) in dependents.chunks(RELEASE_CHUNK).enumerate() {
+            let end = (i * RELEASE_CHUNK + chunk.len()) as u64;
+            if (end as usize) <= from {
+                continue;
+            }
+            if super::budget::spent() {
+                info!(activity_exec_id = %exec.activity_exec_id, released = i * RELEASE_CHUNK, of = dependents.len(), "budget spent: the rest of the release is owed to the monitor");
+                return Ok(false);
+            }
+            self.release_chunk(exec, chunk, &slots).await?;
+            if dependents.len() > RELEASE_CHUNK {
+                let req = decide::released_through_update(self.store.tables(), exec, end);
+                match self.store.update(req, false).await {
+                    Ok(_) | Err(StoreError::ConditionFailed) => {}
+                    Err(e) => return Err(e.into()),
+                }
+            }
+        }
+        Ok(true)
+    }
+
+    /// Release `exec`'s edge to each of `dependents`, at most
+    /// `EngineConfig::concurrency` at once.
+    async fn release_chunk(
+        &self,
+        exec: &ActivityExec,
+        dependents: &[String],
+        slots: &BTreeMap<String, GroupSlot>,
+    ) -> Result<(), EngineError> {
         let results: Vec<Result<(), EngineError>> = stream::iter(dependents.iter())
-            .take_while(|_| std::future::ready(!super::budget::spent()))
             .map(|dep| async move {
-                started.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 let marker = match slots.get(dep) {
                     None => exec.activity_exec_id.clone(),
                     Some(slot) => match self.release_into_group(exec, dep, *slot).await? {
@@ -54,12 +88,7 @@ impl<L: Launcher> Engine<L> {
             .buffer_unordered(self.config.concurrency)
             .collect()
             .await;
-        results.into_iter().collect::<Result<(), _>>()?;
-        let done = started.load(std::sync::atomic::Ordering::Relaxed) == dependents.len();
-        if !done {
-            info!(activity_exec_id = %exec.activity_exec_id, released = started.load(std::sync::atomic::Ordering::Relaxed), of = dependents.len(), "budget spent: the rest of the release is owed to the monitor");
-        }
-        Ok(done)
+        results.into_iter().collect()
     }
 
     /// `exec`'s dependents (activity exec ids) and the join slots of the

@@ -276,12 +276,14 @@ async fn a_start_that_died_among_its_plan_parts_is_finished_by_the_next() {
 /// stops starting dependents once the invocation's budget is spent and
 /// leaves the rest owed: the COMPLETED is applied, its due marker stays,
 /// and the monitor's tick, with a budget of its own, releases the rest,
-/// each dependent once.
+/// each dependent once, resuming after the chunks recorded as released
+/// (`released_through`).
 #[tokio::test]
 async fn a_release_cut_by_its_budget_is_owed_and_finished_by_the_monitor() {
     use whimbrel_core::engine::budget;
+    use whimbrel_core::engine::release::RELEASE_CHUNK;
     let h = Harness::new().await;
-    let width = FAN_OUT_LIST_MAX + 8;
+    let width = RELEASE_CHUNK + 44;
     h.register("fan", fan(width)).await;
     let wf = h.start("fan").await;
     let spent = std::time::Instant::now();
@@ -294,28 +296,36 @@ async fn a_release_cut_by_its_budget_is_owed_and_finished_by_the_monitor() {
             .filter(|i| !h.launcher.launches_of(&format!("work-{i}")).is_empty())
             .count()
     };
-    assert!(launched(&h) < width, "the release stopped at the budget");
+    assert_eq!(launched(&h), 0, "the release stopped at the budget");
+    // As if a first invocation had released the first chunk and been cut:
+    // the monitor resumes after it.
+    let key = decide::activity_key(&start.activity_exec_id, &wf);
+    let mark = whimbrel_core::store::UpdateRequest::new(h.store.tables().activity_exec(), key).set(
+        "released_through",
+        whimbrel_core::store::n(RELEASE_CHUNK as u64),
+    );
+    h.store.update(mark, false).await.unwrap();
     let due = start.timing.due_epoch.unwrap();
     h.tick(due).await;
-    assert_eq!(launched(&h), width);
-    for i in 0..width {
+    assert_eq!(
+        launched(&h),
+        width - RELEASE_CHUNK,
+        "resumed after the recorded chunk"
+    );
+    let start = h.activity(&wf, "start").await;
+    assert_eq!(start.timing.due_epoch, None, "settled");
+    assert_eq!(start.links.released_through, Some(width as u64));
+    for i in RELEASE_CHUNK..width {
         assert_eq!(
             h.launcher.launches_of(&format!("work-{i}")).len(),
             1,
             "work-{i}"
         );
     }
-    assert_eq!(
-        h.activity(&wf, "start").await.timing.due_epoch,
-        None,
-        "settled"
-    );
-    // A tick whose own budget is spent starts nothing.
-    for i in 0..width {
-        h.run_to_completion(&wf, &format!("work-{i}")).await;
-    }
-    assert_eq!(h.launcher.launches_of("join").len(), 1);
+    // A tick whose own budget is spent judges nothing: the launches an
+    // hour old are left due, not launched again.
     let report = budget::within(spent, h.tick(due + 3600)).await;
-    assert_eq!(report.errors, 0);
-    assert_eq!(h.workflow(&wf).await.state, WorkflowState::Running);
+    assert_eq!((report.errors, report.relaunched), (0, 0), "{report:?}");
+    assert_eq!(report.shards_left, 7, "{report:?}");
+    assert_eq!(h.launcher.launches_of(&format!("work-{}", width - 1)).len(), 1);
 }

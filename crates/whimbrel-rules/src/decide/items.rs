@@ -128,6 +128,7 @@ impl PlanLinks {
             join_slots: self.join_slots,
             dependents: self.dependents,
             dependents_in_plan: self.dependents_in_plan,
+            released_through: None,
             released_prerequisites: vec![],
             max_concurrency: self.max_concurrency,
             plan_index: self.max_concurrency.map(|_| self.plan_index),

@@ -523,6 +523,27 @@ pub fn clear_due(tables: &Tables, exec: &ActivityExec) -> UpdateRequest {
     .remove(attr::DUE_SHARD)
 }
 
+/// Record that the first `through` dependents of the COMPLETED `exec` are
+/// released (`released_through`, issue 42 A.9), never lowering what is
+/// recorded: a release cut by its budget resumes there. Conditioned on
+/// the item still COMPLETED.
+pub fn released_through_update(
+    tables: &Tables,
+    exec: &ActivityExec,
+    through: u64,
+) -> UpdateRequest {
+    UpdateRequest::new(
+        tables.activity_exec(),
+        activity_key(&exec.activity_exec_id, &exec.workflow_exec_id),
+    )
+    .when(Cond::eq(attr::STATE, s(ActivityState::Completed.as_str())))
+    .when(Cond::Or(vec![
+        Cond::not_exists(attr::RELEASED_THROUGH),
+        Cond::lt(attr::RELEASED_THROUGH, n(through)),
+    ]))
+    .set(attr::RELEASED_THROUGH, n(through))
+}
+
 /// Every attribute [`mark_rejected`] names: the event row's key and the
 /// mark (template.yaml `KeepRejections` allows these alone).
 pub const REJECTION_WRITES: [&str; 4] = [

@@ -248,6 +248,8 @@ pub fn redriven_item(
     item.links.slot_held = false;
     item.links.target_limit = None;
     item.links.target_slot_held = false;
+    // Its next COMPLETED releases its dependents from the first.
+    item.links.released_through = None;
     item
 }
 

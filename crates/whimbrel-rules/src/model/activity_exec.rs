@@ -379,6 +379,11 @@ pub struct Links {
     /// ([`crate::decide::items::planned_dependents`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dependents_in_plan: Option<u32>,
+    /// After it COMPLETED: how many of its dependents, in the order they
+    /// are listed (or derived from the plan), are released already; a
+    /// release its invocation's budget cut resumes there (issue 42 A.9).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub released_through: Option<u64>,
     /// Prerequisites not yet COMPLETED (design.md § 3.2).
     #[serde(default)]
     pub pending_dependency_count: u64,
