@@ -10,7 +10,8 @@
 //!
 //! The deadline is task-local: work outside [`within`] (tests, the
 //! simulation, a Full Logic API process) has no deadline and runs to its
-//! end.
+//! end. Within one, the settle that applying a report starts has at most
+//! [`SETTLE_SLICE`] of it.
 
 use std::future::Future;
 use std::time::{Duration, Instant};
@@ -27,6 +28,24 @@ pub const RESERVE: Duration = Duration::from_secs(10);
 /// deadline has passed.
 pub async fn within<F: Future>(deadline: Instant, work: F) -> F::Output {
     DEADLINE.scope(deadline, work).await
+}
+
+/// What the settle that applying one report starts may spend on it: a
+/// stream shard applies its records one after another, so a settle that
+/// takes the whole budget (a 10,000-wide release) holds every report
+/// behind it. Past the slice the settle is owed, and the monitor, whose
+/// sweeps settle with the whole budget, resumes it.
+pub const SETTLE_SLICE: Duration = Duration::from_secs(5);
+
+/// Run `work` with at most `slice` of the budget: its deadline is the
+/// earlier of the current one and now + `slice`. Outside [`within`] it has
+/// no deadline still (a test or the simulation decides by the work, never
+/// by the machine's speed).
+pub async fn sliced<F: Future>(slice: Duration, work: F) -> F::Output {
+    match deadline() {
+        Some(d) => within(d.min(Instant::now() + slice), work).await,
+        None => work.await,
+    }
 }
 
 /// Run `work` within the deadline of a Lambda invocation whose context
@@ -96,6 +115,13 @@ mod tests {
         let later = Instant::now() + Duration::from_secs(60);
         assert!(!within(later, async { spent() }).await);
         assert_eq!(within(later, async { deadline() }).await, Some(later));
+        let sliced_deadline = within(later, sliced(Duration::from_secs(5), async { deadline() }));
+        let d = sliced_deadline.await.unwrap();
+        assert!(d < later && d <= Instant::now() + Duration::from_secs(5));
+        assert_eq!(
+            sliced(Duration::from_secs(5), async { deadline() }).await,
+            None
+        );
     }
 
     #[test]

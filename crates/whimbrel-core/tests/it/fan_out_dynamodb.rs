@@ -327,5 +327,8 @@ async fn a_release_cut_by_its_budget_is_owed_and_finished_by_the_monitor() {
     let report = budget::within(spent, h.tick(due + 3600)).await;
     assert_eq!((report.errors, report.relaunched), (0, 0), "{report:?}");
     assert_eq!(report.shards_left, 7, "{report:?}");
-    assert_eq!(h.launcher.launches_of(&format!("work-{}", width - 1)).len(), 1);
+    assert_eq!(
+        h.launcher.launches_of(&format!("work-{}", width - 1)).len(),
+        1
+    );
 }
