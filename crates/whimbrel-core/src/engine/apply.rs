@@ -188,7 +188,7 @@ impl<L: Launcher> Engine<L> {
         if !exec.state.is_terminal() && !exec.trail.parked.is_empty() {
             Box::pin(self.apply_parked(exec.clone())).await?;
         }
-        super::budget::sliced(super::budget::SETTLE_SLICE, self.settle(&exec)).await?;
+        super::budget::sliced(super::budget::SETTLE_SLICE, Box::pin(self.settle(&exec))).await?;
         Ok(Applied::State(exec.state))
     }
 
@@ -304,7 +304,7 @@ impl<L: Launcher> Engine<L> {
         if !after.state.is_terminal() && !after.trail.parked.is_empty() {
             Box::pin(self.apply_parked(after.clone())).await?;
         }
-        super::budget::sliced(super::budget::SETTLE_SLICE, self.settle(&after)).await?;
+        super::budget::sliced(super::budget::SETTLE_SLICE, Box::pin(self.settle(&after))).await?;
         Ok(Round::Done(Applied::State(next)))
     }
 
