@@ -594,27 +594,7 @@ impl Store {
         index: Option<&str>,
         key: KeyCond,
     ) -> Result<Vec<Item>, StoreError> {
-        let mut out = Vec::new();
-        let mut start: Option<Item> = None;
-        loop {
-            self.metrics.record("Query", 1);
-            self.metrics.call("dynamodb:Query", table, index);
-            let (items, last) = self
-                .backend
-                .query(
-                    table.into(),
-                    index.map(str::to_string),
-                    key.clone(),
-                    start.take(),
-                )
-                .await?;
-            out.extend(items);
-            match last {
-                Some(k) if !k.is_empty() => start = Some(k),
-                _ => break,
-            }
-        }
-        Ok(out)
+        Ok(self.query_at_most(table, index, key, usize::MAX).await?.0)
     }
 
     /// The items a KEYS_ONLY index finds: Query the index for the keys,
