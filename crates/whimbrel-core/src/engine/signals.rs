@@ -26,7 +26,8 @@ use crate::decider::{Decision, EventKind};
 use crate::ids;
 use crate::launcher::Launcher;
 use crate::model::{
-    earliest, signal_key_prefix, ActivityExec, SignalRow, WorkflowExec, MAX_SIGNALS_READ,
+    earliest, signal_copy_log_key, signal_key_prefix, ActivityExec, SignalRow, WorkflowExec,
+    MAX_SIGNALS_READ,
 };
 use crate::store::{s, Cmp, KeyCond, Store, StoreError};
 use whimbrel_rules::attr;
@@ -54,6 +55,7 @@ impl<L: Launcher> Engine<L> {
                 row.signal_key, row.workflow_exec_id
             )));
         }
+        let row = &self.kept(row).await?;
         let wf = self.signalled_workflow(row).await?;
         if wf.state == WorkflowState::Requested {
             info!(workflow_exec_id = %row.workflow_exec_id, signal = %row.signal_key, "signal kept: the workflow has not started");
@@ -182,6 +184,7 @@ impl<L: Launcher> Engine<L> {
         early.sort_by(|a, b| a.order().cmp(&b.order()));
         let key = (wf.workflow_exec_id.as_str(), wf.workflow_name.as_str());
         for row in early {
+            let row = &self.kept(row).await?;
             let (source, build) = self.signal_append(key, row);
             if let Append::Appended { started: Some(id) } =
                 self.append_only(key, &source, build).await?
@@ -263,7 +266,32 @@ impl<L: Launcher> Engine<L> {
         let Some(first) = earliest(&rows) else {
             return Ok(false);
         };
-        Ok(self.deliver(exec.clone(), first).await? == Some(ActivityState::Completed))
+        let first = self.kept(first).await?;
+        Ok(self.deliver(exec.clone(), &first).await? == Some(ActivityState::Completed))
+    }
+
+    /// The engine's copy of signal `row` (issue 42 B.3): put now from
+    /// `row` when there is none (the first time the engine applies it: its
+    /// INSERT record, or a look that found the row before its record was
+    /// applied), else the copy put first. What a signal delivers, appends
+    /// or orders by is its copy, so a signaller's later put over its row
+    /// (another input, a spoiled name) changes nothing.
+    ///
+    /// Errors: [`EngineError::Retry`] when DynamoDB is unavailable.
+    async fn kept(&self, row: &SignalRow) -> Result<SignalRow, EngineError> {
+        let t = self.store.tables();
+        if self.store.put_if(episodes::signal_copy_put(t, row)).await? {
+            return Ok(row.clone());
+        }
+        let key = crate::store::Item::from([
+            (attr::WORKFLOW_EXEC_ID.into(), s(&row.workflow_exec_id)),
+            (
+                attr::LOG_KEY.into(),
+                s(signal_copy_log_key(&row.signal_key)),
+            ),
+        ]);
+        let copy: Option<SignalRow> = self.store.get(&t.decision(), key).await?;
+        Ok(copy.unwrap_or_else(|| row.clone()))
     }
 
     /// Every signal row of `name` sent to the workflow exec (a consistent
@@ -278,9 +306,11 @@ impl<L: Launcher> Engine<L> {
         self.signals_of(workflow_exec_id, Some(name)).await
     }
 
-    /// The signal rows sent to the workflow exec, or only those of `name`
-    /// (a consistent Query, `begins_with(signal_key, "name#")`): the first
-    /// [`MAX_SIGNALS_READ`] in key order; more are logged and left unread.
+    /// The signals sent to the workflow exec, or only those of `name`:
+    /// the engine's copies ([`Engine::kept`]), and the rows that have none
+    /// yet (their INSERT records not applied yet), each a consistent Query
+    /// (`begins_with`) of at most [`MAX_SIGNALS_READ`] in key order; more
+    /// are logged and left unread. A row with a copy is its copy.
     ///
     /// Errors: the store's; a row that is not a signal is left out.
     async fn signals_of(
@@ -288,23 +318,45 @@ impl<L: Launcher> Engine<L> {
         workflow_exec_id: &str,
         name: Option<&str>,
     ) -> Result<Vec<SignalRow>, EngineError> {
-        let table = self.store.tables().signal();
-        let named = |n: &str| {
-            (
-                attr::SIGNAL_KEY.into(),
-                Cmp::BeginsWith,
-                s(signal_key_prefix(n)),
-            )
-        };
+        let t = self.store.tables();
+        let prefix = name.map(signal_key_prefix);
+        let copy_prefix = signal_copy_log_key(prefix.as_deref().unwrap_or_default());
+        let copies = (t.decision(), attr::LOG_KEY, Some(copy_prefix));
+        let mut kept = self.query_signals(workflow_exec_id, copies).await?;
+        let rows = (t.signal(), attr::SIGNAL_KEY, prefix);
+        for row in self.query_signals(workflow_exec_id, rows).await? {
+            if !kept.iter().any(|k| k.signal_key == row.signal_key) {
+                kept.push(row);
+            }
+        }
+        Ok(kept)
+    }
+
+    /// The signals of one Query of `table` (its hash key the workflow
+    /// exec id) whose range key `range` begins with `prefix` (`None`:
+    /// all; DynamoDB refuses an empty `begins_with`): at most
+    /// [`MAX_SIGNALS_READ`]; more are logged and left unread.
+    ///
+    /// Errors: the store's; an item that is not a signal is left out.
+    async fn query_signals(
+        &self,
+        workflow_exec_id: &str,
+        (table, range, prefix): (String, &str, Option<String>),
+    ) -> Result<Vec<SignalRow>, EngineError> {
         let key = KeyCond {
             hash: (attr::WORKFLOW_EXEC_ID.into(), s(workflow_exec_id)),
-            range: name.map(named),
+            range: prefix.map(|p| (range.into(), Cmp::BeginsWith, s(p))),
         };
         let (items, more) = (self.store)
             .query_at_most(&table, None, key, MAX_SIGNALS_READ)
             .await?;
         if more {
-            warn!(workflow_exec_id, name = ?name, max = MAX_SIGNALS_READ, "more signal rows than are read; the rest are left unread");
+            warn!(
+                workflow_exec_id,
+                table,
+                max = MAX_SIGNALS_READ,
+                "more signals than are read; the rest are left unread"
+            );
         }
         Ok(items
             .into_iter()

@@ -506,6 +506,15 @@ impl MemoryBackend {
     ) -> Result<Page, StoreError> {
         self.fault("Query", table)?;
         let d = self.def("Query", table)?;
+        // As DynamoDB: "The AttributeValue for a key attribute cannot
+        // contain an empty string value" (a `begins_with` of "" too).
+        let values = std::iter::once((&key.hash.0, &key.hash.1))
+            .chain(key.range.as_ref().map(|(a, _, v)| (a, v)));
+        for (attr, v) in values {
+            if matches!(v, AttributeValue::S(s) if s.is_empty()) {
+                return Err(invalid("Query", format!("The AttributeValue for a key attribute cannot contain an empty string value. Key: {attr}")));
+            }
+        }
         let gsi = match index {
             None => None,
             Some(ix) => Some(

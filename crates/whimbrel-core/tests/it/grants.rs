@@ -848,6 +848,50 @@ async fn worker_calls() -> (Calls, Calls) {
     (made, calls_of(&claims, &h))
 }
 
+/// Issue 42 B.3: a signal sender's grant was PutItem on any key of the
+/// signal table, scoped only if an account thought to add a condition.
+/// `SignalSenderPolicy` now takes its scope from `SignalWorkflows`, a
+/// parameter with no default (a deployer says which workflows, `*` for
+/// all): the signal row's hash key, the workflow exec id, must start with
+/// one of their `name::`.
+#[test]
+fn the_signal_sender_policy_is_scoped_by_a_required_parameter() {
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../template.yaml"))
+        .unwrap();
+    let t: Y = serde_yaml::from_str(&text).unwrap();
+    let param = &t["Parameters"]["SignalWorkflows"];
+    assert_eq!(param["Type"].as_str(), Some("CommaDelimitedList"));
+    assert!(param.get("Default").is_none(), "required: no default");
+    let all = &t["Resources"]["SignalSenderPolicy"]["Properties"]["PolicyDocument"]["Statement"];
+    let s = (all.as_sequence().unwrap().iter())
+        .find(|s| s["Sid"].as_str() == Some("SendSignals"))
+        .expect("SendSignals");
+    assert_eq!(s["Action"].as_str(), Some("dynamodb:PutItem"));
+    assert_scoped_by_workflow("SignalSenderPolicy", s);
+}
+
+/// `statement`'s `dynamodb:LeadingKeys`, evaluated for a parameter list
+/// of workflow names, admit exactly the keys that start with one of
+/// their `name::` (IAM wildcards in the names).
+fn assert_scoped_by_workflow(policy: &str, statement: &Y) {
+    let keys = &statement["Condition"]["ForAllValues:StringLike"]["dynamodb:LeadingKeys"];
+    for (workflows, key, ok) in [
+        (&["orders"][..], "orders::4d3f", true),
+        (&["orders"][..], "payroll::4d3f", false),
+        (&["orders"][..], "ordersx::4d3f", false),
+        (&["orders"][..], "orders-4d3f", false),
+        (&["pay-*"][..], "pay-eu::4d3f", true),
+        (&["*"][..], "anything::4d3f", true),
+    ] {
+        let patterns = eval_list(keys, workflows);
+        assert_eq!(
+            patterns.iter().any(|p| like(p, key)),
+            ok,
+            "{policy} with workflows {workflows:?} ({patterns:?}) and key {key}"
+        );
+    }
+}
+
 /// Evaluates the intrinsics a list-valued policy condition is built with
 /// (`!Split`, `!Sub` with a map, `!Join`, `!Ref TaskLists`), `TaskLists`
 /// standing for `lists`.
@@ -863,7 +907,10 @@ fn eval_list(v: &Y, lists: &[&str]) -> Vec<String> {
         }
         Y::Tagged(t)
             if t.tag == "!Ref"
-                && matches!(t.value.as_str(), Some("TaskLists" | "ClientWorkflows")) =>
+                && matches!(
+                    t.value.as_str(),
+                    Some("TaskLists" | "ClientWorkflows" | "SignalWorkflows")
+                ) =>
         {
             lists.iter().map(|l| l.to_string()).collect()
         }
@@ -1380,22 +1427,7 @@ fn the_client_policies_scope_starts_and_keep_cancels_apart() {
             let fits = names(row).iter().all(|n| attrs.contains(n));
             assert_eq!(fits, allowed.contains(&row), "{policy}: {:?}", names(row));
         }
-        let keys = &s["Condition"]["ForAllValues:StringLike"]["dynamodb:LeadingKeys"];
-        for (workflows, key, ok) in [
-            (&["orders"][..], "orders::4d3f", true),
-            (&["orders"][..], "payroll::4d3f", false),
-            (&["orders"][..], "ordersx::4d3f", false),
-            (&["orders"][..], "orders-4d3f", false),
-            (&["pay-*"][..], "pay-eu::4d3f", true),
-            (&["*"][..], "anything::4d3f", true),
-        ] {
-            let patterns = eval_list(keys, workflows);
-            assert_eq!(
-                patterns.iter().any(|p| like(p, key)),
-                ok,
-                "{policy} with ClientWorkflows={workflows:?} ({patterns:?}) and key {key}"
-            );
-        }
+        assert_scoped_by_workflow(policy, &s);
     }
     assert_eq!(
         t["Parameters"]["ClientWorkflows"]["Default"].as_str(),

@@ -284,3 +284,53 @@ async fn a_flood_of_signal_rows_is_read_only_up_to_its_bound() {
         json!(0)
     );
 }
+
+/// Issue 42 B.3: a signaller's grant lets it put any row of the signal
+/// table, so it could overwrite a kept signal (same key, other input)
+/// before a wait took it, and the wait was COMPLETED with the forged
+/// input; or make the row invalid so the real signal was never
+/// delivered. Only what was inserted is delivered: the engine keeps its
+/// own copy of each signal when it first applies it (its INSERT record),
+/// and a look for kept signals takes the copies.
+#[tokio::test]
+async fn a_kept_signal_is_delivered_as_inserted_not_as_overwritten() {
+    let h = Harness::new().await;
+    h.register("approval", approval()).await;
+    // Overwritten with another input, after its INSERT was applied.
+    let wf = h.start("approval").await;
+    let sent = SignalRow::new(&wf, "approve", "s-1", Some(json!({"amount": 10})));
+    assert_eq!(
+        deliver_signals(&h, std::slice::from_ref(&sent), 1).await,
+        (1, 0, 0)
+    );
+    let forged = SignalRow {
+        input: Some(json!({"amount": 1_000_000})),
+        ..sent.clone()
+    };
+    put_signal(&h, &forged).await;
+    h.run_to_completion(&wf, "prepare").await;
+    let wait = h.activity(&wf, "approval").await;
+    assert_eq!(
+        (wait.state, wait.outcome.output),
+        (ActivityState::Completed, Some(json!({"amount": 10})))
+    );
+    // Overwritten into a row that can never be delivered (its name no
+    // longer matches its key).
+    let wf2 = h.start("approval").await;
+    let sent = SignalRow::new(&wf2, "approve", "s-1", Some(json!("yes")));
+    assert_eq!(
+        deliver_signals(&h, std::slice::from_ref(&sent), 3).await,
+        (1, 0, 0)
+    );
+    let spoiled = SignalRow {
+        name: "other".into(),
+        ..sent.clone()
+    };
+    put_signal(&h, &spoiled).await;
+    h.run_to_completion(&wf2, "prepare").await;
+    let wait = h.activity(&wf2, "approval").await;
+    assert_eq!(
+        (wait.state, wait.outcome.output),
+        (ActivityState::Completed, Some(json!("yes")))
+    );
+}

@@ -232,6 +232,14 @@ pub(super) fn put_new(t: &Tables, item: Item) -> Write {
     }
 }
 
+/// The put of the engine's copy of signal `row` on `whimbrel_decision`
+/// (the row's fields under [`crate::model::signal_copy_log_key`]): never
+/// over one, so the first applied stands (issue 42 B.3).
+pub fn signal_copy_put(t: &Tables, row: &crate::model::SignalRow) -> Write {
+    let key = crate::model::signal_copy_log_key(&row.signal_key);
+    put_new(t, log_item(&row.workflow_exec_id, key, row))
+}
+
 /// An update of the workflow exec `wf` (id, name).
 pub(super) fn workflow_update(t: &Tables, wf: (&str, &str)) -> UpdateRequest {
     UpdateRequest::new(t.workflow_exec(), workflow_key(wf.0, wf.1))

@@ -56,6 +56,17 @@ pub fn signal_key_prefix(name: &str) -> String {
     format!("{name}#")
 }
 
+/// The range key of the engine's copy of signal `signal_key` on
+/// `whimbrel_decision` (hash key the workflow exec id):
+/// `signal#(signal_key)`; with [`signal_key_prefix`], the prefix of a
+/// name's copies, and with `""` of all. The engine keeps a copy of each
+/// signal when it first applies it (its INSERT record), and delivers only
+/// its copies: a signaller's later put over the row changes nothing
+/// (issue 42 B.3).
+pub fn signal_copy_log_key(signal_key: &str) -> String {
+    format!("signal#{signal_key}")
+}
+
 impl SignalRow {
     /// A signal for `workflow_exec_id`, its key derived.
     pub fn new(workflow_exec_id: &str, name: &str, signal_id: &str, input: Option<Value>) -> Self {

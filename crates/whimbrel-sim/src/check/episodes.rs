@@ -35,7 +35,7 @@ use serde_json::Value;
 use whimbrel_core::attr;
 use whimbrel_core::decider::Decision;
 use whimbrel_core::engine::decide::episodes::{DecisionRecord, EpisodeEvent, EpisodeState};
-use whimbrel_core::model::{ActivityExec, WorkflowExec};
+use whimbrel_core::model::{signal_copy_log_key, ActivityExec, SignalRow, WorkflowExec};
 use whimbrel_core::plan::PlannedActivity;
 use whimbrel_core::store::memory::MemoryBackend;
 use whimbrel_core::store::{Item, Tables};
@@ -120,6 +120,8 @@ enum Entry {
     Record(u64, Arc<DecisionRecord>, Arc<Decided>),
     /// `marker#…`: name, details, the decision that wrote it.
     Marker(String, Value, u64),
+    /// `signal#<signal_key>`: the engine's copy of a signal.
+    SignalCopy(Box<SignalRow>),
     /// Any other key.
     Other,
 }
@@ -146,6 +148,8 @@ fn entry_of(key: &str, item: Item) -> Result<Entry, serde_dynamo::Error> {
         let by = m["decision"].as_u64().unwrap_or(0);
         let name = m["name"].as_str().unwrap_or("").into();
         Entry::Marker(name, m["details"].clone(), by)
+    } else if key.starts_with("signal#") {
+        Entry::SignalCopy(Box::new(serde_dynamo::from_item(item)?))
     } else {
         Entry::Other
     })
@@ -173,6 +177,14 @@ pub(super) fn logs(mem: &MemoryBackend, t: &Tables) -> (Vec<Log>, Vec<String>) {
     }
     let mut bad = vec![];
     for (exec, key, entry) in mem.decoded(&t.decision(), read_entry) {
+        // The engine's copy of a signal (issue 42 B.3): of any execution,
+        // or of none yet (a signal sent before its start).
+        if let Ok(Entry::SignalCopy(row)) = &entry {
+            if row.workflow_exec_id != exec || signal_copy_log_key(&row.signal_key) != key {
+                bad.push(format!("{exec}: signal copy {key} is not its signal's"));
+            }
+            continue;
+        }
         let Some(log) = logs.get_mut(&exec) else {
             bad.push(format!("decision item {key} of no episodic execution"));
             continue;
@@ -207,7 +219,7 @@ impl Log {
             Entry::Marker(name, details, by) => {
                 self.markers.insert(name, (details, by));
             }
-            Entry::Other => {}
+            Entry::Other | Entry::SignalCopy(_) => {}
         }
     }
 
