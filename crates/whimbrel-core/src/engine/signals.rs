@@ -267,7 +267,44 @@ impl<L: Launcher> Engine<L> {
             return Ok(false);
         };
         let first = self.kept(first).await?;
-        Ok(self.deliver(exec.clone(), &first).await? == Some(ActivityState::Completed))
+        if self.deliver(exec.clone(), &first).await? != Some(ActivityState::Completed) {
+            return Ok(false);
+        }
+        self.untaken_signals_to_events(exec, &rows, &first).await?;
+        Ok(true)
+    }
+
+    /// After wait `exec` took signal `taken` from `rows` (its name's kept
+    /// signals) at its release: in an episodic execution consulted on
+    /// signals, once no wait of that name waits, each other valid one is
+    /// taken by no wait, so it is an event of the log, in the order
+    /// clients dated them (issue 42 A.2: "a signal no node waits for is an
+    /// event" holds for signals kept for a wait that took another). Each
+    /// append is once per signal.
+    ///
+    /// Errors: [`EngineError::Retry`] when DynamoDB is unavailable.
+    async fn untaken_signals_to_events(
+        &self,
+        exec: &ActivityExec,
+        rows: &[SignalRow],
+        taken: &SignalRow,
+    ) -> Result<(), EngineError> {
+        let mut rest: Vec<&SignalRow> = (rows.iter())
+            .filter(|r| r.invalid().is_none() && r.signal_key != taken.signal_key)
+            .collect();
+        if rest.is_empty() {
+            return Ok(());
+        }
+        let wf = (self.load_workflow(&exec.workflow_exec_id, &exec.workflow_name)).await?;
+        if !takes_signals(&wf) || !self.signal_waits(&wf, &taken.name).await?.is_empty() {
+            return Ok(());
+        }
+        rest.sort_by(|a, b| a.order().cmp(&b.order()));
+        for row in rest {
+            let row = self.kept(row).await?;
+            self.signal_event(&wf, &row).await?;
+        }
+        Ok(())
     }
 
     /// The engine's copy of signal `row` (issue 42 B.3): put now from

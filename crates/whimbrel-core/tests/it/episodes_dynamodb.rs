@@ -737,3 +737,71 @@ async fn a_heartbeat_stub_does_not_take_the_place_of_a_later_node() {
     let done = h.workflow(&wf).await;
     assert_eq!(done.state, WorkflowState::Completed, "{:?}", done.error);
 }
+
+/// Runs `prep`, with a wait for signal `ok` after it; a `signal` event
+/// (one no wait took) completes the workflow with its input.
+struct PrepThenWait;
+
+impl Decider for PrepThenWait {
+    fn start(&self, _: &DeciderRequest) -> DecisionsAnswer {
+        let mut wait = deciding::signal_node("wait-ok", "ok");
+        wait.depends_on = vec!["prep".into()];
+        decisions(vec![
+            schedule(lambda_node("prep", "episode-step", json!({}))),
+            schedule(wait),
+        ])
+    }
+
+    fn decide(&self, request: &DecisionRequest) -> DecisionsAnswer {
+        let event = (request.events.iter()).find(|e| e.kind == EventKind::Signal);
+        decisions(
+            event
+                .map(|e| Decision::CompleteWorkflow {
+                    result: json!({"event": e.output}),
+                })
+                .into_iter()
+                .collect(),
+        )
+    }
+}
+
+/// Issue 42 A.2, the rest: two signals of one name come while their only
+/// wait is scheduled but not released yet (its prerequisite runs), so
+/// both are kept for it. Its release takes the earliest; the later one,
+/// taken by no wait once none of its name waits, must be an event of the
+/// log, not left unseen.
+#[tokio::test]
+async fn a_later_signal_a_release_did_not_take_is_an_event() {
+    let h = Harness::new().await;
+    register(&h, "prep-wait", "prep-wait-decider", Arc::new(PrepThenWait)).await;
+    let wf = start(&h, "prep-wait", json!({})).await;
+    assert_eq!(
+        h.activity(&wf, "wait-ok").await.state,
+        ActivityState::Requested
+    );
+    let mut first = SignalRow::new(&wf, "ok", "s-1", Some(json!({"n": 1})));
+    first.when_epoch = Some(10);
+    let mut later = SignalRow::new(&wf, "ok", "s-2", Some(json!({"n": 2})));
+    later.when_epoch = Some(20);
+    let table = h.store.tables().signal();
+    for row in [&first, &later] {
+        h.store.put(&table, row).await.unwrap();
+    }
+    let event = stream_event(
+        &table,
+        &["workflow_exec_id", "signal_key"],
+        &[first, later],
+        1,
+    );
+    let (_, sum) = handlers::client_rows(&h.engine, &event).await.unwrap();
+    assert_eq!((sum.retried, sum.rejected), (0, 0), "{sum:?}");
+    complete(&h, &wf, "prep", json!({})).await;
+    let wait = h.activity(&wf, "wait-ok").await;
+    assert_eq!(
+        (wait.state, wait.outcome.output),
+        (ActivityState::Completed, Some(json!({"n": 1})))
+    );
+    let done = h.workflow(&wf).await;
+    assert_eq!(done.state, WorkflowState::Completed, "{:?}", done.error);
+    assert_eq!(done.result, Some(json!({"event": {"n": 2}})));
+}

@@ -340,7 +340,9 @@ fn a_cancel_request_that_races_the_start_still_cancels() {
 ///   the add on the group's generation);
 /// - seed 9: a redrive of a workflow cancelled before it was planned (its
 ///   plan stored, no activities) read its activities first and was
-///   retried for good instead of refused (`decide::redrive::workflow_refusal`);
+///   retried for good instead of refused (`decide::redrive::workflow_refusal`;
+///   run still, though since signal copies it no longer redrives: seed 10
+///   does);
 /// - seed 21: a redrive resumed after its first delivery made a child
 ///   node RUNNING and failed (throttled) before the child's request:
 ///   the resumed redrive claimed only REQUESTED activities, and the node
@@ -370,11 +372,11 @@ fn a_cancel_request_that_races_the_start_still_cancels() {
 /// reverting its fix and running the simulation to its first failure).
 #[test]
 fn redrives_that_found_engine_bugs_hold() {
-    for seed in [3, 9, 21, 25, 551, 1209, 1405, 1962, 3624] {
+    for seed in [3, 9, 10, 21, 25, 551, 1209, 1405, 1962, 3624] {
         let stats = run(seed, &Params::default())
             .unwrap_or_else(|f| panic!("seed {seed}: {}", f.violations.join("\n")));
         assert!(
-            stats.features["redrive requests sent"] > 0,
+            seed == 9 || stats.features["redrive requests sent"] > 0,
             "seed {seed}: {stats:?}"
         );
     }
