@@ -218,6 +218,8 @@ pub const TARGET: &str = "target";
 pub const TARGET_LIMIT: &str = "target_limit";
 /// `target_slot_held`: True while an activity holds a slot of its `target_limit` (removed by the give-back, once).
 pub const TARGET_SLOT_HELD: &str = "target_slot_held";
+/// `target_slot_adopted`: True when the target slot held was given by a new limit to an attempt already live (issue 42 A.7), not taken by its claim.
+pub const TARGET_SLOT_ADOPTED: &str = "target_slot_adopted";
 /// `max_concurrency`: On a `whimbrel_limit` item: at most this many activities of the target hold a slot at once.
 pub const MAX_CONCURRENCY: &str = "max_concurrency";
 /// `signal_key`: Range key of `signal`, `(name)#(signal_id)`.

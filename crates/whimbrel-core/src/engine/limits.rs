@@ -3,7 +3,7 @@
 //! are `decide::target_limits`'; raising a limit hands the freed slots to
 //! the oldest waiters at once.
 
-use super::{decide, Engine, EngineError};
+use super::{decide, ActivityKey, Engine, EngineError};
 use crate::keys;
 use crate::launcher::Launcher;
 use crate::model::TargetLimit;
@@ -49,15 +49,18 @@ impl<L: Launcher> Engine<L> {
         }
         let t = self.store.tables();
         for _ in 0..MAX_TRIES {
-            let req = match self.target_limit(&target).await? {
+            let (req, new) = match self.target_limit(&target).await? {
                 Some(TargetLimit {
                     max_concurrency: Some(old),
                     ..
-                }) => target_limits::change_limit(t, &target, old, max),
-                _ => target_limits::new_limit(t, &target, max),
+                }) => (target_limits::change_limit(t, &target, old, max), false),
+                _ => (target_limits::new_limit(t, &target, max), true),
             };
             match self.store.update(req, false).await {
                 Ok(_) => {
+                    if new {
+                        self.adopt_live(&target).await?;
+                    }
                     self.hand_off_target(&target).await?;
                     return self.target_limit(&target).await?.ok_or_else(|| {
                         EngineError::Retry(format!("{target}: removed while being set"))
@@ -95,6 +98,82 @@ impl<L: Launcher> Engine<L> {
             ))),
             Err(e) => Err(e.into()),
         }
+    }
+}
+
+impl<L: Launcher> Engine<L> {
+    /// Adopt the live attempts of `target` that claimed before it had a
+    /// limit ([`target_limits::adoptable`], [`target_limits::adopt_target_slot`];
+    /// issue 42 A.7), found through the due index (every shard: a claimed
+    /// or running attempt has a deadline) and, for a task list, its
+    /// task-list index. Returns how many it adopted. An attempt that
+    /// changes meanwhile is read again, a few times; one that ended, or
+    /// took a slot by its own claim, is left.
+    ///
+    /// Errors: [`EngineError::Retry`] when DynamoDB is unavailable.
+    async fn adopt_live(&self, target: &str) -> Result<u64, EngineError> {
+        let mut adopted = 0;
+        for key in self.live_candidates(target).await? {
+            let mut exec =
+                (self.load_activity(&key.activity_exec_id, &key.workflow_exec_id)).await?;
+            for _ in 0..MAX_TRIES {
+                let ours = target_limits::target_of(&exec).as_deref() == Some(target);
+                if !ours || !target_limits::adoptable(&exec) {
+                    break;
+                }
+                let (item, limit) =
+                    target_limits::adopt_target_slot(self.store.tables(), &exec, target);
+                match self
+                    .store
+                    .transact(vec![item.into_write(), limit.into_write()])
+                    .await
+                {
+                    Ok(()) => {
+                        adopted += 1;
+                        break;
+                    }
+                    Err(StoreError::ConditionFailed | StoreError::Conflict) => {
+                        exec = self.reload(&exec).await?;
+                    }
+                    Err(e) => return Err(e.into()),
+                }
+            }
+        }
+        Ok(adopted)
+    }
+
+    /// The keys of the activity items that may be live attempts of
+    /// `target`: every item of the due index, and of the task list's
+    /// shards for a task-list target.
+    async fn live_candidates(&self, target: &str) -> Result<Vec<ActivityKey>, EngineError> {
+        use crate::store::{n, s, KeyCond};
+        let table = self.store.tables().activity_exec();
+        let mut keys: Vec<(&str, KeyCond)> = (0..crate::store::INDEX_SHARDS)
+            .map(|shard| {
+                let hash = (crate::attr::DUE_SHARD.into(), n(shard));
+                (crate::store::INDEX_DUE, KeyCond { hash, range: None })
+            })
+            .collect();
+        if let Some(list) = target.strip_prefix("task_list:") {
+            keys.extend((0..decide::TASK_LIST_SHARDS).map(|shard| {
+                let hash = (
+                    crate::attr::TASK_LIST_SHARD.into(),
+                    s(format!("{list}#{shard}")),
+                );
+                (crate::store::INDEX_TASK_LIST, KeyCond { hash, range: None })
+            }));
+        }
+        let mut found: Vec<ActivityKey> = vec![];
+        for (index, key) in keys {
+            found.extend(
+                self.store
+                    .query::<ActivityKey>(&table, Some(index), key)
+                    .await?,
+            );
+        }
+        found.sort_by(|a, b| a.activity_exec_id.cmp(&b.activity_exec_id));
+        found.dedup_by(|a, b| a.activity_exec_id == b.activity_exec_id);
+        Ok(found)
     }
 }
 

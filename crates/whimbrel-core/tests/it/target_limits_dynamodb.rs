@@ -207,3 +207,48 @@ async fn a_target_slot_owed_by_a_function_that_died_is_given_back_by_the_monitor
         "given back twice"
     );
 }
+
+/// Issue 42 A.7: a limit set while the target's activities already ran
+/// did not count them, so a new workflow's activities all took slots at
+/// once: 5 ran with no limit, a limit of 2 was set, and 3 more claimed,
+/// 8 running under a limit of 2. Setting a new limit adopts the live
+/// activities of the target (claimed or RUNNING, holding no slot): they
+/// hold its slots, over the limit until enough end, and nothing else
+/// claims one until then.
+#[tokio::test]
+async fn a_limit_set_while_activities_run_counts_them() {
+    let h = Harness::new().await;
+    h.register("early", plan(5, "resize", None)).await;
+    let early = h.start("early").await;
+    for i in 0..2 {
+        let running = h.event(&early, &format!("a{i:02}"), "RUNNING");
+        h.engine.apply_event(&running).await.unwrap();
+    }
+    assert_eq!(h.launcher.launch_count(), 5);
+    h.engine.set_target_limit(TARGET, 2).await.unwrap();
+    let l = limit(&h).await;
+    assert_eq!((l.slots_used(), l.slots_free), (5, -3), "{l:?}");
+    h.register("late", plan(3, "resize", None)).await;
+    let late = h.start("late").await;
+    let l = limit(&h).await;
+    assert_eq!(l.slot_waiters.len(), 3, "{l:?}");
+    assert_eq!(
+        h.launcher.launch_count(),
+        5,
+        "nothing claims over the limit"
+    );
+    // The running ones end first; the slots they give back free none yet.
+    for i in 0..2 {
+        let done = h.event(&early, &format!("a{i:02}"), "COMPLETED");
+        h.engine.apply_event(&done).await.unwrap();
+    }
+    let l = limit(&h).await;
+    assert_eq!((l.slots_used(), l.slot_waiters.len()), (3, 3), "{l:?}");
+    let wfs = vec![(early.clone(), 5), (late.clone(), 3)];
+    drain(&h, &wfs, 5, &[None, None]).await;
+    for wf in [&early, &late] {
+        assert_eq!(h.workflow(wf).await.state, WorkflowState::Completed);
+    }
+    let l = limit(&h).await;
+    assert_eq!((l.slots_used(), l.slot_waiters.len()), (0, 0), "{l:?}");
+}

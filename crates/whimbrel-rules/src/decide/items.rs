@@ -135,6 +135,7 @@ impl PlanLinks {
             slot_held: false,
             target_limit: None,
             target_slot_held: false,
+            target_slot_adopted: false,
             closes_children: self.closes_children,
             scheduled_by: None,
         }

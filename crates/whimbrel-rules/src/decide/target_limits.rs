@@ -137,9 +137,48 @@ pub fn give_back_target_slot(
     )
     .when(Cond::exists(attr::TARGET_SLOT_HELD))
     .when(super::slots::ended_as_read(exec))
-    .remove(attr::TARGET_SLOT_HELD);
+    .remove(attr::TARGET_SLOT_HELD)
+    .remove(attr::TARGET_SLOT_ADOPTED);
     let limit = limit_update(t, target).act(Action::Add(attr::SLOTS_FREE.into(), n(1)));
     Some((item, limit))
+}
+
+/// Whether a new limit adopts `exec` (issue 42 A.7): an attempt that runs
+/// code and claimed while its target had no limit, so it holds no target
+/// slot: QUEUED (claimed, launched or waiting for a worker or its retry's
+/// delay) or RUNNING. A waiter for a slot is REQUESTED, not adopted.
+pub fn adoptable(exec: &ActivityExec) -> bool {
+    use crate::contract::ActivityState::{Queued, Running};
+    exec.runner.kind().runs_code()
+        && matches!(exec.state, Queued | Running)
+        && !exec.links.target_slot_held
+}
+
+/// The adoption of `exec` ([`adoptable`]) by `target`'s new limit, a
+/// transaction of two: the item's `target_limit` and `target_slot_held`
+/// set, on the condition that it holds none and is in the state read
+/// (so its settle gives the slot back once, as a claimed one's); and the
+/// target's `slots_free - 1`, with no floor, on the condition that the
+/// limit exists. A limit set under load is over it until enough end, and
+/// no claim takes a slot meanwhile (issue 42 A.7).
+pub fn adopt_target_slot(
+    t: &Tables,
+    exec: &ActivityExec,
+    target: &str,
+) -> (UpdateRequest, UpdateRequest) {
+    let item = UpdateRequest::new(
+        t.activity_exec(),
+        activity_key(&exec.activity_exec_id, &exec.workflow_exec_id),
+    )
+    .when(Cond::not_exists(attr::TARGET_SLOT_HELD))
+    .when(super::slots::ended_as_read(exec))
+    .set(attr::TARGET_LIMIT, s(target))
+    .set(attr::TARGET_SLOT_HELD, AttributeValue::Bool(true))
+    .set(attr::TARGET_SLOT_ADOPTED, AttributeValue::Bool(true));
+    let limit = limit_update(t, target)
+        .when(Cond::exists(attr::MAX_CONCURRENCY))
+        .act(Action::Add(attr::SLOTS_FREE.into(), n(-1)));
+    (item, limit)
 }
 
 /// A new limit of `max` on `target`, every slot free; conditioned on

@@ -420,6 +420,12 @@ pub struct Links {
     /// back (the give-back removes it, once).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub target_slot_held: bool,
+    /// True when that slot was not taken by a claim but given by a new
+    /// limit to an attempt already live (issue 42 A.7,
+    /// `target_limits::adopt_target_slot`): such holders may put a target
+    /// over its limit until they end.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub target_slot_adopted: bool,
     /// True when its plan has child workflow nodes (design.md § 9.5): its
     /// failure cancels those still running.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]

@@ -5,9 +5,11 @@
 //! - its slots in use (`max_concurrency - slots_free`) are exactly the
 //!   activities that hold one (`target_slot_held`, naming the target): the
 //!   take, the give-back and a limit change are each one write;
-//! - no more are held than the limit, or, after the limit was lowered
-//!   below the slots held, than were held then, falling as they end (a
-//!   lower limit takes no slot back);
+//! - no more are held by claims than the limit, or, after the limit was
+//!   lowered below the slots held, than were held then, falling as they
+//!   end (a lower limit takes no slot back); a new limit's adopted
+//!   holders (attempts live when it was set, issue 42 A.7) are counted in
+//!   its slots in use but may put it over until they end;
 //! - an activity claimed under the limit (`target_limit`) and in flight
 //!   holds a slot;
 //! - once every activity of the target ended and settled, no slot is held
@@ -55,9 +57,13 @@ pub fn violations(
     for l in limits(mem, t) {
         let max = i64::from(l.max_concurrency.unwrap_or(0));
         let target = l.target.as_str();
-        let held = acts
-            .iter()
+        let holders: Vec<&Arc<ActivityExec>> = (acts.iter())
             .filter(|a| a.links.target_slot_held && a.links.target_limit.as_deref() == Some(target))
+            .collect();
+        let held = holders.len() as i64;
+        let claimed = holders
+            .iter()
+            .filter(|a| !a.links.target_slot_adopted)
             .count() as i64;
         if l.slots_used() != held {
             v.push(format!(
@@ -68,12 +74,12 @@ pub fn violations(
         }
         let (ceiling, before) = seen.last.get(target).copied().unwrap_or((i64::MAX, 0));
         let ceiling = max.max(ceiling.min(before));
-        if held > ceiling {
+        if claimed > ceiling {
             v.push(format!(
-                "target {target}: {held} slots held, above its limit {max} (at most {ceiling})"
+                "target {target}: {claimed} slots held by claims, above its limit {max} (at most {ceiling})"
             ));
         }
-        seen.last.insert(target.to_string(), (ceiling, held));
+        seen.last.insert(target.to_string(), (ceiling, claimed));
         seen.waiters.extend(l.slot_waiters.iter().cloned());
         v.extend(leaked(acts, &l, held));
     }
