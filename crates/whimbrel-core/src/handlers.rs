@@ -21,7 +21,6 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tracing::{info, warn};
 
-use crate::dates::Timestamp;
 use crate::engine::decide::WakeUp;
 use crate::engine::{Applied, Engine, EngineError, MonitorReport};
 use crate::launcher::Launcher;
@@ -459,7 +458,9 @@ pub async fn scheduled_event<L: Launcher>(
             ev.detail_type
         )));
     }
-    let now = Timestamp::now().epoch;
+    // The engine's clock (its Environment), as every judgment of the tick
+    // reads it: one clock for the due index's query and the items' verdicts.
+    let now = engine.now().epoch;
     let report = engine
         .monitor_tick(now)
         .await
