@@ -14,6 +14,10 @@
 //! For readers that look at every item again and again (the simulation's
 //! invariants, after every step), [`MemoryBackend::decoded`] keeps each
 //! item decoded until it is written again.
+//!
+//! This file holds the tables, their keys and the writes; the reads
+//! (GetItem, Query pages) are in `memory/reads.rs`, the lag, streams and
+//! TTL in `memory/stream.rs`.
 
 use std::any::{Any, TypeId};
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -34,6 +38,9 @@ fn invalid(op: &'static str, message: impl Into<String>) -> StoreError {
 use super::{Backend, Found, Item, Page, StoreError, Tables, Value as AttributeValue};
 
 use whimbrel_rules::schema::{self, ScalarType, TableDef};
+
+mod reads;
+mod stream;
 
 /// Decides, before an operation runs, whether it fails instead:
 /// `(operation, table) -> Some(error)`. Used for throttling, conflicts.
@@ -218,57 +225,6 @@ impl MemoryBackend {
         }
     }
 
-    /// Apply up to `n` pending index changes, oldest first, in every index;
-    /// returns how many remain.
-    pub fn propagate(&self, n: usize) -> usize {
-        let mut inner = self.lock();
-        let mut left = 0;
-        for idx in inner.indexes.values_mut() {
-            for _ in 0..n {
-                let Some((pk, item)) = idx.pending.pop_front() else {
-                    break;
-                };
-                set_view(idx, &pk, item);
-            }
-            left += idx.pending.len();
-        }
-        left
-    }
-
-    /// Apply one pending index change in every index, not necessarily the
-    /// oldest: `pick(n)` chooses among the `n` pending (any `0..n`). A GSI
-    /// is updated asynchronously, so changes to different items may appear
-    /// in any order; those of one item appear in order, so the change
-    /// applied is the oldest pending one of the chosen change's item.
-    /// Returns how many remain.
-    pub fn propagate_any(&self, pick: &mut dyn FnMut(usize) -> usize) -> usize {
-        let mut inner = self.lock();
-        let mut left = 0;
-        // In the indexes' order, so that one seed makes the same picks.
-        let mut names: Vec<(String, String)> = inner.indexes.keys().cloned().collect();
-        names.sort();
-        for name in names {
-            let Some(idx) = inner.indexes.get_mut(&name) else {
-                continue;
-            };
-            if !idx.pending.is_empty() {
-                let chosen = pick(idx.pending.len()).min(idx.pending.len() - 1);
-                let pk = idx.pending[chosen].0.clone();
-                let first = idx.pending.iter().position(|(k, _)| *k == pk);
-                if let Some((pk, item)) = first.and_then(|i| idx.pending.remove(i)) {
-                    set_view(idx, &pk, item);
-                }
-            }
-            left += idx.pending.len();
-        }
-        left
-    }
-
-    /// Take the stream records written since the last call, in order.
-    pub fn drain_stream(&self) -> Vec<StreamRecord> {
-        std::mem::take(&mut self.lock().stream)
-    }
-
     /// A copy of one table's items, ordered by key (for invariants).
     pub fn items(&self, table: &str) -> Vec<Item> {
         self.lock()
@@ -372,42 +328,6 @@ impl MemoryBackend {
         }
     }
 
-    /// DynamoDB TTL: delete the items of `table` whose number attribute
-    /// `ttl_attr` (epoch seconds) is less than `now`, as TTL's background
-    /// deletes do some time after expiry (UpdateTimeToLive: "If the epoch
-    /// time value stored in the attribute is less than the current time,
-    /// the item is marked as expired and subsequently deleted"). Items without it, or
-    /// with a non-number, are kept, as TTL keeps them. The indexes follow
-    /// (with lag when the backend lags); the stream gets no record, since
-    /// this model streams INSERTs only and Whimbrel's mappings filter
-    /// REMOVEs out. Returns the deleted items.
-    pub fn expire(&self, table: &str, ttl_attr: &str, now: i64) -> Vec<Item> {
-        let mut inner = self.lock();
-        let expired: Vec<(String, Item)> = inner
-            .items
-            .get(table)
-            .into_iter()
-            .flatten()
-            .filter(|(_, item)| match item.get(ttl_attr) {
-                Some(AttributeValue::N(n)) => n.parse::<f64>().is_ok_and(|t| t < now as f64),
-                _ => false,
-            })
-            .map(|(pk, item)| (pk.clone(), item.clone()))
-            .collect();
-        for (pk, _) in &expired {
-            inner.writes += 1;
-            let writes = inner.writes;
-            let v = inner.versions.entry(table.to_string()).or_default();
-            v.table = writes;
-            v.items.remove(pk);
-            self.changed(&mut inner, table, pk, true, None);
-            if let Some(t) = inner.items.get_mut(table) {
-                t.remove(pk);
-            }
-        }
-        expired.into_iter().map(|(_, item)| item).collect()
-    }
-
     /// Writes applied so far (a checker re-reads only after a change).
     pub fn writes(&self) -> u64 {
         self.lock().writes
@@ -466,124 +386,6 @@ impl MemoryBackend {
             self.commit(&mut inner, &table, pk, old, new);
         }
         Ok(())
-    }
-
-    fn get_now(
-        &self,
-        table: &str,
-        key: &Item,
-        projection: &[String],
-    ) -> Result<Option<Item>, StoreError> {
-        self.fault("GetItem", table)?;
-        let pk = self.pk("GetItem", table, key)?;
-        let inner = self.lock();
-        let item = inner.items.get(table).and_then(|t| t.get(&pk)).cloned();
-        Ok(item.map(|i| {
-            if projection.is_empty() {
-                i
-            } else {
-                i.into_iter()
-                    .filter(|(k, _)| projection.contains(k))
-                    .collect()
-            }
-        }))
-    }
-
-    /// One page of a Query, as DynamoDB answers it: the items after
-    /// `start` (an exclusive start key, a LastEvaluatedKey of an earlier
-    /// page), in the index's range key order (ties in table key order), at
-    /// most `max` of them (`None`: all), and the LastEvaluatedKey when the
-    /// page was cut: the last item's table and index key attributes.
-    ///
-    /// Errors: an unknown table or index, or an injected fault.
-    pub fn query_page(
-        &self,
-        table: &str,
-        index: Option<&str>,
-        key: &KeyCond,
-        start: Option<&Item>,
-        max: Option<usize>,
-    ) -> Result<Page, StoreError> {
-        self.fault("Query", table)?;
-        let d = self.def("Query", table)?;
-        // As DynamoDB: "The AttributeValue for a key attribute cannot
-        // contain an empty string value" (a `begins_with` of "" too).
-        let values = std::iter::once((&key.hash.0, &key.hash.1))
-            .chain(key.range.as_ref().map(|(a, _, v)| (a, v)));
-        for (attr, v) in values {
-            if matches!(v, AttributeValue::S(s) if s.is_empty()) {
-                return Err(invalid("Query", format!("The AttributeValue for a key attribute cannot contain an empty string value. Key: {attr}")));
-            }
-        }
-        let gsi = match index {
-            None => None,
-            Some(ix) => Some(
-                d.gsis
-                    .iter()
-                    .find(|g| g.name == ix)
-                    .ok_or_else(|| invalid("Query", format!("no index {ix} on {table}")))?,
-            ),
-        };
-        let range_attr = match gsi {
-            None => d.range.as_ref().map(|r| r.0),
-            Some(g) => g.range.as_ref().map(|r| r.0),
-        };
-        // The attributes a LastEvaluatedKey holds, in the order items sort.
-        let mut order: Vec<&str> = range_attr.into_iter().collect();
-        order.push(d.hash.0);
-        order.extend(d.range.as_ref().map(|r| r.0));
-        let mut out = self.matching(table, index, key);
-        let cmp = |a: &Item, b: &Item| {
-            order
-                .iter()
-                .map(|k| match (a.get(*k), b.get(*k)) {
-                    (Some(x), Some(y)) => av_cmp(x, y).unwrap_or(std::cmp::Ordering::Equal),
-                    _ => std::cmp::Ordering::Equal,
-                })
-                .find(|o| o.is_ne())
-                .unwrap_or(std::cmp::Ordering::Equal)
-        };
-        out.sort_by(cmp);
-        if let Some(start) = start {
-            out.retain(|i| cmp(i, start).is_gt());
-        }
-        let cut = max.is_some_and(|m| out.len() > m);
-        out.truncate(max.unwrap_or(usize::MAX));
-        let last = out.last().filter(|_| cut).map(|i| {
-            let mut keys: Vec<&str> = order.clone();
-            keys.extend(gsi.map(|g| g.hash.0));
-            keys.iter()
-                .filter_map(|k| Some((k.to_string(), i.get(*k)?.clone())))
-                .collect::<Item>()
-        });
-        Ok((out, last))
-    }
-
-    /// The items of `table` (or its index) whose keys match `key`.
-    fn matching(&self, table: &str, index: Option<&str>, key: &KeyCond) -> Vec<Item> {
-        let inner = self.lock();
-        let source: Vec<&Item> = match index {
-            None => inner
-                .items
-                .get(table)
-                .map(|t| t.values().collect())
-                .unwrap_or_default(),
-            Some(ix) => inner
-                .indexes
-                .get(&(table.to_string(), ix.to_string()))
-                .map(|i| i.view.values().collect())
-                .unwrap_or_default(),
-        };
-        source
-            .into_iter()
-            .filter(|i| i.get(&key.hash.0).is_some_and(|v| av_eq(v, &key.hash.1)))
-            .filter(|i| {
-                key.range
-                    .as_ref()
-                    .is_none_or(|(a, op, v)| i.get(a).is_some_and(|x| compare(x, *op, v)))
-            })
-            .cloned()
-            .collect()
     }
 }
 
