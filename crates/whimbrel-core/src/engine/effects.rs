@@ -66,6 +66,7 @@ impl<L: Launcher> Engine<L> {
     /// decider (design.md § 10.2).
     async fn end_counted(&self, exec: &ActivityExec) -> Result<(), EngineError> {
         if exec.links.scheduled_by.is_some() {
+            self.untaken_signals_to_events(exec).await?;
             return self.append_node_end(exec).await;
         }
         self.count_ended(exec).await?;

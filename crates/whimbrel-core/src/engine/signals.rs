@@ -267,36 +267,40 @@ impl<L: Launcher> Engine<L> {
             return Ok(false);
         };
         let first = self.kept(first).await?;
-        if self.deliver(exec.clone(), &first).await? != Some(ActivityState::Completed) {
-            return Ok(false);
-        }
-        self.untaken_signals_to_events(exec, &rows, &first).await?;
-        Ok(true)
+        Ok(self.deliver(exec.clone(), &first).await? == Some(ActivityState::Completed))
     }
 
-    /// After wait `exec` took signal `taken` from `rows` (its name's kept
-    /// signals) at its release: in an episodic execution consulted on
-    /// signals, once no wait of that name waits, each other valid one is
-    /// taken by no wait, so it is an event of the log, in the order
-    /// clients dated them (issue 42 A.2: "a signal no node waits for is an
-    /// event" holds for signals kept for a wait that took another). Each
-    /// append is once per signal.
+    /// The signals kept for signal wait `exec`, now ended, that it did
+    /// not take: in an episodic execution consulted on signals, once no
+    /// wait of that name waits, each valid one is taken by no wait, so it
+    /// is an event of the log, in the order clients dated them (issue 42
+    /// A.2: "a signal no node waits for is an event" holds for signals
+    /// kept for a wait that took another). Part of the settle's end
+    /// obligation (`end_counted`), before the node's end is appended, so
+    /// a function that dies between the two leaves it owed; each append
+    /// is once per signal.
     ///
     /// Errors: [`EngineError::Retry`] when DynamoDB is unavailable.
-    async fn untaken_signals_to_events(
+    pub(crate) async fn untaken_signals_to_events(
         &self,
         exec: &ActivityExec,
-        rows: &[SignalRow],
-        taken: &SignalRow,
     ) -> Result<(), EngineError> {
+        let Some(name) = exec.runner.signal_name.as_deref() else {
+            return Ok(());
+        };
+        if exec.runner.kind() != NodeKind::Signal || !exec.state.is_terminal() {
+            return Ok(());
+        }
+        let rows = self.signals_named(&exec.workflow_exec_id, name).await?;
+        let taken = |r: &SignalRow| exec.has_judged(&delivery_id(&exec.activity_exec_id, r));
         let mut rest: Vec<&SignalRow> = (rows.iter())
-            .filter(|r| r.invalid().is_none() && r.signal_key != taken.signal_key)
+            .filter(|r| r.invalid().is_none() && !taken(r))
             .collect();
         if rest.is_empty() {
             return Ok(());
         }
         let wf = (self.load_workflow(&exec.workflow_exec_id, &exec.workflow_name)).await?;
-        if !takes_signals(&wf) || !self.signal_waits(&wf, &taken.name).await?.is_empty() {
+        if !takes_signals(&wf) || !self.signal_waits(&wf, name).await?.is_empty() {
             return Ok(());
         }
         rest.sort_by(|a, b| a.order().cmp(&b.order()));
