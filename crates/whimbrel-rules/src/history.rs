@@ -15,6 +15,47 @@ use serde::{Deserialize, Serialize};
 
 use crate::contract::{ActivityState, Transition};
 
+/// Longest event id a history entry keeps whole, bytes. A reporter may
+/// write ids of up to 2,048 bytes (`ids::MAX_ID_BYTES`), and an activity
+/// of 100 attempts has two reports each, so whole ids alone could pass
+/// the item's 409,600 bytes (issue 42 D, docs/limits.md § 1).
+pub const HISTORY_ID_BYTES: usize = 128;
+
+/// Bytes of the start of a longer id that its kept form keeps.
+const KEPT_ID_START: usize = 48;
+
+/// `event_id` as a history entry keeps it: whole when at most
+/// [`HISTORY_ID_BYTES`]; else its first 48 bytes (cut on a character
+/// boundary), `#`, and the hex SHA-256 of the whole id: at most 113
+/// bytes, so a kept form is kept as it is. It still names the one id it
+/// came from (entries are compared in this form, [`HistoryEntry::names`]),
+/// and its kind (`claim:`, `redrive:` …) still reads from its start.
+pub fn kept_id(event_id: &str) -> std::borrow::Cow<'_, str> {
+    use sha2::{Digest, Sha256};
+    if event_id.len() <= HISTORY_ID_BYTES {
+        return event_id.into();
+    }
+    let digest = hex::encode(Sha256::digest(event_id.as_bytes()));
+    format!("{}#{digest}", cut(event_id, KEPT_ID_START)).into()
+}
+
+/// Bytes one history entry takes on its item at most: its keys, state,
+/// time and attempt numbers (under 100), an event id of at most
+/// [`HISTORY_ID_BYTES`], an error of at most [`HISTORY_ERROR_BYTES`].
+pub const HISTORY_ENTRY_BYTES: usize = 512;
+
+/// Entries one attempt adds at most: its launch or claim, RUNNING, and
+/// its end or retry (a failure, a timeout, a cancel), with one to spare.
+pub const ATTEMPT_HISTORY_ENTRIES: usize = 4;
+
+/// Bytes the history of an activity gains at most over a generation in
+/// which it may make `attempts` attempts (a redrive's entry included):
+/// what its item must keep free for them (issue 42 D, docs/limits.md §
+/// 5: the start of an execution and each redrive judge it).
+pub fn generation_history_bytes(attempts: u32) -> usize {
+    (attempts as usize * ATTEMPT_HISTORY_ENTRIES + 1) * HISTORY_ENTRY_BYTES
+}
+
 /// Longest error kept in a history entry, bytes (the item's `error` keeps
 /// the last one whole, up to 2048 bytes).
 pub const HISTORY_ERROR_BYTES: usize = 256;
@@ -104,8 +145,8 @@ impl HistoryEntry {
             transition: (!named).then(|| self.transition.clone()),
             state: self.state,
             at_epoch: self.at_epoch,
-            event_id: own.is_none().then(|| self.event_id.clone()),
-            own_event_id: own.map(str::to_string),
+            event_id: own.is_none().then(|| kept_id(&self.event_id).into_owned()),
+            own_event_id: own.map(|o| kept_id(o).into_owned()),
             attempt: self.attempt,
             error: self.error.clone(),
             next_attempt_epoch: self.next_attempt_epoch,
@@ -113,15 +154,19 @@ impl HistoryEntry {
     }
 
     /// Whether `event_id` (whole, as on its row) caused this entry of
-    /// activity `activity_exec_id`'s history.
+    /// activity `activity_exec_id`'s history: compared in the form the
+    /// entry keeps ([`kept_id`]), whether the entry was read back or not.
     pub fn names(&self, activity_exec_id: &str, event_id: &str) -> bool {
+        let mine = kept_id(&self.event_id);
         match self.own {
-            true => own_part(activity_exec_id, event_id) == Some(self.event_id.as_str()),
-            false => self.event_id == event_id,
+            true => own_part(activity_exec_id, event_id).map(kept_id) == Some(mine),
+            false => kept_id(event_id) == mine,
         }
     }
 
-    /// The whole event id of this entry of activity `activity_exec_id`.
+    /// The event id of this entry of activity `activity_exec_id`, whole
+    /// (or as kept, [`kept_id`], for an id longer than
+    /// [`HISTORY_ID_BYTES`] read back from the item).
     pub fn full_event_id(&self, activity_exec_id: &str) -> String {
         match self.own {
             true => format!("{activity_exec_id}::{}", self.event_id),
@@ -205,6 +250,40 @@ mod tests {
             next_attempt_epoch: Some(130),
             ..HistoryEntry::new(Transition::Failed, ActivityState::Queued, 100, "a::e")
         }
+    }
+
+    /// Issue 42 D: an entry keeps at most 128 bytes of its event id, and
+    /// a long id kept still names that id alone, read back or not.
+    #[test]
+    fn a_long_event_id_is_kept_as_its_start_and_digest_and_still_names_it() {
+        let exact = format!("a::{}", "x".repeat(HISTORY_ID_BYTES - 3));
+        assert_eq!(kept_id(&exact), exact.as_str(), "at the bound: whole");
+        let long = format!("redrive:{}é{}", "y".repeat(45), "z".repeat(2_000));
+        let kept = kept_id(&long).into_owned();
+        assert!(
+            kept.len() <= HISTORY_ID_BYTES && kept.starts_with("redrive:"),
+            "{kept}"
+        );
+        assert_eq!(
+            kept_id(&kept),
+            kept.as_str(),
+            "a kept form is kept as it is"
+        );
+        let entry = HistoryEntry::new(Transition::Queued, ActivityState::Requested, 1, &long);
+        let stored = serde_json::to_value(entry.stored("a")).unwrap();
+        let back: HistoryEntry = serde_json::from_value(stored).unwrap();
+        assert_eq!(back.event_id, kept);
+        for e in [&entry, &back] {
+            assert!(e.names("a", &long));
+            assert!(!e.names("a", &format!("{long}!")));
+        }
+        // The own form: the part after `a::` is kept the same way.
+        let own = format!("a::{}", "w".repeat(2_040));
+        let entry = HistoryEntry::new(Transition::Running, ActivityState::Running, 1, &own);
+        let back: HistoryEntry =
+            serde_json::from_value(serde_json::to_value(entry.stored("a")).unwrap()).unwrap();
+        assert!(back.own && back.event_id.len() <= HISTORY_ID_BYTES);
+        assert!(back.names("a", &own) && !back.names("a", &format!("{own}w")));
     }
 
     #[test]

@@ -20,13 +20,9 @@ use crate::model::{
     ActivityExec, ActivityExecDependency, EpisodicStart, WorkflowExec, WorkflowLambda,
     WorkflowPlan, WorkflowRequest,
 };
-use crate::plan::{DeciderRequest, Plan, MAX_OUTPUT_BYTES, SHAPE_VERSION};
-use crate::store::size::{item_size, MAX_ITEM_BYTES};
-use crate::store::{av, n, s, Cond, Item, StoreError, UpdateRequest};
-
-/// Room kept free on an activity item for what it gathers while it runs
-/// (history, parked events, error, times), bytes.
-const ACTIVITY_ITEM_RESERVE: usize = 24 * 1024;
+use crate::plan::{DeciderRequest, Plan, SHAPE_VERSION};
+use crate::store::size::MAX_ITEM_BYTES;
+use crate::store::{av, n, s, Cond, StoreError, UpdateRequest};
 
 impl<L: Launcher> Engine<L> {
     /// Start the workflow a `whimbrel_workflow_request` row asks for
@@ -633,14 +629,14 @@ impl<L: Launcher> Engine<L> {
 }
 
 /// Why one of the activity items could not be stored with its largest
-/// output, measured as DynamoDB measures items; `None` when all fit.
+/// output and the history of its attempts (`ActivityExec::item_bytes_over`),
+/// measured as DynamoDB measures items; `None` when all fit.
 fn unstorable_activity(activities: &[ActivityExec]) -> Option<String> {
     activities.iter().find_map(|a| {
-        let size = serde_dynamo::to_item::<_, Item>(a).map(|i| item_size(&i)).unwrap_or(usize::MAX);
-        let worst = size + MAX_OUTPUT_BYTES + ACTIVITY_ITEM_RESERVE;
+        let (size, worst) = a.item_bytes_over(a.max_attempts());
         (worst > MAX_ITEM_BYTES).then(|| {
             format!(
-                "activity {:?}: its item is {size} bytes, {worst} with the largest output; DynamoDB stores at most {MAX_ITEM_BYTES}",
+                "activity {:?}: its item is {size} bytes, {worst} with the largest output and the history of its attempts; DynamoDB stores at most {MAX_ITEM_BYTES}",
                 a.activity_name
             )
         })

@@ -168,3 +168,99 @@ async fn a_redriven_activity_that_fails_again_cancels_its_dependents_again() {
     assert_eq!(h.workflow(&wf).await.state, WorkflowState::Completed);
     assert_eq!(h.launcher.launches_of("b").len(), 3);
 }
+
+/// Fail every attempt of activity `x` of `wf` until the workflow ends,
+/// from its launch `launch` on, each report with an event id and an error
+/// of `id_bytes` bytes (0: the usual ones); returns the next launch's index.
+async fn fail_until_ended(h: &Harness, wf: &str, mut launch: usize, id_bytes: usize) -> usize {
+    while h.workflow(wf).await.state == WorkflowState::Running {
+        for t in ["RUNNING", "FAILED"] {
+            let mut ev = h.attempt_event(wf, "x", t, launch);
+            if id_bytes > 0 {
+                let own = format!("{}::{launch}-{t}-", ev.activity_exec_id);
+                let pad = "e".repeat(id_bytes - own.len());
+                ev.activity_event_id = format!("{own}{pad}");
+                ev.error = (t == "FAILED").then(|| "r".repeat(id_bytes));
+            }
+            let applied = h.engine.apply_event(&ev).await;
+            assert!(applied.is_ok(), "launch {launch} {t}: {applied:?}");
+        }
+        launch += 1;
+    }
+    launch
+}
+
+/// `x` with a policy of 100 attempts and no delay.
+async fn hundred_attempts(h: &Harness) -> String {
+    let retry = json!({"max_attempts": 100, "interval_seconds": 0});
+    let plan = json!({"activities": [{"name": "x", "lambda": "f", "retry": retry}]});
+    h.register("full", plan).await;
+    h.start("full").await
+}
+
+fn redrive_of(h: &Harness, wf: &str) -> WorkflowRequest {
+    WorkflowRequest {
+        redrive_workflow_exec_id: Some(wf.to_string()),
+        ..h.request("full", None)
+    }
+}
+
+/// Issue 42 D (docs/limits.md § 1, history): an activity whose 100
+/// attempts all fail, each report with the longest event id (2,048 bytes)
+/// and error the engine admits, runs to its end: every report is applied
+/// and the workflow FAILS. Each history entry keeps at most 128 bytes of
+/// its event id (a longer one as its start and digest), so an attempt's
+/// entries are bounded whatever the reporter writes.
+#[tokio::test]
+async fn the_most_attempts_with_the_longest_ids_run_to_their_end() {
+    let h = Harness::new().await;
+    let wf = hundred_attempts(&h).await;
+    assert_eq!(fail_until_ended(&h, &wf, 0, 2_048).await, 100);
+    let x = h.activity(&wf, "x").await;
+    assert_eq!((x.state, x.attempt.number), (ActivityState::Failed, 100));
+    assert_eq!(h.workflow(&wf).await.state, WorkflowState::Failed);
+    // Within what the start kept room for: entries per attempt, bytes
+    // per entry.
+    use whimbrel_core::history::{self as hist, HISTORY_ID_BYTES};
+    assert!(x.trail.history.len() <= 100 * hist::ATTEMPT_HISTORY_ENTRIES);
+    assert!(x
+        .trail
+        .history
+        .iter()
+        .all(|e| e.event_id.len() <= HISTORY_ID_BYTES));
+    let (size, _) = x.item_bytes_over(0);
+    assert!(
+        size <= 4_096 + hist::generation_history_bytes(100),
+        "{size}"
+    );
+}
+
+/// Issue 42 D (docs/limits.md § 5, redrives): a workflow is redriven at
+/// most 100 times (each redrive adds a generation of history to what it
+/// runs again, and its request id to the workflow item). The 100th runs
+/// to its end; the 101st is refused with the reason, writing nothing.
+#[tokio::test]
+async fn the_hundredth_redrive_runs_and_the_next_is_refused() {
+    let h = Harness::new().await;
+    let wf = hundred_attempts(&h).await;
+    let mut launch = fail_until_ended(&h, &wf, 0, 0).await;
+    for generation in 1..=100 {
+        let applied = h.engine.redrive_workflow(&redrive_of(&h, &wf)).await;
+        assert_eq!(
+            applied.unwrap(),
+            Applied::Workflow(WorkflowState::Running),
+            "redrive {generation}"
+        );
+        launch = fail_until_ended(&h, &wf, launch, 0).await;
+    }
+    assert_eq!(h.workflow(&wf).await.redrive_count, Some(100));
+    match h.engine.redrive_workflow(&redrive_of(&h, &wf)).await {
+        Err(EngineError::Rejected(why)) => assert!(why.contains("at most 100 redrives"), "{why}"),
+        other => panic!("the 101st redrive: {other:?}"),
+    }
+    let still = h.workflow(&wf).await;
+    assert_eq!(
+        (still.state, still.redrive_count),
+        (WorkflowState::Failed, Some(100))
+    );
+}

@@ -18,7 +18,14 @@ use crate::contract::{ActivityState, WorkflowState};
 use crate::history::{history_error, HistoryEntry};
 use crate::keys::{self, Tables};
 use crate::model::{ActivityExec, Attempt, Outcome, Timing, WorkflowExec};
+use crate::write::size::MAX_ITEM_BYTES;
 use crate::write::{n, s, Action, Cond, UpdateRequest, Value as AttributeValue};
+
+/// Redrives of one workflow execution, at most (count): each adds its
+/// request id (≤ 2,048 bytes) to the workflow item's `redrives` and a
+/// generation of history to what it runs again, and generations number
+/// count groups in 32 bits (docs/limits.md § 5).
+pub const MAX_REDRIVES: u32 = 100;
 
 /// Count group numbers per generation: more than any plan has groups
 /// (`plan::MAX_ACTIVITIES` activities, at least one per group).
@@ -50,6 +57,12 @@ pub fn workflow_refusal(wf: &WorkflowExec) -> Option<String> {
             "workflow exec {id} is episodic (its decider decides what runs); start it anew"
         ));
     }
+    let done = wf.redrive_count.unwrap_or(0);
+    if done >= MAX_REDRIVES {
+        return Some(format!(
+            "workflow exec {id} was redriven {done} times; at most {MAX_REDRIVES} redrives are allowed: start it anew"
+        ));
+    }
     wf.planned_epoch.is_none().then(|| never_planned(id))
 }
 
@@ -77,13 +90,36 @@ pub fn redrive_refusal(wf: &WorkflowExec, activities: &[ActivityExec]) -> Option
             old.activity_name
         ));
     }
-    let busy = activities
+    if let Some(busy) = activities
         .iter()
-        .find(|a| !a.state.is_terminal() || a.timing.due_epoch.is_some())?;
-    Some(format!(
-        "workflow exec {id}: activity {} is {} and not settled yet; redrive it once it is",
-        busy.activity_name, busy.state
-    ))
+        .find(|a| !a.state.is_terminal() || a.timing.due_epoch.is_some())
+    {
+        return Some(format!(
+            "workflow exec {id}: activity {} is {} and not settled yet; redrive it once it is",
+            busy.activity_name, busy.state
+        ));
+    }
+    activities.iter().find_map(|a| full_for_a_generation(id, a))
+}
+
+/// Why activity `a` (ended, of workflow exec `id`) cannot run another
+/// generation, or `None`: an activity a redrive runs again (not
+/// COMPLETED) must keep room on its item for the history of the attempts
+/// it may make (one more, or the rest of its policy's), besides the
+/// largest output and the item's reserve, as at the start
+/// ([`ActivityExec::item_bytes_over`], docs/limits.md § 5).
+fn full_for_a_generation(id: &str, a: &ActivityExec) -> Option<String> {
+    if a.state == ActivityState::Completed {
+        return None;
+    }
+    let attempts = a.max_attempts().saturating_sub(a.attempt.number).max(1);
+    let (size, worst) = a.item_bytes_over(attempts);
+    (worst > MAX_ITEM_BYTES).then(|| {
+        format!(
+            "workflow exec {id}: activity {} has no room for another generation: its item is {size} bytes, {worst} with {attempts} more attempts' history and the largest output; DynamoDB stores at most {MAX_ITEM_BYTES}: start it anew",
+            a.activity_name
+        )
+    })
 }
 
 /// The conditional write that takes `wf` (FAILED or CANCELLED, as read)
@@ -201,7 +237,7 @@ pub fn applied_before(exec: &ActivityExec, event_id: &str) -> bool {
 /// True when `exec` was redriven by `redrive_id` already.
 pub fn redriven_by(exec: &ActivityExec, redrive_id: &str) -> bool {
     let id = redrive_event_id(redrive_id);
-    exec.trail.history.iter().any(|h| h.event_id == id)
+    (exec.trail.history.iter()).any(|h| h.names(&exec.activity_exec_id, &id))
 }
 
 /// The item of the ended `exec` redriven by `redrive_id` into generation
@@ -256,4 +292,55 @@ pub fn redriven_item(
 /// The condition of the put of a redriven item: the item is as read.
 pub fn redrive_put_condition(exec: &ActivityExec) -> Cond {
     Cond::eq(attr::STATE, s(exec.state.as_str())).and(Cond::eq(attr::VERSION, n(exec.version)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::contract::Transition;
+
+    /// A FAILED activity of `attempts` attempts, with `entries` history
+    /// entries of the largest error.
+    fn failed(attempts: u32, entries: usize) -> ActivityExec {
+        let mut a = crate::decide::tests::running(None, None);
+        a.state = ActivityState::Failed;
+        a.timing.due_epoch = None;
+        a.links.count_slot = Some(crate::model::GroupSlot { group: 0, size: 1 });
+        a.attempt.number = attempts;
+        let mut e = HistoryEntry::new(Transition::Failed, ActivityState::Failed, 1, "a::e");
+        e.error = Some("r".repeat(crate::history::HISTORY_ERROR_BYTES));
+        a.trail.history = vec![e; entries];
+        a
+    }
+
+    /// Issue 42 D: a redrive keeps room on each item it runs again for
+    /// one more generation's history; an item without it is refused with
+    /// the reason, before anything is written.
+    #[test]
+    fn a_redrive_needs_room_on_each_item_for_another_generation() {
+        let mut wf = WorkflowExec {
+            state: WorkflowState::Failed,
+            planned_epoch: Some(1),
+            ..crate::decide::tests::workflow()
+        };
+        let roomy = failed(1, 10);
+        assert_eq!(full_for_a_generation("w::1", &roomy), None);
+        let (size, worst) = roomy.item_bytes_over(1);
+        assert!(worst > size + crate::history::generation_history_bytes(1));
+        // Entries of about 300 bytes until one more generation passes.
+        let full = failed(1, 900);
+        let why = full_for_a_generation("w::1", &full).expect("refused");
+        assert!(why.contains("no room for another generation"), "{why}");
+        assert_eq!(redrive_refusal(&wf, std::slice::from_ref(&full)), Some(why));
+        // A COMPLETED one does not run again, so it needs no room.
+        let mut done = full.clone();
+        done.state = ActivityState::Completed;
+        assert_eq!(full_for_a_generation("w::1", &done), None);
+        // At most 100 redrives, whatever the items.
+        wf.redrive_count = Some(MAX_REDRIVES);
+        let why = workflow_refusal(&wf).expect("refused");
+        assert!(why.contains("at most 100 redrives"), "{why}");
+        wf.redrive_count = Some(MAX_REDRIVES - 1);
+        assert_eq!(workflow_refusal(&wf), None);
+    }
 }

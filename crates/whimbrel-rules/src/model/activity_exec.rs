@@ -59,6 +59,11 @@ impl ParkedEvent {
     }
 }
 
+/// Room an activity item keeps free, besides its largest output and its
+/// history, for what it gathers while it runs (parked events, error,
+/// times), bytes.
+pub const ACTIVITY_ITEM_RESERVE: usize = 24 * 1024;
+
 /// An item of `whimbrel_activity_exec`: one execution of one activity.
 ///
 /// Its attributes are grouped by concern into flattened parts, so the
@@ -568,10 +573,35 @@ impl ActivityExec {
         }
     }
 
+    /// Its item's size now, and the most it may reach over a generation
+    /// of `attempts` attempts: with their history
+    /// ([`crate::history::generation_history_bytes`]), the largest output
+    /// ([`crate::plan::MAX_OUTPUT_BYTES`]) and [`ACTIVITY_ITEM_RESERVE`],
+    /// in item bytes (`write::size`). The start and each redrive refuse
+    /// an activity whose worst passes `MAX_ITEM_BYTES` (docs/limits.md).
+    pub fn item_bytes_over(&self, attempts: u32) -> (usize, usize) {
+        let item = serde_dynamo::to_item(self).ok();
+        let size = item.map_or(usize::MAX / 2, |i| crate::write::size::item_size(&i));
+        let room = crate::plan::MAX_OUTPUT_BYTES + ACTIVITY_ITEM_RESERVE;
+        (
+            size,
+            size + room + crate::history::generation_history_bytes(attempts),
+        )
+    }
+
+    /// Attempts its retry policy allows in all (1 without one).
+    pub fn max_attempts(&self) -> u32 {
+        (self.attempt.retry.as_ref()).map_or(1, |r| r.max_attempts.unwrap_or(1))
+    }
+
     /// Whether `event_id` is behind the last state change, claim or retry
     /// (see [`ActivityExec::last_event`]): a redelivery of it.
     pub fn is_last_event(&self, event_id: &str) -> bool {
-        self.last_event().as_deref() == Some(event_id)
+        match &self.trail.last_event_id {
+            Some(id) => id == event_id,
+            None => (self.trail.history.last())
+                .is_some_and(|h| h.names(&self.activity_exec_id, event_id)),
+        }
     }
 
     /// Whether the event row `event_id` is on the item already: behind the
