@@ -26,7 +26,8 @@ pub struct EngineConfig {
     pub launch_event_age_seconds: Option<i64>,
     /// Launches of one attempt that never starts before the attempt fails
     /// with `NOT_STARTED` (then retried per the policy)
-    /// (`WHIMBREL_MAX_LAUNCH_ATTEMPTS`, default 3).
+    /// (`WHIMBREL_MAX_LAUNCH_ATTEMPTS`, default 3, at most
+    /// [`MAX_LAUNCH_ATTEMPTS`]).
     pub max_launch_attempts: u32,
     /// Start-to-close for activities whose plan gives none, and the
     /// PREPARING deadline (`WHIMBREL_START_TO_CLOSE_SECONDS`, default 3600:
@@ -249,6 +250,11 @@ impl Default for EngineConfig {
 /// asynchronous invocations", AWS Lambda developer guide).
 pub const AWS_DEFAULT_EVENT_AGE_SECONDS: i64 = 21_600;
 
+/// Launches of one attempt, at most (`WHIMBREL_MAX_LAUNCH_ATTEMPTS`):
+/// each adds an entry to the activity's history, whose room per attempt
+/// is kept at the start ([`crate::history::ATTEMPT_HISTORY_BYTES`]).
+pub const MAX_LAUNCH_ATTEMPTS: u32 = 5;
+
 impl EngineConfig {
     /// How long a launched attempt may stay QUEUED (no PREPARING or RUNNING
     /// report) before it is launched again, seconds: the relaunch window,
@@ -288,6 +294,18 @@ impl EngineConfig {
         };
         let count =
             |k: &str, dflt: u32| num(k, i64::from(dflt)).map(|v| v.try_into().unwrap_or(u32::MAX));
+        // A default of a plan's field is bounded as the field is (issue 42
+        // D): a deployment cannot give what no plan may.
+        let within = |v: i64, k: &str, max: i64| match v <= max {
+            true => Ok(v),
+            false => Err(format!("{k}={v} is past its limit: at most {max}")),
+        };
+        let hb = crate::plan::MAX_HEARTBEAT_TIMEOUT_SECONDS;
+        let bounded = |k: &str, dflt: i64, max: i64| within(num(k, dflt)?, k, max);
+        let optional_within = |k: &str, max: i64| match optional(k)? {
+            Some(v) => within(v, k, max).map(Some),
+            None => Ok(None),
+        };
         let flag = |k: &str, dflt: bool| match var(k) {
             Some(v) => match v.trim() {
                 "true" | "1" => Ok(true),
@@ -300,9 +318,10 @@ impl EngineConfig {
         let require_tokens = flag("WHIMBREL_REQUIRE_TOKENS", true)?;
         Ok(EngineConfig {
             table_prefix: var("WHIMBREL_TABLE_PREFIX").unwrap_or(d.table_prefix),
-            default_heartbeat_timeout_seconds: num(
+            default_heartbeat_timeout_seconds: bounded(
                 "WHIMBREL_HEARTBEAT_TIMEOUT_SECONDS",
                 d.default_heartbeat_timeout_seconds,
+                hb,
             )?,
             relaunch_after_seconds: num(
                 "WHIMBREL_QUEUED_REDRIVE_SECONDS",
@@ -312,10 +331,15 @@ impl EngineConfig {
                 None => Some(AWS_DEFAULT_EVENT_AGE_SECONDS),
                 Some(_) => optional("WHIMBREL_LAUNCH_EVENT_AGE_SECONDS")?,
             },
-            max_launch_attempts: count("WHIMBREL_MAX_LAUNCH_ATTEMPTS", d.max_launch_attempts)?,
-            default_start_to_close_seconds: num(
+            max_launch_attempts: bounded(
+                "WHIMBREL_MAX_LAUNCH_ATTEMPTS",
+                i64::from(d.max_launch_attempts),
+                i64::from(MAX_LAUNCH_ATTEMPTS),
+            )? as u32,
+            default_start_to_close_seconds: bounded(
                 "WHIMBREL_START_TO_CLOSE_SECONDS",
                 d.default_start_to_close_seconds,
+                hb,
             )?,
             cancel_grace_seconds: num("WHIMBREL_CANCEL_GRACE_SECONDS", d.cancel_grace_seconds)?,
             report_grace_seconds: num("WHIMBREL_REPORT_GRACE_SECONDS", d.report_grace_seconds)?,
@@ -326,8 +350,14 @@ impl EngineConfig {
             settle_grace_seconds: d.settle_grace_seconds,
             start_retry_seconds: num("WHIMBREL_START_RETRY_SECONDS", d.start_retry_seconds)?,
             max_start_attempts: count("WHIMBREL_MAX_START_ATTEMPTS", d.max_start_attempts)?,
-            default_schedule_to_start_seconds: optional("WHIMBREL_SCHEDULE_TO_START_SECONDS")?,
-            default_schedule_to_close_seconds: optional("WHIMBREL_SCHEDULE_TO_CLOSE_SECONDS")?,
+            default_schedule_to_start_seconds: optional_within(
+                "WHIMBREL_SCHEDULE_TO_START_SECONDS",
+                crate::plan::MAX_TIMEOUT_SECONDS,
+            )?,
+            default_schedule_to_close_seconds: optional_within(
+                "WHIMBREL_SCHEDULE_TO_CLOSE_SECONDS",
+                crate::plan::MAX_TIMEOUT_SECONDS,
+            )?,
             require_tokens,
             concurrency: d.concurrency,
             row_retention_seconds: optional("WHIMBREL_ROW_RETENTION_DAYS")?
@@ -363,6 +393,35 @@ mod tests {
         assert!(!EngineConfig::from_vars(off).unwrap().require_tokens);
         let bad = |k: &str| (k == "WHIMBREL_REQUIRE_TOKENS").then(|| "maybe".to_string());
         assert!(EngineConfig::from_vars(bad).is_err());
+    }
+
+    /// Issue 42 D (docs/limits.md, Open 12): a deployment's defaults are
+    /// bounded as a plan's fields are, and launches per attempt as the
+    /// history's room assumes; each accepted at its bound and refused
+    /// just past it, with the reason.
+    #[test]
+    fn a_deployments_timeouts_and_launches_are_bounded_as_plans_are() {
+        use crate::plan::{MAX_HEARTBEAT_TIMEOUT_SECONDS as HB, MAX_TIMEOUT_SECONDS as TO};
+        let cases = [
+            ("WHIMBREL_HEARTBEAT_TIMEOUT_SECONDS", HB),
+            ("WHIMBREL_START_TO_CLOSE_SECONDS", HB),
+            ("WHIMBREL_SCHEDULE_TO_START_SECONDS", TO),
+            ("WHIMBREL_SCHEDULE_TO_CLOSE_SECONDS", TO),
+            (
+                "WHIMBREL_MAX_LAUNCH_ATTEMPTS",
+                i64::from(MAX_LAUNCH_ATTEMPTS),
+            ),
+        ];
+        for (var, max) in cases {
+            let at = move |k: &str| (k == var).then(|| max.to_string());
+            assert!(EngineConfig::from_vars(at).is_ok(), "{var}={max}");
+            let past = move |k: &str| (k == var).then(|| (max + 1).to_string());
+            let why = EngineConfig::from_vars(past).unwrap_err();
+            assert!(
+                why.contains(var) && why.contains(&format!("at most {max}")),
+                "{why}"
+            );
+        }
     }
 
     #[test]

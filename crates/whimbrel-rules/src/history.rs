@@ -39,21 +39,32 @@ pub fn kept_id(event_id: &str) -> std::borrow::Cow<'_, str> {
     format!("{}#{digest}", cut(event_id, KEPT_ID_START)).into()
 }
 
-/// Bytes one history entry takes on its item at most: its keys, state,
-/// time and attempt numbers (under 100), an event id of at most
-/// [`HISTORY_ID_BYTES`], an error of at most [`HISTORY_ERROR_BYTES`].
-pub const HISTORY_ENTRY_BYTES: usize = 512;
+/// Bytes one history entry without an error takes on its item at most:
+/// its keys, state, transition, time and attempt (under 128), and an
+/// event id of at most [`HISTORY_ID_BYTES`].
+pub const HISTORY_ENTRY_BYTES: usize = 256;
 
-/// Entries one attempt adds at most: its launch or claim, RUNNING, and
-/// its end or retry (a failure, a timeout, a cancel), with one to spare.
-pub const ATTEMPT_HISTORY_ENTRIES: usize = 4;
+/// Bytes one entry with an error (a retried failure, a redrive) takes at
+/// most: an entry, the error ([`HISTORY_ERROR_BYTES`]) and the next
+/// attempt's time.
+pub const HISTORY_ERROR_ENTRY_BYTES: usize = 512;
+
+/// Entries one attempt adds at most: a launch each
+/// ([`crate::config::MAX_LAUNCH_ATTEMPTS`]) or a claim, PREPARING,
+/// RUNNING, a cancel request and its end or retry.
+pub const ATTEMPT_HISTORY_ENTRIES: usize = crate::config::MAX_LAUNCH_ATTEMPTS as usize + 4;
+
+/// Bytes one attempt adds to its activity's history at most: one entry
+/// with an error, the rest without (2,816).
+pub const ATTEMPT_HISTORY_BYTES: usize =
+    HISTORY_ERROR_ENTRY_BYTES + (ATTEMPT_HISTORY_ENTRIES - 1) * HISTORY_ENTRY_BYTES;
 
 /// Bytes the history of an activity gains at most over a generation in
-/// which it may make `attempts` attempts (a redrive's entry included):
+/// which it may make `attempts` attempts, a redrive's entry included:
 /// what its item must keep free for them (issue 42 D, docs/limits.md §
 /// 5: the start of an execution and each redrive judge it).
 pub fn generation_history_bytes(attempts: u32) -> usize {
-    (attempts as usize * ATTEMPT_HISTORY_ENTRIES + 1) * HISTORY_ENTRY_BYTES
+    attempts as usize * ATTEMPT_HISTORY_BYTES + HISTORY_ERROR_ENTRY_BYTES
 }
 
 /// Longest error kept in a history entry, bytes (the item's `error` keeps

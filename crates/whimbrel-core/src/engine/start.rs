@@ -628,7 +628,7 @@ impl<L: Launcher> Engine<L> {
     }
 }
 
-/// Why one of the activity items could not be stored with its largest
+/// Why one of the activity items could not be stored with an inline
 /// output and the history of its attempts (`ActivityExec::item_bytes_over`),
 /// measured as DynamoDB measures items; `None` when all fit.
 fn unstorable_activity(activities: &[ActivityExec]) -> Option<String> {
@@ -636,7 +636,7 @@ fn unstorable_activity(activities: &[ActivityExec]) -> Option<String> {
         let (size, worst) = a.item_bytes_over(a.max_attempts());
         (worst > MAX_ITEM_BYTES).then(|| {
             format!(
-                "activity {:?}: its item is {size} bytes, {worst} with the largest output and the history of its attempts; DynamoDB stores at most {MAX_ITEM_BYTES}",
+                "activity {:?}: its item is {size} bytes, {worst} with an inline output and the history of its attempts; DynamoDB stores at most {MAX_ITEM_BYTES}",
                 a.activity_name
             )
         })

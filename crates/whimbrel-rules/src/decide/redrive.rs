@@ -105,8 +105,8 @@ pub fn redrive_refusal(wf: &WorkflowExec, activities: &[ActivityExec]) -> Option
 /// Why activity `a` (ended, of workflow exec `id`) cannot run another
 /// generation, or `None`: an activity a redrive runs again (not
 /// COMPLETED) must keep room on its item for the history of the attempts
-/// it may make (one more, or the rest of its policy's), besides the
-/// largest output and the item's reserve, as at the start
+/// it may make (one more, or the rest of its policy's), besides an
+/// inline output and the item's reserve, as at the start
 /// ([`ActivityExec::item_bytes_over`], docs/limits.md § 5).
 fn full_for_a_generation(id: &str, a: &ActivityExec) -> Option<String> {
     if a.state == ActivityState::Completed {
@@ -116,7 +116,7 @@ fn full_for_a_generation(id: &str, a: &ActivityExec) -> Option<String> {
     let (size, worst) = a.item_bytes_over(attempts);
     (worst > MAX_ITEM_BYTES).then(|| {
         format!(
-            "workflow exec {id}: activity {} has no room for another generation: its item is {size} bytes, {worst} with {attempts} more attempts' history and the largest output; DynamoDB stores at most {MAX_ITEM_BYTES}: start it anew",
+            "workflow exec {id}: activity {} has no room for another generation: its item is {size} bytes, {worst} with {attempts} more attempts' history and an inline output; DynamoDB stores at most {MAX_ITEM_BYTES}: start it anew",
             a.activity_name
         )
     })
@@ -328,7 +328,7 @@ mod tests {
         let (size, worst) = roomy.item_bytes_over(1);
         assert!(worst > size + crate::history::generation_history_bytes(1));
         // Entries of about 300 bytes until one more generation passes.
-        let full = failed(1, 900);
+        let full = failed(1, 1_300);
         let why = full_for_a_generation("w::1", &full).expect("refused");
         assert!(why.contains("no room for another generation"), "{why}");
         assert_eq!(redrive_refusal(&wf, std::slice::from_ref(&full)), Some(why));

@@ -575,14 +575,16 @@ impl ActivityExec {
 
     /// Its item's size now, and the most it may reach over a generation
     /// of `attempts` attempts: with their history
-    /// ([`crate::history::generation_history_bytes`]), the largest output
-    /// ([`crate::plan::MAX_OUTPUT_BYTES`]) and [`ACTIVITY_ITEM_RESERVE`],
-    /// in item bytes (`write::size`). The start and each redrive refuse
-    /// an activity whose worst passes `MAX_ITEM_BYTES` (docs/limits.md).
+    /// ([`crate::history::generation_history_bytes`]), an inline output
+    /// (a larger one goes to an output row,
+    /// [`crate::payloads::INLINE_PAYLOAD_BYTES`]) and
+    /// [`ACTIVITY_ITEM_RESERVE`], in item bytes (`write::size`). The start
+    /// and each redrive refuse an activity whose worst passes
+    /// `MAX_ITEM_BYTES` (docs/limits.md).
     pub fn item_bytes_over(&self, attempts: u32) -> (usize, usize) {
         let item = serde_dynamo::to_item(self).ok();
         let size = item.map_or(usize::MAX / 2, |i| crate::write::size::item_size(&i));
-        let room = crate::plan::MAX_OUTPUT_BYTES + ACTIVITY_ITEM_RESERVE;
+        let room = crate::payloads::INLINE_PAYLOAD_BYTES + ACTIVITY_ITEM_RESERVE;
         (
             size,
             size + room + crate::history::generation_history_bytes(attempts),
