@@ -56,6 +56,11 @@ pub const MAX_NAME_LEN: usize = 128;
 /// Longest heartbeat or start-to-close timeout, seconds (7 days).
 pub const MAX_HEARTBEAT_TIMEOUT_SECONDS: i64 = 7 * 24 * 3600;
 
+/// Longest `lambda` (bytes): Lambda's Invoke takes a `FunctionName` of
+/// 1-170 characters (a name, a partial or full ARN, with a version or
+/// alias) of `A-Z a-z 0-9 - _ . : $` (AWS Lambda API Reference, Invoke).
+pub const MAX_LAMBDA_LEN: usize = 170;
+
 /// Longest schedule-to-start, schedule-to-close or execution timeout,
 /// seconds (30 days).
 pub const MAX_TIMEOUT_SECONDS: i64 = 30 * 24 * 3600;
@@ -342,6 +347,14 @@ pub enum PlanError {
         "activity name {0:?} is invalid: use 1-{MAX_NAME_LEN} characters of A-Z a-z 0-9 _ . -"
     )]
     BadName(String),
+    /// A `lambda` Lambda's Invoke would refuse ([`MAX_LAMBDA_LEN`]).
+    #[error("activity {activity:?}: lambda is {len} bytes; it must be 1-{MAX_LAMBDA_LEN} characters of A-Z a-z 0-9 - _ . : $ (a function name, or its ARN, with a version or alias)")]
+    BadLambda {
+        /// The activity.
+        activity: String,
+        /// Its `lambda`'s length, bytes.
+        len: usize,
+    },
     /// Two activities share a name.
     #[error("activity name {0:?} appears more than once")]
     DuplicateName(String),
@@ -456,6 +469,14 @@ fn check_timeout(what: &str, t: Option<i64>) -> Result<(), PlanError> {
 }
 
 /// A name of `[A-Za-z0-9_.-]`, 1..=[`MAX_NAME_LEN`] characters.
+/// Whether `lambda` is a `FunctionName` Lambda's Invoke takes
+/// ([`MAX_LAMBDA_LEN`]): its length and characters, not its structure,
+/// which the deployment's `LaunchTargets` judge.
+fn valid_lambda(lambda: &str) -> bool {
+    (1..=MAX_LAMBDA_LEN).contains(&lambda.len())
+        && (lambda.chars()).all(|c| c.is_ascii_alphanumeric() || "-_.:$".contains(c))
+}
+
 pub(crate) fn valid_name(n: &str) -> bool {
     !n.is_empty()
         && n.len() <= MAX_NAME_LEN
@@ -486,6 +507,10 @@ impl PlannedActivity {
         let bad_name = |n: &Option<String>| n.as_deref().is_some_and(|l| !valid_name(l));
         if bad_name(&a.task_list) || bad_name(&a.signal) || bad_name(&a.workflow) {
             return Err(PlanError::NoLambda(a.name.clone()));
+        }
+        if a.kind() == NodeKind::Lambda && !valid_lambda(&a.lambda) {
+            let (activity, len) = (a.name.clone(), a.lambda.len());
+            return Err(PlanError::BadLambda { activity, len });
         }
         if let Some(w) = &a.wait {
             w.check(&a.name)?;

@@ -431,6 +431,21 @@ mod limit_tests {
                 json!({"name": s(MAX_NAME_LEN + 1)}),
                 none.clone(),
             ),
+            // Lambda's FunctionName (a name, an ARN, with a qualifier).
+            (
+                "lambda",
+                json!({"lambda": s(MAX_LAMBDA_LEN)}),
+                none.clone(),
+                json!({"lambda": s(MAX_LAMBDA_LEN + 1)}),
+                none.clone(),
+            ),
+            (
+                "lambda characters",
+                json!({"lambda": "arn:aws:lambda:us-east-1:123456789012:function:f-1_a.b:$LATEST"}),
+                none.clone(),
+                json!({"lambda": "my function"}),
+                none.clone(),
+            ),
             // A string of n - 2 characters is n bytes of JSON.
             (
                 "input",

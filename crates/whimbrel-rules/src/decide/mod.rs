@@ -21,11 +21,19 @@ pub const MAX_ERROR_BYTES: usize = 2048;
 
 /// `text` cut to [`MAX_ERROR_BYTES`].
 pub fn cap_error(text: &str) -> String {
-    if text.len() <= MAX_ERROR_BYTES {
+    cap_text(text, MAX_ERROR_BYTES)
+}
+
+/// `text` in at most `max` bytes: whole when it fits, else cut on a
+/// character boundary and marked ` [... N bytes cut]` (N the bytes cut).
+/// Every free text the engine keeps is capped so: reasons
+/// ([`cap_error`]), a request's `source` (`workflow::MAX_SOURCE_BYTES`).
+pub fn cap_text(text: &str, max: usize) -> String {
+    if text.len() <= max {
         return text.to_string();
     }
     // Room for the marker: " [... N bytes cut]" with N up to 10 digits.
-    let kept = crate::history::cut(text, MAX_ERROR_BYTES - 32);
+    let kept = crate::history::cut(text, max.saturating_sub(32));
     format!("{kept} [... {} bytes cut]", text.len() - kept.len())
 }
 
@@ -623,6 +631,7 @@ pub use step::{
 pub use wake::{wake_up_for, WakeUp};
 pub use workflow::{
     check_request, execution_deadline, requested_exec, started_update, workflow_move, WorkflowMove,
+    MAX_SOURCE_BYTES,
 };
 
 pub mod attempts;

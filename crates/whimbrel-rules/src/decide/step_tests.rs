@@ -216,9 +216,9 @@ fn only_the_closing_decision_ends_an_execution_a_decision_closed() {
 /// Issue 42 B.5: a client scoped to `orders::*` writes a row of another
 /// workflow under its own prefix; the engine refuses it. Ids without `::`
 /// (existing clients) and names that contain `::` still pass.
-#[test]
-fn a_request_id_must_be_scoped_to_its_own_workflow() {
-    let row = |id: &str, name: &str| crate::model::WorkflowRequest {
+/// A start request row `id` for workflow `name`, with no other field.
+fn request_row(id: &str, name: &str) -> crate::model::WorkflowRequest {
+    crate::model::WorkflowRequest {
         workflow_request_id: id.into(),
         workflow_name: name.into(),
         redrive_workflow_exec_id: None,
@@ -231,7 +231,12 @@ fn a_request_id_must_be_scoped_to_its_own_workflow() {
         cancel_workflow_exec_id: None,
         reason: None,
         parent: None,
-    };
+    }
+}
+
+#[test]
+fn a_request_id_must_be_scoped_to_its_own_workflow() {
+    let row = request_row;
     let uuid = "4d3f6f3e-5b6a-4c1e-9a53-2f0c8d1e7b10";
     assert_eq!(
         check_request(&row(&format!("orders::{uuid}"), "orders")),
@@ -254,4 +259,32 @@ fn a_request_id_must_be_scoped_to_its_own_workflow() {
     assert_eq!(check_request(&row("r-1", &longest)), Ok(false));
     let past = check_request(&row("r-1", &format!("{longest}n"))).unwrap_err();
     assert_eq!(past, "workflow_name is 129 bytes; at most 128 are allowed");
+}
+
+/// Issue 42 D (docs/limits.md § 2, Open 10): a request's `source` is free
+/// text the execution item copies; the execution keeps at most 1,024
+/// bytes of it (cut on a character boundary and marked, as reasons are),
+/// so a long one starts its workflow instead of failing the item's write.
+#[test]
+fn a_request_source_is_kept_up_to_its_limit_and_cut_past_it() {
+    let req = |source: String| crate::model::WorkflowRequest {
+        source: Some(source),
+        ..request_row("r-1", "w")
+    };
+    let now = Timestamp::from_epoch(1_000);
+    let at = "s".repeat(MAX_SOURCE_BYTES);
+    let (exec, why) = requested_exec(&req(at.clone()), now, &cfg());
+    assert_eq!((exec.source, why), (Some(at), None));
+    let past = format!(
+        "{}é{}",
+        "s".repeat(MAX_SOURCE_BYTES - 1),
+        "t".repeat(409_000)
+    );
+    let (exec, why) = requested_exec(&req(past), now, &cfg());
+    let kept = exec.source.expect("a source");
+    assert!(
+        kept.len() <= MAX_SOURCE_BYTES && kept.ends_with(" bytes cut]"),
+        "{kept}"
+    );
+    assert_eq!(why, None, "not a failure");
 }

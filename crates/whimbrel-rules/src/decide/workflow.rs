@@ -11,6 +11,11 @@ use crate::model::{WorkflowExec, WorkflowRequest};
 use crate::plan::{MAX_CHILD_DEPTH, MAX_NAME_LEN, MAX_WORKFLOW_INPUT_BYTES};
 use crate::write::{av, n, s, Cond, UpdateRequest};
 
+/// Bytes of a request's `source` (free text) an execution keeps, at most:
+/// a longer one is cut and marked as reasons are ([`super::cap_text`]),
+/// and its workflow still starts (docs/limits.md § 2).
+pub const MAX_SOURCE_BYTES: usize = 1_024;
+
 /// Whether a request row can start a workflow at all: a workflow name of
 /// 1 to [`MAX_NAME_LEN`] bytes, and
 /// a request id of the contract's form (contract: Full Logic API,
@@ -102,7 +107,7 @@ pub fn requested_exec(
         failed_count: 0,
         cancelled_count: 0,
         error: None,
-        source: req.source.clone(),
+        source: (req.source.as_deref()).map(|t| super::cap_text(t, MAX_SOURCE_BYTES)),
         due_epoch: Some(now.epoch + cfg.start_retry_seconds),
         start_attempts: 0,
         result: None,
