@@ -333,6 +333,7 @@ mod tests {
 #[cfg(test)]
 mod fit_tests {
     use super::super::*;
+    use serde_json::json;
 
     fn payload(outputs: usize, bytes: usize) -> LaunchPayload {
         LaunchPayload {
@@ -352,6 +353,48 @@ mod fit_tests {
             timeout_seconds: Some(60),
             attempt_token: Some("t".into()),
         }
+    }
+
+    /// Issue 42 D (docs/limits.md § 2, Open 9): a fitted payload cannot
+    /// pass Lambda's 1 MB, so the engine need not check the size `fit`
+    /// returns. The largest node a plan admits (300,000 bytes as planned:
+    /// an input of 149,000 bytes and prerequisites of 128-byte names for
+    /// the rest), every prerequisite output too large to go inline, and
+    /// the longest ids, still fits once its outputs go by reference.
+    #[test]
+    fn the_largest_node_a_plan_admits_always_fits_a_launch() {
+        let name = |i: usize| format!("{i:0>128}");
+        let input = Value::String("i".repeat(149_000));
+        let mut node = json!({"name": name(0), "lambda": "f", "input": input, "depends_on": []});
+        let mut names = vec![];
+        while node.to_string().len() + 131 <= PLAN_PART_BYTES {
+            names.push(name(names.len() + 1));
+            node["depends_on"] = json!(names);
+        }
+        let planned: PlannedActivity = serde_json::from_value(node.clone()).unwrap();
+        assert!(node.to_string().len() <= PLAN_PART_BYTES);
+        let mut p = payload(0, 0);
+        let exec_id = format!("{}::{}", name(0), "8".repeat(36));
+        (p.activity_exec_id, p.workflow_exec_id) = (exec_id.clone(), exec_id);
+        p.input = planned.input.clone().unwrap();
+        p.prerequisites = (names.iter())
+            .map(|n| (n.clone(), Value::String("o".repeat(MAX_OUTPUT_BYTES - 2))))
+            .take(50)
+            .chain(
+                names
+                    .iter()
+                    .skip(50)
+                    .map(|n| (n.clone(), json!("o".repeat(1_000)))),
+            )
+            .collect();
+        let size = p.fit(MAX_LAUNCH_PAYLOAD_BYTES);
+        assert!(size <= MAX_LAUNCH_PAYLOAD_BYTES, "{size}");
+        // With every output by reference it would still be far under.
+        let mut all = p.clone();
+        all.prerequisites_by_reference
+            .extend(all.prerequisites.keys().cloned());
+        all.prerequisites.clear();
+        assert!(serde_json::to_vec(&all).unwrap().len() < MAX_LAUNCH_PAYLOAD_BYTES / 2);
     }
 
     #[test]
