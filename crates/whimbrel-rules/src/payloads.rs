@@ -15,6 +15,30 @@ use crate::plan::Plan;
 /// activity item itself; larger ones are kept on a write-once row.
 pub const INLINE_PAYLOAD_BYTES: usize = 256;
 
+/// Levels of maps and lists an input may nest, at most (a workflow's,
+/// an activity's in its plan, a signal's): DynamoDB stores 32 levels, and
+/// the deepest place an input is kept, a registered plan, puts it 4
+/// levels down; 24 leaves room (docs/limits.md § 2).
+pub const MAX_JSON_DEPTH: usize = 24;
+
+/// Levels of maps and lists `v` nests: 0 for a scalar, 1 for `{"a": 1}`.
+pub fn json_depth(v: &Value) -> usize {
+    match v {
+        Value::Array(xs) => 1 + xs.iter().map(json_depth).max().unwrap_or(0),
+        Value::Object(m) => 1 + m.values().map(json_depth).max().unwrap_or(0),
+        _ => 0,
+    }
+}
+
+/// Why input `v`, named `what` ("workflow input", "input of activity
+/// \"x\"", "signal input"), is refused for its nesting, or `None`: one
+/// rule for every input the API admits ([`MAX_JSON_DEPTH`]).
+pub fn too_deep(what: &str, v: &Value) -> Option<String> {
+    let depth = json_depth(v);
+    (depth > MAX_JSON_DEPTH)
+        .then(|| format!("{what} nests {depth} levels; at most {MAX_JSON_DEPTH} are allowed"))
+}
+
 /// Whether `v` is kept on the activity item (its JSON is at most
 /// [`INLINE_PAYLOAD_BYTES`]). Pure.
 pub fn inline(v: &Value) -> bool {

@@ -347,6 +347,10 @@ pub enum PlanError {
         "activity name {0:?} is invalid: use 1-{MAX_NAME_LEN} characters of A-Z a-z 0-9 _ . -"
     )]
     BadName(String),
+    /// An input nested deeper than [`crate::payloads::MAX_JSON_DEPTH`]:
+    /// the reason, whole.
+    #[error("{0}")]
+    TooDeep(String),
     /// A `lambda` Lambda's Invoke would refuse ([`MAX_LAMBDA_LEN`]).
     #[error("activity {activity:?}: lambda is {len} bytes; it must be 1-{MAX_LAMBDA_LEN} characters of A-Z a-z 0-9 - _ . : $ (a function name, or its ARN, with a version or alias)")]
     BadLambda {
@@ -545,6 +549,9 @@ impl PlannedActivity {
         };
         let size = a.input.as_ref().map_or(0, |v| v.to_string().len());
         let what = format!("input of activity {:?}", a.name);
+        if let Some(why) = (a.input.as_ref()).and_then(|v| crate::payloads::too_deep(&what, v)) {
+            return Err(PlanError::TooDeep(why));
+        }
         if let Some(e) = too_large(what, size, MAX_ACTIVITY_INPUT_BYTES) {
             return Err(e);
         }

@@ -2426,3 +2426,51 @@ async fn a_cancel_request_row_cancels_a_running_workflow_with_tokens_required() 
     assert!(failures(&resp).is_empty());
     assert_eq!(summary.rejected, 1);
 }
+
+/// Issue 42 D (docs/limits.md § 2, Open 11): every JSON value the API
+/// admits as input (a workflow's, an activity's in its plan, a signal's)
+/// nests at most 24 levels, so each fits where the engine stores it
+/// (DynamoDB stores 32 levels; a registered plan's inputs sit 4 levels
+/// down). At the limit each runs to its end; past it each is refused with
+/// the reason. Before, a workflow input of 32 levels rejected its request
+/// with DynamoDB's text (no execution said why), and a plan input of 29
+/// could not be registered.
+#[tokio::test]
+async fn inputs_nested_to_the_limit_run_and_deeper_ones_are_refused_with_the_reason() {
+    use whimbrel_core::payloads::MAX_JSON_DEPTH;
+    let h = Harness::new().await;
+    let nested = |d: usize| (1..d).fold(json!({"a": 1}), |v, _| json!({ "a": v }));
+    let deep = |d| json!({"activities": [{"name": "solo", "lambda": "f", "input": nested(d)}]});
+    h.register("at", deep(MAX_JSON_DEPTH)).await;
+    let req = h.request("at", Some(nested(MAX_JSON_DEPTH)));
+    h.engine.start_workflow(&req).await.unwrap();
+    let wf = ids::workflow_exec_id("at", &req.workflow_request_id);
+    h.run_to_completion(&wf, "solo").await;
+    assert_eq!(h.workflow(&wf).await.state, WorkflowState::Completed);
+    assert_eq!(h.launcher.payload("solo", 0).input, nested(MAX_JSON_DEPTH));
+
+    let req = h.request("at", Some(nested(MAX_JSON_DEPTH + 1)));
+    let applied = h.engine.start_workflow(&req).await.unwrap();
+    assert_eq!(applied, Applied::Workflow(WorkflowState::Failed));
+    let w = h
+        .workflow(&ids::workflow_exec_id("at", &req.workflow_request_id))
+        .await;
+    let why = w.error.unwrap_or_default();
+    assert!(
+        why.contains("workflow input nests 25 levels; at most 24"),
+        "{why}"
+    );
+
+    h.register("past", deep(MAX_JSON_DEPTH + 1)).await;
+    let req = h.request("past", None);
+    h.engine.start_workflow(&req).await.unwrap();
+    let w = h
+        .workflow(&ids::workflow_exec_id("past", &req.workflow_request_id))
+        .await;
+    assert_eq!(w.state, WorkflowState::Failed);
+    let why = w.error.unwrap_or_default();
+    assert!(
+        why.contains("input of activity \"solo\" nests 25 levels"),
+        "{why}"
+    );
+}

@@ -72,9 +72,11 @@ pub fn requested_exec(
 ) -> (WorkflowExec, Option<String>) {
     let id = ids::workflow_exec_id(&req.workflow_name, &req.workflow_request_id);
     let input_size = req.input.as_ref().map_or(0, |v| v.to_string().len());
-    let oversized = (input_size > MAX_WORKFLOW_INPUT_BYTES).then(|| {
-        format!("workflow input is {input_size} bytes; at most {MAX_WORKFLOW_INPUT_BYTES} bytes are allowed")
-    });
+    let oversized = (input_size > MAX_WORKFLOW_INPUT_BYTES)
+        .then(|| {
+            format!("workflow input is {input_size} bytes; at most {MAX_WORKFLOW_INPUT_BYTES} bytes are allowed")
+        })
+        .or_else(|| (req.input.as_ref()).and_then(|v| crate::payloads::too_deep("workflow input", v)));
     let too_deep = req.parent.as_ref().filter(|p| p.depth > MAX_CHILD_DEPTH).map(|p| {
         format!(
             "child workflow depth {} exceeds the limit of {MAX_CHILD_DEPTH} (a workflow that starts itself?)",

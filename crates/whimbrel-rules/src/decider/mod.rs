@@ -334,6 +334,15 @@ pub enum DecisionRefusal {
         /// The limit, bytes.
         max: usize,
     },
+    /// A result, input or marker's details nested deeper than
+    /// [`crate::payloads::MAX_JSON_DEPTH`].
+    #[error("decision {index}: {why}")]
+    TooDeep {
+        /// The decision's index.
+        index: usize,
+        /// The reason (`payloads::too_deep`).
+        why: String,
+    },
 }
 
 /// An answer's `execution_timeout_seconds` of `value`, in the first answer
@@ -527,6 +536,19 @@ fn check_one(
             max,
         })
     };
+    let deep = |what: &str, v: &Value| {
+        let why = crate::payloads::too_deep(what, v)?;
+        Some(DecisionRefusal::TooDeep { index, why })
+    };
+    let nested = match d {
+        Decision::RecordMarker { details, .. } => deep("marker details", details),
+        Decision::CompleteWorkflow { result } => deep("result", result),
+        Decision::ContinueAsNew { input } => deep("input", input),
+        _ => None,
+    };
+    if let Some(refused) = nested {
+        return Err(refused);
+    }
     let refused = match d {
         Decision::Schedule { activities } => return schedule(index, activities, names, now),
         Decision::Cancel { names: cancel } => return cancels(index, cancel, names),

@@ -266,6 +266,33 @@ fn sizes_and_marker_names_are_bounded() {
     }
 }
 
+/// Issue 42 D (docs/limits.md § 4): a result, a continue-as-new input and
+/// a marker's details nest at most 24 levels, as every input does.
+#[test]
+fn results_inputs_and_details_nested_past_the_limit_are_refused() {
+    use crate::payloads::MAX_JSON_DEPTH;
+    let nested = |d: usize| (1..d).fold(json!([1]), |v, _| json!({ "a": v }));
+    for (kind, field) in [
+        ("complete_workflow", "result"),
+        ("continue_as_new", "input"),
+        ("record_marker", "details"),
+    ] {
+        let decisions = |d| {
+            let mut decision = json!({"type": kind, field: nested(d)});
+            if kind == "record_marker" {
+                decision["name"] = json!("m");
+            }
+            json!([decision])
+        };
+        let at = validate(&answer(decisions(MAX_JSON_DEPTH)), &ctx());
+        assert!(at.is_ok(), "{kind} at the limit: {at:?}");
+        let r = refusal(decisions(MAX_JSON_DEPTH + 1));
+        let text = r.to_string();
+        assert!(matches!(r, DecisionRefusal::TooDeep { .. }), "{text}");
+        assert!(text.contains("nests 25 levels; at most 24"), "{text}");
+    }
+}
+
 #[test]
 fn too_many_decisions_or_nodes_or_a_new_version_are_refused() {
     let many: Vec<Value> = (0..=MAX_DECISIONS)

@@ -112,9 +112,15 @@ impl SignalRow {
             ));
         }
         let size = self.input.as_ref().map_or(0, |v| v.to_string().len());
-        (size > MAX_SIGNAL_INPUT_BYTES).then(|| {
-            format!("signal input is {size} bytes; at most {MAX_SIGNAL_INPUT_BYTES} are allowed")
-        })
+        (size > MAX_SIGNAL_INPUT_BYTES)
+            .then(|| {
+                format!(
+                    "signal input is {size} bytes; at most {MAX_SIGNAL_INPUT_BYTES} are allowed"
+                )
+            })
+            .or_else(|| {
+                (self.input.as_ref()).and_then(|v| crate::payloads::too_deep("signal input", v))
+            })
     }
 
     /// The order in which signals are delivered and shown: by
@@ -147,6 +153,19 @@ pub fn earliest(rows: &[SignalRow]) -> Option<&SignalRow> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 42 D (docs/limits.md § 3): a signal's input nests at most 24
+    /// levels, as every input does.
+    #[test]
+    fn a_signal_input_nested_past_the_limit_is_invalid() {
+        use crate::payloads::MAX_JSON_DEPTH;
+        let nested =
+            |d: usize| (1..d).fold(serde_json::json!({"a": 1}), |v, _| serde_json::json!([v]));
+        let row = |d| SignalRow::new("w::1", "go", "s-1", Some(nested(d)));
+        assert_eq!(row(MAX_JSON_DEPTH).invalid(), None);
+        let why = row(MAX_JSON_DEPTH + 1).invalid().expect("invalid");
+        assert_eq!(why, "signal input nests 25 levels; at most 24 are allowed");
+    }
 
     #[test]
     fn a_row_is_checked_and_the_earliest_valid_wins() {
