@@ -49,6 +49,9 @@ pub async fn register(
         lambda,
         definition,
     };
+    if let Some(why) = item.invalid() {
+        return Err(CliError(format!("register {name}: {why}")));
+    }
     store.put(&store.tables().workflow_lambda(), &item).await?;
     println!("registered {name}");
     Ok(())

@@ -476,7 +476,7 @@ fn check_timeout(what: &str, t: Option<i64>) -> Result<(), PlanError> {
 /// Whether `lambda` is a `FunctionName` Lambda's Invoke takes
 /// ([`MAX_LAMBDA_LEN`]): its length and characters, not its structure,
 /// which the deployment's `LaunchTargets` judge.
-fn valid_lambda(lambda: &str) -> bool {
+pub(crate) fn valid_lambda(lambda: &str) -> bool {
     (1..=MAX_LAMBDA_LEN).contains(&lambda.len())
         && (lambda.chars()).all(|c| c.is_ascii_alphanumeric() || "-_.:$".contains(c))
 }

@@ -556,6 +556,91 @@ pub struct WorkflowLambda {
     pub definition: Option<Plan>,
 }
 
+impl WorkflowLambda {
+    /// Why this registration cannot be stored or started, or `None`
+    /// (docs/limits.md § 1): its name is 1-128 bytes, as a request's
+    /// `workflow_name` must be (`decide::check_request`); its decider is
+    /// a `lambda` Lambda's Invoke takes; its definition a valid plan, and
+    /// the item within DynamoDB's 409,600 bytes (a plan may be larger:
+    /// give it by a decider then). `whimbrel register` stores nothing
+    /// refused.
+    pub fn invalid(&self) -> Option<String> {
+        let name = &self.workflow_name;
+        if !(1..=crate::plan::MAX_NAME_LEN).contains(&name.len()) {
+            let max = crate::plan::MAX_NAME_LEN;
+            return Some(format!(
+                "workflow name is {} bytes; it must be 1-{max}",
+                name.len()
+            ));
+        }
+        if let Some(l) = self
+            .lambda
+            .as_deref()
+            .filter(|l| !crate::plan::valid_lambda(l))
+        {
+            let max = crate::plan::MAX_LAMBDA_LEN;
+            return Some(format!(
+                "decider lambda {l:?} is not 1-{max} characters of A-Z a-z 0-9 - _ . : $"
+            ));
+        }
+        if let Some(e) = self.definition.as_ref().and_then(|p| p.validate().err()) {
+            return Some(format!("invalid plan: {e}"));
+        }
+        let size =
+            serde_dynamo::to_item(self).map_or(usize::MAX, |i| crate::write::size::item_size(&i));
+        let max = crate::write::size::MAX_ITEM_BYTES;
+        (size > max).then(|| {
+            format!("the registration is a {size}-byte item; DynamoDB stores at most {max} (a larger plan is given by a decider)")
+        })
+    }
+}
+
+#[cfg(test)]
+mod registration_tests {
+    use super::*;
+    use serde_json::json;
+
+    /// Issue 42 D (docs/limits.md § 1, Open 1): a registration is judged
+    /// before it is stored: its name at 128 bytes and not 129, its
+    /// decider's name, its plan, and its item's size.
+    #[test]
+    fn a_registration_is_bounded_as_requests_and_items_are() {
+        let reg =
+            |name: &str, lambda: Option<&str>, plan: Option<serde_json::Value>| WorkflowLambda {
+                workflow_name: name.into(),
+                lambda: lambda.map(str::to_string),
+                definition: plan.map(|p| serde_json::from_value(p).unwrap()),
+            };
+        let longest = "n".repeat(crate::plan::MAX_NAME_LEN);
+        assert_eq!(reg(&longest, Some("decide"), None).invalid(), None);
+        let why = reg(&format!("{longest}n"), Some("decide"), None)
+            .invalid()
+            .unwrap();
+        assert_eq!(why, "workflow name is 129 bytes; it must be 1-128");
+        assert!(reg("", Some("d"), None).invalid().is_some());
+        assert!(reg("w", Some("my decider"), None)
+            .invalid()
+            .unwrap()
+            .contains("decider lambda"));
+        let bad = json!({"activities": [{"name": "a", "lambda": "f", "depends_on": ["zz"]}]});
+        assert!(reg("w", None, Some(bad))
+            .invalid()
+            .unwrap()
+            .starts_with("invalid plan: "));
+        // 3 inputs of 149,000 bytes: a valid plan, too large for an item.
+        let acts: Vec<_> = (0..3)
+            .map(|i| json!({"name": format!("a{i}"), "lambda": "f", "input": "x".repeat(149_000)}))
+            .collect();
+        let why = reg("w", None, Some(json!({ "activities": acts })))
+            .invalid()
+            .unwrap();
+        assert!(why.contains("DynamoDB stores at most 409600"), "{why}");
+        let fits =
+            json!({"activities": [{"name": "a", "lambda": "f", "input": "x".repeat(149_000)}]});
+        assert_eq!(reg("w", None, Some(fits)).invalid(), None);
+    }
+}
+
 /// An item of `whimbrel_install_status`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct InstallStatus {
