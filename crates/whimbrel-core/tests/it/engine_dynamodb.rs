@@ -2474,3 +2474,65 @@ async fn inputs_nested_to_the_limit_run_and_deeper_ones_are_refused_with_the_rea
         "{why}"
     );
 }
+
+/// Issue 42 D (docs/limits.md § 2): a COMPLETED workflow's result gathers
+/// its sinks' outputs when there are at most 100 sinks and the result is
+/// at most 64,000 bytes of JSON; past either, it stays on the sinks
+/// (`result_in_activities`), and the workflow completes all the same.
+#[tokio::test]
+async fn the_result_gathers_up_to_100_sinks_and_64000_bytes_and_past_either_stays_on_them() {
+    use whimbrel_core::engine::outcome::MAX_RESULT_SINKS;
+    use whimbrel_core::plan::MAX_RESULT_BYTES;
+    let h = Harness::new().await;
+    let wide = |n: usize| {
+        let acts: Vec<Value> = (0..n)
+            .map(|i| json!({"name": format!("s{i:03}"), "lambda": "noop"}))
+            .collect();
+        json!({ "activities": acts })
+    };
+    for (name, sinks) in [("at", MAX_RESULT_SINKS), ("past", MAX_RESULT_SINKS + 1)] {
+        h.register(name, wide(sinks)).await;
+        let wf = h.start(name).await;
+        for i in 0..sinks {
+            h.run_to_completion(&wf, &format!("s{i:03}")).await;
+        }
+        let w = h.workflow(&wf).await;
+        assert_eq!(w.state, WorkflowState::Completed, "{name}");
+        let gathered = w
+            .result
+            .as_ref()
+            .and_then(|r| r.as_object())
+            .map(|r| r.len());
+        match name {
+            "at" => assert_eq!((gathered, w.result_in_activities), (Some(sinks), None)),
+            _ => assert_eq!((gathered, w.result_in_activities), (None, Some(true))),
+        }
+    }
+    // One sink `x` whose output makes a result of exactly the limit: `{"x":"…"}`
+    // is the string's characters plus 8 bytes.
+    h.register(
+        "bytes",
+        json!({"activities": [{"name": "x", "lambda": "noop"}]}),
+    )
+    .await;
+    for (extra, gathered) in [(0, true), (1, false)] {
+        let wf = h.start("bytes").await;
+        let text = "r".repeat(MAX_RESULT_BYTES - 8 + extra);
+        h.engine
+            .apply_event(&h.event(&wf, "x", "RUNNING"))
+            .await
+            .unwrap();
+        let mut done = h.event(&wf, "x", "COMPLETED");
+        done.output = Some(json!(text));
+        h.engine.apply_event(&done).await.unwrap();
+        let w = h.workflow(&wf).await;
+        assert_eq!(w.state, WorkflowState::Completed);
+        match gathered {
+            true => assert_eq!(
+                w.result.map(|r| r.to_string().len()),
+                Some(MAX_RESULT_BYTES)
+            ),
+            false => assert_eq!((w.result, w.result_in_activities), (None, Some(true))),
+        }
+    }
+}
