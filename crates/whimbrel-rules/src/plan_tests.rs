@@ -474,6 +474,29 @@ mod limit_tests {
                 json!({"name": s(MAX_NAME_LEN + 1)}),
                 none.clone(),
             ),
+            // A task list's, a signal's, a child workflow's name (a blank
+            // `lambda` gives no kind, so the node is of the named one).
+            (
+                "task_list",
+                json!({"lambda": "", "task_list": s(MAX_NAME_LEN)}),
+                none.clone(),
+                json!({"lambda": "", "task_list": s(MAX_NAME_LEN + 1)}),
+                none.clone(),
+            ),
+            (
+                "signal",
+                json!({"lambda": "", "signal": s(MAX_NAME_LEN)}),
+                none.clone(),
+                json!({"lambda": "", "signal": s(MAX_NAME_LEN + 1)}),
+                none.clone(),
+            ),
+            (
+                "workflow",
+                json!({"lambda": "", "workflow": s(MAX_NAME_LEN)}),
+                none.clone(),
+                json!({"lambda": "", "workflow": s(MAX_NAME_LEN + 1)}),
+                none.clone(),
+            ),
             // Lambda's FunctionName (a name, an ARN, with a qualifier).
             (
                 "lambda",

@@ -154,6 +154,40 @@ pub fn earliest(rows: &[SignalRow]) -> Option<&SignalRow> {
 mod tests {
     use super::*;
 
+    /// docs/limits.md § 3: a signal's name at 128 bytes and not 129, its
+    /// id at 256 and not 257, its input at 262,144 bytes of JSON and not
+    /// one more.
+    #[test]
+    fn a_signals_name_id_and_input_are_accepted_at_their_limits_and_refused_past_them() {
+        let name = |n: usize| "n".repeat(n);
+        assert_eq!(
+            SignalRow::new("w::1", &name(128), "i", None).invalid(),
+            None
+        );
+        let why = SignalRow::new("w::1", &name(129), "i", None)
+            .invalid()
+            .unwrap();
+        assert!(why.starts_with("signal name"), "{why}");
+        let id = |n: usize| "i".repeat(n);
+        assert_eq!(
+            SignalRow::new("w::1", "go", &id(MAX_SIGNAL_ID_LEN), None).invalid(),
+            None
+        );
+        let why = SignalRow::new("w::1", "go", &id(MAX_SIGNAL_ID_LEN + 1), None)
+            .invalid()
+            .unwrap();
+        assert!(why.starts_with("signal_id"), "{why}");
+        // A string of n - 2 characters is n bytes of JSON.
+        let input = |n: usize| Some(serde_json::json!("x".repeat(n - 2)));
+        let at = SignalRow::new("w::1", "go", "i", input(MAX_SIGNAL_INPUT_BYTES));
+        assert_eq!(at.invalid(), None);
+        let past = SignalRow::new("w::1", "go", "i", input(MAX_SIGNAL_INPUT_BYTES + 1));
+        assert_eq!(
+            past.invalid().unwrap(),
+            "signal input is 262145 bytes; at most 262144 are allowed"
+        );
+    }
+
     /// Issue 42 D (docs/limits.md § 3): a signal's input nests at most 24
     /// levels, as every input does.
     #[test]
