@@ -466,35 +466,12 @@ mod limit_tests {
             policy.insert(k.to_string(), v);
             json!({ "retry": policy })
         };
-        vec![
+        let mut rows = vec![
             (
                 "name",
                 json!({"name": s(MAX_NAME_LEN)}),
                 none.clone(),
                 json!({"name": s(MAX_NAME_LEN + 1)}),
-                none.clone(),
-            ),
-            // A task list's, a signal's, a child workflow's name (a blank
-            // `lambda` gives no kind, so the node is of the named one).
-            (
-                "task_list",
-                json!({"lambda": "", "task_list": s(MAX_NAME_LEN)}),
-                none.clone(),
-                json!({"lambda": "", "task_list": s(MAX_NAME_LEN + 1)}),
-                none.clone(),
-            ),
-            (
-                "signal",
-                json!({"lambda": "", "signal": s(MAX_NAME_LEN)}),
-                none.clone(),
-                json!({"lambda": "", "signal": s(MAX_NAME_LEN + 1)}),
-                none.clone(),
-            ),
-            (
-                "workflow",
-                json!({"lambda": "", "workflow": s(MAX_NAME_LEN)}),
-                none.clone(),
-                json!({"lambda": "", "workflow": s(MAX_NAME_LEN + 1)}),
                 none.clone(),
             ),
             // Lambda's FunctionName (a name, an ARN, with a qualifier).
@@ -596,7 +573,15 @@ mod limit_tests {
                 retry("backoff_rate", json!(100.01)),
                 none.clone(),
             ),
-        ]
+        ];
+        // A task list's, a signal's, a child workflow's name (a blank
+        // `lambda` gives no kind, so the node is of the named one).
+        for field in ["task_list", "signal", "workflow"] {
+            let node = |n: usize| json!({"lambda": "", field: s(n)});
+            let (at, past) = (node(MAX_NAME_LEN), node(MAX_NAME_LEN + 1));
+            rows.push((field, at, none.clone(), past, none.clone()));
+        }
+        rows
     }
 
     #[test]
