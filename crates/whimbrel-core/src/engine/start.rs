@@ -196,7 +196,16 @@ impl<L: Launcher> Engine<L> {
         edges: &[ActivityExecDependency],
     ) -> Result<Result<HashSet<String>, Applied>, EngineError> {
         if let Some(reason) = unstorable_activity(activities) {
-            return self.fail_start(exec, &reason).await.map(Err);
+            // Judged on the stored plan, which every start reads alike: it
+            // fails the workflow although the plan is stored (issue 42 D:
+            // it was left REQUESTED before).
+            let failed = self.fail_requested(exec, &reason, false).await?;
+            let (id, name) = (&exec.workflow_exec_id, &exec.workflow_name);
+            let state = match failed {
+                true => WorkflowState::Failed,
+                false => self.load_workflow(id, name).await?.state,
+            };
+            return Ok(Err(Applied::Workflow(state)));
         }
         let t = self.store.tables();
         // Inputs too large for the activity items first (write-once,
@@ -592,9 +601,20 @@ impl<L: Launcher> Engine<L> {
     /// the activities (the monitor's give-up, a start that could not plan).
     /// Whether this write ended the workflow.
     async fn fail_unplanned(&self, exec: &WorkflowExec, reason: &str) -> Result<bool, EngineError> {
+        self.fail_requested(exec, reason, true).await
+    }
+
+    /// REQUESTED → FAILED with `reason`; with `unplanned`, only while no
+    /// plan is stored. Whether this write ended the workflow.
+    async fn fail_requested(
+        &self,
+        exec: &WorkflowExec,
+        reason: &str,
+        unplanned: bool,
+    ) -> Result<bool, EngineError> {
         let (from, to) = (WorkflowState::Requested, WorkflowState::Failed);
         let mv = WorkflowMove {
-            unplanned: true,
+            unplanned,
             owes_until: exec.parent.is_some().then_some(self.now().epoch),
             ..WorkflowMove::new(from, to, self.now(), Some(reason))
         };

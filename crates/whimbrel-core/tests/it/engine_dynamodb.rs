@@ -2536,3 +2536,59 @@ async fn the_result_gathers_up_to_100_sinks_and_64000_bytes_and_past_either_stay
         }
     }
 }
+
+/// Issue 42 D (docs/limits.md § 2): the start refuses an activity whose
+/// item could not hold all its policy's attempts' history besides an
+/// inline output and the reserve, with the reason; one byte less runs to
+/// its end. The item is grown by a `retry_on` entry of `len` bytes (its
+/// policy is copied onto the item), under 100 attempts. Before, the
+/// refusal was written only while no plan was stored, and the start
+/// stores its plan first: the workflow stayed REQUESTED, with no reason.
+#[tokio::test]
+async fn an_activity_item_at_the_start_limit_runs_and_one_byte_more_is_refused() {
+    let h = Harness::new().await;
+    let start = |len: usize| {
+        let h = &h;
+        async move {
+            let retry = json!({"max_attempts": 100, "retry_on": ["e".repeat(len)]});
+            let name = format!("item{len}");
+            h.register(
+                &name,
+                json!({"activities": [{"name": "x", "lambda": "f", "retry": retry}]}),
+            )
+            .await;
+            let req = h.request(&name, None);
+            let started = h.engine.start_workflow(&req).await;
+            let wf = ids::workflow_exec_id(&name, &req.workflow_request_id);
+            started.expect("a start judges the item, never errs");
+            let w = h.workflow(&wf).await;
+            (wf, w)
+        }
+    };
+    // The longest entry that still starts: search, then check both sides.
+    let (mut fits, mut refused) = (1, 250_000);
+    assert_eq!(start(refused).await.1.state, WorkflowState::Failed);
+    while refused - fits > 1 {
+        let mid = (fits + refused) / 2;
+        match start(mid).await.1.state {
+            WorkflowState::Failed => refused = mid,
+            _ => fits = mid,
+        }
+    }
+    let (wf, w) = start(fits).await;
+    assert_eq!(w.state, WorkflowState::Running);
+    h.run_to_completion(&wf, "x").await;
+    assert_eq!(h.workflow(&wf).await.state, WorkflowState::Completed);
+    let (_, w) = start(fits + 1).await;
+    let why = w.error.unwrap_or_default();
+    assert!(
+        why.contains(
+            "with an inline output and the history of its attempts; DynamoDB stores at most 409600"
+        ),
+        "{why}"
+    );
+    assert!(
+        why.contains(&format!("{}", 409_601)) || why.contains("bytes,"),
+        "{why}"
+    );
+}
