@@ -139,7 +139,7 @@ pub async fn redrive(
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(wait_seconds);
     loop {
         let wf = status::snapshot(&store, workflow_exec_id).await?.workflow;
-        let taken = wf.redrives.contains(&id);
+        let taken = wf.redriven_by(&id);
         if (taken && wf.state.is_terminal()) || std::time::Instant::now() >= deadline {
             println!("{workflow_exec_id}\t{}", wf.state);
             return redrive_outcome(&wf, taken, wait_seconds);

@@ -56,6 +56,17 @@ pub const MAX_NAME_LEN: usize = 128;
 /// Longest heartbeat or start-to-close timeout, seconds (7 days).
 pub const MAX_HEARTBEAT_TIMEOUT_SECONDS: i64 = 7 * 24 * 3600;
 
+/// Bytes the entries of `slot_waiters` (a `max_concurrency` plan's
+/// waiting nodes, on the workflow item) may take at most: with the
+/// workflow's input (64,000), a result (64,000), its source, error and
+/// redrives (100 of ≤ 128 bytes), the item stays within DynamoDB's
+/// 409,600 bytes (docs/limits.md § 6).
+pub const MAX_SLOT_WAITERS_BYTES: usize = 240_000;
+
+/// Bytes of a `slot_waiters` entry besides its node's name: its plan
+/// index (6 digits) and `#` (`decide::slots::waiter_entry`).
+pub const WAITER_ENTRY_BYTES: usize = 7;
+
 /// Longest `lambda` (bytes): Lambda's Invoke takes a `FunctionName` of
 /// 1-170 characters (a name, a partial or full ARN, with a version or
 /// alias) of `A-Z a-z 0-9 - _ . : $` (AWS Lambda API Reference, Invoke).
@@ -347,6 +358,10 @@ pub enum PlanError {
         "activity name {0:?} is invalid: use 1-{MAX_NAME_LEN} characters of A-Z a-z 0-9 _ . -"
     )]
     BadName(String),
+    /// A `max_concurrency` plan whose nodes could not all wait on the
+    /// workflow item ([`MAX_SLOT_WAITERS_BYTES`]).
+    #[error("a plan under max_concurrency keeps its waiting nodes on the workflow item: their names make {0} bytes; at most {MAX_SLOT_WAITERS_BYTES} are allowed (shorter names, fewer nodes, or child workflows)")]
+    TooManyWaiters(usize),
     /// An input nested deeper than [`crate::payloads::MAX_JSON_DEPTH`]:
     /// the reason, whole.
     #[error("{0}")]
@@ -724,6 +739,14 @@ impl Plan {
         if let Some(m) = self.max_concurrency {
             if !(1..=MAX_ACTIVITIES as u32).contains(&m) {
                 return Err(PlanError::BadConcurrency(m));
+            }
+            // Every node but those running may wait at once, each an
+            // entry of `slot_waiters` on the workflow item.
+            let bytes: usize = (self.activities.iter())
+                .map(|a| a.name.len() + WAITER_ENTRY_BYTES)
+                .sum();
+            if self.activities.len() > m as usize && bytes > MAX_SLOT_WAITERS_BYTES {
+                return Err(PlanError::TooManyWaiters(bytes));
             }
         }
         if let Some(r) = &self.retry {

@@ -597,6 +597,31 @@ mod limit_tests {
         }
     }
 
+    /// Issue 42 D (docs/limits.md § 6, Open 5): the waiting nodes of a
+    /// `max_concurrency` plan fit the workflow item: names of 240,000
+    /// bytes with their entries' overhead pass, one byte more is refused
+    /// (before, DynamoDB refused the waiter's join with its own text).
+    #[test]
+    fn a_limited_plans_waiters_are_bounded_by_the_workflow_item() {
+        // 1,875 nodes of 121-byte names: 1,875 × (121 + 7) = 240,000.
+        let plan = |extra: usize, limit: u32| -> Plan {
+            let acts: Vec<Value> = (0..1_875)
+                .map(|i| {
+                    let pad = if i == 0 { 121 + extra } else { 121 };
+                    json!({"name": format!("{i:0>pad$}"), "lambda": "fn"})
+                })
+                .collect();
+            serde_json::from_value(json!({ "activities": acts, "max_concurrency": limit })).unwrap()
+        };
+        assert_eq!(plan(0, 5).validate(), Ok(()));
+        assert_eq!(
+            plan(1, 5).validate(),
+            Err(PlanError::TooManyWaiters(MAX_SLOT_WAITERS_BYTES + 1))
+        );
+        // A limit no smaller than the nodes never makes one wait.
+        assert_eq!(plan(1, 1_875).validate(), Ok(()));
+    }
+
     #[test]
     fn a_plan_of_the_most_nodes_is_valid_and_one_more_is_refused() {
         let nodes = |n: usize| -> Plan {

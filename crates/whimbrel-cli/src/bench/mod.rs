@@ -167,9 +167,8 @@ async fn wait_for_workflow_end(
             .get(&store.tables().workflow_exec(), key.clone())
             .await
             .unwrap_or(None);
-        let taken = |w: &whimbrel_core::model::WorkflowExec| {
-            redrive.is_none_or(|r| w.redrives.iter().any(|x| x == r))
-        };
+        let taken =
+            |w: &whimbrel_core::model::WorkflowExec| redrive.is_none_or(|r| w.redriven_by(r));
         if wf.is_some_and(|w| w.state.is_terminal() && taken(&w)) {
             return Ok(());
         }

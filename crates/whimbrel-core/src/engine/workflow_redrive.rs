@@ -52,7 +52,7 @@ impl<L: Launcher> Engine<L> {
             .ok_or_else(|| {
                 EngineError::Rejected(format!("redrive of unknown workflow exec {id}"))
             })?;
-        if wf.redrives.contains(r) {
+        if wf.redriven_by(r) {
             if wf.redriving.as_deref() == Some(r.as_str()) {
                 return self.finish_redrive(wf, r).await;
             }

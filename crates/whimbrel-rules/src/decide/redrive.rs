@@ -15,7 +15,7 @@
 use crate::attr;
 use crate::config::EngineConfig;
 use crate::contract::{ActivityState, WorkflowState};
-use crate::history::{history_error, HistoryEntry};
+use crate::history::{history_error, kept_id, HistoryEntry};
 use crate::keys::{self, Tables};
 use crate::model::{ActivityExec, Attempt, Outcome, Timing, WorkflowExec};
 use crate::write::size::MAX_ITEM_BYTES;
@@ -142,7 +142,7 @@ pub fn redrive_update(
         keys::workflow_key(id, &wf.workflow_name),
     )
     .when(Cond::eq(attr::STATE, s(wf.state.as_str())))
-    .when(Cond::not_contains(attr::REDRIVES, s(redrive_id)))
+    .when(Cond::not_contains(attr::REDRIVES, s(kept_id(redrive_id))))
     .set(attr::STATE, s(WorkflowState::Running.as_str()))
     .set(attr::COMPLETED_COUNT, n(0))
     .set(attr::FAILED_COUNT, n(0))
@@ -153,7 +153,7 @@ pub fn redrive_update(
     .act(Action::Add(attr::REDRIVE_COUNT.into(), n(1)))
     .act(Action::Add(
         attr::REDRIVES.into(),
-        AttributeValue::Ss(vec![redrive_id.to_string()]),
+        AttributeValue::Ss(vec![kept_id(redrive_id).into_owned()]),
     ));
     for gone in [
         attr::COUNTED_GROUPS,

@@ -269,7 +269,9 @@ pub struct WorkflowExec {
     /// activities hold now (one item, so one read is a true sample).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slots_used: Option<u64>,
-    /// The request ids of the redrives applied (never twice).
+    /// The request ids of the redrives applied (never twice), each as a
+    /// history entry keeps an id (`history::kept_id`: ≤ 128 bytes; read
+    /// with [`WorkflowExec::redriven_by`]).
     #[serde(
         default,
         skip_serializing_if = "Vec::is_empty",
@@ -299,6 +301,14 @@ pub struct WorkflowExec {
 }
 
 impl WorkflowExec {
+    /// Whether redrive request `redrive_id` was taken: it is in
+    /// `redrives`, as the redrive keeps it ([`crate::history::kept_id`]:
+    /// at most 128 bytes, so 100 redrives stay small on the item).
+    pub fn redriven_by(&self, redrive_id: &str) -> bool {
+        let kept = crate::history::kept_id(redrive_id);
+        self.redrives.iter().any(|r| *r == kept)
+    }
+
     /// True for an execution whose decider is consulted while it runs
     /// (design.md § 10.1): it ends by a decision, not by its counts.
     pub fn is_episodic(&self) -> bool {

@@ -128,7 +128,7 @@ pub(super) fn entry_violations(a: &ActivityExec, w: Option<&WorkflowExec>) -> Ve
         if !seen.insert(r) {
             v.push(format!("{id}: redriven twice by {r}"));
         }
-        if !w.is_some_and(|w| w.redrives.iter().any(|x| x == r)) {
+        if !w.is_some_and(|w| w.redriven_by(r)) {
             v.push(format!(
                 "{id}: redriven by {:?}, not a redrive of its workflow ({:?})",
                 h.event_id,
