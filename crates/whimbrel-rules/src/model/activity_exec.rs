@@ -578,7 +578,7 @@ impl ActivityExec {
     /// ([`crate::history::generation_history_bytes`]), an inline output
     /// (a larger one goes to an output row,
     /// [`crate::payloads::INLINE_PAYLOAD_BYTES`]) and
-    /// [`ACTIVITY_ITEM_RESERVE`], in item bytes (`write::size`). The start
+    /// `ACTIVITY_ITEM_RESERVE`, in item bytes (`write::size`). The start
     /// and each redrive refuse an activity whose worst passes
     /// `MAX_ITEM_BYTES` (docs/limits.md).
     pub fn item_bytes_over(&self, attempts: u32) -> (usize, usize) {
