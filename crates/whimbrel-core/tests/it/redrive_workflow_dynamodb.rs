@@ -190,9 +190,9 @@ async fn fail_until_ended(h: &Harness, wf: &str, mut launch: usize, id_bytes: us
     launch
 }
 
-/// `x` with a policy of 100 attempts and no delay.
-async fn hundred_attempts(h: &Harness) -> String {
-    let retry = json!({"max_attempts": 100, "interval_seconds": 0});
+/// `x` with a policy of `attempts` attempts and no delay.
+async fn failing_x(h: &Harness, attempts: u32) -> String {
+    let retry = json!({"max_attempts": attempts, "interval_seconds": 0});
     let plan = json!({"activities": [{"name": "x", "lambda": "f", "retry": retry}]});
     h.register("full", plan).await;
     h.start("full").await
@@ -214,7 +214,7 @@ fn redrive_of(h: &Harness, wf: &str) -> WorkflowRequest {
 #[tokio::test]
 async fn the_most_attempts_with_the_longest_ids_run_to_their_end() {
     let h = Harness::new().await;
-    let wf = hundred_attempts(&h).await;
+    let wf = failing_x(&h, 100).await;
     assert_eq!(fail_until_ended(&h, &wf, 0, 2_048).await, 100);
     let x = h.activity(&wf, "x").await;
     assert_eq!((x.state, x.attempt.number), (ActivityState::Failed, 100));
@@ -242,7 +242,7 @@ async fn the_most_attempts_with_the_longest_ids_run_to_their_end() {
 #[tokio::test]
 async fn the_hundredth_redrive_runs_and_the_next_is_refused() {
     let h = Harness::new().await;
-    let wf = hundred_attempts(&h).await;
+    let wf = failing_x(&h, 1).await;
     let mut launch = fail_until_ended(&h, &wf, 0, 0).await;
     for generation in 1..=100 {
         let applied = h.engine.redrive_workflow(&redrive_of(&h, &wf)).await;
