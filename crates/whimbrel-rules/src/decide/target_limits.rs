@@ -16,10 +16,12 @@ use crate::model::ActivityExec;
 use crate::targets::function_name;
 use crate::write::{n, s, Action, Cmp, Cond, UpdateRequest, Value as AttributeValue};
 
-/// Most activities one target keeps waiting (an entry is about 100 bytes;
-/// a DynamoDB item holds 400 KB). A claim that finds them all taken is
-/// retried later (the caller's retry), not lost.
-pub const MAX_TARGET_WAITERS: u64 = 2_000;
+/// Most activities one target keeps waiting: an entry is at most 309
+/// bytes ([`waiter_entry`] with a 128-byte workflow name and node name),
+/// so 1,200 make at most 370,800 bytes of the target's item, within
+/// DynamoDB's 409,600 (docs/limits.md § 6). A claim that finds them all
+/// taken is retried later (the caller's retry), not lost.
+pub const MAX_TARGET_WAITERS: u64 = 1_200;
 
 /// The `whimbrel_limit` target of `exec`: `lambda:(function name)` for an
 /// activity run by a Lambda (a name, partial or full ARN reduced to its
@@ -224,6 +226,30 @@ mod tests {
         a.runner.lambda = lambda.into();
         a.runner.task_list = task_list.map(Into::into);
         a
+    }
+
+    /// Issue 42 D (docs/limits.md § 6, Open 6): a target's item holds its
+    /// most waiters with the longest entries (a 128-byte workflow name's
+    /// exec id and a 128-byte node name: 309 bytes each) within DynamoDB's
+    /// 409,600 bytes. With 2,000 waiters of about 100 bytes assumed, such
+    /// entries made about 618,000 bytes and the join was refused by
+    /// DynamoDB with its own text.
+    #[test]
+    fn a_targets_most_waiters_with_the_longest_entries_fit_its_item() {
+        let mut a = exec("f", None);
+        a.workflow_exec_id = format!("{}::{}", "w".repeat(128), "8".repeat(36));
+        a.activity_name = "n".repeat(128);
+        let longest = waiter_entry(&a, i64::from(i32::MAX)).len();
+        assert_eq!(longest, 309);
+        let entries: Vec<String> = (0..MAX_TARGET_WAITERS)
+            .map(|i| format!("{i:0>309}"))
+            .collect();
+        let mut item = limit_key(&format!("lambda:{}", "f".repeat(140)));
+        item.insert(attr::MAX_CONCURRENCY.into(), n(u32::MAX));
+        item.insert(attr::SLOTS_FREE.into(), n(-i64::from(u32::MAX)));
+        item.insert(attr::SLOT_WAITERS.into(), AttributeValue::Ss(entries));
+        let size = crate::write::size::item_size(&item);
+        assert!(size <= crate::write::size::MAX_ITEM_BYTES, "{size}");
     }
 
     #[test]
