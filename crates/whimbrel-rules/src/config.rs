@@ -172,13 +172,56 @@ impl DecisionSettings {
 ///
 /// Errors: a value that is not a positive integer.
 fn positive_var(var: &impl Fn(&str) -> Option<String>, k: &str, dflt: i64) -> Result<i64, String> {
+    bounded_var(var, k, dflt, i64::MAX)
+}
+
+/// [`positive_var`] at most `max`: a default of a plan's field is bounded
+/// as the field is (issue 42 D), so a deployment cannot give what no plan
+/// may.
+///
+/// Errors: not a positive integer, or past `max`.
+fn bounded_var(
+    var: &impl Fn(&str) -> Option<String>,
+    k: &str,
+    dflt: i64,
+    max: i64,
+) -> Result<i64, String> {
+    let v = match var(k) {
+        Some(v) => (v.trim().parse::<i64>().ok().filter(|x| *x > 0))
+            .ok_or_else(|| format!("{k}={v:?} is not a positive integer"))?,
+        None => dflt,
+    };
+    match v <= max {
+        true => Ok(v),
+        false => Err(format!("{k}={v} is past its limit: at most {max}")),
+    }
+}
+
+/// Variable `k` as `var` answers it, when it may be absent: unset, empty
+/// or 0 is `None`, else as [`bounded_var`].
+fn optional_var(
+    var: &impl Fn(&str) -> Option<String>,
+    k: &str,
+    max: i64,
+) -> Result<Option<i64>, String> {
     match var(k) {
-        Some(v) => v
-            .trim()
-            .parse::<i64>()
-            .ok()
-            .filter(|x| *x > 0)
-            .ok_or_else(|| format!("{k}={v:?} is not a positive integer")),
+        Some(v) if matches!(v.trim(), "" | "0") => Ok(None),
+        Some(_) => bounded_var(var, k, 0, max).map(Some),
+        None => Ok(None),
+    }
+}
+
+/// Variable `k` as `var` answers it: `true`/`1`, `false`/`0`/empty, or
+/// `dflt` when unset.
+///
+/// Errors: any other value.
+fn flag_var(var: &impl Fn(&str) -> Option<String>, k: &str, dflt: bool) -> Result<bool, String> {
+    match var(k) {
+        Some(v) => match v.trim() {
+            "true" | "1" => Ok(true),
+            "false" | "0" | "" => Ok(false),
+            _ => Err(format!("{k}={v:?} is not true or false")),
+        },
         None => Ok(dflt),
     }
 }
@@ -284,36 +327,13 @@ impl EngineConfig {
     pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<Self, String> {
         let d = EngineConfig::default();
         let num = |k: &str, dflt: i64| positive_var(&var, k, dflt);
-        // Unset, empty or 0: none.
-        let optional = |k: &str| -> Result<Option<i64>, String> {
-            match var(k) {
-                Some(v) if matches!(v.trim(), "" | "0") => Ok(None),
-                Some(_) => num(k, 0).map(Some),
-                None => Ok(None),
-            }
-        };
+        let optional = |k: &str| optional_var(&var, k, i64::MAX);
         let count =
             |k: &str, dflt: u32| num(k, i64::from(dflt)).map(|v| v.try_into().unwrap_or(u32::MAX));
-        // A default of a plan's field is bounded as the field is (issue 42
-        // D): a deployment cannot give what no plan may.
-        let within = |v: i64, k: &str, max: i64| match v <= max {
-            true => Ok(v),
-            false => Err(format!("{k}={v} is past its limit: at most {max}")),
-        };
         let hb = crate::plan::MAX_HEARTBEAT_TIMEOUT_SECONDS;
-        let bounded = |k: &str, dflt: i64, max: i64| within(num(k, dflt)?, k, max);
-        let optional_within = |k: &str, max: i64| match optional(k)? {
-            Some(v) => within(v, k, max).map(Some),
-            None => Ok(None),
-        };
-        let flag = |k: &str, dflt: bool| match var(k) {
-            Some(v) => match v.trim() {
-                "true" | "1" => Ok(true),
-                "false" | "0" | "" => Ok(false),
-                _ => Err(format!("{k}={v:?} is not true or false")),
-            },
-            None => Ok(dflt),
-        };
+        let bounded = |k: &str, dflt: i64, max: i64| bounded_var(&var, k, dflt, max);
+        let optional_within = |k: &str, max: i64| optional_var(&var, k, max);
+        let flag = |k: &str, dflt: bool| flag_var(&var, k, dflt);
         // Required unless the operator says otherwise (docs/contract.md § 2).
         let require_tokens = flag("WHIMBREL_REQUIRE_TOKENS", true)?;
         Ok(EngineConfig {
