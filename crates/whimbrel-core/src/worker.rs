@@ -223,6 +223,12 @@ impl Worker {
             }
             match self.claim_counted(&mut stats).await {
                 Ok(Some(activity)) => {
+                    info!(
+                        activity_exec_id = %activity.payload.activity_exec_id,
+                        attempt = activity.payload.attempt,
+                        worker = %self.identity,
+                        "task claimed"
+                    );
                     stats.claimed += 1;
                     wait = self.options.min_poll_ms;
                     self.run_task(&activity, &handler, &mut stats).await;
