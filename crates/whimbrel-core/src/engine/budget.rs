@@ -92,6 +92,22 @@ pub fn lambda_deadline(deadline_epoch_ms: u64, timeout: Option<Duration>) -> Opt
     Some(Instant::now() + left - keep)
 }
 
+/// How long work taken in hand now may be held before its holder has
+/// surely ended: what is left of the invocation's deadline plus
+/// [`RESERVE`] (the function's own timeout then has passed), or
+/// [`HELD_WITHOUT_DEADLINE`] outside [`within`].
+pub fn held_for() -> Duration {
+    match deadline() {
+        Some(d) => d.saturating_duration_since(Instant::now()) + RESERVE + Duration::from_secs(1),
+        None => HELD_WITHOUT_DEADLINE,
+    }
+}
+
+/// What [`held_for`] gives work with no deadline (a Full Logic API
+/// process, a test): the heartbeat monitor's timeout (template.yaml,
+/// 120 s).
+pub const HELD_WITHOUT_DEADLINE: Duration = Duration::from_secs(120);
+
 /// True once the deadline of the work in hand has passed; always false
 /// outside [`within`].
 pub fn spent() -> bool {

@@ -51,6 +51,7 @@ impl<L: Launcher> Engine<L> {
             }
             if super::budget::spent() {
                 info!(activity_exec_id = %exec.activity_exec_id, released = i * RELEASE_CHUNK, of = dependents.len(), "budget spent: the rest of the release is owed to the monitor");
+                self.hand_back_settle(exec).await?;
                 return Ok(false);
             }
             self.release_chunk(exec, chunk, &slots).await?;
@@ -63,6 +64,52 @@ impl<L: Launcher> Engine<L> {
             }
         }
         Ok(true)
+    }
+
+    /// Whether settling `exec` releases more than one chunk of dependents
+    /// (a wide fan-out's root): then a monitor takes it in hand first.
+    pub(crate) fn releases_in_chunks(exec: &ActivityExec) -> bool {
+        exec.state == ActivityState::Completed
+            && (exec.links.dependents_in_plan.is_some()
+                || exec.links.dependents.len() > RELEASE_CHUNK)
+    }
+
+    /// Take the owed settle of `exec` in hand before a monitor works on it,
+    /// if it [`Self::releases_in_chunks`] (issue 42 A.9): its due marker
+    /// moves to when this invocation has surely ended
+    /// ([`super::budget::held_for`]), conditioned on the marker read, so
+    /// the ticks that overlap this one leave it; if this invocation dies,
+    /// the marker comes due again then. Returns false when another tick
+    /// took it first. A short settle is not taken (a write more than
+    /// doing it twice costs).
+    ///
+    /// Errors: [`EngineError::Retry`] when DynamoDB is unavailable.
+    pub(crate) async fn take_settle_in_hand(
+        &self,
+        exec: &ActivityExec,
+    ) -> Result<bool, EngineError> {
+        if !Self::releases_in_chunks(exec) {
+            return Ok(true);
+        }
+        let until = self.now().epoch + super::budget::held_for().as_secs() as i64;
+        let req = decide::move_settle_due(self.store.tables(), exec, exec.timing.due_epoch, until);
+        match self.store.update(req, false).await {
+            Ok(_) => Ok(true),
+            Err(StoreError::ConditionFailed) => Ok(false),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Hand the rest of a release cut by its budget back to the monitor:
+    /// its due marker to now, so the next tick resumes it (the settle
+    /// grace would otherwise hold every dependent not yet released).
+    async fn hand_back_settle(&self, exec: &ActivityExec) -> Result<(), EngineError> {
+        let now = self.now().epoch;
+        let req = decide::move_settle_due(self.store.tables(), exec, None, now);
+        match self.store.update(req, false).await {
+            Ok(_) | Err(StoreError::ConditionFailed) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// Release `exec`'s edge to each of `dependents`, at most

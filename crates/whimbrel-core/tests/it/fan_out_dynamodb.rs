@@ -291,6 +291,15 @@ async fn a_release_cut_by_its_budget_is_owed_and_finished_by_the_monitor() {
     let start = h.activity(&wf, "start").await;
     assert_eq!(start.state, ActivityState::Completed);
     assert!(start.timing.due_epoch.is_some(), "its settle is owed");
+    // Handed back at once, not when the settle grace (60 s) ends: the
+    // next tick resumes it (at 2,000 wide a root's dependents launched a
+    // median 75 s after its COMPLETED, make bench 2026-12-07).
+    assert!(
+        start.timing.due_epoch <= Some(h.now()),
+        "{:?} is not due now ({})",
+        start.timing.due_epoch,
+        h.now()
+    );
     let launched = |h: &Harness| {
         (0..width)
             .filter(|i| !h.launcher.launches_of(&format!("work-{i}")).is_empty())
@@ -331,4 +340,38 @@ async fn a_release_cut_by_its_budget_is_owed_and_finished_by_the_monitor() {
         h.launcher.launches_of(&format!("work-{}", width - 1)).len(),
         1
     );
+}
+
+/// Issue 42 A.9: the monitor's ticks overlap (every 5 s locally, every
+/// minute on AWS, each up to its function's timeout), and every tick that
+/// found an owed wide release worked on it from the same recorded chunk:
+/// at 2,000 wide the monitor read 12 activity items per activity, and at
+/// 10,000 its ticks ran into their timeout (make bench, 2026-12-07). A
+/// settle longer than one chunk is taken in hand first: its due marker
+/// moves to when the holder's invocation has surely ended, conditioned on
+/// the marker read, so a second tick leaves it to its holder.
+#[tokio::test]
+async fn two_ticks_that_find_one_owed_wide_release_work_on_it_once() {
+    use whimbrel_core::engine::budget;
+    use whimbrel_core::engine::release::RELEASE_CHUNK;
+    let h = Harness::new().await;
+    let width = RELEASE_CHUNK + 44;
+    h.register("fan", fan(width)).await;
+    let wf = h.start("fan").await;
+    budget::within(std::time::Instant::now(), h.run_to_completion(&wf, "start")).await;
+    let due = h
+        .activity(&wf, "start")
+        .await
+        .timing
+        .due_epoch
+        .expect("owed");
+    let (a, b) = tokio::join!(h.tick(due + 1), h.tick(due + 1));
+    assert_eq!(a.settled + b.settled, 1, "one holder: {a:?} {b:?}");
+    assert_eq!(a.errors + b.errors, 0, "{a:?} {b:?}");
+    let start = h.activity(&wf, "start").await;
+    assert_eq!(start.timing.due_epoch, None, "settled");
+    for i in 0..width {
+        let name = format!("work-{i}");
+        assert_eq!(h.launcher.launches_of(&name).len(), 1, "{name}");
+    }
 }

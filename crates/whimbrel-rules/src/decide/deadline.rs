@@ -344,6 +344,11 @@ impl Verdict {
 /// are visible in the event index first.
 pub fn monitor_verdict(exec: &ActivityExec, cfg: &EngineConfig, now: i64) -> Verdict {
     if exec.state.is_terminal() {
+        // A marker ahead is a settle in hand (`move_settle_due`), or the
+        // settle grace not yet over: its holder is at work.
+        if exec.timing.due_epoch.is_some_and(|due| due > now) {
+            return Verdict::Wait;
+        }
         return Verdict::Settle;
     }
     // A heartbeat written since the engine last looked counts from now at

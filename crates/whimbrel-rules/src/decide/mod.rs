@@ -531,6 +531,35 @@ pub fn clear_due(tables: &Tables, exec: &ActivityExec) -> UpdateRequest {
     .remove(attr::DUE_SHARD)
 }
 
+/// Move the due marker of the terminal `exec`, whose settle is owed, to
+/// `at` (epoch seconds), conditioned on the item still in `exec`'s state
+/// and on its marker being `read` (`None`: any marker; issue 42 A.9).
+/// Two uses: a monitor tick takes a settle longer than one chunk in hand
+/// (`read`: the marker it found due; `at`: when its invocation has surely
+/// ended), so the ticks that overlap it find the marker ahead and leave
+/// it; and a settle cut by its budget hands the rest back (`at`: now), so
+/// the next tick resumes it rather than the settle grace later. Fails on
+/// its condition when another tick took the marker first.
+pub fn move_settle_due(
+    tables: &Tables,
+    exec: &ActivityExec,
+    read: Option<i64>,
+    at: i64,
+) -> UpdateRequest {
+    let req = UpdateRequest::new(
+        tables.activity_exec(),
+        activity_key(&exec.activity_exec_id, &exec.workflow_exec_id),
+    )
+    .when(Cond::eq(attr::STATE, s(exec.state.as_str())))
+    .when(match read {
+        Some(due) => Cond::eq(attr::DUE_EPOCH, n(due)),
+        None => Cond::exists(attr::DUE_EPOCH),
+    });
+    due(&exec.activity_exec_id, at)
+        .into_iter()
+        .fold(req, |r, a| r.act(a))
+}
+
 /// Record that the first `through` dependents of the COMPLETED `exec` are
 /// released (`released_through`, issue 42 A.9), never lowering what is
 /// recorded: a release cut by its budget resumes there. Conditioned on

@@ -309,6 +309,10 @@ fn queued_relaunches_then_fails_preparing_and_cancelled_running_time_out() {
     let mut done = running(None, None);
     done.state = ActivityState::Completed;
     assert_eq!(monitor_verdict(&done, &c, 0), Verdict::Settle);
+    // A settle in hand (its marker ahead) is left to its holder.
+    done.timing.due_epoch = Some(100);
+    assert_eq!(monitor_verdict(&done, &c, 99), Verdict::Wait);
+    assert_eq!(monitor_verdict(&done, &c, 100), Verdict::Settle);
 }
 
 #[test]

@@ -103,6 +103,9 @@ impl<L: Launcher> Engine<L> {
         let tables = self.store.tables();
         match verdict {
             Verdict::Settle => {
+                if !self.take_settle_in_hand(&exec).await? {
+                    return Ok(()); // another tick holds it
+                }
                 self.settle(&exec).await?;
                 report.settled += 1;
             }
