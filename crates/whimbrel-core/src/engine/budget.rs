@@ -108,6 +108,19 @@ pub fn held_for() -> Duration {
 /// 120 s).
 pub const HELD_WITHOUT_DEADLINE: Duration = Duration::from_secs(120);
 
+/// Run `work` until the deadline of the work in hand: `None` if the
+/// deadline passed first (the work is dropped between two of its steps,
+/// as a function that dies is). Outside [`within`], to its end. For a
+/// call whose time is not the engine's (a decider's answer, issue 42
+/// A.4): a step the engine starts before its deadline may still take any
+/// time.
+pub async fn before_deadline<F: Future>(work: F) -> Option<F::Output> {
+    match deadline() {
+        Some(d) => tokio::time::timeout_at(d.into(), work).await.ok(),
+        None => Some(work.await),
+    }
+}
+
 /// True once the deadline of the work in hand has passed; always false
 /// outside [`within`].
 pub fn spent() -> bool {

@@ -340,10 +340,15 @@ impl<L: Launcher> Engine<L> {
         if let Some(why) = self.config.launch_targets.refusal(decider) {
             return Err(format!("decider refused: {why}"));
         }
-        self.launcher
-            .invoke_sync(decider, payload)
-            .await
-            .map_err(|e| e.to_string())
+        // Within the invocation's budget (issue 42 A.4): a hung decider
+        // holds no function past its timeout; the attempt is deferred and
+        // tried again, as after an error.
+        match super::budget::before_deadline(self.launcher.invoke_sync(decider, payload)).await {
+            Some(answer) => answer.map_err(|e| e.to_string()),
+            None => Err(format!(
+                "{decider} did not answer within the invocation's time budget"
+            )),
+        }
     }
 
     /// Judge and commit `answer` of attempt `id`, which saw the events

@@ -260,12 +260,6 @@ impl<L: Launcher> Engine<L> {
             .query(&t.workflow_exec(), Some(store::INDEX_DUE), due(now))
             .await?;
         workflows.iter().for_each(|k| count(k.due_epoch));
-        for k in workflows {
-            if super::budget::spent() {
-                break; // left due for the next tick
-            }
-            self.sweep_workflow(&k, now, report).await;
-        }
         let horizon = now.saturating_add(self.config.monitor_lookahead_seconds.max(0));
         let (later, activities): (Vec<ActivityKey>, Vec<ActivityKey>) = self
             .store
@@ -275,8 +269,38 @@ impl<L: Launcher> Engine<L> {
             .partition(|k: &ActivityKey| k.due_epoch.is_some_and(|d| d > now));
         activities.iter().for_each(|k| count(k.due_epoch));
         ahead.extend(later);
-        self.sweep_activities(activities, now, report).await;
+        // Each due workflow beside the others and beside the shard's
+        // activities: an episodic execution's decider call holds back no
+        // other item's sweep (issue 42 A.4).
+        let mut of_workflows = MonitorReport::default();
+        futures::join!(
+            self.sweep_workflows(workflows, now, &mut of_workflows),
+            self.sweep_activities(activities, now, report)
+        );
+        report.absorb(&of_workflows);
         Ok(())
+    }
+
+    /// The due workflows of one shard, `concurrency` at once, each its own
+    /// sweep ([`Self::sweep_workflow`]); those not started once the
+    /// budget is spent are left due for the next tick.
+    async fn sweep_workflows(
+        &self,
+        workflows: Vec<WorkflowKey>,
+        now: i64,
+        report: &mut MonitorReport,
+    ) {
+        let each: Vec<MonitorReport> = stream::iter(workflows)
+            .take_while(|_| std::future::ready(!super::budget::spent()))
+            .map(|k| async move {
+                let mut r = MonitorReport::default();
+                self.sweep_workflow(&k, now, &mut r).await;
+                r
+            })
+            .buffer_unordered(self.config.concurrency.max(1))
+            .collect()
+            .await;
+        each.iter().for_each(|r| report.absorb(r));
     }
 
     /// A due workflow: failed by its execution timeout, its end told to its

@@ -805,3 +805,54 @@ async fn a_later_signal_a_release_did_not_take_is_an_event() {
     assert_eq!(done.state, WorkflowState::Completed, "{:?}", done.error);
     assert_eq!(done.result, Some(json!({"event": {"n": 2}})));
 }
+
+/// Issue 42 A.4: a hung decider held the invocation that called it past
+/// its budget (the activity-event function applying a report, and the
+/// monitor's tick, which swept its shard's workflows one after another
+/// before the shard's activities, so one execution's decider held back
+/// every timer and timeout behind it). A decider call ends at the
+/// invocation's deadline (the attempt is deferred and tried again, as a
+/// failed call is), and a tick sweeps each due workflow beside the others
+/// and beside the activities: a timer due in the same tick fires.
+#[tokio::test]
+async fn a_hung_decider_holds_no_invocation_past_its_budget_nor_another_items_sweep() {
+    use std::time::{Duration, Instant};
+    use whimbrel_core::engine::budget;
+    let h = Harness::new().await;
+    register(&h, "polling", "polling-decider", Arc::new(Polling)).await;
+    let slow = start(&h, "polling", json!({})).await;
+    h.register(
+        "soon",
+        json!({"activities": [{"name": "soon", "wait": {"seconds": 2}}]}),
+    )
+    .await;
+    let timer = h.start("soon").await;
+    let hang = Duration::from_secs(60);
+    (h.launcher.decider_delays.lock().unwrap()).insert("polling-decider".into(), hang);
+    let began = Instant::now();
+    let report = complete(&h, &slow, "check-1", json!({"ready": false}));
+    budget::within(Instant::now() + Duration::from_secs(1), report).await;
+    assert!(
+        began.elapsed() < Duration::from_secs(20),
+        "the report's invocation ran {:?} past a 1 s budget",
+        began.elapsed()
+    );
+    // A tick when both the deferred decision and the timer are due.
+    let at = h.now() + 10;
+    let began = Instant::now();
+    let tick = budget::within(Instant::now() + Duration::from_secs(2), h.tick(at)).await;
+    assert!(
+        began.elapsed() < Duration::from_secs(20),
+        "the tick ran {:?} past a 2 s budget",
+        began.elapsed()
+    );
+    assert_eq!(tick.timers_fired, 1, "{tick:?}");
+    assert_eq!(h.workflow(&timer).await.state, WorkflowState::Completed);
+    // The decision is owed, not lost: once the decider answers, a tick
+    // resumes it and the next check's timer is scheduled.
+    assert_eq!(h.workflow(&slow).await.state, WorkflowState::Running);
+    h.launcher.decider_delays.lock().unwrap().clear();
+    h.tick(at + 10).await;
+    let wait = h.activity(&slow, "wait-1").await;
+    assert_eq!(wait.state, ActivityState::Running, "{wait:?}");
+}

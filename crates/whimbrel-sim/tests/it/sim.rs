@@ -450,20 +450,27 @@ fn episodic_seeds_that_found_bugs_hold() {
 /// Issue 42, seeds found by `make torture` past the seeds it was tuned on:
 /// - 4543 (A.8): an execution whose decision to cancel it had committed
 ///   was failed by its execution timeout before the decision's effects
-///   ran (fix: `WorkflowMove::closing_decision`);
+///   ran (fix: `WorkflowMove::closing_decision`). Its draws moved when the
+///   monitor began sweeping workflows beside activities (A.4); seed 13
+///   draws an episodic cancel and an execution timeout since;
 /// - 103125: a settle run again from a stale read gave back the target
 ///   slot of the redriven activity's new attempt, which then ran under the
 ///   limit without one (fix: `decide::slots::ended_as_read`). Its draws
-///   moved when the engine began keeping its own copy of each signal;
-///   seed 2401 draws a redrive under a target limit since.
+///   moved when the engine began keeping its own copy of each signal
+///   (then seed 2401), and again with A.4's monitor; seed 2001 draws a
+///   redrive under a target limit since.
 #[test]
 fn torture_seeds_past_the_tuned_ones_hold() {
-    for seed in [4543, 103125, 2401] {
+    for seed in [13, 103125, 2001] {
         let stats = run(seed, &Params::default())
             .unwrap_or_else(|f| panic!("seed {seed}: {}", f.violations.join("\n")));
         let f = &stats.features;
         let drawn = match seed {
-            4543 => f["episodic executions"] > 0 && f["cancel requests applied"] > 0,
+            13 => {
+                f["episodic executions"] > 0
+                    && f["cancel requests applied"] > 0
+                    && f.get("execution timeouts").is_some_and(|n| *n > 0)
+            }
             103125 => true,
             _ => f["activities redriven"] > 0 && f["activities claimed under a target limit"] > 0,
         };
@@ -558,22 +565,22 @@ fn a_report_overwritten_as_the_monitor_ran_excuses_its_timeout() {
     );
 }
 
-/// Seed 38 (29 until the engine kept its own copy of each signal, which
-/// shifted the draws) draws a parent's node that waits on an episodic child's chain
+/// Seed 29 (38 from when the engine kept its own copy of each signal until
+/// the monitor swept workflows beside activities, which shifted the draws) draws a parent's node that waits on an episodic child's chain
 /// (design.md § 9.5, § 10.8): the child continues as new, and the node
 /// ends with the chain's last execution, under every fault; the child
 /// checks follow the chain (`check/children.rs`). Asserted, so that a
 /// shift in the draws cannot make it pass vacuously.
 #[test]
 fn a_node_waiting_on_an_episodic_childs_chain_holds_every_invariant() {
-    let stats = run(38, &Params::default())
-        .unwrap_or_else(|f| panic!("seed 38: {}", f.violations.join("\n")));
+    let stats = run(29, &Params::default())
+        .unwrap_or_else(|f| panic!("seed 29: {}", f.violations.join("\n")));
     let f = &stats.features;
     let drawn = |k: &str| f.get(k).is_some_and(|n| *n > 0);
     assert!(
         drawn("child executions continued as new")
             && drawn("child nodes ended by a later execution of their chain"),
-        "seed 38 no longer ends a node by a later execution of its chain: {stats:?}"
+        "seed 29 no longer ends a node by a later execution of its chain: {stats:?}"
     );
 }
 

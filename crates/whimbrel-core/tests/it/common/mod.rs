@@ -109,6 +109,9 @@ pub struct RecordingLauncher {
     pub decider_requests: Arc<Mutex<Vec<(String, Value)>>>,
     /// Wake-ups sent to the timer queue, with their `DelaySeconds`.
     pub wake_ups: Arc<Mutex<Vec<(whimbrel_core::engine::decide::WakeUp, i64)>>>,
+    /// Deciders that answer only after this long (real time), by name: a
+    /// slow or hung decider.
+    pub decider_delays: Arc<Mutex<HashMap<String, std::time::Duration>>>,
 }
 
 impl RecordingLauncher {
@@ -143,6 +146,10 @@ impl Launcher for RecordingLauncher {
             .lock()
             .unwrap()
             .push((function.into(), payload.clone()));
+        let delay = self.decider_delays.lock().unwrap().get(function).copied();
+        if let Some(delay) = delay {
+            tokio::time::sleep(delay).await;
+        }
         let answering = self.decider_fns.lock().unwrap().get(function).cloned();
         if let Some(f) = answering {
             return f(payload.clone());
