@@ -375,3 +375,75 @@ async fn a_redriven_parent_starts_a_new_child_for_a_node_whose_child_failed() {
     // The old child stays FAILED and told no one again.
     assert_eq!(h.workflow(&old).await.state, WorkflowState::Failed);
 }
+
+/// docs/limits.md § 5: a child's input runs at 64,000 bytes and fails
+/// its child (and so its node and parent) at 64,001; a child's result
+/// becomes its node's output at 100,000 bytes and fails the node with the
+/// reason at 100,001. Each run to its end on DynamoDB.
+#[tokio::test]
+async fn a_childs_input_and_result_run_at_their_limits_and_fail_just_past_them() {
+    let h = Harness::new().await;
+    h.register("kid", one("kid-work")).await;
+    // `{"p":"…"}` is 8 bytes and its text.
+    let sized = |bytes: usize| json!({"p": "x".repeat(bytes - 8)});
+    for (name, input_bytes) in [("at", 64_000), ("past", 64_001)] {
+        let node = json!({"name": "child", "workflow": "kid", "input": sized(input_bytes)});
+        h.register(name, json!({"activities": [node]})).await;
+    }
+    let mut kids = vec![];
+    for (name, seq) in [("at", 1), ("past", 2)] {
+        let wf = h.start(name).await;
+        kids.push((
+            wf.clone(),
+            start_children(&h, &wf, &["child"], seq).await[0].clone(),
+        ));
+    }
+    let ((at, at_kid), (past, past_kid)) = (kids[0].clone(), kids[1].clone());
+    assert_eq!(h.workflow(&past_kid).await.state, WorkflowState::Failed);
+    let why = h.workflow(&past_kid).await.error.unwrap_or_default();
+    assert!(
+        why.contains("workflow input is 64001 bytes; at most 64000"),
+        "{why}"
+    );
+    assert_eq!(h.workflow(&past).await.state, WorkflowState::Failed);
+    assert_eq!(h.workflow(&at_kid).await.state, WorkflowState::Running);
+    // The result: `{"work":…}` around the activity's output, 9 bytes.
+    let finish = |kid: String, result_bytes: usize| {
+        let h = &h;
+        async move {
+            let run = h.event(&kid, "work", "RUNNING");
+            h.engine.apply_event(&run).await.unwrap();
+            let mut done = h.event(&kid, "work", "COMPLETED");
+            done.output = Some(sized(result_bytes - 9));
+            h.engine.apply_event(&done).await.unwrap();
+            let result = h.engine.workflow_result(&kid, "kid").await.unwrap();
+            assert_eq!(result.expect("result").to_string().len(), result_bytes);
+        }
+    };
+    finish(at_kid.clone(), 100_000).await;
+    let node = h.activity(&at, "child").await;
+    assert_eq!(node.state, ActivityState::Completed);
+    let result = h.engine.workflow_result(&at_kid, "kid").await.unwrap();
+    let output = h.engine.outputs_of(vec![node]).await.unwrap();
+    assert_eq!(output.get("child"), result.as_ref(), "the node's output");
+    assert_eq!(h.workflow(&at).await.state, WorkflowState::Completed);
+    let over = {
+        h.register(
+            "over",
+            json!({"activities": [{"name": "child", "workflow": "kid"}]}),
+        )
+        .await;
+        let wf = h.start("over").await;
+        let kid = start_children(&h, &wf, &["child"], 3).await[0].clone();
+        finish(kid, 100_001).await;
+        wf
+    };
+    let node = h.activity(&over, "child").await;
+    assert_eq!(node.state, ActivityState::Failed);
+    let why = node.outcome.error.unwrap_or_default();
+    assert!(
+        why.contains("its result is 100001 bytes; a node's output holds at most 100000"),
+        "{why}"
+    );
+    assert_eq!(h.workflow(&over).await.state, WorkflowState::Failed);
+}
