@@ -31,13 +31,46 @@ pub async fn install(g: &Global) -> Result<(), CliError> {
     Ok(())
 }
 
+/// `whimbrel register`'s allow-lists (docs/design.md § 3.10): patterns, `*`
+/// matching any run of characters. A flag left out allows any; given
+/// once as `''`, none.
+#[derive(Debug, Default, clap::Args)]
+pub struct AllowArgs {
+    /// A child workflow name its `workflow` nodes may start (repeatable).
+    #[arg(long = "allow-workflow", value_name = "PATTERN")]
+    pub workflows: Vec<String>,
+    /// A task list its `task_list` nodes may queue on (repeatable).
+    #[arg(long = "allow-task-list", value_name = "PATTERN")]
+    pub task_lists: Vec<String>,
+    /// A Lambda function its `lambda` nodes may invoke (repeatable), within
+    /// the deployment's launch targets.
+    #[arg(long = "allow-lambda", value_name = "PATTERN")]
+    pub lambdas: Vec<String>,
+}
+
+impl AllowArgs {
+    /// The registration's `allow`, or `None` when no flag was given.
+    fn allowed(self) -> Option<whimbrel_core::targets::Allowed> {
+        let list = |v: Vec<String>| {
+            (!v.is_empty()).then(|| v.into_iter().filter(|p| !p.is_empty()).collect())
+        };
+        let allow = whimbrel_core::targets::Allowed {
+            workflows: list(self.workflows),
+            task_lists: list(self.task_lists),
+            lambdas: list(self.lambdas),
+        };
+        (allow != whimbrel_core::targets::Allowed::default()).then_some(allow)
+    }
+}
+
 /// `whimbrel register`: store the workflow's decider Lambda or its static
-/// plan (the `--definition` file).
+/// plan (the `--definition` file), and what it may name (`allow`).
 pub async fn register(
     g: &Global,
     name: String,
     lambda: Option<String>,
     definition: Option<PathBuf>,
+    allow: AllowArgs,
 ) -> Result<(), CliError> {
     let definition = definition
         .as_deref()
@@ -48,6 +81,7 @@ pub async fn register(
         workflow_name: name.clone(),
         lambda,
         definition,
+        allow: allow.allowed(),
     };
     if let Some(why) = item.invalid() {
         return Err(CliError(format!("register {name}: {why}")));

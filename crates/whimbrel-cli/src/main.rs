@@ -72,6 +72,9 @@ enum Command {
         /// JSON plan file (see docs/shapes/plan.json).
         #[arg(long)]
         definition: Option<PathBuf>,
+        /// What its plans and decisions may name (absent: anything).
+        #[command(flatten)]
+        allow: commands::AllowArgs,
     },
     /// Start a workflow: insert one whimbrel_workflow_request row (Simple
     /// Lambda API) and print its ids.
@@ -402,7 +405,8 @@ async fn run(cli: Cli) -> Result<(), CliError> {
             name,
             lambda,
             definition,
-        } => commands::register(g, name, lambda, definition).await?,
+            allow,
+        } => commands::register(g, name, lambda, definition, allow).await?,
         Command::Start {
             name,
             input,

@@ -5,7 +5,10 @@
 //! refusal its reason, and keeps the engine's own functions out even where
 //! an operator's patterns are broad. Pure.
 
-use crate::plan::Plan;
+use serde::{Deserialize, Serialize};
+
+use crate::kind::NodeKind;
+use crate::plan::{Plan, PlannedActivity};
 
 /// The deployment's launch targets, from the environment
 /// ([`crate::config::EngineConfig::from_vars`]). The default allows any
@@ -182,14 +185,61 @@ impl LaunchTargets {
 /// deployment's `targets` refuse ([`LaunchTargets::refusal`]), named.
 /// `None`: every Lambda activity may be launched (task-list activities
 /// and timers invoke nothing: [`crate::kind::NodeKind::is_invoked`]).
-pub fn plan_refusal(plan: &Plan, targets: &LaunchTargets) -> Option<String> {
-    plan.activities
-        .iter()
-        .filter(|a| a.kind().is_invoked())
-        .find_map(|a| {
-            let why = targets.refusal(&a.lambda)?;
-            Some(format!("activity {:?}: {why}", a.name))
-        })
+pub fn plan_refusal(
+    plan: &Plan,
+    targets: &LaunchTargets,
+    allow: Option<&Allowed>,
+) -> Option<String> {
+    plan.activities.iter().find_map(|a| {
+        let why = (a.kind().is_invoked())
+            .then(|| targets.refusal(&a.lambda))
+            .flatten()
+            .or_else(|| allow.and_then(|allow| allow.refusal(a)))?;
+        Some(format!("activity {:?}: {why}", a.name))
+    })
+}
+
+/// What one registration's plans and decisions may name (issue 42 B.5),
+/// kept on its `whimbrel_workflow_lambda` item as `allow`: patterns (`*`
+/// matches any run of characters, as the deployment's launch targets do)
+/// for the child workflows its nodes start, the task lists they queue on,
+/// and the Lambda functions they invoke. A list that is absent allows any
+/// (within the deployment's launch targets, for Lambdas); an empty one
+/// allows none. So a decider, or whoever may change a definition, reaches
+/// only what the operator registered it for, not every workflow, task
+/// list and target of the deployment.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Allowed {
+    /// Child workflow names (`workflow` nodes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workflows: Option<Vec<String>>,
+    /// Task lists (`task_list` nodes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_lists: Option<Vec<String>>,
+    /// Lambda function names or ARNs (`lambda` nodes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lambdas: Option<Vec<String>>,
+}
+
+impl Allowed {
+    /// Why node `a` names what this registration may not, or `None`.
+    /// Timers and signal waits name nothing.
+    pub fn refusal(&self, a: &PlannedActivity) -> Option<String> {
+        let (field, list, value) = match a.kind() {
+            NodeKind::Lambda => ("lambda", &self.lambdas, a.lambda.as_str()),
+            NodeKind::TaskList => ("task_list", &self.task_lists, a.task_list.as_deref()?),
+            NodeKind::Child => ("workflow", &self.workflows, a.workflow.as_deref()?),
+            NodeKind::Timer | NodeKind::Signal => return None,
+        };
+        let patterns = list.as_ref()?;
+        if patterns.iter().any(|p| matches(p, value)) {
+            return None;
+        }
+        Some(format!(
+            "{field} {value:?} is not among the registration's allowed {field}s ({})",
+            patterns.join(", ")
+        ))
+    }
 }
 
 #[cfg(test)]
@@ -281,11 +331,58 @@ mod tests {
             {"name": "out", "lambda": "payroll", "depends_on": ["ok"]},
         ]}))
         .unwrap();
-        let why = plan_refusal(&plan, &deployment()).unwrap();
+        let why = plan_refusal(&plan, &deployment(), None).unwrap();
         assert!(
             why.starts_with("activity \"out\": lambda \"payroll\" is not among"),
             "{why}"
         );
-        assert_eq!(plan_refusal(&plan, &LaunchTargets::default()), None);
+        assert_eq!(plan_refusal(&plan, &LaunchTargets::default(), None), None);
+    }
+
+    /// Issue 42 B.5: a registration reaches only the child workflows, task
+    /// lists and Lambdas it is allowed; a list left out allows any.
+    #[test]
+    fn a_registration_names_only_what_it_is_allowed() {
+        let plan: Plan = serde_json::from_value(serde_json::json!({"activities": [
+            {"name": "resize", "lambda": "whimbrel-task-resize"},
+            {"name": "gpu", "task_list": "orders-gpu"},
+            {"name": "pause", "wait": {"seconds": 5}},
+            {"name": "approve", "signal": "ok"},
+            {"name": "bill", "workflow": "orders-billing"},
+        ]}))
+        .unwrap();
+        let open = LaunchTargets::default();
+        let allow = |w: &[&str], t: &[&str], l: &[&str]| Allowed {
+            workflows: Some(w.iter().map(|s| s.to_string()).collect()),
+            task_lists: Some(t.iter().map(|s| s.to_string()).collect()),
+            lambdas: Some(l.iter().map(|s| s.to_string()).collect()),
+        };
+        let orders = allow(&["orders-*"], &["orders-*"], &["whimbrel-task-*"]);
+        assert_eq!(plan_refusal(&plan, &open, Some(&orders)), None);
+        assert_eq!(plan_refusal(&plan, &open, Some(&Allowed::default())), None);
+        let why = |a: Allowed| plan_refusal(&plan, &open, Some(&a)).unwrap();
+        assert_eq!(
+            why(allow(&["payroll"], &["orders-*"], &["whimbrel-task-*"])),
+            "activity \"bill\": workflow \"orders-billing\" is not among the registration's allowed workflows (payroll)"
+        );
+        assert_eq!(
+            why(allow(&["orders-*"], &[], &["whimbrel-task-*"])),
+            "activity \"gpu\": task_list \"orders-gpu\" is not among the registration's allowed task_lists ()"
+        );
+        assert!(why(allow(&["*"], &["*"], &["whimbrel-task-thumb*"]))
+            .starts_with("activity \"resize\": lambda \"whimbrel-task-resize\" is not among"));
+        // An allow-list of `*` widens nothing: the deployment's launch
+        // targets still refuse what they refuse.
+        let all = allow(&["*"], &["*"], &["*"]);
+        assert_eq!(plan_refusal(&plan, &deployment(), Some(&all)), None);
+        let payroll: Plan = serde_json::from_value(serde_json::json!({"activities": [
+            {"name": "pay", "lambda": "payroll"},
+        ]}))
+        .unwrap();
+        let why = plan_refusal(&payroll, &deployment(), Some(&all)).unwrap();
+        assert!(
+            why.starts_with("activity \"pay\": lambda \"payroll\" is not among the deployment's"),
+            "{why}"
+        );
     }
 }

@@ -108,6 +108,7 @@ pub(super) async fn register_roots(
         workflow_name: name.into(),
         lambda: None,
         definition: Some(plan),
+        allow: None,
     };
     store.put(&store.tables().workflow_lambda(), &item).await?;
     Ok(())

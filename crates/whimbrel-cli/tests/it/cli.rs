@@ -37,6 +37,66 @@ fn field<'a>(out: &'a str, name: &str) -> &'a str {
         .unwrap_or_else(|| panic!("no {name} in {out}"))
 }
 
+/// The request row `whimbrel start` inserted (its id and workflow).
+async fn request_row(
+    h: &common::Harness,
+    request_id: &str,
+    workflow: &str,
+) -> whimbrel_core::model::WorkflowRequest {
+    let key = std::collections::HashMap::from([
+        ("workflow_request_id".to_string(), common::sv(request_id)),
+        ("workflow_name".to_string(), common::sv(workflow)),
+    ]);
+    h.store
+        .get(&h.store.tables().workflow_request(), key)
+        .await
+        .unwrap()
+        .expect("request row inserted")
+}
+
+/// Issue 42 B.5: `whimbrel register --allow-*` stores the registration's
+/// allow-lists (a flag given as `''` allows none, one left out any), and a
+/// start whose plan names a Lambda outside them fails with the reason.
+#[test]
+fn register_keeps_what_a_workflow_may_name_and_a_start_past_it_fails() {
+    let endpoint = common::dynamodb_endpoint();
+    let prefix = format!("c{}_", &uuid::Uuid::new_v4().simple().to_string()[..8]);
+    let run = |args: &[&str]| whimbrel(&endpoint, &prefix, args);
+    stdout(&run(&["install"]));
+    let dir = std::env::temp_dir().join(format!("whimbrel-cli-allow-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let plan = dir.join("plan.json");
+    std::fs::write(
+        &plan,
+        r#"{"activities":[{"name":"pay","lambda":"payroll"}]}"#,
+    )
+    .unwrap();
+    let plan = plan.to_str().unwrap();
+    #[rustfmt::skip]
+    stdout(&run(&["register", "orders", "--definition", plan,
+        "--allow-lambda", "whimbrel-task-orders-*", "--allow-lambda", "orders-*",
+        "--allow-task-list", ""]));
+    let out = stdout(&run(&["start", "orders"]));
+    let request_id = field(&out, "workflow_request_id").to_string();
+    let wf = field(&out, "workflow_exec_id").to_string();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let h = common::Harness::with_prefix(&prefix).await;
+        let reg = h.engine.registration_of("orders").await.unwrap().unwrap();
+        let allow = reg.allow.expect("allow stored");
+        let lambdas = vec!["whimbrel-task-orders-*".to_string(), "orders-*".to_string()];
+        assert_eq!(allow.lambdas, Some(lambdas));
+        assert_eq!(allow.task_lists, Some(vec![]));
+        assert_eq!(allow.workflows, None);
+        let row = request_row(&h, &request_id, "orders").await;
+        h.engine.start_workflow(&row).await.unwrap();
+    });
+    let out = stdout(&run(&["status", &wf]));
+    assert!(out.lines().next().unwrap().contains("FAILED"), "{out}");
+    let why = "\"payroll\" is not among the registration's allowed lambdas";
+    assert!(out.contains(why), "{out}");
+}
+
 #[test]
 fn install_register_start_and_status_against_dynamodb() {
     let endpoint = common::dynamodb_endpoint();
@@ -98,16 +158,7 @@ fn install_register_start_and_status_against_dynamodb() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
         let h = common::Harness::with_prefix(&prefix).await;
-        let key = std::collections::HashMap::from([
-            ("workflow_request_id".to_string(), common::sv(&request_id)),
-            ("workflow_name".to_string(), common::sv("static")),
-        ]);
-        let row: whimbrel_core::model::WorkflowRequest = h
-            .store
-            .get(&h.store.tables().workflow_request(), key)
-            .await
-            .unwrap()
-            .expect("request row inserted");
+        let row = request_row(&h, &request_id, "static").await;
         assert_eq!(row.input, Some(serde_json::json!({"k": 1})));
         assert_eq!(row.manual, None);
         h.engine.start_workflow(&row).await.unwrap();

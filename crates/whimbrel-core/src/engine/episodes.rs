@@ -372,7 +372,7 @@ impl<L: Launcher> Engine<L> {
                 );
                 return Ok(false);
             }
-            let judged = self.judge(wf.0, &state, seen.1, answer.clone()).await?;
+            let judged = self.judge(wf, &state, seen.1, answer.clone()).await?;
             let max = self.config.decisions.max_refusals;
             if let Some(reason) = judged.refused.as_deref() {
                 warn!(workflow_exec_id = wf.0, decision_id = id, %reason, "decision refused");
@@ -410,10 +410,12 @@ impl<L: Launcher> Engine<L> {
 
     /// `answer` judged against the execution as it is (design.md § 10.5):
     /// its shape, its decisions against the nodes it names, and its
-    /// targets against the deployment's launch targets.
+    /// targets against the deployment's launch targets and what the
+    /// registration allows (read as it is now: an operator's narrowing
+    /// holds for executions already running).
     async fn judge(
         &self,
-        workflow_exec_id: &str,
+        (workflow_exec_id, workflow_name): (&str, &str),
         state: &EpisodeState,
         to_seq: u64,
         answer: Value,
@@ -450,8 +452,13 @@ impl<L: Launcher> Engine<L> {
         if let Err(why) = decider::validate(&answer, &ctx) {
             return Ok(refuse(why.to_string()));
         }
+        let allow = self
+            .registration_of(workflow_name)
+            .await?
+            .and_then(|r| r.allow);
+        let targets = &self.config.launch_targets;
         if let Some(why) =
-            crate::targets::plan_refusal(&scheduled(&answer), &self.config.launch_targets)
+            crate::targets::plan_refusal(&scheduled(&answer), targets, allow.as_ref())
         {
             return Ok(refuse(why));
         }

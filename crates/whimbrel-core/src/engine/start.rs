@@ -440,12 +440,7 @@ impl<L: Launcher> Engine<L> {
         req: &WorkflowRequest,
     ) -> Result<Result<Obtained, String>, EngineError> {
         let t = self.store.tables();
-        let key = HashMap::from([(attr::WORKFLOW_NAME.to_string(), s(&exec.workflow_name))]);
-        let Some(reg) = self
-            .store
-            .get::<WorkflowLambda>(&t.workflow_lambda(), key)
-            .await?
-        else {
+        let Some(reg) = self.registration_of(&exec.workflow_name).await? else {
             return Ok(Err(format!(
                 "workflow {:?} is not registered in {}",
                 exec.workflow_name,
@@ -458,7 +453,7 @@ impl<L: Launcher> Engine<L> {
             match self.ask_decider(exec, req, &lambda).await? {
                 Ok(DeciderAnswer::Plan(plan)) => plan,
                 Ok(DeciderAnswer::Decisions(answer)) => {
-                    return Ok(self.first_answer(lambda, answer));
+                    return Ok(self.first_answer(lambda, answer, reg.allow.as_ref()));
                 }
                 Err(reason) => return Ok(Err(reason)),
             }
@@ -475,10 +470,20 @@ impl<L: Launcher> Engine<L> {
             return Ok(Err(format!("invalid plan: {e}")));
         }
         let targets = &self.config.launch_targets;
-        match crate::targets::plan_refusal(&plan, targets) {
+        match crate::targets::plan_refusal(&plan, targets, reg.allow.as_ref()) {
             Some(why) => Ok(Err(format!("invalid plan: {why}"))),
             None => Ok(Ok((plan, None))),
         }
+    }
+
+    /// The registration of workflow `name` (`whimbrel_workflow_lambda`),
+    /// if there is one.
+    ///
+    /// Errors: [`EngineError::Retry`] when DynamoDB is unavailable.
+    pub async fn registration_of(&self, name: &str) -> Result<Option<WorkflowLambda>, EngineError> {
+        let key = HashMap::from([(attr::WORKFLOW_NAME.to_string(), s(name))]);
+        let table = self.store.tables().workflow_lambda();
+        Ok(self.store.get::<WorkflowLambda>(&table, key).await?)
     }
 
     /// The answer of decider `lambda` to the `workflow_started` request
@@ -512,7 +517,12 @@ impl<L: Launcher> Engine<L> {
     /// An episodic execution's first answer, judged as any decision is
     /// against an execution with no node yet (design.md § 10.1): an empty
     /// plan and the answer, or why the workflow fails.
-    fn first_answer(&self, decider: String, answer: DecisionsAnswer) -> Result<Obtained, String> {
+    fn first_answer(
+        &self,
+        decider: String,
+        answer: DecisionsAnswer,
+        allow: Option<&crate::targets::Allowed>,
+    ) -> Result<Obtained, String> {
         let ctx = DecisionContext {
             now: self.now().epoch,
             first: true,
@@ -524,7 +534,8 @@ impl<L: Launcher> Engine<L> {
             ));
         }
         let scheduled = super::episodes::scheduled(&answer);
-        if let Some(why) = crate::targets::plan_refusal(&scheduled, &self.config.launch_targets) {
+        let targets = &self.config.launch_targets;
+        if let Some(why) = crate::targets::plan_refusal(&scheduled, targets, allow) {
             return Err(format!("invalid decisions: {why}"));
         }
         let plan = Plan {

@@ -623,6 +623,7 @@ async fn workflow_request_failures_are_recorded_on_the_workflow() {
         workflow_name: name.into(),
         lambda: Some(lambda.into()),
         definition: None,
+        allow: None,
     };
     let t = h.store.tables().workflow_lambda();
     h.store.put(&t, &reg("bad", "bad-decider")).await.unwrap();
@@ -1155,6 +1156,7 @@ async fn finding_1_requested_workflow_is_started_by_a_later_monitor_tick() {
         workflow_name: "flaky".into(),
         lambda: Some("flaky-decider".into()),
         definition: None,
+        allow: None,
     };
     h.store
         .put(&h.store.tables().workflow_lambda(), &reg)
@@ -2055,6 +2057,7 @@ async fn a_requested_workflow_is_cancelled_as_a_whole() {
         workflow_name: "late".into(),
         lambda: Some("late-decider".into()),
         definition: None,
+        allow: None,
     };
     h.store
         .put(&h.store.tables().workflow_lambda(), &reg)
@@ -2106,6 +2109,7 @@ async fn finding_6_a_plan_whose_inputs_pass_an_item_is_stored_with_them_on_their
         workflow_name: "big".into(),
         lambda: Some("big-decider".into()),
         definition: None,
+        allow: None,
     };
     h.store
         .put(&h.store.tables().workflow_lambda(), &reg)
@@ -2228,6 +2232,7 @@ async fn a_plan_stored_by_a_start_that_died_before_marking_the_exec_is_replayed(
         workflow_name: "crashy".into(),
         lambda: Some("crashy-decider".into()),
         definition: None,
+        allow: None,
     };
     h.store
         .put(&h.store.tables().workflow_lambda(), &reg)
@@ -2328,6 +2333,7 @@ async fn a_start_whose_decider_failed_leaves_a_workflow_planned_meanwhile_to_its
         workflow_name: "raced".into(),
         lambda: Some("raced-decider".into()),
         definition: None,
+        allow: None,
     };
     let t = h.store.tables();
     h.store.put(&t.workflow_lambda(), &reg).await.unwrap();

@@ -856,3 +856,87 @@ async fn a_hung_decider_holds_no_invocation_past_its_budget_nor_another_items_sw
     let wait = h.activity(&slow, "wait-1").await;
     assert_eq!(wait.state, ActivityState::Running, "{wait:?}");
 }
+
+/// A decider that runs `a`, then reaches for a child workflow (`payroll`)
+/// and a task list (`payroll-queue`) the orders registration is not
+/// allowed.
+struct Reacher;
+
+impl Decider for Reacher {
+    fn start(&self, _: &DeciderRequest) -> DecisionsAnswer {
+        decisions(vec![schedule(lambda_node("a", "orders-fn", Value::Null))])
+    }
+
+    fn decide(&self, _: &DecisionRequest) -> DecisionsAnswer {
+        decisions(vec![
+            schedule(deciding::child_node("pay", "payroll", Value::Null)),
+            schedule(deciding::task_node("drain", "payroll-queue", Value::Null)),
+        ])
+    }
+}
+
+/// Set what the registration `name` allows (as `whimbrel register
+/// --allow-…` stores it).
+async fn allow_only(h: &Harness, name: &str, allow: whimbrel_core::targets::Allowed) {
+    let mut reg = h
+        .engine
+        .registration_of(name)
+        .await
+        .unwrap()
+        .expect("registered");
+    reg.allow = Some(allow);
+    let table = h.store.tables().workflow_lambda();
+    h.store.put(&table, &reg).await.unwrap();
+}
+
+/// Issue 42 B.5: a registration's plans and decisions reached any
+/// registered workflow, task list or Lambda of the deployment. With an
+/// allow-list, a static plan naming another is refused at its start, and
+/// a decision naming one is refused with the reason (shown to the next
+/// decision), as any invalid answer is.
+#[tokio::test]
+async fn a_registration_reaches_only_the_workflows_task_lists_and_lambdas_it_is_allowed() {
+    use whimbrel_core::targets::Allowed;
+    let h = Harness::new().await;
+    let orders = Allowed {
+        workflows: Some(vec!["orders-*".into()]),
+        task_lists: Some(vec!["orders-*".into()]),
+        lambdas: Some(vec!["orders-*".into()]),
+    };
+    h.register(
+        "static-orders",
+        json!({"activities": [{"name": "pay", "workflow": "payroll"}]}),
+    )
+    .await;
+    allow_only(&h, "static-orders", orders.clone()).await;
+    let wf = h.start("static-orders").await;
+    let done = h.workflow(&wf).await;
+    assert_eq!(done.state, WorkflowState::Failed);
+    let why = done.error.unwrap_or_default();
+    assert!(
+        why.contains(
+            "workflow \"payroll\" is not among the registration's allowed workflows (orders-*)"
+        ),
+        "{why}"
+    );
+    register(&h, "orders", "orders-decider", Arc::new(Reacher)).await;
+    allow_only(&h, "orders", orders).await;
+    let wf = start(&h, "orders", Value::Null).await;
+    assert_eq!(
+        h.launcher.launches_of("a").len(),
+        1,
+        "an allowed Lambda runs"
+    );
+    complete(&h, &wf, "a", json!({})).await;
+    let requests = episode_requests(&h, "orders-decider");
+    let last = requests.last().expect("decisions asked");
+    let refused = last.events.iter().find_map(|e| e.reason.clone());
+    assert!(
+        refused
+            .as_deref()
+            .is_some_and(|r| r.contains("workflow \"payroll\" is not among")),
+        "{refused:?}"
+    );
+    assert!(h.engine.registration_of("payroll").await.unwrap().is_none());
+    assert_eq!(h.workflow(&wf).await.state, WorkflowState::Failed);
+}

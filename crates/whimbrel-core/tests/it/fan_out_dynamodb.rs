@@ -136,6 +136,7 @@ async fn a_plan_larger_than_an_item_is_stored_in_parts_and_read_back_whole() {
         workflow_name: "big".into(),
         lambda: Some("big-decider".into()),
         definition: None,
+        allow: None,
     };
     h.store
         .put(&h.store.tables().workflow_lambda(), &reg)
@@ -218,6 +219,7 @@ async fn a_start_that_died_among_its_plan_parts_is_finished_by_the_next() {
         workflow_name: "big".into(),
         lambda: Some("big-decider".into()),
         definition: None,
+        allow: None,
     };
     h.store
         .put(&h.store.tables().workflow_lambda(), &reg)

@@ -564,6 +564,11 @@ pub struct WorkflowLambda {
     /// A static plan used instead of a decider.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub definition: Option<Plan>,
+    /// What its plans and decisions may name (child workflows, task lists,
+    /// Lambdas); absent: anything within the deployment's launch targets
+    /// (issue 42 B.5, [`crate::targets::Allowed`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allow: Option<crate::targets::Allowed>,
 }
 
 impl WorkflowLambda {
@@ -620,6 +625,7 @@ mod registration_tests {
                 workflow_name: name.into(),
                 lambda: lambda.map(str::to_string),
                 definition: plan.map(|p| serde_json::from_value(p).unwrap()),
+                allow: None,
             };
         let longest = "n".repeat(crate::plan::MAX_NAME_LEN);
         assert_eq!(reg(&longest, Some("decide"), None).invalid(), None);

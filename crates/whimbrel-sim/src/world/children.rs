@@ -197,12 +197,14 @@ impl Sim {
                 workflow_name: name.to_string(),
                 lambda: Some("sim-decider".into()),
                 definition: None,
+                allow: None,
             }
         } else {
             WorkflowLambda {
                 workflow_name: name.to_string(),
                 lambda: None,
                 definition: Some(serde_json::from_value(plan).expect("plan shape")),
+                allow: None,
             }
         };
         self.put_raw(

@@ -106,6 +106,7 @@ impl Sim {
             workflow_name: name.to_string(),
             lambda: Some(EPISODIC_DECIDER.into()),
             definition: None,
+            allow: None,
         };
         self.put_raw(
             &self.tables.workflow_lambda(),

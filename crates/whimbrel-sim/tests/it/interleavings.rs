@@ -160,6 +160,7 @@ impl World {
             workflow_name: "wf".into(),
             lambda: None,
             definition: Some(serde_json::from_value(plan).unwrap()),
+            allow: None,
         };
         block_on(mem.put(
             tables.workflow_lambda(),
@@ -661,6 +662,7 @@ fn monitor_fails_a_workflow_whose_start_is_storing_its_plan_and_the_start_launch
         workflow_name: "wf".into(),
         lambda: Some("decider".into()),
         definition: None,
+        allow: None,
     };
     block_on(mem.put(
         tables.workflow_lambda(),

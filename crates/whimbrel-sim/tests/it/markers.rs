@@ -112,6 +112,7 @@ fn a_heartbeat_older_than_the_one_read_cannot_leave_the_moved_marker_late() {
         workflow_name: "wf".into(),
         lambda: None,
         definition: Some(serde_json::from_value(plan).unwrap()),
+        allow: None,
     };
     block_on(mem.put(
         tables.workflow_lambda(),

@@ -333,6 +333,7 @@ impl Harness {
             workflow_name: name.into(),
             lambda: None,
             definition: Some(plan),
+            allow: None,
         };
         self.store
             .put(&self.store.tables().workflow_lambda(), &item)
@@ -352,6 +353,7 @@ impl Harness {
             workflow_name: name.into(),
             lambda: Some(lambda.into()),
             definition: None,
+            allow: None,
         };
         self.store
             .put(&self.store.tables().workflow_lambda(), &item)

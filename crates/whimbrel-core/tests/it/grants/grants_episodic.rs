@@ -70,6 +70,7 @@ pub async fn register(h: &Harness) {
         workflow_name: "ep".into(),
         lambda: Some("ep-decider".into()),
         definition: None,
+        allow: None,
     };
     h.clients
         .put(&h.clients.tables().workflow_lambda(), &item)
