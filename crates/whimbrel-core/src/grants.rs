@@ -103,9 +103,12 @@ pub const WORKFLOW_REQUEST: &[Grant] = &[
 /// cancel request (`engine/children.rs`). An episodic execution's node end
 /// or signal is appended to its log, decided on and the decision's effects
 /// written (`engine/episodes.rs`, `engine/decided.rs`): the `decision`
-/// table, and new nodes (a transaction of their puts) with their edges.
+/// table, and new nodes (a transaction of their puts) with their edges;
+/// each answer is judged against its registration's allow-lists (a
+/// GetItem of `workflow_lambda`, design.md § 3.10).
 pub const ACTIVITY_EVENT: &[Grant] = &[
     g("dynamodb:GetItem", "limit"),
+    g("dynamodb:GetItem", "workflow_lambda"),
     g("dynamodb:UpdateItem", "limit"),
     g("dynamodb:PutItem", "workflow_request"),
     g("dynamodb:GetItem", "workflow_request"),

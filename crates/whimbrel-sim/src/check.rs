@@ -84,6 +84,8 @@ pub struct Checker {
     redrive: workflow_redrive::Seen,
     target_slots: target_slots::Seen,
     episodes: episodes::Seen,
+    /// When the faults stopped (world time), once they have.
+    quiet_since: Option<i64>,
 }
 
 /// Every activity exec item, read; with a violation for each item that
@@ -492,6 +494,7 @@ impl Checker {
                     .entry(a.activity_exec_id.clone())
                     .or_insert(now);
                 v.extend(self.timer_fired_early(a, now));
+                v.extend(self.timer_fired_late(a, cfg, now));
             }
             v.extend(self.signal_violations(a, now));
             v.extend(safety::due_marker_violation(a, cfg));

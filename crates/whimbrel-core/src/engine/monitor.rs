@@ -11,6 +11,7 @@
 //! stream delivers it.
 
 use crate::attr;
+use futures::channel::mpsc;
 use futures::stream::{self, StreamExt};
 use serde::Deserialize;
 use tracing::warn;
@@ -111,6 +112,17 @@ impl MonitorReport {
     }
 }
 
+/// Where a tick's shard sweeps send what they find for the sweeps that
+/// run beside them ([`Engine::monitor_tick_within`]).
+struct Found {
+    /// Due activities, with the place of their shard in the tick's order.
+    activities: mpsc::UnboundedSender<(u32, ActivityKey)>,
+    /// Due workflows.
+    workflows: mpsc::UnboundedSender<WorkflowKey>,
+    /// Activities due within the look-ahead, not yet.
+    ahead: mpsc::UnboundedSender<ActivityKey>,
+}
+
 #[derive(Debug, Deserialize)]
 struct WorkflowKey {
     workflow_exec_id: String,
@@ -130,11 +142,17 @@ impl<L: Launcher> Engine<L> {
 
     /// One heartbeat monitor tick at `now` (epoch seconds) that starts no
     /// shard once `budget` (wall-clock time) is spent: the shards are
-    /// swept from [`first_shard`], which turns each minute, so a shard
-    /// whose due items take a whole tick (a restart creating thousands of
-    /// activities) delays the others by one tick at most, never for ever.
-    /// The first shard is always swept. Errors on one item are logged and
-    /// counted, and the tick goes on with the others.
+    /// read from [`first_shard`], which turns each minute, and their due
+    /// items swept in that order, so a shard whose due items take a whole
+    /// tick (a restart creating thousands of activities) delays the others
+    /// by one tick at most, never for ever. The first shard is always
+    /// swept. Each item found is swept beside the others (due activities
+    /// and due workflows `concurrency` at once each, items due within the
+    /// look-ahead at their second), never after another item's sweep: a
+    /// settle or a workflow that asks a slow decider holds back no timer
+    /// (issue 42 A.4 and C.2, simulation seeds 243, 265, 308 and 1220).
+    /// Errors on one item are logged and counted, and the tick goes on
+    /// with the others.
     ///
     /// Errors: [`EngineError::Retry`] when an index cannot be queried.
     #[tracing::instrument(skip(self))]
@@ -145,55 +163,92 @@ impl<L: Launcher> Engine<L> {
     ) -> Result<MonitorReport, EngineError> {
         let started = std::time::Instant::now();
         let mut report = MonitorReport::default();
-        let mut ahead = vec![];
+        let (ahead, later) = mpsc::unbounded();
+        let (workflows, due_workflows) = mpsc::unbounded();
+        let (activities, due_activities) = mpsc::unbounded();
+        let found = Found {
+            activities,
+            workflows,
+            ahead,
+        };
         let (mut swept, mut oldest) = (0u64, 0i64);
         let mut count = |due: Option<i64>| {
             swept += 1;
             oldest = oldest.max(now - due.unwrap_or(now));
         };
         let first = first_shard(now);
-        for i in 0..store::INDEX_SHARDS {
-            if i > 0 && (started.elapsed() >= budget || super::budget::spent()) {
-                warn!(
-                    shards_left = store::INDEX_SHARDS - i,
-                    "heartbeat monitor: tick budget spent; the next tick starts elsewhere"
-                );
-                report.shards_left = u64::from(store::INDEX_SHARDS - i);
-                break;
+        let shards = async {
+            for i in 0..store::INDEX_SHARDS {
+                if i > 0 && (started.elapsed() >= budget || super::budget::spent()) {
+                    warn!(
+                        shards_left = store::INDEX_SHARDS - i,
+                        "heartbeat monitor: tick budget spent; the next tick starts elsewhere"
+                    );
+                    report.shards_left = u64::from(store::INDEX_SHARDS - i);
+                    break;
+                }
+                let shard = (first + i) % store::INDEX_SHARDS;
+                self.read_shard((i, shard), now, &mut count, &found).await?;
             }
-            let shard = (first + i) % store::INDEX_SHARDS;
-            self.sweep_shard(shard, now, &mut count, &mut report, &mut ahead)
-                .await?;
+            // What the shards found ends with their sweep.
+            drop(found);
+            Ok::<_, EngineError>(())
+        };
+        // The first shard's items always; the others' while the budget
+        // lasts.
+        let in_budget = |i: u32| i == 0 || started.elapsed() < budget;
+        let due = due_activities
+            .take_while(move |(i, _)| std::future::ready(in_budget(*i)))
+            .map(|(_, k)| k);
+        let mut of_due = MonitorReport::default();
+        let (shards, (), of_workflows, of_ahead) = futures::join!(
+            shards,
+            self.sweep_activities(due, now, &mut of_due),
+            self.sweep_workflows(due_workflows, now),
+            self.sweep_ahead(later)
+        );
+        shards?;
+        for r in [of_due, of_workflows, of_ahead] {
+            report.absorb(&r);
         }
         crate::metrics::swept(swept, oldest);
         report.swept = swept;
-        self.sweep_ahead(ahead, &mut report).await;
         Ok(report)
     }
 
     /// The activities a tick read as due within its look-ahead
     /// (`EngineConfig::monitor_lookahead_seconds`), each judged at its own
-    /// second, in order: the tick sleeps to each due second
-    /// ([`super::Environment::sleep_until`]) and sweeps what is due then
-    /// (design.md § 9). Each sweep reads its item again, so a marker moved
-    /// or cleared meanwhile (a timer cancelled, a heartbeat) is judged as
-    /// it now is.
-    async fn sweep_ahead(&self, mut ahead: Vec<ActivityKey>, report: &mut MonitorReport) {
-        ahead.sort_by_key(|k| k.due_epoch);
-        let mut rest = ahead.as_slice();
-        while let Some(first) = rest.first() {
-            let at = first.due_epoch.unwrap_or(0);
-            if self.past_the_deadline_at(at) {
-                // Left due: the next tick, or the item's wake-up, judges it.
-                break;
-            }
-            let n = rest.iter().take_while(|k| k.due_epoch == first.due_epoch);
-            let (batch, tail) = rest.split_at(n.count());
-            self.env.sleep_until(at).await;
-            let now = self.now().epoch;
-            self.sweep_activities(batch.to_vec(), now, report).await;
-            rest = tail;
-        }
+    /// second (design.md § 9): each sleeps to its due second
+    /// ([`super::Environment::sleep_until`]) from when its shard is read,
+    /// beside the shards' sweeps and the other items, and then sweeps it
+    /// (at most `EngineConfig::concurrency` sweeps at once), so nothing
+    /// slow elsewhere in the tick (a settle or a due workflow that asks a
+    /// decider) holds a timer past its second (issue 42 C.2, simulation
+    /// seeds 243 and 265). Each sweep reads its item again, so a marker
+    /// moved or cleared meanwhile (a timer cancelled, a heartbeat) is
+    /// judged as it now is. One that would sleep past the invocation's
+    /// deadline is left due: the next tick, or its wake-up, judges it.
+    async fn sweep_ahead(&self, later: mpsc::UnboundedReceiver<ActivityKey>) -> MonitorReport {
+        let sweeping = tokio::sync::Semaphore::new(self.config.concurrency.max(1));
+        let sweeping = &sweeping;
+        let each: Vec<MonitorReport> = later
+            .filter(|k| std::future::ready(!self.past_the_deadline_at(k.due_epoch.unwrap_or(0))))
+            .map(|k| async move {
+                let mut r = MonitorReport::default();
+                self.env.sleep_until(k.due_epoch.unwrap_or(0)).await;
+                let Ok(_turn) = sweeping.acquire().await else {
+                    return r;
+                };
+                let now = self.now().epoch;
+                self.sweep_activities(stream::iter([k]), now, &mut r).await;
+                r
+            })
+            .buffer_unordered(usize::MAX)
+            .collect()
+            .await;
+        let mut report = MonitorReport::default();
+        each.iter().for_each(|r| report.absorb(r));
+        report
     }
 
     /// Whether sleeping to `at` (epoch seconds, the engine's clock) would
@@ -240,15 +295,15 @@ impl<L: Launcher> Engine<L> {
         Ok(report)
     }
 
-    /// The due workflows, then the due activities, of one shard; the
-    /// activities due after `now` within the look-ahead go to `ahead`.
-    async fn sweep_shard(
+    /// The due workflows and activities of one shard (the `i`th read this
+    /// tick) and its activities due after `now` within the look-ahead, sent
+    /// to `found` to be swept beside each other.
+    async fn read_shard(
         &self,
-        shard: u32,
+        (i, shard): (u32, u32),
         now: i64,
         count: &mut impl FnMut(Option<i64>),
-        report: &mut MonitorReport,
-        ahead: &mut Vec<ActivityKey>,
+        found: &Found,
     ) -> Result<(), EngineError> {
         let t = self.store.tables().clone();
         let due = |until: i64| KeyCond {
@@ -268,29 +323,28 @@ impl<L: Launcher> Engine<L> {
             .into_iter()
             .partition(|k: &ActivityKey| k.due_epoch.is_some_and(|d| d > now));
         activities.iter().for_each(|k| count(k.due_epoch));
-        ahead.extend(later);
-        // Each due workflow beside the others and beside the shard's
-        // activities: an episodic execution's decider call holds back no
-        // other item's sweep (issue 42 A.4).
-        let mut of_workflows = MonitorReport::default();
-        futures::join!(
-            self.sweep_workflows(workflows, now, &mut of_workflows),
-            self.sweep_activities(activities, now, report)
-        );
-        report.absorb(&of_workflows);
+        // The receivers live as long as the tick.
+        workflows
+            .into_iter()
+            .for_each(|k| drop(found.workflows.unbounded_send(k)));
+        later
+            .into_iter()
+            .for_each(|k| drop(found.ahead.unbounded_send(k)));
+        (activities.into_iter()).for_each(|k| drop(found.activities.unbounded_send((i, k))));
         Ok(())
     }
 
-    /// The due workflows of one shard, `concurrency` at once, each its own
-    /// sweep ([`Self::sweep_workflow`]); those not started once the
-    /// budget is spent are left due for the next tick.
+    /// The due workflows the shards find, `concurrency` at once, each its
+    /// own sweep ([`Self::sweep_workflow`]) beside the shards' sweeps and
+    /// each other, so an episodic execution's decider call holds back no
+    /// other item (issue 42 A.4); those not started once the budget is
+    /// spent are left due for the next tick.
     async fn sweep_workflows(
         &self,
-        workflows: Vec<WorkflowKey>,
+        workflows: mpsc::UnboundedReceiver<WorkflowKey>,
         now: i64,
-        report: &mut MonitorReport,
-    ) {
-        let each: Vec<MonitorReport> = stream::iter(workflows)
+    ) -> MonitorReport {
+        let each: Vec<MonitorReport> = workflows
             .take_while(|_| std::future::ready(!super::budget::spent()))
             .map(|k| async move {
                 let mut r = MonitorReport::default();
@@ -300,7 +354,9 @@ impl<L: Launcher> Engine<L> {
             .buffer_unordered(self.config.concurrency.max(1))
             .collect()
             .await;
+        let mut report = MonitorReport::default();
         each.iter().for_each(|r| report.absorb(r));
+        report
     }
 
     /// A due workflow: failed by its execution timeout, its end told to its
@@ -359,28 +415,27 @@ impl<L: Launcher> Engine<L> {
         }
     }
 
-    /// The due activities of one shard. They are independent items, each
+    /// Due activities (a stream: those a tick finds, in its shards' order). They are independent items, each
     /// handled with conditional writes: `concurrency` at once, as the
     /// handlers take a batch's items (a tick with thousands due, e.g. a
     /// wide fan-out's relaunches, would otherwise pass the timeout).
     async fn sweep_activities(
         &self,
-        activities: Vec<ActivityKey>,
+        activities: impl futures::Stream<Item = ActivityKey>,
         now: i64,
         report: &mut MonitorReport,
     ) {
-        let swept_each: Vec<(ActivityKey, MonitorReport, Result<(), EngineError>)> =
-            stream::iter(activities)
-                // Left due for the next tick once the budget is spent.
-                .take_while(|_| std::future::ready(!super::budget::spent()))
-                .map(|k| async move {
-                    let mut r = MonitorReport::default();
-                    let res = Box::pin(self.sweep_activity(&k, now, &mut r)).await;
-                    (k, r, res)
-                })
-                .buffer_unordered(self.config.concurrency.max(1))
-                .collect()
-                .await;
+        let swept_each: Vec<(ActivityKey, MonitorReport, Result<(), EngineError>)> = activities
+            // Left due for the next tick once the budget is spent.
+            .take_while(|_| std::future::ready(!super::budget::spent()))
+            .map(|k| async move {
+                let mut r = MonitorReport::default();
+                let res = Box::pin(self.sweep_activity(&k, now, &mut r)).await;
+                (k, r, res)
+            })
+            .buffer_unordered(self.config.concurrency.max(1))
+            .collect()
+            .await;
         for (k, r, res) in swept_each {
             report.absorb(&r);
             if let Err(e) = res {

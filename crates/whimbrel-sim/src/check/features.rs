@@ -3,6 +3,7 @@
 
 use whimbrel_core::attr;
 use whimbrel_core::contract::{ActivityState, NodeKind, WorkflowState};
+use whimbrel_core::model::ActivityExec;
 use whimbrel_core::store::memory::MemoryBackend;
 use whimbrel_core::store::Tables;
 
@@ -61,17 +62,7 @@ impl Checker {
                     .any(|h| h.event_id.starts_with("launcher:"));
                 add("limited activities claimed", u64::from(claimed));
             }
-            match (a.runner.kind(), a.state) {
-                (NodeKind::Timer, ActivityState::Completed) => add("timers fired", 1),
-                (NodeKind::Timer, ActivityState::Cancelled) => add("timers cancelled", 1),
-                (NodeKind::Signal, ActivityState::Completed) => {
-                    add("signal waits completed", 1);
-                    add("signal waits completed at their deadline", at_deadline(&a));
-                }
-                (NodeKind::Signal, ActivityState::TimedOut) => add("signal waits timed out", 1),
-                (NodeKind::Signal, ActivityState::Cancelled) => add("signal waits cancelled", 1),
-                _ => {}
-            }
+            self.wait_features(&a, &mut add);
             let err = a.outcome.error.as_deref().unwrap_or("");
             if a.state == ActivityState::TimedOut && err.contains("(schedule-to-") {
                 add("schedule timeouts", 1);
@@ -96,5 +87,27 @@ impl Checker {
             parts.iter().filter(|i| i.contains_key(attr::PART)).count() as u64,
         );
         out
+    }
+
+    /// What timers and signal waits did: fired, cancelled, judged for
+    /// lateness; completed (at their deadline), timed out, cancelled.
+    fn wait_features(&self, a: &ActivityExec, add: &mut impl FnMut(&str, u64)) {
+        match (a.runner.kind(), a.state) {
+            (NodeKind::Timer, ActivityState::Completed) => {
+                add("timers fired", 1);
+                add(
+                    "timers judged for lateness",
+                    u64::from(self.lateness_judged(a)),
+                );
+            }
+            (NodeKind::Timer, ActivityState::Cancelled) => add("timers cancelled", 1),
+            (NodeKind::Signal, ActivityState::Completed) => {
+                add("signal waits completed", 1);
+                add("signal waits completed at their deadline", at_deadline(a));
+            }
+            (NodeKind::Signal, ActivityState::TimedOut) => add("signal waits timed out", 1),
+            (NodeKind::Signal, ActivityState::Cancelled) => add("signal waits cancelled", 1),
+            _ => {}
+        }
     }
 }

@@ -202,9 +202,11 @@ impl Sim {
     pub(super) fn monitor_tick(&mut self) {
         let (inv, engine) = self.engine(true, Clock::Engine, Some("whimbrel-heartbeat-monitor"));
         self.log("monitor tick".into());
+        let world = self.world.clone();
         self.exec.spawn(inv, async move {
             let now = engine.now().epoch;
-            let _ = engine.monitor_tick(now).await;
+            let done = engine.monitor_tick(now).await;
+            lock(&world).log(format!("monitor tick at {now} ended: {done:?}"));
         });
     }
 

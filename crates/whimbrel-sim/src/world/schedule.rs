@@ -183,6 +183,10 @@ impl Sim {
     pub(super) fn quiet_phase(&mut self) -> Result<(), Failure> {
         lock(&self.world).faults = Faults::NONE;
         self.log("faults stop".into());
+        // A run of missed ticks the faulty phase started stops with it.
+        self.ticks_to_skip = 0;
+        let now = lock(&self.world).now;
+        self.checker.faults_stopped(now);
         let span = LIVENESS_LIMIT + 3 * self.cfg.relaunch_window_seconds();
         let start = lock(&self.world).now;
         let (mut limit, mut launches) = (start + span, lock(&self.world).claims.len());
@@ -206,11 +210,26 @@ impl Sim {
             }
             self.act();
             if self.exec.ready_count() == 0 && self.quiet_enough() {
-                self.advance(5);
+                let step = self.idle_step();
+                self.advance(step);
             }
             self.check_safety()?;
         }
         Ok(())
+    }
+
+    /// How far the quiet phase's clock skips while nothing can run: 5 s,
+    /// or less to the next thing due (a sleeping task's timer, a wake-up's
+    /// delivery, the monitor's tick), so what is due at a second is not
+    /// run up to 4 s late by the simulation's own step (issue 42 C.2).
+    fn idle_step(&self) -> i64 {
+        let w = lock(&self.world);
+        let next = (w.timers.iter().map(|t| t.0))
+            .chain(w.wake_ups.iter().map(|u| u.0))
+            .chain([self.next_tick])
+            .min()
+            .unwrap_or(i64::MAX);
+        next.saturating_sub(w.now).clamp(1, 5)
     }
 
     /// The end of the schedule: deliver what the streams still hold, check

@@ -435,15 +435,16 @@ fn episodic_seeds_that_found_bugs_hold() {
     // between that and its drawing episodic children, 2430 before node
     // ends were logged on the workflow item, 2408 before the engine kept
     // its own copy of each signal, 2417 before a new target limit adopted
-    // the attempts already live).
-    let stats = run(2418, &Params::default())
-        .unwrap_or_else(|f| panic!("seed 2418: {}", f.violations.join("\n")));
+    // the attempts already live, 2418 before the monitor swept each item
+    // beside the others).
+    let stats = run(2419, &Params::default())
+        .unwrap_or_else(|f| panic!("seed 2419: {}", f.violations.join("\n")));
     let f = &stats.features;
     assert!(
         f["decided nodes linked to an earlier decision's"] > 0
             && f["cancel requests applied"] > 0
             && f["episodic executions"] > 0,
-        "seed 2418 no longer links decided nodes and cancels: {stats:?}"
+        "seed 2419 no longer links decided nodes and cancels: {stats:?}"
     );
 }
 
@@ -451,22 +452,23 @@ fn episodic_seeds_that_found_bugs_hold() {
 /// - 4543 (A.8): an execution whose decision to cancel it had committed
 ///   was failed by its execution timeout before the decision's effects
 ///   ran (fix: `WorkflowMove::closing_decision`). Its draws moved when the
-///   monitor began sweeping workflows beside activities (A.4); seed 13
-///   draws an episodic cancel and an execution timeout since;
+///   monitor began sweeping workflows beside activities (A.4), then seed
+///   13 drew an episodic cancel and an execution timeout, and seed 18
+///   since the monitor sweeps each item beside the others (C.2);
 /// - 103125: a settle run again from a stale read gave back the target
 ///   slot of the redriven activity's new attempt, which then ran under the
 ///   limit without one (fix: `decide::slots::ended_as_read`). Its draws
 ///   moved when the engine began keeping its own copy of each signal
-///   (then seed 2401), and again with A.4's monitor; seed 2001 draws a
-///   redrive under a target limit since.
+///   (then seed 2401), and again with A.4's monitor (then 2001) and
+///   C.2's; seed 2003 draws a redrive under a target limit since.
 #[test]
 fn torture_seeds_past_the_tuned_ones_hold() {
-    for seed in [13, 103125, 2001] {
+    for seed in [18, 103125, 2003] {
         let stats = run(seed, &Params::default())
             .unwrap_or_else(|f| panic!("seed {seed}: {}", f.violations.join("\n")));
         let f = &stats.features;
         let drawn = match seed {
-            13 => {
+            18 => {
                 f["episodic executions"] > 0
                     && f["cancel requests applied"] > 0
                     && f.get("execution timeouts").is_some_and(|n| *n > 0)
@@ -723,4 +725,27 @@ fn the_checker_catches_a_terminal_state_that_changes_and_wrong_counters() {
     assert!(v.iter().any(|m| m.contains("counters")), "{v:?}");
     // A live activity must be watched: its deadline needs a due marker.
     assert!(v.iter().any(|m| m.contains("no due marker")), "{v:?}");
+}
+
+/// Issue 42 C.2: every timer due after the faults stopped fires within a
+/// stated bound of its time (`check/safety.rs` `timer_fired_late`). These
+/// seeds found the monitor holding timers back: a look-ahead item swept
+/// only after an earlier one whose settle asked a decider (265, 26 s
+/// late), after every shard's sweep and a due workflow's decision (243,
+/// 14 s), after the shard before it, read only once the decision of the
+/// one before was made (308, 11 s), or once a due activity's settle had
+/// asked a slow decider (1220, 50 s). The monitor now reads its shards
+/// first and sweeps each item beside the others
+/// (`Engine::monitor_tick_within`).
+#[test]
+fn timers_fire_on_their_second_whatever_else_the_tick_sweeps() {
+    for seed in [243, 265, 308, 1220] {
+        let stats = run(seed, &Params::default())
+            .unwrap_or_else(|f| panic!("seed {seed}: {}", f.violations.join("\n")));
+        let judged = stats.features.get("timers judged for lateness");
+        assert!(
+            judged.is_some_and(|n| *n > 0),
+            "seed {seed} judges no timer for lateness: {stats:?}"
+        );
+    }
 }
