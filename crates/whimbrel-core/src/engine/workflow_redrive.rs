@@ -31,7 +31,9 @@ impl<L: Launcher> Engine<L> {
     /// another name than the row's, a request id not scoped to it
     /// ([`decide::check_request`]), one not FAILED or CANCELLED, or one
     /// with an activity not ended or settled yet (redrive it later);
-    /// [`EngineError::Retry`] when DynamoDB is unavailable.
+    /// [`EngineError::Retry`] when DynamoDB is unavailable, or while the
+    /// workflow's end still owes its parent the report
+    /// ([`rules::redrive_wait`]).
     pub async fn redrive_workflow(&self, req: &WorkflowRequest) -> Result<Applied, EngineError> {
         let id = req.redrive_workflow_exec_id.as_deref().unwrap_or_default();
         let r = &req.workflow_request_id;
@@ -63,6 +65,9 @@ impl<L: Launcher> Engine<L> {
         if let Some(why) = rules::workflow_refusal(&wf) {
             return Err(EngineError::Rejected(format!("redrive request {r}: {why}")));
         }
+        if let Some(why) = rules::redrive_wait(&wf) {
+            return Err(EngineError::Retry(format!("redrive request {r}: {why}")));
+        }
         let activities = self.all_activities(&wf).await?;
         if let Some(why) = rules::redrive_refusal(&wf, &activities) {
             return Err(EngineError::Rejected(format!("redrive request {r}: {why}")));
@@ -77,6 +82,14 @@ impl<L: Launcher> Engine<L> {
         }
         let wf = self.load_workflow(id, &wf.workflow_name).await?;
         if wf.redriving.as_deref() != Some(r.as_str()) {
+            // Not by this request: another redrive took it, or its end came
+            // to owe its parent meanwhile (then try again).
+            if let Some(why) = (!wf.redriven_by(r))
+                .then(|| rules::redrive_wait(&wf))
+                .flatten()
+            {
+                return Err(EngineError::Retry(format!("redrive request {r}: {why}")));
+            }
             return Ok(Applied::Workflow(wf.state));
         }
         info!(workflow_exec_id = %id, redrive = %r, generation = ?wf.redrive_count, "workflow redriven");

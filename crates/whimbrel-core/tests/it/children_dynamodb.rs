@@ -376,6 +376,61 @@ async fn a_redriven_parent_starts_a_new_child_for_a_node_whose_child_failed() {
     assert_eq!(h.workflow(&old).await.state, WorkflowState::Failed);
 }
 
+/// A child's redrive waits while its end still owes its parent the report
+/// (its due marker stays until the node is told): a redrive applied in
+/// between ran the child again, and the report, decided on the end it had
+/// read, then failed the node while the child ran (torture seed 204646 at
+/// d8d79bc: `a1: FAILED while its child is Some(Running)`). Once the
+/// monitor has told the parent, the redrive is applied.
+#[tokio::test]
+async fn a_childs_redrive_waits_until_its_end_has_reached_its_parent() {
+    use whimbrel_core::engine::EngineError;
+    let h = Harness::new().await;
+    h.register(
+        "solo",
+        json!({"activities": [{"name": "thumbs", "workflow": "thumbs", "input": {"n": 1}}]}),
+    )
+    .await;
+    h.register("thumbs", one("thumbnailer")).await;
+    let wf = h.start("solo").await;
+    let kid = start_children(&h, &wf, &["thumbs"], 1).await.remove(0);
+    for t in ["RUNNING", "FAILED"] {
+        h.engine
+            .apply_event(&h.event(&kid, "work", t))
+            .await
+            .unwrap();
+    }
+    // As the child's end leaves it before its report has run (the
+    // writer died between the two): FAILED, its due marker owed.
+    let child = h.workflow(&kid).await;
+    assert_eq!(child.state, WorkflowState::Failed);
+    let due = h.now();
+    let key = whimbrel_core::keys::workflow_key(&kid, "thumbs");
+    let owed = whimbrel_core::store::UpdateRequest::new(h.store.tables().workflow_exec(), key)
+        .set("due_epoch", whimbrel_core::store::n(due as u64))
+        .set(
+            "due_shard",
+            whimbrel_core::store::n(u64::from(whimbrel_core::keys::shard_of(&kid))),
+        );
+    h.store.update(owed, false).await.unwrap();
+    let redrive = WorkflowRequest {
+        redrive_workflow_exec_id: Some(kid.clone()),
+        ..h.request("thumbs", None)
+    };
+    match h.engine.redrive_workflow(&redrive).await {
+        Err(EngineError::Retry(why)) => assert!(why.contains("its parent"), "{why}"),
+        other => panic!("redriven while its end owes its parent: {other:?}"),
+    }
+    assert_eq!(h.workflow(&kid).await.state, WorkflowState::Failed);
+    // The monitor tells the parent (the node had its end already) and the
+    // marker goes; the redrive then runs the child again.
+    h.tick(due).await;
+    assert_eq!(h.workflow(&kid).await.due_epoch, None);
+    h.engine.redrive_workflow(&redrive).await.unwrap();
+    assert_eq!(h.workflow(&kid).await.state, WorkflowState::Running);
+    assert_eq!(h.activity(&wf, "thumbs").await.state, ActivityState::Failed);
+}
+
 /// docs/limits.md § 5: a child's input runs at 64,000 bytes and fails
 /// its child (and so its node and parent) at 64,001; a child's result
 /// becomes its node's output at 100,000 bytes and fails the node with the

@@ -66,6 +66,22 @@ pub fn workflow_refusal(wf: &WorkflowExec) -> Option<String> {
     wf.planned_epoch.is_none().then(|| never_planned(id))
 }
 
+/// Why `wf` (FAILED or CANCELLED) is not redriven yet, or `None`: its end
+/// still owes something while its due marker stays (a child's report to
+/// its parent's node, design.md § 9.5). A redrive in between ran the child
+/// again, and the report, decided on the end it had read, then ended the
+/// node while the child ran (torture seed 204646). Not a refusal: the
+/// request is tried again, and the monitor pays what is owed within a
+/// tick. [`redrive_update`] holds it on the same condition.
+pub fn redrive_wait(wf: &WorkflowExec) -> Option<String> {
+    wf.due_epoch.map(|_| {
+        format!(
+            "workflow exec {} ended, and its end has not reached its parent yet; redriven once it has",
+            wf.workflow_exec_id
+        )
+    })
+}
+
 /// The refusal of a workflow that never created its activities.
 fn never_planned(id: &str) -> String {
     format!("workflow exec {id} never created its activities: start it anew")
@@ -122,8 +138,8 @@ fn full_for_a_generation(id: &str, a: &ActivityExec) -> Option<String> {
     })
 }
 
-/// The conditional write that takes `wf` (FAILED or CANCELLED, as read)
-/// back to RUNNING for redrive `redrive_id` at `now`: generation
+/// The conditional write that takes `wf` (FAILED or CANCELLED, as read,
+/// its end owing nothing: no due marker) back to RUNNING for redrive `redrive_id` at `now`: generation
 /// `redrive_count + 1`, the request in `redrives` (a string set: never
 /// twice) and in `redriving` (until the redrive is done), the ends'
 /// counters and markers, error, end and result cleared, a due marker
@@ -143,6 +159,8 @@ pub fn redrive_update(
     )
     .when(Cond::eq(attr::STATE, s(wf.state.as_str())))
     .when(Cond::not_contains(attr::REDRIVES, s(kept_id(redrive_id))))
+    // Its end owes nothing ([`redrive_wait`]).
+    .when(Cond::not_exists(attr::DUE_EPOCH))
     .set(attr::STATE, s(WorkflowState::Running.as_str()))
     .set(attr::COMPLETED_COUNT, n(0))
     .set(attr::FAILED_COUNT, n(0))
