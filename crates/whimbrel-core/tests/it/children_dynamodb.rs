@@ -333,9 +333,9 @@ async fn a_child_whose_node_was_cancelled_before_it_started_never_runs() {
     );
 }
 
-#[tokio::test]
-async fn a_redriven_parent_starts_a_new_child_for_a_node_whose_child_failed() {
-    let h = Harness::new().await;
+/// `solo` (one node, a `thumbs` child) started, and its child's only
+/// activity FAILED: (the parent's exec id, the child's).
+async fn solo_whose_child_failed(h: &Harness) -> (String, String) {
     h.register(
         "solo",
         json!({"activities": [{"name": "thumbs", "workflow": "thumbs", "input": {"n": 1}}]}),
@@ -343,15 +343,20 @@ async fn a_redriven_parent_starts_a_new_child_for_a_node_whose_child_failed() {
     .await;
     h.register("thumbs", one("thumbnailer")).await;
     let wf = h.start("solo").await;
-    let old = start_children(&h, &wf, &["thumbs"], 1).await.remove(0);
-    h.engine
-        .apply_event(&h.event(&old, "work", "RUNNING"))
-        .await
-        .unwrap();
-    h.engine
-        .apply_event(&h.event(&old, "work", "FAILED"))
-        .await
-        .unwrap();
+    let kid = start_children(h, &wf, &["thumbs"], 1).await.remove(0);
+    for t in ["RUNNING", "FAILED"] {
+        h.engine
+            .apply_event(&h.event(&kid, "work", t))
+            .await
+            .unwrap();
+    }
+    (wf, kid)
+}
+
+#[tokio::test]
+async fn a_redriven_parent_starts_a_new_child_for_a_node_whose_child_failed() {
+    let h = Harness::new().await;
+    let (wf, old) = solo_whose_child_failed(&h).await;
     assert_eq!(h.workflow(&wf).await.state, WorkflowState::Failed);
     let redrive = WorkflowRequest {
         redrive_workflow_exec_id: Some(wf.clone()),
@@ -386,20 +391,7 @@ async fn a_redriven_parent_starts_a_new_child_for_a_node_whose_child_failed() {
 async fn a_childs_redrive_waits_until_its_end_has_reached_its_parent() {
     use whimbrel_core::engine::EngineError;
     let h = Harness::new().await;
-    h.register(
-        "solo",
-        json!({"activities": [{"name": "thumbs", "workflow": "thumbs", "input": {"n": 1}}]}),
-    )
-    .await;
-    h.register("thumbs", one("thumbnailer")).await;
-    let wf = h.start("solo").await;
-    let kid = start_children(&h, &wf, &["thumbs"], 1).await.remove(0);
-    for t in ["RUNNING", "FAILED"] {
-        h.engine
-            .apply_event(&h.event(&kid, "work", t))
-            .await
-            .unwrap();
-    }
+    let (wf, kid) = solo_whose_child_failed(&h).await;
     // As the child's end leaves it before its report has run (the
     // writer died between the two): FAILED, its due marker owed.
     let child = h.workflow(&kid).await;
