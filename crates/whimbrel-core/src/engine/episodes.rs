@@ -332,7 +332,12 @@ impl<L: Launcher> Engine<L> {
         };
         crate::metrics::decision_latency(began.elapsed());
         let from = state.decided_seq + 1;
-        self.commit_answer(wf, id, (from, to_seq), answer).await
+        // The events there were when the request was built: those past
+        // its window of 100 were not shown, but did not arrive while the
+        // decider decided.
+        let known = state.event_seq.max(to_seq);
+        self.commit_answer(wf, id, (from, to_seq), known, answer)
+            .await
     }
 
     /// The decider's answer, or why there is none.
@@ -352,14 +357,16 @@ impl<L: Launcher> Engine<L> {
     }
 
     /// Judge and commit `answer` of attempt `id`, which saw the events
-    /// `seen` (first, last), then write its effects, judged at rest by the
-    /// state the commit left (`decided::committed_state`). Returns true
-    /// when they rested the execution.
+    /// `seen` (first, last) of the `known` there were when its request was
+    /// built, then write its effects, judged at rest by the state the
+    /// commit left (`decided::committed_state`). Returns true when they
+    /// rested the execution.
     async fn commit_answer(
         &self,
         wf: (&str, &str),
         id: &str,
         seen: (u64, u64),
+        known: u64,
         answer: Value,
     ) -> Result<bool, EngineError> {
         for _ in 0..WRITE_TRIES {
@@ -372,7 +379,7 @@ impl<L: Launcher> Engine<L> {
                 );
                 return Ok(false);
             }
-            let judged = self.judge(wf, &state, seen.1, answer.clone()).await?;
+            let judged = self.judge(wf, &state, known, answer.clone()).await?;
             let max = self.config.decisions.max_refusals;
             if let Some(reason) = judged.refused.as_deref() {
                 warn!(workflow_exec_id = wf.0, decision_id = id, %reason, "decision refused");
@@ -385,8 +392,8 @@ impl<L: Launcher> Engine<L> {
             }
             let record = decision_record(id, seen, self.now().epoch, &judged);
             let closes = judged.answer.as_ref().is_some_and(DecisionsAnswer::closes);
-            let writes =
-                episodes::commit_decision(self.store.tables(), wf, &state, &record, closes);
+            let t = self.store.tables();
+            let writes = episodes::commit_decision(t, wf, &state, &record, closes.then_some(known));
             match self.store.transact(writes).await {
                 Ok(()) if judged.refused.is_some() => return Ok(false),
                 Ok(()) => {
@@ -409,7 +416,11 @@ impl<L: Launcher> Engine<L> {
     }
 
     /// `answer` judged against the execution as it is (design.md § 10.5):
-    /// its shape, its decisions against the nodes it names, and its
+    /// its shape, its decisions against the nodes it names (a close only
+    /// while no event came after the `known` its request was built on:
+    /// events past the request's window of 100 do not hold a close back,
+    /// or a decider that closes on what it was shown was refused the same
+    /// request again and again, and failed at the fifth), and its
     /// targets against the deployment's launch targets and what the
     /// registration allows (read as it is now: an operator's narrowing
     /// holds for executions already running).
@@ -417,7 +428,7 @@ impl<L: Launcher> Engine<L> {
         &self,
         (workflow_exec_id, workflow_name): (&str, &str),
         state: &EpisodeState,
-        to_seq: u64,
+        known: u64,
         answer: Value,
     ) -> Result<Judged, EngineError> {
         let refuse = |why: String| Judged {
@@ -445,7 +456,7 @@ impl<L: Launcher> Engine<L> {
             } else {
                 Default::default()
             },
-            unseen_events: state.event_seq > to_seq,
+            unseen_events: state.event_seq > known,
             now: self.now().epoch,
             first: false,
         };

@@ -940,3 +940,88 @@ async fn a_registration_reaches_only_the_workflows_task_lists_and_lambdas_it_is_
     assert!(h.engine.registration_of("payroll").await.unwrap().is_none());
     assert_eq!(h.workflow(&wf).await.state, WorkflowState::Failed);
 }
+
+/// Schedules `width` nodes in its first answer, then answers every
+/// request by closing the workflow with the number of ends it has seen.
+struct CloseAtOnce {
+    width: usize,
+    seen: std::sync::Mutex<std::collections::BTreeSet<String>>,
+}
+
+impl Decider for CloseAtOnce {
+    fn start(&self, _: &DeciderRequest) -> DecisionsAnswer {
+        decisions(
+            (0..self.width)
+                .map(|i| {
+                    schedule(lambda_node(
+                        &format!("n{i}"),
+                        "episode-step",
+                        json!({"i": i}),
+                    ))
+                })
+                .collect(),
+        )
+    }
+
+    fn decide(&self, request: &DecisionRequest) -> DecisionsAnswer {
+        let mut seen = self.seen.lock().unwrap();
+        seen.extend(ended(request).filter_map(|e| e.node.clone()));
+        let result = json!({"ended": seen.len()});
+        decisions(vec![Decision::CompleteWorkflow { result }])
+    }
+}
+
+/// docs/limits.md § 4, events per decision request (no test before): 150
+/// nodes end while their decider is unavailable; once it answers, its
+/// request shows exactly 100 ends, and its close on what it was shown
+/// ends the execution: the ends past the window did not arrive while it
+/// decided. Before, the close was refused and the next request showed the
+/// same 100 ends again, until the fifth refusal failed the execution.
+/// A close with ends that did arrive while it decided is still refused
+/// (`decider::tests`, `UnhandledEvents`).
+#[tokio::test]
+async fn a_decision_shows_at_most_100_events_and_may_close_on_them() {
+    use whimbrel_core::engine::episodes::MAX_EVENTS_PER_DECISION;
+    let h = Harness::new().await;
+    let width = MAX_EVENTS_PER_DECISION + 50;
+    let decider = Arc::new(CloseAtOnce {
+        width,
+        seen: Default::default(),
+    });
+    register(&h, "wide", "wide-decider", decider).await;
+    let wf = start(&h, "wide", json!({})).await;
+    let answering = h
+        .launcher
+        .decider_fns
+        .lock()
+        .unwrap()
+        .remove("wide-decider");
+    let down = Err(whimbrel_core::launcher::InvokeError::Unavailable {
+        function: "wide-decider".into(),
+        message: "TooManyRequestsException".into(),
+    });
+    h.launcher
+        .deciders
+        .lock()
+        .unwrap()
+        .insert("wide-decider".into(), down);
+    for i in 0..width {
+        complete(&h, &wf, &format!("n{i}"), json!({"i": i})).await;
+    }
+    assert_eq!(h.workflow(&wf).await.state, WorkflowState::Running);
+    h.launcher.decider_requests.lock().unwrap().clear();
+    (h.launcher.decider_fns.lock().unwrap()).insert("wide-decider".into(), answering.unwrap());
+    h.tick(h.now() + 120).await;
+    let asked = episode_requests(&h, "wide-decider");
+    assert_eq!(asked.len(), 1, "one request, and its close commits");
+    let ends = (asked[0].events.iter())
+        .filter(|e| e.kind == EventKind::ActivityEnded)
+        .count();
+    assert_eq!(ends, MAX_EVENTS_PER_DECISION);
+    let ended = h.workflow(&wf).await;
+    assert_eq!(ended.state, WorkflowState::Completed);
+    assert_eq!(
+        ended.result,
+        Some(json!({"ended": MAX_EVENTS_PER_DECISION}))
+    );
+}

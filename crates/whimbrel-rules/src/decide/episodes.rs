@@ -647,8 +647,10 @@ pub struct DecisionRecord {
 ///   start put it (when the attempt is over): the committer writes the
 ///   effects next, and if it dies first the monitor finds them owed then
 ///   (design.md § 10.9: one marker move per episode instead of four).
-///   `closes` (the answer ends the execution): only while no event came
-///   after `to_seq`, and none is appended after it.
+///   `closes` (the answer ends the execution): `Some(known)`, the events
+///   there were when its request was built (shown up to `to_seq`, the
+///   rest past its window of 100): only while no event came after them,
+///   and none is appended after it.
 /// - Refused (`record.refused`): the events it saw stay undecided, so the
 ///   next decision sees them again, with a `decision_refused` event
 ///   appended after them; the refusal is counted. `closes` is ignored.
@@ -657,7 +659,7 @@ pub fn commit_decision(
     wf: (&str, &str),
     state: &EpisodeState,
     record: &DecisionRecord,
-    closes: bool,
+    closes: Option<u64>,
 ) -> Vec<Write> {
     let number = state.decision_number();
     let mut update = workflow_update(t, wf)
@@ -709,10 +711,10 @@ pub fn commit_decision(
             if let Some(kinds) = &record.decide_on {
                 update = update.set(attr::DECIDE_ON, av(kinds));
             }
-            if closes {
+            if let Some(known) = closes {
                 update = update
                     .set(attr::CLOSED_BY_DECISION, n(number))
-                    .when(counter_is(attr::EVENT_SEQ, record.to_seq));
+                    .when(counter_is(attr::EVENT_SEQ, known));
             }
         }
     }
