@@ -536,3 +536,82 @@ fn a_decided_node_within_its_links_is_admitted_and_past_them_refused() {
     );
     assert!(refused.to_string().contains("at most 500"), "{refused}");
 }
+
+/// Issue 42 D (docs/limits.md § 4, rows that had no test at the limit):
+/// each admitted at exactly its limit, refused one past it: 1,000
+/// decisions, an answer of 350,000 bytes, a result and a continue-as-new
+/// input of 64,000 bytes of JSON, a marker's details of 32,000 bytes and
+/// its name of 128 characters.
+#[test]
+fn each_answer_size_is_admitted_at_its_limit_and_refused_one_past_it() {
+    let timers = |n: usize| -> Vec<Value> {
+        (0..n)
+            .map(|i| json!({"type": "schedule", "activities": [{"name": format!("n{i}"), "wait": {"seconds": 60}}]}))
+            .collect()
+    };
+    assert_eq!(
+        validate(&answer(Value::Array(timers(MAX_DECISIONS))), &ctx()),
+        Ok(())
+    );
+    assert_eq!(
+        refusal(Value::Array(timers(MAX_DECISIONS + 1))),
+        DecisionRefusal::TooMany(MAX_DECISIONS + 1)
+    );
+    // A string of `len` bytes of JSON (its quotes counted).
+    let text = |len: usize| json!("x".repeat(len - 2));
+    let one =
+        |kind: &str, field: &str, len: usize| answer(json!([{ "type": kind, field: text(len) }]));
+    for (kind, field, max) in [
+        ("complete_workflow", "result", MAX_RESULT_BYTES),
+        ("continue_as_new", "input", MAX_WORKFLOW_INPUT_BYTES),
+    ] {
+        assert_eq!(
+            validate(&one(kind, field, max), &ctx()),
+            Ok(()),
+            "{kind} at {max}"
+        );
+        let past = validate(&one(kind, field, max + 1), &ctx());
+        assert!(
+            matches!(past, Err(DecisionRefusal::TooLarge { .. })),
+            "{past:?}"
+        );
+    }
+    let marker = |name: &str, len: usize| json!({"type": "record_marker", "name": name, "details": text(len)});
+    let longest = "m".repeat(128);
+    let at = answer(json!([marker(&longest, MAX_MARKER_BYTES)]));
+    assert_eq!(validate(&at, &ctx()), Ok(()));
+    for past in [
+        marker(&longest, MAX_MARKER_BYTES + 1),
+        marker(&format!("{longest}m"), 10),
+    ] {
+        let r = refusal(json!([past]));
+        assert!(matches!(r, DecisionRefusal::BadMarker { .. }), "{r}");
+    }
+    // Markers whose decisions make exactly the answer's limit, then one
+    // byte more.
+    let sized = |total: usize| {
+        let mut ms: Vec<Value> = (0..11).map(|i| marker(&format!("m{i}"), 30_000)).collect();
+        let base = serde_json::to_string(&ms).unwrap().len() + 1;
+        let last = json!({"type": "record_marker", "name": "z", "details": ""});
+        let empty = serde_json::to_string(&last).unwrap().len();
+        ms.push(marker("z", total - base - empty + 2));
+        answer(Value::Array(ms))
+    };
+    let exact = sized(MAX_ANSWER_BYTES);
+    assert_eq!(
+        serde_json::to_string(&exact.decisions).unwrap().len(),
+        MAX_ANSWER_BYTES
+    );
+    assert_eq!(validate(&exact, &ctx()), Ok(()));
+    let r = refusal(serde_json::to_value(&sized(MAX_ANSWER_BYTES + 1).decisions).unwrap());
+    assert!(
+        matches!(
+            r,
+            DecisionRefusal::TooLarge {
+                what: "the answer",
+                ..
+            }
+        ),
+        "{r}"
+    );
+}
