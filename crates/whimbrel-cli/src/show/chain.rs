@@ -168,6 +168,7 @@ mod tests {
             refused: refused.map(str::to_string),
             decide_on: None,
             ended: vec![],
+            known_seq: None,
         }
     }
 

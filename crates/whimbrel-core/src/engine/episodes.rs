@@ -390,10 +390,11 @@ impl<L: Launcher> Engine<L> {
                     return self.fail_decision(wf, id, &why).await.map(|()| false);
                 }
             }
-            let record = decision_record(id, seen, self.now().epoch, &judged);
             let closes = judged.answer.as_ref().is_some_and(DecisionsAnswer::closes);
-            let t = self.store.tables();
-            let writes = episodes::commit_decision(t, wf, &state, &record, closes.then_some(known));
+            let mut record = decision_record(id, seen, self.now().epoch, &judged);
+            record.known_seq = (closes && known > seen.1).then_some(known);
+            let writes =
+                episodes::commit_decision(self.store.tables(), wf, &state, &record, closes);
             match self.store.transact(writes).await {
                 Ok(()) if judged.refused.is_some() => return Ok(false),
                 Ok(()) => {
@@ -515,6 +516,7 @@ fn decision_record(id: &str, seen: (u64, u64), now: i64, judged: &Judged) -> Dec
         refused: judged.refused.clone(),
         decide_on: answer.and_then(|a| a.decide_on.clone()),
         ended: vec![],
+        known_seq: None,
     }
 }
 

@@ -365,6 +365,7 @@ pub fn commit_first(
         refused: None,
         decide_on: answer.decide_on.clone(),
         ended: vec![],
+        known_seq: None,
     };
     let update = open_scheduled(update, &scheduled_names(&record.decisions));
     let item = log_item(wf.0, decision_log_key(1), &record);

@@ -632,6 +632,12 @@ pub struct DecisionRecord {
     /// which sees them again next time. Filled by [`commit_decision`].
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ended: Vec<String>,
+    /// For a close: the events there were when its request was built, when
+    /// more than it was shown (those past its window of 100 did not arrive
+    /// while the decider decided, so they do not hold the close back:
+    /// [`commit_decision`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub known_seq: Option<u64>,
 }
 
 /// The commit of the decision in flight (`state`, re-read just before;
@@ -647,10 +653,9 @@ pub struct DecisionRecord {
 ///   start put it (when the attempt is over): the committer writes the
 ///   effects next, and if it dies first the monitor finds them owed then
 ///   (design.md § 10.9: one marker move per episode instead of four).
-///   `closes` (the answer ends the execution): `Some(known)`, the events
-///   there were when its request was built (shown up to `to_seq`, the
-///   rest past its window of 100): only while no event came after them,
-///   and none is appended after it.
+///   `closes` (the answer ends the execution): only while no event came
+///   after those there were when its request was built (`known_seq`, or
+///   `to_seq`), and none is appended after it.
 /// - Refused (`record.refused`): the events it saw stay undecided, so the
 ///   next decision sees them again, with a `decision_refused` event
 ///   appended after them; the refusal is counted. `closes` is ignored.
@@ -659,7 +664,7 @@ pub fn commit_decision(
     wf: (&str, &str),
     state: &EpisodeState,
     record: &DecisionRecord,
-    closes: Option<u64>,
+    closes: bool,
 ) -> Vec<Write> {
     let number = state.decision_number();
     let mut update = workflow_update(t, wf)
@@ -711,7 +716,8 @@ pub fn commit_decision(
             if let Some(kinds) = &record.decide_on {
                 update = update.set(attr::DECIDE_ON, av(kinds));
             }
-            if let Some(known) = closes {
+            if closes {
+                let known = record.known_seq.unwrap_or(record.to_seq);
                 update = update
                     .set(attr::CLOSED_BY_DECISION, n(number))
                     .when(counter_is(attr::EVENT_SEQ, known));

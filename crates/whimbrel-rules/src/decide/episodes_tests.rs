@@ -170,6 +170,7 @@ fn record(id: &str, to_seq: u64, refused: Option<&str>) -> DecisionRecord {
         refused: refused.map(Into::into),
         decide_on: None,
         ended: vec![],
+        known_seq: None,
     }
 }
 
@@ -226,7 +227,7 @@ fn events_that_arrive_during_a_decision_go_to_the_next() {
         WF,
         &st,
         &record(&id, to_seq, None),
-        None
+        false
     )));
     let after = db.state();
     assert_eq!((after.decided_seq, after.event_seq), (1, 2));
@@ -250,9 +251,9 @@ fn a_decision_commits_at_most_once_and_a_stale_attempt_not_at_all() {
     let (second, req) = retry_decision(&db.t, WF, &st, 970, 120).expect("in flight");
     assert!(db.transact(&[req.into_write()]));
     let st = db.state();
-    let stale = commit_decision(&db.t, WF, &st, &record(&first, 1, None), None);
+    let stale = commit_decision(&db.t, WF, &st, &record(&first, 1, None), false);
     assert!(!db.transact(&stale), "the lost attempt's answer came late");
-    let commit = commit_decision(&db.t, WF, &st, &record(&second, 1, None), None);
+    let commit = commit_decision(&db.t, WF, &st, &record(&second, 1, None), false);
     assert!(db.transact(&commit));
     assert!(!db.transact(&commit), "a redelivered answer");
     assert_eq!(db.state().decision_count, 2);
@@ -266,7 +267,7 @@ fn a_refused_answer_leaves_its_events_to_the_next_decision_with_the_reason() {
         let id = db.start(2).expect("started");
         let st = db.state();
         let to = st.event_seq;
-        let writes = commit_decision(&db.t, WF, &st, &record(&id, to, Some("bad")), Some(to));
+        let writes = commit_decision(&db.t, WF, &st, &record(&id, to, Some("bad")), true);
         assert!(db.transact(&writes), "round {round}");
         let after = db.state();
         assert_eq!(after.decision_refusals, round);
@@ -288,7 +289,7 @@ fn a_refused_answer_leaves_its_events_to_the_next_decision_with_the_reason() {
         WF,
         &st,
         &record(&id, to, None),
-        None
+        false
     )));
     let after = db.state();
     assert_eq!((after.decision_refusals, after.decided_seq), (0, 3));
@@ -306,7 +307,7 @@ fn a_late_answer_does_not_commit_on_an_ended_execution() {
         WF,
         &st,
         &record(&id, 1, None),
-        None
+        false
     )));
     let (_, retry) = retry_decision(&db.t, WF, &st, 5, 120).expect("in flight");
     assert!(!db.transact(&[retry.into_write()]));
@@ -320,7 +321,7 @@ fn every_episode_write_makes_the_workflow_due_for_what_it_owes() {
     let id = db.start(8).expect("started");
     assert_eq!(due_epoch(&db).as_deref(), Some("128"), "the attempt's end");
     let st = db.state();
-    let commit = commit_decision(&db.t, WF, &st, &record(&id, 1, None), None);
+    let commit = commit_decision(&db.t, WF, &st, &record(&id, 1, None), false);
     assert!(db.transact(&commit));
     assert_eq!(
         due_epoch(&db).as_deref(),
@@ -336,9 +337,9 @@ fn the_workflow_is_closed_only_on_every_event_and_then_takes_none() {
     let id = db.start(2).expect("started");
     db.append("signal:s", 3);
     let st = db.state();
-    let close = commit_decision(&db.t, WF, &st, &record(&id, 1, None), Some(1));
+    let close = commit_decision(&db.t, WF, &st, &record(&id, 1, None), true);
     assert!(!db.transact(&close), "a signal came after what it saw");
-    let close = commit_decision(&db.t, WF, &st, &record(&id, 2, None), Some(2));
+    let close = commit_decision(&db.t, WF, &st, &record(&id, 2, None), true);
     assert!(db.transact(&close));
     assert!(!db.append("ended:b", 4), "closed: nothing is appended");
 }
@@ -532,7 +533,7 @@ fn an_accepted_commit_leaves_the_due_marker_where_the_attempt_put_it() {
         WF,
         &st,
         &record(&id, 1, None),
-        None
+        false
     )));
     assert_eq!(due_epoch(&db).as_deref(), Some("122"));
     assert!(db.state().effects_owed());
@@ -591,7 +592,7 @@ fn an_append_that_starts_nothing_fails_once_what_it_counted_on_is_gone() {
         WF,
         &st,
         &record(&id, 1, None),
-        None
+        false
     )));
     let rest = super::decided::applied_at_rest(&db.t, WF, 2, &db.state()).expect("nothing owed");
     assert!(db.transact(&[rest.into_write()]));
@@ -632,7 +633,7 @@ fn a_stale_append_does_not_start_a_decision_that_committed_since() {
         WF,
         &st,
         &record(&id, 1, None),
-        None
+        false
     )));
     assert!(
         !db.transact(&stale.writes),
@@ -647,7 +648,7 @@ fn one_committed() -> Db {
     db.append("signal:a", 1);
     let id = db.start(2).expect("started");
     let st = db.state();
-    let commit = commit_decision(&db.t, WF, &st, &record(&id, 1, None), None);
+    let commit = commit_decision(&db.t, WF, &st, &record(&id, 1, None), false);
     assert!(db.transact(&commit));
     db
 }
@@ -704,13 +705,13 @@ fn an_accepted_decision_takes_the_node_ends_it_saw_into_its_record() {
     end(&mut db, "b", 4);
     let st = db.state();
     assert_eq!(st.ended_between(1, 2), vec![(1, "a")]);
-    let refused = commit_decision(&db.t, WF, &st, &record(&id, 2, Some("no")), None);
+    let refused = commit_decision(&db.t, WF, &st, &record(&id, 2, Some("no")), false);
     assert!(db.transact(&refused));
     assert_eq!(db.state().ended_events.len(), 2, "a refusal takes nothing");
     let id = db.start(5).expect("started again");
     let st = db.state();
     // It saw 1..=2 (a, x); b (3) and the refusal (4) came after.
-    let commit = commit_decision(&db.t, WF, &st, &record(&id, 2, None), None);
+    let commit = commit_decision(&db.t, WF, &st, &record(&id, 2, None), false);
     assert!(db.transact(&commit));
     assert_committed_state(&st, &record(&id, 2, None), &db);
     assert_eq!(db.state().ended_events, vec![ended_entry(3, "b")]);
@@ -751,14 +752,14 @@ fn an_accepted_commit_opens_and_counts_the_nodes_it_schedules() {
     let st = db.state();
     let mut refused = record(&id, 1, Some("no"));
     refused.decisions = schedule.clone();
-    assert!(db.transact(&commit_decision(&db.t, WF, &st, &refused, None)));
+    assert!(db.transact(&commit_decision(&db.t, WF, &st, &refused, false)));
     let (open, count) = (db.state().open_nodes, db.state().activity_count);
     assert!(open.is_empty() && count == 0, "a refusal opens nothing");
     let id = db.start(3).expect("started again");
     let st = db.state();
     let mut accepted = record(&id, 2, None);
     accepted.decisions = schedule;
-    let commit = commit_decision(&db.t, WF, &st, &accepted, None);
+    let commit = commit_decision(&db.t, WF, &st, &accepted, false);
     assert!(db.transact(&commit));
     assert_committed_state(&st, &accepted, &db);
     assert!(!db.transact(&commit), "counted once");

@@ -895,7 +895,13 @@ fn close_violations(
             log.exec.state
         ));
     }
-    if log.state.event_seq != log.state.decided_seq {
+    // The events there were when the close's request was built; those
+    // past its window did not hold it back (`DecisionRecord::known_seq`).
+    let known = (log.state.closed_by_decision)
+        .and_then(|k| log.records.get(&k))
+        .and_then(|r| r.known_seq)
+        .unwrap_or(log.state.decided_seq);
+    if log.state.event_seq != known {
         v.push(format!(
             "{id}: events up to {} but decisions saw {}: one came after the close",
             log.state.event_seq, log.state.decided_seq

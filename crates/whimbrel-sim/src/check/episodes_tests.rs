@@ -48,6 +48,7 @@ fn record(k: u64, seen: (u64, u64), decisions: Value) -> DecisionRecord {
         refused: None,
         decide_on: None,
         ended: vec![],
+        known_seq: None,
     }
 }
 
