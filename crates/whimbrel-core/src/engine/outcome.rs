@@ -76,6 +76,7 @@ impl<L: Launcher> Engine<L> {
         };
         let plain = decide::workflow_move(self.store.tables(), id, name, &mv)
             .map_err(EngineError::Rejected)?;
+        let plain = decide::finish_as_counted(plain, &counts);
         let mut req = plain.clone();
         if outcome == WorkflowState::Completed {
             let plan = self.load_plan(id, name).await?.map(|p| p.plan);

@@ -169,6 +169,25 @@ pub struct WorkflowMove<'a> {
     pub closing_decision: bool,
 }
 
+/// `req`, a workflow's finish decided on the end counters `counts` as
+/// read (design.md § 3.3), only while they are still those: a redrive
+/// sets them back to 0 with the state back to RUNNING, so a finish
+/// decided on an earlier generation's counts cannot end the next one
+/// (issue 42 A.3, torture seed 305792: a finish that read 5 CANCELLED
+/// before a redrive ended the redriven execution CANCELLED, which then
+/// counted a FAILED). A counter never written reads as 0.
+pub fn finish_as_counted(req: UpdateRequest, counts: &crate::contract::EndCounts) -> UpdateRequest {
+    let read = [
+        (attr::COMPLETED_COUNT, counts.completed),
+        (attr::FAILED_COUNT, counts.failed),
+        (attr::CANCELLED_COUNT, counts.cancelled),
+    ];
+    read.into_iter().fold(req, |req, (a, v)| match v {
+        0 => req.when(Cond::Or(vec![Cond::not_exists(a), Cond::eq(a, n(0))])),
+        v => req.when(Cond::eq(a, n(v))),
+    })
+}
+
 /// The conditional UpdateItem of `mv` on workflow exec (`id`, `name`):
 /// conditioned on `state = from` (and no plan, when `unplanned`; and, for
 /// an end of a RUNNING execution that is not its closing decision's

@@ -460,10 +460,15 @@ fn episodic_seeds_that_found_bugs_hold() {
 ///   limit without one (fix: `decide::slots::ended_as_read`). Its draws
 ///   moved when the engine began keeping its own copy of each signal
 ///   (then seed 2401), and again with A.4's monitor (then 2001) and
-///   C.2's; seed 2003 draws a redrive under a target limit since.
+///   C.2's; seed 2003 draws a redrive under a target limit since;
+/// - 305792 (A.3): a workflow's finish that read 5 CANCELLED ends before a
+///   redrive wrote the redriven execution CANCELLED after it (its write
+///   required only RUNNING); the redriven execution then counted a FAILED
+///   (fix: `decide::finish_as_counted`, the finish requires the counts it
+///   read).
 #[test]
 fn torture_seeds_past_the_tuned_ones_hold() {
-    for seed in [18, 103125, 2003] {
+    for seed in [18, 103125, 2003, 305792] {
         let stats = run(seed, &Params::default())
             .unwrap_or_else(|f| panic!("seed {seed}: {}", f.violations.join("\n")));
         let f = &stats.features;
@@ -474,6 +479,7 @@ fn torture_seeds_past_the_tuned_ones_hold() {
                     && f.get("execution timeouts").is_some_and(|n| *n > 0)
             }
             103125 => true,
+            305792 => f["workflows redriven"] > 0 && f["cancel requests applied"] > 0,
             _ => f["activities redriven"] > 0 && f["activities claimed under a target limit"] > 0,
         };
         assert!(
