@@ -177,6 +177,7 @@ fn worlds() -> &'static [Snapshot] {
                             workflow_name: name.into(),
                             lambda: None,
                             definition: Some(plan),
+                            allow: None,
                         };
                         e.store().put(&t.workflow_lambda(), &reg).await.unwrap();
                     }
@@ -184,6 +185,7 @@ fn worlds() -> &'static [Snapshot] {
                         workflow_name: "decided".into(),
                         lambda: Some("decider".into()),
                         definition: None,
+                        allow: None,
                     };
                     e.store().put(&t.workflow_lambda(), &decided).await.unwrap();
                     if i == 7 {

@@ -190,7 +190,7 @@ pub const QUIET_MARGIN: i64 = 300;
 
 impl Checker {
     /// The faults stopped at world time `now` (epoch seconds): timers due
-    /// [`QUIET_MARGIN`] after it are judged for lateness.
+    /// `QUIET_MARGIN` (300 s) after it are judged for lateness.
     pub fn faults_stopped(&mut self, now: i64) {
         self.quiet_since = Some(now);
     }
