@@ -746,3 +746,41 @@ fn an_unstorable_reason_is_cut_on_a_character_boundary() {
     let error = d.error.unwrap();
     assert!(error.ends_with(&"x".repeat(299)), "{error}");
 }
+
+/// Issue 42 A.3 (torture seed 305792): a finish decided on the end
+/// counters it read is written only while they are still those. A redrive
+/// sets them back to 0 with the state back to RUNNING, so the finish read
+/// before it does not end the next generation; the counters as read (one
+/// never written reads as 0) still let it through.
+#[test]
+fn a_finish_requires_the_counts_it_read() {
+    use crate::contract::EndCounts;
+    use crate::write::{n, s};
+    let read = EndCounts {
+        completed: 0,
+        failed: 0,
+        cancelled: 5,
+    };
+    let req = finish_as_counted(
+        crate::write::UpdateRequest::new("wf".into(), Item::new()),
+        &read,
+    );
+    let cond = req.cond.expect("conditioned");
+    let item = |completed: Option<u64>, cancelled: u64| {
+        let mut i = Item::from([
+            (crate::attr::STATE.to_string(), s("RUNNING")),
+            (crate::attr::CANCELLED_COUNT.to_string(), n(cancelled)),
+        ]);
+        if let Some(c) = completed {
+            i.insert(crate::attr::COMPLETED_COUNT.to_string(), n(c));
+        }
+        i
+    };
+    assert!(eval(&cond, Some(&item(None, 5))), "as read, never written");
+    assert!(eval(&cond, Some(&item(Some(0), 5))), "as read, written 0");
+    assert!(
+        !eval(&cond, Some(&item(Some(0), 0))),
+        "redriven: its counters set back to 0"
+    );
+    assert!(!eval(&cond, Some(&item(None, 4))), "another count");
+}
