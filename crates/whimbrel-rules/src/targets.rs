@@ -96,22 +96,34 @@ pub fn matches(pattern: &str, text: &str) -> bool {
     p[i..].iter().all(|c| *c == '*')
 }
 
+/// Whether function pattern `pattern` (a name, or an ARN whose parts may
+/// hold `*`) allows function `f`: its name, and its region and account
+/// where both say one (`ours`: the deployment's region and account, for a
+/// reference by name).
+fn function_allowed(pattern: &str, f: &FunctionRef, ours: (Option<&str>, Option<&str>)) -> bool {
+    let p = parse(pattern);
+    let part = |pat: Option<&str>, theirs: Option<&str>, ours: Option<&str>| match (
+        pat,
+        theirs.or(ours),
+    ) {
+        (Some(pat), Some(value)) => matches(pat, value),
+        _ => true,
+    };
+    matches(p.name, f.name)
+        && part(p.region, f.region, ours.0)
+        && part(p.account, f.account, ours.1)
+}
+
 impl LaunchTargets {
     /// Whether the pattern `pattern` (a name, or an ARN as IAM takes it)
     /// covers `f`. A part neither side gives (region or account of a bare
     /// name, where the deployment's are unknown) is left to IAM.
     fn allows(&self, pattern: &str, f: &FunctionRef) -> bool {
-        let p = parse(pattern);
-        let part = |pat: Option<&str>, theirs: Option<&str>, ours: Option<&str>| match (
-            pat,
-            theirs.or(ours),
-        ) {
-            (Some(pat), Some(value)) => matches(pat, value),
-            _ => true,
-        };
-        matches(p.name, f.name)
-            && part(p.region, f.region, self.region.as_deref())
-            && part(p.account, f.account, self.account.as_deref())
+        function_allowed(
+            pattern,
+            f,
+            (self.region.as_deref(), self.account.as_deref()),
+        )
     }
 
     /// The launch targets as `var` answers the environment (`None`:
@@ -232,7 +244,12 @@ impl Allowed {
             NodeKind::Timer | NodeKind::Signal => return None,
         };
         let patterns = list.as_ref()?;
-        if patterns.iter().any(|p| matches(p, value)) {
+        // A Lambda by name or ARN, as the deployment's targets match it.
+        let allows = |p: &String| match a.kind() {
+            NodeKind::Lambda => function_allowed(p, &parse(value), (None, None)),
+            _ => matches(p, value),
+        };
+        if patterns.iter().any(allows) {
             return None;
         }
         Some(format!(
@@ -371,6 +388,14 @@ mod tests {
         );
         assert!(why(allow(&["*"], &["*"], &["whimbrel-task-thumb*"]))
             .starts_with("activity \"resize\": lambda \"whimbrel-task-resize\" is not among"));
+        // A Lambda named by ARN matches a pattern by name, as the
+        // deployment's targets match it.
+        let by_arn: Plan = serde_json::from_value(serde_json::json!({"activities": [
+            {"name": "r", "lambda": "arn:aws:lambda:us-east-1:123456789012:function:whimbrel-task-resize"},
+        ]}))
+        .unwrap();
+        let names = allow(&["*"], &["*"], &["whimbrel-task-*"]);
+        assert_eq!(plan_refusal(&by_arn, &open, Some(&names)), None);
         // An allow-list of `*` widens nothing: the deployment's launch
         // targets still refuse what they refuse.
         let all = allow(&["*"], &["*"], &["*"]);

@@ -391,8 +391,7 @@ impl<L: Launcher> Engine<L> {
                 }
             }
             let closes = judged.answer.as_ref().is_some_and(DecisionsAnswer::closes);
-            let mut record = decision_record(id, seen, self.now().epoch, &judged);
-            record.known_seq = (closes && known > seen.1).then_some(known);
+            let record = decision_record(id, (seen, known), self.now().epoch, &judged);
             let writes =
                 episodes::commit_decision(self.store.tables(), wf, &state, &record, closes);
             match self.store.transact(writes).await {
@@ -464,14 +463,17 @@ impl<L: Launcher> Engine<L> {
         if let Err(why) = decider::validate(&answer, &ctx) {
             return Ok(refuse(why.to_string()));
         }
-        let allow = self
-            .registration_of(workflow_name)
-            .await?
-            .and_then(|r| r.allow);
+        let planned = scheduled(&answer);
+        // Read only for an answer that schedules a node.
+        let allow = match planned.activities.is_empty() {
+            true => None,
+            false => self
+                .registration_of(workflow_name)
+                .await?
+                .and_then(|r| r.allow),
+        };
         let targets = &self.config.launch_targets;
-        if let Some(why) =
-            crate::targets::plan_refusal(&scheduled(&answer), targets, allow.as_ref())
-        {
+        if let Some(why) = crate::targets::plan_refusal(&planned, targets, allow.as_ref()) {
             return Ok(refuse(why));
         }
         Ok(Judged {
@@ -501,10 +503,17 @@ pub(crate) fn scheduled(answer: &DecisionsAnswer) -> Plan {
     )
 }
 
-/// What decision attempt `id`, which saw `seen` (first, last event),
-/// records when it commits at `now`.
-fn decision_record(id: &str, seen: (u64, u64), now: i64, judged: &Judged) -> DecisionRecord {
+/// What decision attempt `id`, which saw `seen` (first, last event) of the
+/// `known` there were when its request was built, records when it commits
+/// at `now` (a close keeps `known` when it is more than it saw).
+fn decision_record(
+    id: &str,
+    (seen, known): ((u64, u64), u64),
+    now: i64,
+    judged: &Judged,
+) -> DecisionRecord {
     let answer = judged.answer.as_ref();
+    let closes = answer.is_some_and(DecisionsAnswer::closes);
     DecisionRecord {
         decision_id: id.to_string(),
         from_seq: seen.0,
@@ -516,7 +525,7 @@ fn decision_record(id: &str, seen: (u64, u64), now: i64, judged: &Judged) -> Dec
         refused: judged.refused.clone(),
         decide_on: answer.and_then(|a| a.decide_on.clone()),
         ended: vec![],
-        known_seq: None,
+        known_seq: (closes && known > seen.1).then_some(known),
     }
 }
 

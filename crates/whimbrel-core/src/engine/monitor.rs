@@ -117,8 +117,8 @@ impl MonitorReport {
 struct Found {
     /// Due activities, with the place of their shard in the tick's order.
     activities: mpsc::UnboundedSender<(u32, ActivityKey)>,
-    /// Due workflows.
-    workflows: mpsc::UnboundedSender<WorkflowKey>,
+    /// Due workflows, likewise.
+    workflows: mpsc::UnboundedSender<(u32, WorkflowKey)>,
     /// Activities due within the look-ahead, not yet.
     ahead: mpsc::UnboundedSender<ActivityKey>,
 }
@@ -194,17 +194,11 @@ impl<L: Launcher> Engine<L> {
             drop(found);
             Ok::<_, EngineError>(())
         };
-        // The first shard's items always; the others' while the budget
-        // lasts.
-        let in_budget = |i: u32| i == 0 || started.elapsed() < budget;
-        let due = due_activities
-            .take_while(move |(i, _)| std::future::ready(in_budget(*i)))
-            .map(|(_, k)| k);
         let mut of_due = MonitorReport::default();
         let (shards, (), of_workflows, of_ahead) = futures::join!(
             shards,
-            self.sweep_activities(due, now, &mut of_due),
-            self.sweep_workflows(due_workflows, now),
+            self.sweep_activities(in_budget(due_activities, started, budget), now, &mut of_due),
+            self.sweep_workflows(in_budget(due_workflows, started, budget), now),
             self.sweep_ahead(later)
         );
         shards?;
@@ -324,9 +318,7 @@ impl<L: Launcher> Engine<L> {
             .partition(|k: &ActivityKey| k.due_epoch.is_some_and(|d| d > now));
         activities.iter().for_each(|k| count(k.due_epoch));
         // The receivers live as long as the tick.
-        workflows
-            .into_iter()
-            .for_each(|k| drop(found.workflows.unbounded_send(k)));
+        (workflows.into_iter()).for_each(|k| drop(found.workflows.unbounded_send((i, k))));
         later
             .into_iter()
             .for_each(|k| drop(found.ahead.unbounded_send(k)));
@@ -341,7 +333,7 @@ impl<L: Launcher> Engine<L> {
     /// spent are left due for the next tick.
     async fn sweep_workflows(
         &self,
-        workflows: mpsc::UnboundedReceiver<WorkflowKey>,
+        workflows: impl futures::Stream<Item = WorkflowKey>,
         now: i64,
     ) -> MonitorReport {
         let each: Vec<MonitorReport> = workflows
@@ -450,4 +442,18 @@ impl<L: Launcher> Engine<L> {
             }
         }
     }
+}
+
+/// The items of `found` (each with the place of its shard in the tick's
+/// order) that a tick started at `started` sweeps within `budget`: the
+/// first shard's always, the others' while the budget lasts; the rest stay
+/// due for the next tick, which starts at another shard.
+fn in_budget<K>(
+    found: mpsc::UnboundedReceiver<(u32, K)>,
+    started: std::time::Instant,
+    budget: std::time::Duration,
+) -> impl futures::Stream<Item = K> {
+    found
+        .take_while(move |(i, _)| std::future::ready(*i == 0 || started.elapsed() < budget))
+        .map(|(_, k)| k)
 }

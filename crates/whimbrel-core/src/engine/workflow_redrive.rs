@@ -82,12 +82,9 @@ impl<L: Launcher> Engine<L> {
         }
         let wf = self.load_workflow(id, &wf.workflow_name).await?;
         if wf.redriving.as_deref() != Some(r.as_str()) {
-            // Not by this request: another redrive took it, or its end came
-            // to owe its parent meanwhile (then try again).
-            if let Some(why) = (!wf.redriven_by(r))
-                .then(|| rules::redrive_wait(&wf))
-                .flatten()
-            {
+            // Not by this request: another redrive took it (it runs), or
+            // its end came to owe its parent meanwhile (try again).
+            if let Some(why) = rules::redrive_wait(&wf) {
                 return Err(EngineError::Retry(format!("redrive request {r}: {why}")));
             }
             return Ok(Applied::Workflow(wf.state));

@@ -74,7 +74,8 @@ pub fn workflow_refusal(wf: &WorkflowExec) -> Option<String> {
 /// request is tried again, and the monitor pays what is owed within a
 /// tick. [`redrive_update`] holds it on the same condition.
 pub fn redrive_wait(wf: &WorkflowExec) -> Option<String> {
-    wf.due_epoch.map(|_| {
+    let owes = wf.state.is_terminal() && wf.due_epoch.is_some();
+    owes.then(|| {
         format!(
             "workflow exec {} ended, and its end has not reached its parent yet; redriven once it has",
             wf.workflow_exec_id

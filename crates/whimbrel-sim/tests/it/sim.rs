@@ -436,15 +436,16 @@ fn episodic_seeds_that_found_bugs_hold() {
     // ends were logged on the workflow item, 2408 before the engine kept
     // its own copy of each signal, 2417 before a new target limit adopted
     // the attempts already live, 2418 before the monitor swept each item
-    // beside the others).
-    let stats = run(2419, &Params::default())
-        .unwrap_or_else(|f| panic!("seed 2419: {}", f.violations.join("\n")));
+    // beside the others, 2419 before an answer that schedules nothing
+    // stopped reading its registration).
+    let stats = run(2420, &Params::default())
+        .unwrap_or_else(|f| panic!("seed 2420: {}", f.violations.join("\n")));
     let f = &stats.features;
     assert!(
         f["decided nodes linked to an earlier decision's"] > 0
             && f["cancel requests applied"] > 0
             && f["episodic executions"] > 0,
-        "seed 2419 no longer links decided nodes and cancels: {stats:?}"
+        "seed 2420 no longer links decided nodes and cancels: {stats:?}"
     );
 }
 
@@ -460,7 +461,9 @@ fn episodic_seeds_that_found_bugs_hold() {
 ///   limit without one (fix: `decide::slots::ended_as_read`). Its draws
 ///   moved when the engine began keeping its own copy of each signal
 ///   (then seed 2401), and again with A.4's monitor (then 2001) and
-///   C.2's; seed 2003 draws a redrive under a target limit since;
+///   C.2's (then 2003) and when an answer that schedules nothing stopped
+///   reading its registration; seed 2004 draws a redrive under a target
+///   limit since;
 /// - 305792 (A.3): a workflow's finish that read 5 CANCELLED ends before a
 ///   redrive wrote the redriven execution CANCELLED after it (its write
 ///   required only RUNNING); the redriven execution then counted a FAILED
@@ -468,7 +471,7 @@ fn episodic_seeds_that_found_bugs_hold() {
 ///   read).
 #[test]
 fn torture_seeds_past_the_tuned_ones_hold() {
-    for seed in [18, 103125, 2003, 305792] {
+    for seed in [18, 103125, 2004, 305792] {
         let stats = run(seed, &Params::default())
             .unwrap_or_else(|f| panic!("seed {seed}: {}", f.violations.join("\n")));
         let f = &stats.features;
