@@ -68,6 +68,7 @@ pub const WORKFLOW_REQUEST: &[Grant] = &[
     g("dynamodb:GetItem", "workflow_request"),
     g("dynamodb:Query", "activity_exec"),
     g("dynamodb:Query", "signal"),
+    g("dynamodb:GetItem", "signal"),
     g("dynamodb:GetItem", "workflow_lambda"),
     g("dynamodb:GetItem", "workflow_exec"),
     g("dynamodb:PutItem", "workflow_exec"),
@@ -85,6 +86,7 @@ pub const WORKFLOW_REQUEST: &[Grant] = &[
     g("dynamodb:BatchWriteItem", "workflow_plan"),
     g("dynamodb:GetItem", "decision"),
     g("dynamodb:PutItem", "decision"),
+    g("dynamodb:UpdateItem", "decision"),
     g("dynamodb:Query", "decision"),
 ];
 
@@ -114,6 +116,7 @@ pub const ACTIVITY_EVENT: &[Grant] = &[
     g("dynamodb:GetItem", "workflow_request"),
     g("dynamodb:UpdateItem", "activity_event"),
     g("dynamodb:Query", "signal"),
+    g("dynamodb:GetItem", "signal"),
     g("dynamodb:Query", "activity_exec"),
     g("dynamodb:GetItem", "activity_exec"),
     g("dynamodb:UpdateItem", "activity_exec"),
@@ -130,6 +133,7 @@ pub const ACTIVITY_EVENT: &[Grant] = &[
     g("dynamodb:BatchWriteItem", "activity_exec_dependency"),
     g("dynamodb:GetItem", "decision"),
     g("dynamodb:PutItem", "decision"),
+    g("dynamodb:UpdateItem", "decision"),
     g("dynamodb:Query", "decision"),
 ];
 
@@ -167,6 +171,7 @@ pub const HEARTBEAT_MONITOR: &[Grant] = &[
     g("dynamodb:PutItem", "workflow_request"),
     g("dynamodb:UpdateItem", "activity_event"),
     g("dynamodb:Query", "signal"),
+    g("dynamodb:GetItem", "signal"),
     ix("activity_exec", "due_shard-due_epoch-index"),
     ix("workflow_exec", "due_shard-due_epoch-index"),
     ix("activity_event", "activity_exec_id-index"),
@@ -190,6 +195,7 @@ pub const HEARTBEAT_MONITOR: &[Grant] = &[
     g("dynamodb:BatchWriteItem", "workflow_plan"),
     g("dynamodb:GetItem", "decision"),
     g("dynamodb:PutItem", "decision"),
+    g("dynamodb:UpdateItem", "decision"),
     g("dynamodb:Query", "decision"),
 ];
 

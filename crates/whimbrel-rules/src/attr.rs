@@ -128,6 +128,9 @@ pub const LAUNCHED_TIME_EPOCH: &str = "launched_time_epoch";
 /// `log_key`: Range key of `whimbrel_decision`: `event#(seq)`,
 /// `event-id#(source)` or `decision#(number)` (design.md § 10.2).
 pub const LOG_KEY: &str = "log_key";
+/// The short hashes of the signals an execution keeps (a string set on
+/// its `signals-kept` item of `whimbrel_decision`; issue 42 B.4).
+pub const SIGNALS_KEPT: &str = "kept";
 /// `manual`: True when a Full Logic API client runs the workflow itself;
 pub const MANUAL: &str = "manual";
 /// `next_attempt_epoch`: While a retry waits out its delay: when the next attempt is due, epoch seconds.

@@ -26,8 +26,8 @@ use crate::decider::{Decision, EventKind};
 use crate::ids;
 use crate::launcher::Launcher;
 use crate::model::{
-    earliest, signal_copy_log_key, signal_key_prefix, ActivityExec, SignalRow, WorkflowExec,
-    MAX_SIGNALS_READ,
+    signal_copy_log_key, signal_key_prefix, ActivityExec, SignalRow, WorkflowExec,
+    MAX_SIGNALS_PER_EXECUTION, MAX_SIGNALS_READ,
 };
 use crate::store::{s, Cmp, KeyCond, Store, StoreError};
 use whimbrel_rules::attr;
@@ -55,8 +55,8 @@ impl<L: Launcher> Engine<L> {
                 row.signal_key, row.workflow_exec_id
             )));
         }
-        let row = &self.kept(row).await?;
         let wf = self.signalled_workflow(row).await?;
+        let row = &self.kept(row).await?;
         if wf.state == WorkflowState::Requested {
             info!(workflow_exec_id = %row.workflow_exec_id, signal = %row.signal_key, "signal kept: the workflow has not started");
             return Ok(Applied::Workflow(wf.state));
@@ -170,7 +170,7 @@ impl<L: Launcher> Engine<L> {
         if !takes_signals(wf) {
             return Ok(());
         }
-        let rows = self.signals_of(&wf.workflow_exec_id, None).await?;
+        let heads = self.heads(&wf.workflow_exec_id, None).await?;
         let waited: Vec<&str> = (decisions.iter())
             .flat_map(|d| match d {
                 Decision::Schedule { activities } => activities.as_slice(),
@@ -178,13 +178,14 @@ impl<L: Launcher> Engine<L> {
             })
             .filter_map(|a| a.signal.as_deref())
             .collect();
-        let mut early: Vec<&SignalRow> = (rows.iter())
-            .filter(|r| r.invalid().is_none() && !waited.contains(&r.name.as_str()))
-            .collect();
-        early.sort_by(|a, b| a.order().cmp(&b.order()));
         let key = (wf.workflow_exec_id.as_str(), wf.workflow_name.as_str());
-        for row in early {
-            let row = &self.kept(row).await?;
+        for head in heads
+            .iter()
+            .filter(|h| !waited.contains(&h.row.name.as_str()))
+        {
+            let Some(row) = &self.whole(head).await? else {
+                continue;
+            };
             let (source, build) = self.signal_append(key, row);
             if let Append::Appended { started: Some(id) } =
                 self.append_only(key, &source, build).await?
@@ -262,12 +263,13 @@ impl<L: Launcher> Engine<L> {
         if exec.state != ActivityState::Running || exec.runner.kind() != NodeKind::Signal {
             return Ok(false);
         }
-        let rows = self.signals_named(&exec.workflow_exec_id, name).await?;
-        let Some(first) = earliest(&rows) else {
-            return Ok(false);
-        };
-        let first = self.kept(first).await?;
-        Ok(self.deliver(exec.clone(), &first).await? == Some(ActivityState::Completed))
+        for head in self.heads(&exec.workflow_exec_id, Some(name)).await? {
+            if let Some(first) = self.whole(&head).await? {
+                let reached = self.deliver(exec.clone(), &first).await?;
+                return Ok(reached == Some(ActivityState::Completed));
+            }
+        }
+        Ok(false)
     }
 
     /// The signals kept for signal wait `exec`, now ended, that it did
@@ -291,11 +293,9 @@ impl<L: Launcher> Engine<L> {
         if exec.runner.kind() != NodeKind::Signal || !exec.state.is_terminal() {
             return Ok(());
         }
-        let rows = self.signals_named(&exec.workflow_exec_id, name).await?;
-        let taken = |r: &SignalRow| exec.has_judged(&delivery_id(&exec.activity_exec_id, r));
-        let mut rest: Vec<&SignalRow> = (rows.iter())
-            .filter(|r| r.invalid().is_none() && !taken(r))
-            .collect();
+        let heads = self.heads(&exec.workflow_exec_id, Some(name)).await?;
+        let taken = |h: &&Head| exec.has_judged(&delivery_id(&exec.activity_exec_id, &h.row));
+        let rest: Vec<&Head> = heads.iter().filter(|h| !taken(h)).collect();
         if rest.is_empty() {
             return Ok(());
         }
@@ -303,80 +303,118 @@ impl<L: Launcher> Engine<L> {
         if !takes_signals(&wf) || !self.signal_waits(&wf, name).await?.is_empty() {
             return Ok(());
         }
-        rest.sort_by(|a, b| a.order().cmp(&b.order()));
-        for row in rest {
-            let row = self.kept(row).await?;
-            self.signal_event(&wf, &row).await?;
+        for head in rest {
+            if let Some(row) = self.whole(head).await? {
+                self.signal_event(&wf, &row).await?;
+            }
         }
         Ok(())
     }
 
-    /// The engine's copy of signal `row` (issue 42 B.3): put now from
-    /// `row` when there is none (the first time the engine applies it: its
-    /// INSERT record, or a look that found the row before its record was
-    /// applied), else the copy put first. What a signal delivers, appends
-    /// or orders by is its copy, so a signaller's later put over its row
-    /// (another input, a spoiled name) changes nothing.
+    /// The engine's copy of signal `row` (issue 42 B.3), once it counts
+    /// among the signals its execution keeps (issue 42 B.4,
+    /// [`episodes::signal_admit`]): put now from `row` when there is none
+    /// (the first time the engine applies it: its INSERT record, or a look
+    /// that found the row before its record was applied), else the copy
+    /// put first. What a signal delivers, appends or orders by is its
+    /// copy, so a signaller's later put over its row (another input, a
+    /// spoiled name) changes nothing.
     ///
-    /// Errors: [`EngineError::Retry`] when DynamoDB is unavailable.
+    /// Errors: [`EngineError::Rejected`] for a signal past
+    /// [`MAX_SIGNALS_PER_EXECUTION`]; [`EngineError::Retry`] when DynamoDB
+    /// is unavailable.
     async fn kept(&self, row: &SignalRow) -> Result<SignalRow, EngineError> {
         let t = self.store.tables();
+        match self.store.update(episodes::signal_admit(t, row), false).await {
+            Err(StoreError::ConditionFailed) => {
+                return Err(EngineError::Rejected(format!(
+                    "signal {:?} for {}: the execution keeps {MAX_SIGNALS_PER_EXECUTION} signals already; at most {MAX_SIGNALS_PER_EXECUTION} are kept",
+                    row.signal_key, row.workflow_exec_id
+                )))
+            }
+            other => other?,
+        };
         if self.store.put_if(episodes::signal_copy_put(t, row)).await? {
             return Ok(row.clone());
         }
-        let key = crate::store::Item::from([
-            (attr::WORKFLOW_EXEC_ID.into(), s(&row.workflow_exec_id)),
-            (
-                attr::LOG_KEY.into(),
-                s(signal_copy_log_key(&row.signal_key)),
-            ),
-        ]);
-        let copy: Option<SignalRow> = self.store.get(&t.decision(), key).await?;
+        let copy: Option<SignalRow> = self.store.get(&t.decision(), copy_key(row)).await?;
         Ok(copy.unwrap_or_else(|| row.clone()))
     }
 
-    /// Every signal row of `name` sent to the workflow exec (a consistent
-    /// Query: `begins_with(signal_key, "name#")`).
+    /// The signals sent to the workflow exec, or only those of `name`, as
+    /// a look first reads them (issue 42 B.4): without their inputs, in
+    /// the order they are taken ([`SignalRow::order`]), those judged
+    /// invalid by what they show left out. The engine's copies
+    /// ([`Engine::kept`]), and the rows that have none yet (their INSERT
+    /// records not applied yet), each a consistent Query (`begins_with`)
+    /// of at most [`MAX_SIGNALS_READ`] in key order; more are logged and
+    /// left unread. A row with a copy is its copy. [`Engine::whole`] reads
+    /// one whole.
     ///
     /// Errors: the store's; a row that is not a signal is left out.
-    pub async fn signals_named(
-        &self,
-        workflow_exec_id: &str,
-        name: &str,
-    ) -> Result<Vec<SignalRow>, EngineError> {
-        self.signals_of(workflow_exec_id, Some(name)).await
-    }
-
-    /// The signals sent to the workflow exec, or only those of `name`:
-    /// the engine's copies ([`Engine::kept`]), and the rows that have none
-    /// yet (their INSERT records not applied yet), each a consistent Query
-    /// (`begins_with`) of at most [`MAX_SIGNALS_READ`] in key order; more
-    /// are logged and left unread. A row with a copy is its copy.
-    ///
-    /// Errors: the store's; a row that is not a signal is left out.
-    async fn signals_of(
+    async fn heads(
         &self,
         workflow_exec_id: &str,
         name: Option<&str>,
-    ) -> Result<Vec<SignalRow>, EngineError> {
+    ) -> Result<Vec<Head>, EngineError> {
         let t = self.store.tables();
         let prefix = name.map(signal_key_prefix);
         let copy_prefix = signal_copy_log_key(prefix.as_deref().unwrap_or_default());
         let copies = (t.decision(), attr::LOG_KEY, Some(copy_prefix));
-        let mut kept = self.query_signals(workflow_exec_id, copies).await?;
+        let mut heads: Vec<Head> = (self.query_signals(workflow_exec_id, copies).await?)
+            .into_iter()
+            .map(|row| Head { row, copied: true })
+            .collect();
         let rows = (t.signal(), attr::SIGNAL_KEY, prefix);
         for row in self.query_signals(workflow_exec_id, rows).await? {
-            if !kept.iter().any(|k| k.signal_key == row.signal_key) {
-                kept.push(row);
+            if !heads.iter().any(|k| k.row.signal_key == row.signal_key) {
+                heads.push(Head { row, copied: false });
             }
         }
-        Ok(kept)
+        heads.retain(|h| h.row.invalid().is_none());
+        heads.sort_by(|a, b| a.row.order().cmp(&b.row.order()));
+        Ok(heads)
+    }
+
+    /// Signal `head` whole, as it is delivered: its copy, or its row read
+    /// now and kept ([`Engine::kept`]). `None` for a row gone (TTL),
+    /// malformed, invalid (its input) or past the execution's limit: it is
+    /// never taken, and the look goes on to the next.
+    ///
+    /// Errors: [`EngineError::Retry`] when DynamoDB is unavailable.
+    async fn whole(&self, head: &Head) -> Result<Option<SignalRow>, EngineError> {
+        let t = self.store.tables();
+        if head.copied {
+            return Ok(self.store.get(&t.decision(), copy_key(&head.row)).await?);
+        }
+        let key = crate::store::Item::from([
+            (attr::WORKFLOW_EXEC_ID.into(), s(&head.row.workflow_exec_id)),
+            (attr::SIGNAL_KEY.into(), s(&head.row.signal_key)),
+        ]);
+        let row: SignalRow = match self.store.get(&t.signal(), key).await {
+            Ok(Some(row)) => row,
+            Ok(None) | Err(StoreError::Shape { .. }) => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
+        if let Some(why) = row.invalid() {
+            info!(signal = %row.signal_key, workflow_exec_id = %row.workflow_exec_id, why, "an invalid signal row is never taken");
+            return Ok(None);
+        }
+        match self.kept(&row).await {
+            Ok(copy) => Ok(Some(copy)),
+            Err(EngineError::Rejected(why)) => {
+                info!(why, "a signal past its execution's limit is never taken");
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// The signals of one Query of `table` (its hash key the workflow
     /// exec id) whose range key `range` begins with `prefix` (`None`:
-    /// all; DynamoDB refuses an empty `begins_with`): at most
-    /// [`MAX_SIGNALS_READ`]; more are logged and left unread.
+    /// all; DynamoDB refuses an empty `begins_with`), without their
+    /// inputs ([`HEAD`]): at most [`MAX_SIGNALS_READ`]; more are logged
+    /// and left unread.
     ///
     /// Errors: the store's; an item that is not a signal is left out.
     async fn query_signals(
@@ -389,7 +427,7 @@ impl<L: Launcher> Engine<L> {
             range: prefix.map(|p| (range.into(), Cmp::BeginsWith, s(p))),
         };
         let (items, more) = (self.store)
-            .query_at_most(&table, None, key, MAX_SIGNALS_READ)
+            .query_at_most((&table, None), key, MAX_SIGNALS_READ, &HEAD)
             .await?;
         if more {
             warn!(
@@ -467,4 +505,34 @@ fn takes_signals(wf: &WorkflowExec) -> bool {
 /// `signal:(activity):(signal_key)`, on the wait's history once it took it.
 fn delivery_id(activity_exec_id: &str, row: &SignalRow) -> String {
     ids::EngineStep::SignalDelivered(activity_exec_id, &row.signal_key).event_id()
+}
+
+/// The attributes a look reads of each signal: all but its input (and
+/// its TTL), so a look holds at most 200 small rows however large the
+/// signals (issue 42 B.4).
+const HEAD: [&str; 5] = [
+    attr::WORKFLOW_EXEC_ID,
+    attr::SIGNAL_KEY,
+    "name",
+    "signal_id",
+    attr::WHEN_EPOCH,
+];
+
+/// A signal as a look first reads it ([`HEAD`]): its row without its
+/// input, and whether that is the engine's copy (else a row whose INSERT
+/// record is not applied yet).
+struct Head {
+    row: SignalRow,
+    copied: bool,
+}
+
+/// The key of the engine's copy of signal `row` on `whimbrel_decision`.
+fn copy_key(row: &SignalRow) -> crate::store::Item {
+    crate::store::Item::from([
+        (attr::WORKFLOW_EXEC_ID.into(), s(&row.workflow_exec_id)),
+        (
+            attr::LOG_KEY.into(),
+            s(signal_copy_log_key(&row.signal_key)),
+        ),
+    ])
 }

@@ -65,6 +65,32 @@ impl DynamoBackend {
         self
     }
 
+    /// A Query of `table` (or its GSI `index`: eventually consistent; the
+    /// table itself is read consistently) for `key`, returning only the
+    /// attributes in `projection` (all when empty), its consumed capacity
+    /// asked for.
+    fn query_request(
+        &self,
+        table: String,
+        index: Option<String>,
+        key: &KeyCond,
+        projection: &[String],
+    ) -> aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder {
+        let mut x = Expressions::default();
+        let text = x.key(key);
+        let proj: Vec<String> = projection.iter().map(|p| x.name(p)).collect();
+        self.client
+            .query()
+            .table_name(table)
+            .consistent_read(index.is_none())
+            .set_index_name(index)
+            .key_condition_expression(text)
+            .set_projection_expression((!proj.is_empty()).then(|| proj.join(", ")))
+            .set_expression_attribute_names(x.names())
+            .set_expression_attribute_values(x.values())
+            .return_consumed_capacity(CAPACITY)
+    }
+
     fn consumed<'a>(&self, op: &'static str, c: impl IntoIterator<Item = &'a ConsumedCapacity>) {
         for c in c {
             self.metrics.consumed(op, c);
@@ -553,20 +579,19 @@ impl Backend for DynamoBackend {
         key: KeyCond,
         start: Option<Item>,
     ) -> BoxFuture<'_, Result<Page, StoreError>> {
+        self.query_projected(table, index, (key, start), vec![])
+    }
+
+    fn query_projected(
+        &self,
+        table: String,
+        index: Option<String>,
+        (key, start): (KeyCond, Option<Item>),
+        projection: Vec<String>,
+    ) -> BoxFuture<'_, Result<Page, StoreError>> {
         async move {
-            let mut x = Expressions::default();
-            let text = x.key(&key);
-            let r = self
-                .client
-                .query()
-                .table_name(table)
-                .consistent_read(index.is_none())
-                .set_index_name(index)
-                .key_condition_expression(text)
-                .set_expression_attribute_names(x.names())
-                .set_expression_attribute_values(x.values())
+            let r = (self.query_request(table, index, &key, &projection))
                 .set_exclusive_start_key(start.map(to_sdk))
-                .return_consumed_capacity(CAPACITY)
                 .send()
                 .await
                 .map_err(|e| classify("Query", e))?;
@@ -591,19 +616,8 @@ impl Backend for DynamoBackend {
         limit: i32,
     ) -> BoxFuture<'_, Result<Vec<Item>, StoreError>> {
         async move {
-            let mut x = Expressions::default();
-            let text = x.key(&key);
-            let r = self
-                .client
-                .query()
-                .table_name(table)
-                .consistent_read(index.is_none())
-                .set_index_name(index)
-                .key_condition_expression(text)
-                .set_expression_attribute_names(x.names())
-                .set_expression_attribute_values(x.values())
+            let r = (self.query_request(table, index, &key, &[]))
                 .limit(limit)
-                .return_consumed_capacity(CAPACITY)
                 .send()
                 .await
                 .map_err(|e| classify("Query", e))?;

@@ -160,6 +160,24 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
         key: KeyCond,
         start: Option<Item>,
     ) -> BoxFuture<'_, Result<Page, StoreError>>;
+    /// One page of a Query as [`Backend::query`], each item only the
+    /// attributes in `projection` (Query's `ProjectionExpression`; the
+    /// page is still cut at 1 MB of whole items read, and read units count
+    /// them whole). The default reads the page and keeps those attributes.
+    fn query_projected(
+        &self,
+        table: String,
+        index: Option<String>,
+        (key, start): (KeyCond, Option<Item>),
+        projection: Vec<String>,
+    ) -> BoxFuture<'_, Result<Page, StoreError>> {
+        let page = self.query(table, index, key, start);
+        Box::pin(async move {
+            let (items, last) = page.await?;
+            let keep = |i: Item| i.into_iter().filter(|(k, _)| projection.contains(k));
+            Ok((items.into_iter().map(|i| keep(i).collect()).collect(), last))
+        })
+    }
     /// The first page of a Query holding at most `limit` items (Query's
     /// `Limit`). The default reads a whole page and cuts it.
     fn query_limited(
@@ -549,29 +567,31 @@ impl Store {
     /// The first `max` items of a query, in range key order, page by page
     /// (each page at most DynamoDB's 1 MB), and whether more exist: a read
     /// whose memory and time are bounded however many items the key holds.
+    /// Each item holds only the attributes in `projection` (every one when
+    /// empty).
     ///
     /// Errors: the query's.
     pub(crate) async fn query_at_most(
         &self,
-        table: &str,
-        index: Option<&str>,
+        (table, index): (&str, Option<&str>),
         key: KeyCond,
         max: usize,
+        projection: &[&str],
     ) -> Result<(Vec<Item>, bool), StoreError> {
         let mut out = Vec::new();
         let mut start: Option<Item> = None;
         loop {
             self.metrics.record("Query", 1);
             self.metrics.call("dynamodb:Query", table, index);
-            let (items, last) = self
-                .backend
-                .query(
-                    table.into(),
-                    index.map(str::to_string),
-                    key.clone(),
-                    start.take(),
-                )
-                .await?;
+            let (table, index) = (table.to_string(), index.map(str::to_string));
+            let (items, last) = match projection {
+                [] => self.backend.query(table, index, key.clone(), start.take()),
+                p => {
+                    let p = p.iter().map(|a| a.to_string()).collect();
+                    (self.backend).query_projected(table, index, (key.clone(), start.take()), p)
+                }
+            }
+            .await?;
             out.extend(items);
             let more = matches!(&last, Some(k) if !k.is_empty());
             if out.len() > max {
@@ -594,7 +614,10 @@ impl Store {
         index: Option<&str>,
         key: KeyCond,
     ) -> Result<Vec<Item>, StoreError> {
-        Ok(self.query_at_most(table, index, key, usize::MAX).await?.0)
+        Ok(self
+            .query_at_most((table, index), key, usize::MAX, &[])
+            .await?
+            .0)
     }
 
     /// The items a KEYS_ONLY index finds: Query the index for the keys,

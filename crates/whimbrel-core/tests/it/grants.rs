@@ -667,6 +667,17 @@ async fn heartbeat_monitor_calls() -> Calls {
     assert_eq!(h.activity(&s, "approval").await.state.as_str(), "TIMED_OUT");
     assert_eq!(h.workflow(&s).await.state.as_str(), "FAILED");
     let made: Calls = made.union(&calls(&h)).cloned().collect();
+    // The same, with a signal written before the deadline whose record
+    // was not applied: the monitor reads it whole, counts it among those
+    // kept, copies it and delivers it (issue 42 B.4).
+    let s = h.start("s").await;
+    let waiting = h.activity(&s, "approval").await;
+    let row = SignalRow::new(&s, "approve", "late-record", Some(json!("yes")));
+    (h.clients.put(&h.clients.tables().signal(), &row).await).unwrap();
+    calls(&h);
+    h.tick(h.deadline(&waiting) + 200).await;
+    assert_eq!(h.activity(&s, "approval").await.state.as_str(), "COMPLETED");
+    let made: Calls = made.union(&calls(&h)).cloned().collect();
     // The holder of a target's slot ended by a function that died before
     // its settle: the tick gives the slot back and hands it on.
     register_limited(&h).await;

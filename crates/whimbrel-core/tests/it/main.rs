@@ -8,6 +8,11 @@
 
 mod common;
 
+/// The process's heap, counted, so a test can bound what one call holds
+/// (`signals_dynamodb`); each test runs in its own process under nextest.
+#[global_allocator]
+pub(crate) static HEAP: peak_alloc::PeakAlloc = peak_alloc::PeakAlloc;
+
 mod attempts_dynamodb;
 mod bad_input;
 mod children_chain_dynamodb;

@@ -334,3 +334,95 @@ async fn a_kept_signal_is_delivered_as_inserted_not_as_overwritten() {
         (ActivityState::Completed, Some(json!("yes")))
     );
 }
+
+/// Issue 42 B.4 and docs/limits.md § 3: an execution keeps at most
+/// `MAX_SIGNALS_PER_EXECUTION` signals (every valid one the engine
+/// applies counts, whatever its name). Up to the limit each is kept and
+/// the execution runs to its end with the earliest; the next is refused
+/// with the reason and never delivered, even dated before all of them;
+/// a record of a kept signal applied again is still kept (the count is
+/// of signals, not of records).
+#[tokio::test]
+async fn an_execution_keeps_at_most_its_limit_of_signals_and_refuses_the_next() {
+    use whimbrel_core::engine::EngineError;
+    use whimbrel_core::model::MAX_SIGNALS_PER_EXECUTION;
+    let h = Harness::new().await;
+    h.register("approval", approval()).await;
+    let wf = h.start("approval").await;
+    let kept: Vec<SignalRow> = (0..MAX_SIGNALS_PER_EXECUTION)
+        .map(|i| {
+            let mut row = SignalRow::new(&wf, "approve", &format!("s{i:03}"), Some(json!(i)));
+            row.when_epoch = Some(2_000_000 + i as i64);
+            row
+        })
+        .collect();
+    for (n, batch) in kept.chunks(25).enumerate() {
+        let applied = deliver_signals(&h, batch, 1 + 100 * n as u64).await;
+        assert_eq!(applied, (batch.len() as u64, 0, 0), "batch {n}");
+    }
+    let mut past = SignalRow::new(&wf, "approve", "early", Some(json!("past")));
+    past.when_epoch = Some(1);
+    put_signal(&h, &past).await;
+    match h.engine.receive_signal(&past).await {
+        Err(EngineError::Rejected(why)) => assert!(
+            why.contains(&format!("at most {MAX_SIGNALS_PER_EXECUTION}")),
+            "{why}"
+        ),
+        other => panic!("the signal past the limit is refused, not {other:?}"),
+    }
+    let last = &kept[MAX_SIGNALS_PER_EXECUTION - 1];
+    assert_eq!(
+        deliver_signals(&h, std::slice::from_ref(last), 900).await,
+        (1, 0, 0),
+        "a kept signal applied again is still kept"
+    );
+    h.run_to_completion(&wf, "prepare").await;
+    let wait = h.activity(&wf, "approval").await;
+    assert_eq!(
+        (wait.state, wait.outcome.output),
+        (ActivityState::Completed, Some(json!(0)))
+    );
+    h.run_to_completion(&wf, "publish").await;
+    assert_eq!(h.workflow(&wf).await.state, WorkflowState::Completed);
+}
+
+/// Issue 42 B.4: a look for a wait's signal holds in memory only what it
+/// must, whatever signallers wrote: the most an execution keeps
+/// (`MAX_SIGNALS_PER_EXECUTION`, each of the largest input) plus as many
+/// rows whose records are not applied yet, 52 MB of JSON in all. The
+/// look's peak heap (the whole process's, through a counting allocator)
+/// stays within a small part of the activity-event function's 256 MB.
+#[tokio::test]
+async fn a_look_over_the_most_and_largest_signals_fits_a_256_mb_function() {
+    use whimbrel_core::model::{MAX_SIGNALS_PER_EXECUTION, MAX_SIGNAL_INPUT_BYTES};
+    let h = Harness::new().await;
+    h.register("approval", approval()).await;
+    let wf = h.start("approval").await;
+    // A string of n characters is n + 2 bytes of JSON.
+    let pad = "x".repeat(MAX_SIGNAL_INPUT_BYTES - 2);
+    let row = |i: usize| {
+        let mut row = SignalRow::new(&wf, "approve", &format!("s{i:03}"), Some(json!(pad)));
+        row.when_epoch = Some(3_000_000 + i as i64);
+        row
+    };
+    for i in 0..MAX_SIGNALS_PER_EXECUTION {
+        assert_eq!(
+            deliver_signals(&h, &[row(i)], 1 + i as u64).await,
+            (1, 0, 0)
+        );
+    }
+    for i in MAX_SIGNALS_PER_EXECUTION..2 * MAX_SIGNALS_PER_EXECUTION {
+        put_signal(&h, &row(i)).await;
+    }
+    let before = crate::HEAP.current_usage();
+    crate::HEAP.reset_peak_usage();
+    h.run_to_completion(&wf, "prepare").await;
+    let peak = crate::HEAP.peak_usage().saturating_sub(before);
+    let wait = h.activity(&wf, "approval").await;
+    assert_eq!(wait.state, ActivityState::Completed);
+    let bound = 8 << 20;
+    assert!(
+        peak <= bound,
+        "the look's peak heap grew {peak} bytes; at most {bound}"
+    );
+}

@@ -240,6 +240,42 @@ pub fn signal_copy_put(t: &Tables, row: &crate::model::SignalRow) -> Write {
     put_new(t, log_item(&row.workflow_exec_id, key, row))
 }
 
+/// The range key of the item on `whimbrel_decision` that counts the
+/// signals an execution keeps ([`signal_admit`]).
+pub const SIGNALS_KEPT_LOG_KEY: &str = "signals-kept";
+
+/// The update that counts signal `row` among those its execution keeps,
+/// before the engine copies it (issue 42 B.4): `ADD kept {h}` on the
+/// execution's [`SIGNALS_KEPT_LOG_KEY`] item, `h` its
+/// [`signal_kept_mark`], under the condition that the set
+/// is absent, holds fewer than
+/// [`crate::model::MAX_SIGNALS_PER_EXECUTION`] signals, or holds `h`
+/// already (a record applied again counts once). A false condition is
+/// the signal past the limit, refused. The set stays under 1.4 KB.
+pub fn signal_admit(t: &Tables, row: &crate::model::SignalRow) -> UpdateRequest {
+    let mark = signal_kept_mark(&row.signal_key);
+    let h = crate::write::Value::Ss(vec![mark.clone()]);
+    let key = Item::from([
+        (attr::WORKFLOW_EXEC_ID.into(), s(&row.workflow_exec_id)),
+        (attr::LOG_KEY.into(), s(SIGNALS_KEPT_LOG_KEY)),
+    ]);
+    let cap = crate::model::MAX_SIGNALS_PER_EXECUTION as u64;
+    UpdateRequest::new(t.decision(), key)
+        .act(Action::Add(attr::SIGNALS_KEPT.into(), h.clone()))
+        .when(Cond::Or(vec![
+            Cond::not_exists(attr::SIGNALS_KEPT),
+            Cond::SizeLt(attr::SIGNALS_KEPT.into(), cap),
+            Cond::Contains(attr::SIGNALS_KEPT.into(), s(mark)),
+        ]))
+}
+
+/// How the signals-kept set names signal `signal_key`: the first 12 hex
+/// digits of its SHA-256 (short, so 100 fit in under 1.4 KB).
+pub fn signal_kept_mark(signal_key: &str) -> String {
+    use sha2::{Digest, Sha256};
+    hex::encode(Sha256::digest(signal_key.as_bytes()))[..12].to_string()
+}
+
 /// An update of the workflow exec `wf` (id, name).
 pub(super) fn workflow_update(t: &Tables, wf: (&str, &str)) -> UpdateRequest {
     UpdateRequest::new(t.workflow_exec(), workflow_key(wf.0, wf.1))

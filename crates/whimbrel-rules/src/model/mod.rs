@@ -463,8 +463,8 @@ pub use activity_exec::{
     Trail,
 };
 pub use signal::{
-    earliest, signal_copy_log_key, signal_key, signal_key_prefix, SignalRow, MAX_SIGNALS_READ,
-    MAX_SIGNAL_ID_LEN, MAX_SIGNAL_INPUT_BYTES,
+    signal_copy_log_key, signal_key, signal_key_prefix, SignalRow, MAX_SIGNALS_PER_EXECUTION,
+    MAX_SIGNALS_READ, MAX_SIGNAL_ID_LEN, MAX_SIGNAL_INPUT_BYTES,
 };
 
 /// A place in a group of at most G members that is complete when `size`

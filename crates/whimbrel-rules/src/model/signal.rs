@@ -141,18 +141,24 @@ impl SignalRow {
 /// only the execution it was sent to (issue 42 B.4; docs/limits.md § 3).
 pub const MAX_SIGNALS_READ: usize = 100;
 
-/// The signal a waiting node takes among `rows` (all of its name): the
-/// earliest valid one, so that every deliverer (the stream handler, the
-/// release, the monitor) picks the same one once all are visible.
-pub fn earliest(rows: &[SignalRow]) -> Option<&SignalRow> {
-    rows.iter()
-        .filter(|r| r.invalid().is_none())
-        .min_by(|a, b| a.order().cmp(&b.order()))
-}
+/// Signals an execution keeps, at most: every valid signal the engine
+/// applies to it counts once, whatever its name; the next is refused with
+/// the reason and never delivered (issue 42 B.4; docs/limits.md § 3). As
+/// many as one look reads ([`MAX_SIGNALS_READ`]), so a look sees every
+/// signal kept.
+pub const MAX_SIGNALS_PER_EXECUTION: usize = MAX_SIGNALS_READ;
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The signal a wait takes among `rows`: the first valid one in
+    /// [`SignalRow::order`], as the engine's look takes it.
+    fn earliest(rows: &[SignalRow]) -> Option<&SignalRow> {
+        rows.iter()
+            .filter(|r| r.invalid().is_none())
+            .min_by(|a, b| a.order().cmp(&b.order()))
+    }
 
     /// docs/limits.md § 3: a signal's name at 128 bytes and not 129, its
     /// id at 256 and not 257, its input at 262,144 bytes of JSON and not

@@ -34,8 +34,10 @@ use std::sync::Arc;
 use serde_json::Value;
 use whimbrel_core::attr;
 use whimbrel_core::decider::Decision;
-use whimbrel_core::engine::decide::episodes::{DecisionRecord, EpisodeEvent, EpisodeState};
-use whimbrel_core::model::{signal_copy_log_key, ActivityExec, SignalRow, WorkflowExec};
+use whimbrel_core::engine::decide::episodes::{self, DecisionRecord, EpisodeEvent, EpisodeState};
+use whimbrel_core::model::{
+    signal_copy_log_key, ActivityExec, SignalRow, WorkflowExec, MAX_SIGNALS_PER_EXECUTION,
+};
 use whimbrel_core::plan::PlannedActivity;
 use whimbrel_core::store::memory::MemoryBackend;
 use whimbrel_core::store::{Item, Tables};
@@ -122,6 +124,8 @@ enum Entry {
     Marker(String, Value, u64),
     /// `signal#<signal_key>`: the engine's copy of a signal.
     SignalCopy(Box<SignalRow>),
+    /// `signals-kept`: the marks of the signals the execution keeps.
+    SignalsKept(Vec<String>),
     /// Any other key.
     Other,
 }
@@ -148,6 +152,18 @@ fn entry_of(key: &str, item: Item) -> Result<Entry, serde_dynamo::Error> {
         let by = m["decision"].as_u64().unwrap_or(0);
         let name = m["name"].as_str().unwrap_or("").into();
         Entry::Marker(name, m["details"].clone(), by)
+    } else if key == episodes::SIGNALS_KEPT_LOG_KEY {
+        let kept: Value = serde_dynamo::from_item(item)?;
+        let marks = kept[attr::SIGNALS_KEPT]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        Entry::SignalsKept(
+            marks
+                .iter()
+                .filter_map(|m| m.as_str().map(String::from))
+                .collect(),
+        )
     } else if key.starts_with("signal#") {
         Entry::SignalCopy(Box::new(serde_dynamo::from_item(item)?))
     } else {
@@ -176,13 +192,19 @@ pub(super) fn logs(mem: &MemoryBackend, t: &Tables) -> (Vec<Log>, Vec<String>) {
         logs.insert(log.exec.workflow_exec_id.clone(), log);
     }
     let mut bad = vec![];
+    let (mut copies, mut kept) = (vec![], HashMap::new());
     for (exec, key, entry) in mem.decoded(&t.decision(), read_entry) {
-        // The engine's copy of a signal (issue 42 B.3): of any execution,
-        // or of none yet (a signal sent before its start).
+        // The engine's copy of a signal (issue 42 B.3), and the marks of
+        // those kept (B.4): of any execution, or of none yet.
         if let Ok(Entry::SignalCopy(row)) = &entry {
             if row.workflow_exec_id != exec || signal_copy_log_key(&row.signal_key) != key {
                 bad.push(format!("{exec}: signal copy {key} is not its signal's"));
             }
+            copies.push((exec, row.signal_key.clone()));
+            continue;
+        }
+        if let Ok(Entry::SignalsKept(marks)) = entry {
+            kept.insert(exec, marks);
             continue;
         }
         let Some(log) = logs.get_mut(&exec) else {
@@ -197,6 +219,7 @@ pub(super) fn logs(mem: &MemoryBackend, t: &Tables) -> (Vec<Log>, Vec<String>) {
             )),
         }
     }
+    bad.extend(signals_kept(&copies, &kept));
     for log in logs.values_mut() {
         bad.extend(log.take_node_ends());
     }
@@ -219,7 +242,7 @@ impl Log {
             Entry::Marker(name, details, by) => {
                 self.markers.insert(name, (details, by));
             }
-            Entry::Other | Entry::SignalCopy(_) => {}
+            Entry::Other | Entry::SignalCopy(_) | Entry::SignalsKept(_) => {}
         }
     }
 
@@ -1001,3 +1024,27 @@ pub fn episode_counts(mem: &MemoryBackend, t: &Tables) -> Vec<(&'static str, u64
 #[cfg(test)]
 #[path = "episodes_tests.rs"]
 mod tests;
+
+/// Issue 42 B.4: an execution keeps at most
+/// [`MAX_SIGNALS_PER_EXECUTION`] signals, and the engine copies only a
+/// signal it counted among them.
+fn signals_kept(copies: &[(String, String)], kept: &HashMap<String, Vec<String>>) -> Vec<String> {
+    let mut bad: Vec<String> = (kept.iter())
+        .filter(|(_, marks)| marks.len() > MAX_SIGNALS_PER_EXECUTION)
+        .map(|(exec, marks)| {
+            format!(
+                "{exec}: {} signals kept; at most {MAX_SIGNALS_PER_EXECUTION}",
+                marks.len()
+            )
+        })
+        .collect();
+    for (exec, key) in copies {
+        let mark = episodes::signal_kept_mark(key);
+        if !kept.get(exec).is_some_and(|m| m.contains(&mark)) {
+            bad.push(format!(
+                "{exec}: signal {key} copied but not counted among those kept"
+            ));
+        }
+    }
+    bad
+}
