@@ -10,7 +10,7 @@ use tracing::{info, warn};
 use super::apply::Source;
 use super::decide::{self, Details, WorkflowMove};
 use super::{Engine, EngineError, WorkflowCounts};
-use crate::contract::{self, Transition, WorkflowState};
+use crate::contract::{self, ActivityState, Transition, WorkflowState};
 use crate::ids;
 use crate::launcher::Launcher;
 use crate::model::{ActivityExec, WorkflowExec};
@@ -224,7 +224,8 @@ impl<L: Launcher> Engine<L> {
     }
 
     /// Cancel every activity of the workflow that has not ended, as the
-    /// engine (event id `event_id`, error `reason`).
+    /// engine (event id `event_id`, error `reason`): first those not
+    /// claimed yet, then the others ([`Self::cancel_each`]).
     pub(crate) async fn cancel_all(
         &self,
         wf: &WorkflowExec,
@@ -232,21 +233,54 @@ impl<L: Launcher> Engine<L> {
         reason: &str,
     ) -> Result<(), EngineError> {
         let names = self.node_names(wf).await?;
-        let results: Vec<Result<(), EngineError>> = stream::iter(names.iter())
+        let claimed = self
+            .cancel_each(wf, &names, (event_id, reason), true)
+            .await?;
+        if wf.slots_used.is_some() {
+            let key = (wf.workflow_exec_id.as_str(), wf.workflow_name.as_str());
+            let drop = decide::drop_all_waiters(self.store.tables(), key);
+            match self.store.update(drop, false).await {
+                Ok(_) | Err(StoreError::ConditionFailed) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        self.cancel_each(wf, &claimed, (event_id, reason), false)
+            .await?;
+        Ok(())
+    }
+
+    /// Cancel each node of `wf` in `names` that has not ended, as the
+    /// engine (`step`: event id and error). With `unclaimed_only`, only
+    /// those not claimed yet (REQUESTED or READY), and the names of the
+    /// others are returned, to be cancelled after them: a node holding a
+    /// slot, cancelled first, gives it back, and its hand-off would claim
+    /// and launch a waiter the cancel had not reached yet (issue 42 D: a
+    /// cancel of a plan under `max_concurrency` launched 575 of its 1,870
+    /// waiting nodes, each then cancelled).
+    ///
+    /// Errors: [`EngineError::Retry`] when DynamoDB is unavailable.
+    async fn cancel_each(
+        &self,
+        wf: &WorkflowExec,
+        names: &[String],
+        (event_id, reason): (&str, &str),
+        unclaimed_only: bool,
+    ) -> Result<Vec<String>, EngineError> {
+        let results: Vec<Result<Option<String>, EngineError>> = stream::iter(names.iter())
             .map(|a| async move {
                 let id = ids::activity_exec_id(&wf.workflow_exec_id, a);
-                let Some(exec) = self
+                let key = self.activity_key(&id, &wf.workflow_exec_id);
+                let exec: Option<ActivityExec> = self
                     .store
-                    .get::<ActivityExec>(
-                        &self.store.tables().activity_exec(),
-                        self.activity_key(&id, &wf.workflow_exec_id),
-                    )
-                    .await?
-                else {
-                    return Ok(());
+                    .get(&self.store.tables().activity_exec(), key)
+                    .await?;
+                let Some(exec) = exec.filter(|e| !e.state.is_terminal()) else {
+                    return Ok(None);
                 };
-                if exec.state.is_terminal() {
-                    return Ok(());
+                let claimed =
+                    !matches!(exec.state, ActivityState::Requested | ActivityState::Ready);
+                if unclaimed_only && claimed {
+                    return Ok(Some(a.clone()));
                 }
                 let details = Details {
                     error: Some(reason.to_string()),
@@ -254,12 +288,12 @@ impl<L: Launcher> Engine<L> {
                 };
                 self.decree(exec, Transition::Cancel, Source::Engine, event_id, details)
                     .await
-                    .map(|_| ())
+                    .map(|_| None)
             })
             .buffer_unordered(self.config.concurrency)
             .collect()
             .await;
-        results.into_iter().collect()
+        results.into_iter().filter_map(Result::transpose).collect()
     }
 
     /// The names of the nodes of `wf` that may not have ended: its plan's,

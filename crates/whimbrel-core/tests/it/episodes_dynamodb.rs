@@ -1025,3 +1025,197 @@ async fn a_decision_shows_at_most_100_events_and_may_close_on_them() {
         Some(json!({"ended": MAX_EVENTS_PER_DECISION}))
     );
 }
+
+/// Schedules, in its first answer, `src`, `width` nodes that depend on it
+/// and `reduce`, which depends on all of them; closes with `reduce`'s
+/// output once it sees its end, and decides nothing before.
+struct Links {
+    width: usize,
+}
+
+impl Decider for Links {
+    fn start(&self, _: &DeciderRequest) -> DecisionsAnswer {
+        let names: Vec<String> = (0..self.width).map(|i| format!("m{i}")).collect();
+        let mut nodes = vec![lambda_node("src", "episode-step", Value::Null)];
+        for name in &names {
+            let mut node = lambda_node(name, "episode-step", Value::Null);
+            node.depends_on = vec!["src".into()];
+            nodes.push(node);
+        }
+        let mut reduce = lambda_node("reduce", "episode-step", Value::Null);
+        reduce.depends_on = names;
+        nodes.push(reduce);
+        decisions(vec![Decision::Schedule { activities: nodes }])
+    }
+
+    fn decide(&self, request: &DecisionRequest) -> DecisionsAnswer {
+        match ended(request).find(|e| e.node.as_deref() == Some("reduce")) {
+            Some(e) => decisions(vec![Decision::CompleteWorkflow {
+                result: e.output.clone().unwrap_or(Value::Null),
+            }]),
+            None => decisions(vec![]),
+        }
+    }
+}
+
+/// docs/limits.md § 4 (issue 42 D, Open 7): a decided node's links run
+/// on DynamoDB at their limit. `src` has `MAX_DECIDED_LINKS` dependents
+/// and `reduce` as many prerequisites: every node runs, `reduce` is
+/// launched with all 500 outputs, and the execution closes on its end.
+/// One more either way is refused with the reason before anything is
+/// written: the first answer schedules nothing, and the execution fails.
+#[tokio::test]
+async fn a_decided_node_runs_with_500_links_each_way_and_501_are_refused() {
+    use whimbrel_core::decider::MAX_DECIDED_LINKS;
+    let h = Harness::new().await;
+    let decider = Arc::new(Links {
+        width: MAX_DECIDED_LINKS,
+    });
+    register(&h, "links", "links-decider", decider).await;
+    let wf = start(&h, "links", json!({})).await;
+    complete(&h, &wf, "src", json!("src")).await;
+    let src = h.activity(&wf, "src").await;
+    assert_eq!(src.links.dependents.len(), MAX_DECIDED_LINKS);
+    // The decider is down while the nodes end (a decision per end would
+    // only make the test slow); their ends wait in the log.
+    let answering = decider_down(&h, "links-decider");
+    for i in 0..MAX_DECIDED_LINKS {
+        complete(&h, &wf, &format!("m{i}"), json!(i)).await;
+    }
+    let reduce = h.launcher.payload("reduce", 0);
+    assert_eq!(reduce.prerequisites.len(), MAX_DECIDED_LINKS);
+    complete(&h, &wf, "reduce", json!({"sum": 1})).await;
+    decider_up(&h, "links-decider", answering);
+    let done = ticked_to_its_end(&h, &wf).await;
+    assert_eq!(
+        (done.state, done.result),
+        (WorkflowState::Completed, Some(json!({"sum": 1})))
+    );
+    // One past: refused before anything is written.
+    let decider = Arc::new(Links {
+        width: MAX_DECIDED_LINKS + 1,
+    });
+    register(&h, "past", "past-decider", decider).await;
+    let past = start(&h, "past", json!({})).await;
+    let failed = h.workflow(&past).await;
+    assert_eq!(failed.state, WorkflowState::Failed, "{failed:?}");
+    let why = failed.error.unwrap_or_default();
+    assert!(why.contains("at most 500 are allowed"), "{why}");
+    assert!(
+        h.launcher.launches_of("src").len() == 1,
+        "only the first's src"
+    );
+}
+
+/// Schedules a lambda node of each of `names` in its first answer, and
+/// closes with the number of ends once it has seen every one.
+struct Named {
+    names: Vec<String>,
+    seen: std::sync::Mutex<std::collections::BTreeSet<String>>,
+}
+
+impl Decider for Named {
+    fn start(&self, _: &DeciderRequest) -> DecisionsAnswer {
+        let nodes = (self.names.iter())
+            .map(|n| lambda_node(n, "episode-step", Value::Null))
+            .collect();
+        decisions(vec![Decision::Schedule { activities: nodes }])
+    }
+
+    fn decide(&self, request: &DecisionRequest) -> DecisionsAnswer {
+        let mut seen = self.seen.lock().unwrap();
+        seen.extend(ended(request).filter_map(|e| e.node.clone()));
+        if seen.len() < self.names.len() {
+            return decisions(vec![]);
+        }
+        decisions(vec![Decision::CompleteWorkflow {
+            result: json!({"ended": seen.len()}),
+        }])
+    }
+}
+
+/// Workflow `wf` once monitor ticks, two minutes apart, have ended it
+/// (at most 20).
+async fn ticked_to_its_end(h: &Harness, wf: &str) -> whimbrel_core::model::WorkflowExec {
+    for _ in 0..20 {
+        if h.workflow(wf).await.state.is_terminal() {
+            break;
+        }
+        h.tick(h.now() + 120).await;
+    }
+    h.workflow(wf).await
+}
+
+/// Take decider `lambda` down (every call unavailable) and return what
+/// answered, to put back with [`decider_up`].
+fn decider_down(h: &Harness, lambda: &str) -> common::DeciderFn {
+    let answering = (h.launcher.decider_fns.lock().unwrap()).remove(lambda);
+    let down = Err(whimbrel_core::launcher::InvokeError::Unavailable {
+        function: lambda.into(),
+        message: "TooManyRequestsException".into(),
+    });
+    (h.launcher.deciders.lock().unwrap()).insert(lambda.into(), down);
+    answering.expect("a registered decider")
+}
+
+/// Put decider `lambda` back up, answering with `decider`.
+fn decider_up(h: &Harness, lambda: &str, decider: common::DeciderFn) {
+    (h.launcher.decider_fns.lock().unwrap()).insert(lambda.into(), decider);
+}
+
+/// docs/limits.md § 4 (issue 42 A.6 and D, Open 5): an episodic
+/// execution runs on DynamoDB with the names of its open nodes at their
+/// limit, `MAX_OPEN_NODE_BYTES` (781 names of 128 bytes and one of 32),
+/// all open at once; they end while its decider is down, so the workflow
+/// item holds every name twice (open, and ended but not yet shown), and
+/// the execution closes once its decider has seen every end. A name one
+/// byte longer is refused with the reason before anything is written.
+#[tokio::test]
+async fn open_nodes_named_to_the_limit_run_to_the_end_and_one_byte_more_is_refused() {
+    use whimbrel_core::decider::MAX_OPEN_NODE_BYTES;
+    use whimbrel_core::plan::MAX_NAME_LEN;
+    let names = |extra: usize| {
+        let full = MAX_OPEN_NODE_BYTES / MAX_NAME_LEN;
+        let mut names: Vec<String> = (0..full).map(|i| format!("{i:0>MAX_NAME_LEN$}")).collect();
+        names.push("z".repeat(MAX_OPEN_NODE_BYTES - full * MAX_NAME_LEN + extra));
+        names
+    };
+    let h = Harness::new().await;
+    let at = names(0);
+    assert_eq!(
+        at.iter().map(String::len).sum::<usize>(),
+        MAX_OPEN_NODE_BYTES
+    );
+    let decider = Arc::new(Named {
+        names: at.clone(),
+        seen: Default::default(),
+    });
+    register(&h, "named", "named-decider", decider).await;
+    let wf = start(&h, "named", json!({})).await;
+    let answering = decider_down(&h, "named-decider");
+    for name in &at {
+        complete(&h, &wf, name, json!(null)).await;
+    }
+    decider_up(&h, "named-decider", answering);
+    let done = ticked_to_its_end(&h, &wf).await;
+    assert_eq!(
+        (done.state, done.result),
+        (WorkflowState::Completed, Some(json!({"ended": at.len()})))
+    );
+    let decider = Arc::new(Named {
+        names: names(1),
+        seen: Default::default(),
+    });
+    register(&h, "past", "past-decider", decider).await;
+    let past = start(&h, "past", json!({})).await;
+    let failed = h.workflow(&past).await;
+    assert_eq!(failed.state, WorkflowState::Failed, "{failed:?}");
+    let why = failed.error.unwrap_or_default();
+    assert!(
+        why.contains(&format!(
+            "is {} bytes; at most {MAX_OPEN_NODE_BYTES}",
+            MAX_OPEN_NODE_BYTES + 1
+        )),
+        "{why}"
+    );
+}

@@ -42,6 +42,17 @@ async fn slots(h: &Harness, wf: &str) -> (i64, usize, Vec<String>) {
     (used, waiters, held)
 }
 
+/// The entries of `slot_waiters` on workflow `wf` of workflow `name`.
+async fn waiting(h: &Harness, wf: &str, name: &str) -> usize {
+    let key = whimbrel_core::keys::workflow_key(wf, name);
+    let item: Value = (h.store)
+        .get_projected(&h.store.tables().workflow_exec(), key, &[])
+        .await
+        .unwrap()
+        .unwrap();
+    item["slot_waiters"].as_array().map_or(0, Vec::len)
+}
+
 #[tokio::test]
 async fn at_most_n_hold_a_slot_and_the_rest_start_in_plan_order() {
     let h = Harness::new().await;
@@ -119,5 +130,97 @@ async fn a_slot_owed_by_a_function_that_died_is_given_back_by_the_monitor_once()
     let (used, waiters, held) = slots(&h, &wf).await;
     assert_eq!((used, held), (0, vec![]));
     assert!(waiters <= WIDTH, "{waiters}");
+    assert_eq!(h.workflow(&wf).await.state, WorkflowState::Cancelled);
+}
+
+/// docs/limits.md § 6 (issue 42 D, Open 5): a `max_concurrency` plan
+/// whose waiting nodes' names make `MAX_SLOT_WAITERS_BYTES` (1,875 nodes
+/// of 121-byte names, 128 bytes each on `slot_waiters`) runs on DynamoDB
+/// under a limit of 5, 1,870 waiting on the workflow item at the start,
+/// hands its slots on, and ends when cancelled. A plan one byte past it, registered by hand (as an old
+/// client could), fails its start with the reason and launches nothing.
+#[tokio::test]
+async fn a_limited_plans_waiters_run_at_their_bound_and_one_byte_past_fails_the_start() {
+    use whimbrel_core::plan::MAX_SLOT_WAITERS_BYTES;
+    const NODES: usize = 1_875;
+    let name = |i: usize, extra: usize| {
+        let pad = if i == 0 { 121 + extra } else { 121 };
+        format!("{i:0>pad$}")
+    };
+    let plan = |extra: usize| {
+        let acts: Vec<Value> = (0..NODES)
+            .map(|i| json!({"name": name(i, extra), "lambda": "f"}))
+            .collect();
+        json!({"max_concurrency": 5, "activities": acts})
+    };
+    assert_eq!(NODES * (121 + 7), MAX_SLOT_WAITERS_BYTES);
+    let h = Harness::new().await;
+    h.register("waiters", plan(0)).await;
+    let wf = h.start("waiters").await;
+    assert_eq!(waiting(&h, &wf, "waiters").await, NODES - 5);
+    // Slots handed on with the list at its largest, then the execution
+    // cancelled: every waiting node is cancelled and it ends (completing
+    // all 1,875 would take minutes and show nothing more).
+    for i in 0..10 {
+        h.run_to_completion(&wf, &name(i, 0)).await;
+    }
+    assert_eq!(h.launcher.launch_count(), 15);
+    let mut cancel = h.request("waiters", None);
+    cancel.cancel_workflow_exec_id = Some(wf.clone());
+    h.engine.cancel_workflow(&cancel).await.unwrap();
+    let ended = h.workflow(&wf).await;
+    assert_eq!(ended.state, WorkflowState::Cancelled);
+    assert_eq!(waiting(&h, &wf, "waiters").await, 0, "none left waiting");
+    h.register("past", plan(1)).await;
+    let past = h.start("past").await;
+    let failed = h.workflow(&past).await;
+    assert_eq!(failed.state, WorkflowState::Failed, "{failed:?}");
+    let why = failed.error.unwrap_or_default();
+    assert!(
+        why.contains(&format!(
+            "their names make {} bytes",
+            MAX_SLOT_WAITERS_BYTES + 1
+        )),
+        "{why}"
+    );
+    assert_eq!(
+        h.launcher.launch_count(),
+        15,
+        "the past plan launches nothing"
+    );
+}
+
+/// A cancelled workflow under `max_concurrency` launches nothing more:
+/// the nodes waiting for a slot are cancelled before the slot holders,
+/// so no slot a cancel frees is handed to one of them. Before, a cancel
+/// of these 40 nodes under a limit of 5 launched 9 waiting nodes (and of
+/// 1,875, 575), each cancelled right after its launch
+/// (`Engine::cancel_each`).
+#[tokio::test]
+async fn a_cancel_hands_no_slot_to_a_waiting_node() {
+    let h = Harness::new().await;
+    let acts: Vec<Value> = (0..40)
+        .map(|i| json!({"name": format!("a{i:02}"), "lambda": "f"}))
+        .collect();
+    h.register("w", json!({"max_concurrency": 5, "activities": acts}))
+        .await;
+    let wf = h.start("w").await;
+    for i in 0..2 {
+        h.run_to_completion(&wf, &format!("a{i:02}")).await;
+    }
+    assert_eq!(h.launcher.launch_count(), 7);
+    let mut cancel = h.request("w", None);
+    cancel.cancel_workflow_exec_id = Some(wf.clone());
+    h.engine.cancel_workflow(&cancel).await.unwrap();
+    h.tick(h.now() + 600).await;
+    assert_eq!(
+        h.launcher.launch_count(),
+        7,
+        "a cancelled workflow launched its waiting nodes"
+    );
+    for i in 0..40 {
+        let a = h.activity(&wf, &format!("a{i:02}")).await;
+        assert!(a.state.is_terminal(), "{} {}", a.activity_name, a.state);
+    }
     assert_eq!(h.workflow(&wf).await.state, WorkflowState::Cancelled);
 }

@@ -651,7 +651,8 @@ pub use attempts::*;
 pub use deadline::*;
 pub use items::activity_items;
 pub use slots::{
-    drop_waiter, give_back_slot, slot_limit, take_slot, wait_for_slot, waiter_entry, waiter_name,
+    drop_all_waiters, drop_waiter, give_back_slot, slot_limit, take_slot, wait_for_slot,
+    waiter_entry, waiter_name,
 };
 pub use step::{
     applicable, applied_locally, report_details, transition_step, unstorable, Source,
