@@ -131,6 +131,9 @@ pub const LOG_KEY: &str = "log_key";
 /// The short hashes of the signals an execution keeps (a string set on
 /// its `signals-kept` item of `whimbrel_decision`; issue 42 B.4).
 pub const SIGNALS_KEPT: &str = "kept";
+/// The executions started below a tree's root (a number on the root's
+/// `tree` item of `whimbrel_decision`; issue 42 B.6).
+pub const TREE_STARTED: &str = "started";
 /// `manual`: True when a Full Logic API client runs the workflow itself;
 pub const MANUAL: &str = "manual";
 /// `next_attempt_epoch`: While a retry waits out its delay: when the next attempt is due, epoch seconds.

@@ -120,6 +120,12 @@ pub struct EngineConfig {
     pub plan_parting: PlanParting,
     /// The episodic decisions' bounds (design.md § 10.3).
     pub decisions: DecisionSettings,
+    /// Executions one workflow tree may start below its root, at most:
+    /// children at every depth, and each run of a child's
+    /// `continue_as_new` chain (`WHIMBREL_MAX_TREE_EXECUTIONS`, default
+    /// 100,000, at most [`MAX_TREE_EXECUTIONS`]); the next child fails at
+    /// its start with the reason (issue 42 B.6, design.md § 9.5).
+    pub max_tree_executions: u64,
 }
 
 /// How long an episodic execution's decisions may take, and how many
@@ -284,6 +290,7 @@ impl Default for EngineConfig {
             launch_targets: crate::targets::LaunchTargets::default(),
             plan_parting: PlanParting::default(),
             decisions: DecisionSettings::default(),
+            max_tree_executions: 100_000,
         }
     }
 }
@@ -292,6 +299,12 @@ impl Default for EngineConfig {
 /// largest: 6 hours ("Configuring error handling settings for Lambda
 /// asynchronous invocations", AWS Lambda developer guide).
 pub const AWS_DEFAULT_EVENT_AGE_SECONDS: i64 = 21_600;
+
+/// The most a deployment may let one workflow tree start below its root
+/// (`WHIMBREL_MAX_TREE_EXECUTIONS`): a bound on what one start may cost,
+/// whatever its plans and deciders do (children × depth, and child
+/// chains continued as new).
+pub const MAX_TREE_EXECUTIONS: u64 = 1_000_000;
 
 /// Launches of one attempt, at most (`WHIMBREL_MAX_LAUNCH_ATTEMPTS`):
 /// each adds an entry to the activity's history, whose room per attempt
@@ -388,6 +401,11 @@ impl EngineConfig {
             launch_targets: crate::targets::LaunchTargets::from_vars(&var),
             plan_parting: d.plan_parting,
             decisions: DecisionSettings::from_vars(&var)?,
+            max_tree_executions: bounded(
+                "WHIMBREL_MAX_TREE_EXECUTIONS",
+                d.max_tree_executions as i64,
+                MAX_TREE_EXECUTIONS as i64,
+            )? as u64,
         })
     }
 
@@ -431,6 +449,7 @@ mod tests {
                 "WHIMBREL_MAX_LAUNCH_ATTEMPTS",
                 i64::from(MAX_LAUNCH_ATTEMPTS),
             ),
+            ("WHIMBREL_MAX_TREE_EXECUTIONS", MAX_TREE_EXECUTIONS as i64),
         ];
         for (var, max) in cases {
             let at = move |k: &str| (k == var).then(|| max.to_string());

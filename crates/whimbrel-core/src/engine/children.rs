@@ -123,6 +123,7 @@ impl<L: Launcher> Engine<L> {
                 workflow_name: exec.workflow_name.clone(),
                 activity_exec_id: exec.activity_exec_id.clone(),
                 depth: child.depth,
+                root: child.root.clone(),
             }),
         })
     }

@@ -47,10 +47,8 @@ impl<L: Launcher> Engine<L> {
         }
         let (fresh, oversized) = decide::requested_exec(req, self.now(), &self.config);
         let t = self.store.tables();
-        let created_exec = self
-            .store
-            .put_new(&t.workflow_exec(), attr::WORKFLOW_EXEC_ID, &fresh)
-            .await?;
+        let (created_exec, past_budget) = self.create_exec(&fresh).await?;
+        let oversized = oversized.or(past_budget);
         let exec = if created_exec {
             fresh
         } else {
@@ -643,6 +641,59 @@ impl<L: Launcher> Engine<L> {
             Err(StoreError::ConditionFailed) => Ok(false),
             Err(e) => Err(e.into()),
         }
+    }
+
+    /// Put the REQUESTED exec `fresh` unless it exists; returns whether
+    /// this call created it, and why it must fail. A child counts among
+    /// its tree's executions in the same transaction
+    /// ([`decide::episodes::count_in_tree`], issue 42 B.6), so a start
+    /// applied again counts once; one past the deployment's
+    /// `max_tree_executions` is created uncounted, to fail with the
+    /// reason.
+    ///
+    /// Errors: [`EngineError::Retry`] when DynamoDB is unavailable or the
+    /// count is contended.
+    async fn create_exec(
+        &self,
+        fresh: &WorkflowExec,
+    ) -> Result<(bool, Option<String>), EngineError> {
+        let t = self.store.tables();
+        let table = t.workflow_exec();
+        let Some(parent) = &fresh.parent else {
+            return Ok((
+                self.store
+                    .put_new(&table, attr::WORKFLOW_EXEC_ID, fresh)
+                    .await?,
+                None,
+            ));
+        };
+        let (root, max) = (parent.tree_root(), self.config.max_tree_executions);
+        let put = crate::store::Write::Put {
+            table: table.clone(),
+            item: serde_dynamo::to_item(fresh).map_err(|e| EngineError::Rejected(e.to_string()))?,
+            cond: Some(Cond::not_exists(attr::WORKFLOW_EXEC_ID)),
+        };
+        let count = decide::episodes::count_in_tree(t, root, max).into_write();
+        match self.store.transact(vec![put, count]).await {
+            Ok(()) => return Ok((true, None)),
+            Err(StoreError::ConditionFailed) => {}
+            Err(StoreError::Conflict) => {
+                return Err(EngineError::Retry(format!(
+                    "{root}: its tree's count is contended"
+                )))
+            }
+            Err(e) => return Err(e.into()),
+        }
+        // The exec exists (counted when it was created), or the tree has
+        // started its most.
+        let created = self
+            .store
+            .put_new(&table, attr::WORKFLOW_EXEC_ID, fresh)
+            .await?;
+        let why = format!(
+            "the workflow tree of {root} has started {max} executions below its root; at most {max} are allowed (WHIMBREL_MAX_TREE_EXECUTIONS)"
+        );
+        Ok((created, created.then_some(why)))
     }
 
     /// A start that cannot plan fails the workflow ([`Self::fail_unplanned`]):

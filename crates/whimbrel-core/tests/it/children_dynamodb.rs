@@ -494,3 +494,86 @@ async fn a_childs_input_and_result_run_at_their_limits_and_fail_just_past_them()
     );
     assert_eq!(h.workflow(&over).await.state, WorkflowState::Failed);
 }
+
+/// docs/limits.md § 5 (issue 42 B.6): a workflow tree starts at most the
+/// deployment's `max_tree_executions` below its root, children at every
+/// depth counted on the root. `tree` starts `mid`, which starts two
+/// `leaf`s: three below the root. With a budget of 3 the tree runs to
+/// COMPLETED; with 2 the second leaf fails at its start with the reason,
+/// and so do its parent and the root. A start applied again counts once.
+#[tokio::test]
+async fn a_tree_runs_at_its_budget_of_executions_and_the_next_child_fails() {
+    let h = Harness::new().await;
+    h.register(
+        "tree",
+        json!({"activities": [{"name": "k", "workflow": "mid"}]}),
+    )
+    .await;
+    h.register(
+        "mid",
+        json!({"activities": [
+            {"name": "x", "workflow": "leaf"}, {"name": "y", "workflow": "leaf"}]}),
+    )
+    .await;
+    h.register("leaf", one("work")).await;
+    for budget in [3, 2] {
+        let config = whimbrel_core::engine::EngineConfig {
+            max_tree_executions: budget,
+            ..h.config()
+        };
+        let engine = whimbrel_core::engine::Engine::with_environment(
+            h.store.clone(),
+            h.launcher.clone(),
+            config,
+            h.clock.clone(),
+        );
+        let req = h.request("tree", None);
+        engine.start_workflow(&req).await.unwrap();
+        let root = ids::workflow_exec_id("tree", &req.workflow_request_id);
+        let start = |wf: String, node: &'static str| {
+            let (h, engine) = (&h, &engine);
+            async move {
+                let row = child_request(h, &h.activity(&wf, node).await)
+                    .await
+                    .unwrap();
+                engine.start_workflow(&row).await.unwrap();
+                engine.start_workflow(&row).await.unwrap();
+                ids::workflow_exec_id(&row.workflow_name, &row.workflow_request_id)
+            }
+        };
+        let mid = start(root.clone(), "k").await;
+        let leaves = [start(mid.clone(), "x").await, start(mid.clone(), "y").await];
+        for leaf in &leaves {
+            if h.workflow(leaf).await.state == WorkflowState::Running {
+                h.run_to_completion(leaf, "work").await;
+            }
+        }
+        let ends: Vec<WorkflowState> = [&root, &mid, &leaves[0], &leaves[1]]
+            .iter()
+            .map(|id| async { h.workflow(id).await.state })
+            .collect::<futures::future::JoinAll<_>>()
+            .await;
+        if budget == 3 {
+            assert!(
+                ends.iter().all(|s| *s == WorkflowState::Completed),
+                "{ends:?}"
+            );
+            continue;
+        }
+        let failed = h.workflow(&leaves[1]).await;
+        assert_eq!(failed.state, WorkflowState::Failed);
+        let why = failed.error.unwrap_or_default();
+        assert!(
+            why.contains("has started 2 executions below its root; at most 2"),
+            "{why}"
+        );
+        assert_eq!(
+            ends[..3],
+            [
+                WorkflowState::Failed,
+                WorkflowState::Failed,
+                WorkflowState::Completed
+            ]
+        );
+    }
+}

@@ -269,6 +269,29 @@ pub fn signal_admit(t: &Tables, row: &crate::model::SignalRow) -> UpdateRequest 
         ]))
 }
 
+/// The range key of the item on `whimbrel_decision`, under a tree's root,
+/// that counts the executions started below it ([`count_in_tree`]).
+pub const TREE_LOG_KEY: &str = "tree";
+
+/// The update that counts one more execution started below root
+/// `root` (a workflow exec id): `ADD started 1` on the root's
+/// [`TREE_LOG_KEY`] item, under the condition that fewer than `max` were
+/// (issue 42 B.6). Written in one transaction with the child's exec, so
+/// a start counts once however often it is applied; a false condition is
+/// the child past its tree's budget.
+pub fn count_in_tree(t: &Tables, root: &str, max: u64) -> UpdateRequest {
+    let key = Item::from([
+        (attr::WORKFLOW_EXEC_ID.into(), s(root)),
+        (attr::LOG_KEY.into(), s(TREE_LOG_KEY)),
+    ]);
+    UpdateRequest::new(t.decision(), key)
+        .act(Action::Add(attr::TREE_STARTED.into(), n(1)))
+        .when(Cond::Or(vec![
+            Cond::not_exists(attr::TREE_STARTED),
+            Cond::lt(attr::TREE_STARTED, n(max)),
+        ]))
+}
+
 /// How the signals-kept set names signal `signal_key`: the first 12 hex
 /// digits of its SHA-256 (short, so 100 fit in under 1.4 KB).
 pub fn signal_kept_mark(signal_key: &str) -> String {

@@ -201,6 +201,7 @@ fn requested_item(
             child: a.workflow.as_ref().map(|w| ChildRunner {
                 workflow_name: w.clone(),
                 depth: wf.parent.as_ref().map_or(0, |p| p.depth) + 1,
+                root: wf.parent.as_ref().map(|p| p.tree_root().to_string()),
                 parent_close: a.parent_close.unwrap_or_default(),
             }),
             input: a.input.clone().filter(crate::payloads::inline),

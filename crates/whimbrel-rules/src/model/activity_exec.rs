@@ -205,6 +205,10 @@ pub struct ChildRunner {
     pub workflow_name: String,
     /// The child's depth (its parent's + 1).
     pub depth: u32,
+    /// The tree's root, when the parent is not it
+    /// ([`crate::model::ParentLink::root`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub root: Option<String>,
     /// What becomes of the child when the node is cancelled.
     #[serde(default)]
     pub parent_close: crate::kind::ParentClose,
@@ -760,6 +764,7 @@ mod tests {
         node.runner.child = Some(ChildRunner {
             workflow_name: "kid".into(),
             depth: 1,
+            root: None,
             parent_close: crate::kind::ParentClose::Cancel,
         });
         node.links.count_slot = Some(GroupSlot { group: 1, size: 4 });

@@ -77,6 +77,20 @@ pub struct ParentLink {
     /// The child's depth: 1 for a child of a top-level workflow; a start
     /// deeper than [`crate::kind::MAX_CHILD_DEPTH`] fails.
     pub depth: u32,
+    /// The tree's root workflow exec id; absent: the parent is the root
+    /// (a child of a top-level workflow, or a link written before roots
+    /// were kept). Every start below the root counts on its tree
+    /// ([`ParentLink::tree_root`], issue 42 B.6).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub root: Option<String>,
+}
+
+impl ParentLink {
+    /// The workflow exec id of the tree's root: [`ParentLink::root`], or
+    /// the parent's own.
+    pub fn tree_root(&self) -> &str {
+        self.root.as_deref().unwrap_or(&self.workflow_exec_id)
+    }
 }
 
 /// A row of `whimbrel_activity_event` (write-once): a requested transition

@@ -489,6 +489,10 @@ pub(super) fn features(read: &Read<'_>, add: &mut impl FnMut(&str, u64)) {
         if w.error.as_deref().is_some_and(|e| e.starts_with(TOO_DEEP)) {
             add("child starts failed for their depth", 1);
         }
+        let past_budget = |e: &str| e.starts_with("the workflow tree of");
+        if w.error.as_deref().is_some_and(past_budget) {
+            add("child starts failed for their tree's budget", 1);
+        }
         if w.continued_as.is_some() {
             add("child executions continued as new", 1);
         }

@@ -52,6 +52,7 @@ pub(super) fn child_of(a: &ActivityExec, state: &str) -> WorkflowExec {
         workflow_name: a.workflow_name.clone(),
         activity_exec_id: a.activity_exec_id.clone(),
         depth: 1,
+        root: None,
     });
     w
 }

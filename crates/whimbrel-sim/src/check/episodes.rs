@@ -207,6 +207,11 @@ pub(super) fn logs(mem: &MemoryBackend, t: &Tables) -> (Vec<Log>, Vec<String>) {
             kept.insert(exec, marks);
             continue;
         }
+        // A tree's count of the executions started below its root (issue
+        // 42 B.6): of any root.
+        if key == episodes::TREE_LOG_KEY {
+            continue;
+        }
         let Some(log) = logs.get_mut(&exec) else {
             bad.push(format!("decision item {key} of no episodic execution"));
             continue;

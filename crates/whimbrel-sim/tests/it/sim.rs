@@ -439,15 +439,16 @@ fn episodic_seeds_that_found_bugs_hold() {
     // beside the others, 2419 before an answer that schedules nothing
     // stopped reading its registration, 2420 before a look read signals
     // without their inputs and counted those kept, 2427 before a cancel
-    // cancelled the nodes not claimed first).
-    let stats = run(2436, &Params::default())
-        .unwrap_or_else(|f| panic!("seed 2436: {}", f.violations.join("\n")));
+    // cancelled the nodes not claimed first, 2436 before a child's start
+    // counted on its tree).
+    let stats = run(2438, &Params::default())
+        .unwrap_or_else(|f| panic!("seed 2438: {}", f.violations.join("\n")));
     let f = &stats.features;
     assert!(
         f["decided nodes linked to an earlier decision's"] > 0
             && f["cancel requests applied"] > 0
             && f["episodic executions"] > 0,
-        "seed 2436 no longer links decided nodes and cancels: {stats:?}"
+        "seed 2438 no longer links decided nodes and cancels: {stats:?}"
     );
 }
 
@@ -763,4 +764,25 @@ fn timers_fire_on_their_second_whatever_else_the_tick_sweeps() {
             "seed {seed} judges no timer for lateness: {stats:?}"
         );
     }
+}
+
+/// Seed 993, a checker bug: a heartbeat written 97 s behind the world's
+/// clock, with a heartbeat timeout of 96 s, was seen by the monitor with
+/// its own clock 2 s behind, so the engine trusted the heartbeat's time
+/// (design.md § 3.10: a heartbeat counts from its time while that is
+/// ahead of when the engine saw it) and timed the attempt out 96 s after
+/// it. The checker took a heartbeat behind by the timeout as one the
+/// engine never trusts; it now allows the engine's clock skew too
+/// (`check/timing.rs`, `ENGINE_SKEW`).
+#[test]
+fn a_heartbeat_behind_by_its_timeout_seen_by_a_clock_behind_may_be_trusted() {
+    let stats = run(993, &Params::default())
+        .unwrap_or_else(|f| panic!("seed 993: {}", f.violations.join("\n")));
+    assert!(
+        stats
+            .faults
+            .get("client clocks off by minutes")
+            .is_some_and(|n| *n > 0),
+        "seed 993 no longer skews a client's clock: {stats:?}"
+    );
 }
