@@ -330,9 +330,12 @@ impl Decider for SimDecider<'_> {
             });
         }
         if note {
+            // Every fourth near the largest details a marker may keep
+            // (issue 42 C.1; `MAX_MARKER_BYTES`, shown in every request).
+            let pad = if events.len() % 4 == 3 { 31_000 } else { 0 };
             decisions.push(Decision::RecordMarker {
                 name: "seen".into(),
-                details: json!({"events": events.len()}),
+                details: json!({"events": events.len(), "pad": "m".repeat(pad)}),
             });
         }
         decisions.extend(self.extra_node(request, round));

@@ -666,9 +666,37 @@ pub struct SimLauncher {
     pub faulty: bool,
 }
 
+/// Lambda's payload limits (the "Lambda quotas" page of the AWS Lambda
+/// developer guide): a synchronous request at most 6 MB, an asynchronous
+/// event at most 1 MB. The simulated service refuses a larger one as
+/// Lambda does (`RequestEntityTooLargeException`, 413), and the engine
+/// must never send one: each is a violation (issue 42 C.1).
+pub const MAX_SYNC_PAYLOAD_BYTES: usize = 6 * 1024 * 1024;
+/// See [`MAX_SYNC_PAYLOAD_BYTES`].
+pub const MAX_ASYNC_PAYLOAD_BYTES: usize = 1024 * 1024;
+
+impl SimLauncher {
+    /// Lambda's refusal of `payload` past `max` bytes, recorded as a
+    /// violation.
+    fn too_large(&self, function: &str, payload: &Value, max: usize) -> Result<(), InvokeError> {
+        let size = payload.to_string().len();
+        if size <= max {
+            return Ok(());
+        }
+        let message = format!("RequestEntityTooLargeException: {size} bytes; at most {max}");
+        (lock(&self.world).violations)
+            .push(format!("the engine invoked {function} with {message}"));
+        Err(InvokeError::Rejected {
+            function: function.into(),
+            message,
+        })
+    }
+}
+
 impl Launcher for SimLauncher {
     async fn invoke_sync(&self, function: &str, payload: &Value) -> Result<Value, InvokeError> {
         YieldNow::new().await;
+        self.too_large(function, payload, MAX_SYNC_PAYLOAD_BYTES)?;
         let name = payload[attr::WORKFLOW_NAME].as_str().unwrap_or("");
         if lock(&self.world).episodes.contains_key(name) {
             return self.episodic_decider(function, payload).await;
@@ -688,6 +716,7 @@ impl Launcher for SimLauncher {
 
     async fn invoke_async(&self, function: &str, payload: &Value) -> Result<(), InvokeError> {
         YieldNow::new().await;
+        self.too_large(function, payload, MAX_ASYNC_PAYLOAD_BYTES)?;
         let mut w = lock(&self.world);
         let f = if self.faulty { w.faults } else { Faults::NONE };
         // Two different tokens for one claimed attempt = a double claim.

@@ -137,7 +137,10 @@ impl Sim {
         };
         let input = match kind {
             0..=9 => None,
-            10..=14 => Some(json!({"n": k, "pad": "p".repeat(300)})),
+            // One in a hundred near the largest input a signal may carry
+            // (issue 42 C.1: an output by row, an event by reference).
+            14 => Some(json!({"n": k, "pad": "p".repeat(250_000)})),
+            10..=13 => Some(json!({"n": k, "pad": "p".repeat(300)})),
             _ => Some(json!({"n": k})),
         };
         let mut row = SignalRow::new(&t.exec, &name, &id, input);
