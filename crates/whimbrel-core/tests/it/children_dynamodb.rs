@@ -577,3 +577,64 @@ async fn a_tree_runs_at_its_budget_of_executions_and_the_next_child_fails() {
         );
     }
 }
+
+/// Issue 42 A.3 and C.3, a targeted interleaving on DynamoDB: a child's
+/// FAILED end is on its way to its node (read RUNNING, its write held);
+/// meanwhile the parent is cancelled and redriven, and the node runs
+/// again in a new generation with a new child. The held end then lands:
+/// it must not fail the new generation's node (the old child's end is a
+/// step of the generation it read). The new child's end completes the
+/// node and the parent, and the old child owes no one a report.
+#[tokio::test]
+async fn an_old_childs_end_stalled_across_a_redrive_does_not_end_the_new_node() {
+    let h = Harness::new().await;
+    h.register(
+        "solo",
+        json!({"activities": [{"name": "thumbs", "workflow": "thumbs"}]}),
+    )
+    .await;
+    h.register("thumbs", one("thumbnailer")).await;
+    let wf = h.start("solo").await;
+    let old = start_children(&h, &wf, &["thumbs"], 1).await.remove(0);
+    h.engine
+        .apply_event(&h.event(&old, "work", "RUNNING"))
+        .await
+        .unwrap();
+    let node = h.activity(&wf, "thumbs").await;
+    let (child_engine, reached, gate) = common::Stalled::engine(&h, &node.activity_exec_id);
+    let failed = h.event(&old, "work", "FAILED");
+    let meanwhile = async {
+        reached.notified().await;
+        let cancel = WorkflowRequest {
+            cancel_workflow_exec_id: Some(wf.clone()),
+            ..h.request("solo", None)
+        };
+        h.engine.cancel_workflow(&cancel).await.unwrap();
+        let redrive = WorkflowRequest {
+            redrive_workflow_exec_id: Some(wf.clone()),
+            ..h.request("solo", None)
+        };
+        h.engine.redrive_workflow(&redrive).await.unwrap();
+        assert_eq!(
+            h.activity(&wf, "thumbs").await.state,
+            ActivityState::Running
+        );
+        gate.notify_one();
+    };
+    let (applied, ()) = tokio::join!(child_engine.apply_event(&failed), meanwhile);
+    applied.unwrap();
+    assert_eq!(
+        h.activity(&wf, "thumbs").await.state,
+        ActivityState::Running,
+        "the old child's end ended the redriven node"
+    );
+    let new = start_children(&h, &wf, &["thumbs"], 3).await.remove(0);
+    assert_ne!(new, old);
+    h.run_to_completion(&new, "work").await;
+    assert_eq!(h.workflow(&wf).await.state, WorkflowState::Completed);
+    h.tick(h.now() + 600).await;
+    let old_wf = h.workflow(&old).await;
+    assert_eq!(old_wf.state, WorkflowState::Failed);
+    assert_eq!(old_wf.due_epoch, None, "the old child still owes a report");
+    assert_eq!(h.workflow(&wf).await.state, WorkflowState::Completed);
+}

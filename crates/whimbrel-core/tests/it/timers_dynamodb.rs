@@ -183,126 +183,6 @@ async fn a_retry_delay_shorter_than_a_tick_sends_a_wake_up_and_a_long_one_does_n
     assert_eq!(Some(sent[0].0.due_epoch), soon.timing.next_attempt_epoch);
 }
 
-/// A backend that holds the first write of one activity item (an
-/// UpdateItem of it, or a transaction that writes it) until `gate` is
-/// notified, after telling `reached`: a function stalled between its read
-/// and its write, as long as the test likes.
-#[derive(Debug)]
-struct Stalled {
-    inner: std::sync::Arc<dyn whimbrel_core::store::Backend>,
-    activity_exec_id: std::sync::Mutex<Option<String>>,
-    reached: std::sync::Arc<tokio::sync::Notify>,
-    gate: std::sync::Arc<tokio::sync::Notify>,
-}
-
-impl Stalled {
-    /// Whether `key` is the held item's, and the hold still to come (it
-    /// is taken: later writes pass).
-    fn holds(&self, key: &whimbrel_core::store::Item) -> bool {
-        use whimbrel_core::store::Value;
-        let mut held = self.activity_exec_id.lock().unwrap();
-        let hit = matches!((held.as_deref(), key.get("activity_exec_id")), (Some(id), Some(Value::S(s))) if s == id);
-        if hit {
-            *held = None;
-        }
-        hit
-    }
-}
-
-impl whimbrel_core::store::Backend for Stalled {
-    fn get(
-        &self,
-        t: String,
-        k: whimbrel_core::store::Item,
-        p: Vec<String>,
-    ) -> futures::future::BoxFuture<
-        '_,
-        Result<Option<whimbrel_core::store::Item>, whimbrel_core::store::StoreError>,
-    > {
-        self.inner.get(t, k, p)
-    }
-    fn put(
-        &self,
-        t: String,
-        i: whimbrel_core::store::Item,
-        c: Option<whimbrel_core::store::Cond>,
-    ) -> futures::future::BoxFuture<'_, Result<(), whimbrel_core::store::StoreError>> {
-        self.inner.put(t, i, c)
-    }
-    fn update(
-        &self,
-        t: String,
-        k: whimbrel_core::store::Item,
-        a: Vec<whimbrel_core::store::Action>,
-        c: Option<whimbrel_core::store::Cond>,
-        r: bool,
-    ) -> futures::future::BoxFuture<
-        '_,
-        Result<Option<whimbrel_core::store::Item>, whimbrel_core::store::StoreError>,
-    > {
-        let hold = self.holds(&k);
-        Box::pin(async move {
-            if hold {
-                self.reached.notify_one();
-                self.gate.notified().await;
-            }
-            self.inner.update(t, k, a, c, r).await
-        })
-    }
-    fn transact(
-        &self,
-        w: Vec<whimbrel_core::store::Write>,
-    ) -> futures::future::BoxFuture<'_, Result<(), whimbrel_core::store::StoreError>> {
-        use whimbrel_core::store::Write;
-        let hold = w.iter().any(|w| match w {
-            Write::Update { key, .. } => self.holds(key),
-            Write::Put { item, .. } => self.holds(item),
-        });
-        Box::pin(async move {
-            if hold {
-                self.reached.notify_one();
-                self.gate.notified().await;
-            }
-            self.inner.transact(w).await
-        })
-    }
-    fn batch_put(
-        &self,
-        t: String,
-        items: Vec<whimbrel_core::store::Item>,
-    ) -> futures::future::BoxFuture<
-        '_,
-        Result<Vec<whimbrel_core::store::Item>, whimbrel_core::store::StoreError>,
-    > {
-        self.inner.batch_put(t, items)
-    }
-    fn batch_get(
-        &self,
-        t: String,
-        k: Vec<whimbrel_core::store::Item>,
-    ) -> futures::future::BoxFuture<
-        '_,
-        Result<whimbrel_core::store::Found, whimbrel_core::store::StoreError>,
-    > {
-        self.inner.batch_get(t, k)
-    }
-    fn query(
-        &self,
-        t: String,
-        i: Option<String>,
-        k: whimbrel_core::store::KeyCond,
-        s: Option<whimbrel_core::store::Item>,
-    ) -> futures::future::BoxFuture<
-        '_,
-        Result<whimbrel_core::store::Page, whimbrel_core::store::StoreError>,
-    > {
-        self.inner.query(t, i, k, s)
-    }
-    fn pause(&self, millis: u64) -> futures::future::BoxFuture<'_, ()> {
-        self.inner.pause(millis)
-    }
-}
-
 /// Issue 42 A.3 and C.3, a targeted interleaving on DynamoDB: a monitor
 /// tick reads a timer due and decides to fire it; before its write lands,
 /// the workflow is cancelled and redriven, and the timer waits again in
@@ -322,18 +202,7 @@ async fn a_fire_stalled_across_a_redrive_does_not_fire_the_new_generation() {
     let wf = h.start("w").await;
     let timer = h.activity(&wf, "t").await;
     let due = h.deadline(&timer);
-    let (reached, gate) = Default::default();
-    let stalled = Stalled {
-        inner: h.store.backend().clone(),
-        activity_exec_id: std::sync::Mutex::new(Some(timer.activity_exec_id.clone())),
-        reached: std::sync::Arc::clone(&reached),
-        gate: std::sync::Arc::clone(&gate),
-    };
-    let store = whimbrel_core::store::Store::with_backend(
-        std::sync::Arc::new(stalled),
-        h.store.tables().clone(),
-    );
-    let monitor = Engine::with_environment(store, h.launcher.clone(), h.config(), h.clock.clone());
+    let (monitor, reached, gate) = common::Stalled::engine(&h, &timer.activity_exec_id);
     h.clock.set(due + 1);
     // Meanwhile (the tick held at its write): cancelled, and redriven at
     // the same second.

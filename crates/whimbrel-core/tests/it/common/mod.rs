@@ -704,3 +704,150 @@ pub async fn terminal_write_only(
     );
     owed
 }
+
+/// A backend that holds the first write of one activity item (an
+/// UpdateItem of it, or a transaction that writes it) until `gate` is
+/// notified, after telling `reached`: a function stalled between its read
+/// and its write, as long as the test likes.
+#[derive(Debug)]
+pub struct Stalled {
+    inner: std::sync::Arc<dyn whimbrel_core::store::Backend>,
+    activity_exec_id: std::sync::Mutex<Option<String>>,
+    reached: std::sync::Arc<tokio::sync::Notify>,
+    gate: std::sync::Arc<tokio::sync::Notify>,
+}
+
+impl Stalled {
+    /// An engine over `h`'s tables and launcher whose store holds the
+    /// first write of `activity_exec_id`'s item, with the `reached` it
+    /// tells when that write is held and the `gate` that lets it go.
+    pub fn engine(
+        h: &Harness,
+        activity_exec_id: &str,
+    ) -> (
+        Engine<RecordingLauncher>,
+        std::sync::Arc<tokio::sync::Notify>,
+        std::sync::Arc<tokio::sync::Notify>,
+    ) {
+        let (reached, gate): (
+            std::sync::Arc<tokio::sync::Notify>,
+            std::sync::Arc<tokio::sync::Notify>,
+        ) = Default::default();
+        let stalled = Stalled {
+            inner: h.store.backend().clone(),
+            activity_exec_id: std::sync::Mutex::new(Some(activity_exec_id.to_string())),
+            reached: std::sync::Arc::clone(&reached),
+            gate: std::sync::Arc::clone(&gate),
+        };
+        let store = Store::with_backend(std::sync::Arc::new(stalled), h.store.tables().clone());
+        let engine =
+            Engine::with_environment(store, h.launcher.clone(), h.config(), h.clock.clone());
+        (engine, reached, gate)
+    }
+
+    /// Whether `key` is the held item's, and the hold still to come (it
+    /// is taken: later writes pass).
+    fn holds(&self, key: &whimbrel_core::store::Item) -> bool {
+        use whimbrel_core::store::Value;
+        let mut held = self.activity_exec_id.lock().unwrap();
+        let hit = matches!((held.as_deref(), key.get("activity_exec_id")), (Some(id), Some(Value::S(s))) if s == id);
+        if hit {
+            *held = None;
+        }
+        hit
+    }
+}
+
+impl whimbrel_core::store::Backend for Stalled {
+    fn get(
+        &self,
+        t: String,
+        k: whimbrel_core::store::Item,
+        p: Vec<String>,
+    ) -> futures::future::BoxFuture<
+        '_,
+        Result<Option<whimbrel_core::store::Item>, whimbrel_core::store::StoreError>,
+    > {
+        self.inner.get(t, k, p)
+    }
+    fn put(
+        &self,
+        t: String,
+        i: whimbrel_core::store::Item,
+        c: Option<whimbrel_core::store::Cond>,
+    ) -> futures::future::BoxFuture<'_, Result<(), whimbrel_core::store::StoreError>> {
+        self.inner.put(t, i, c)
+    }
+    fn update(
+        &self,
+        t: String,
+        k: whimbrel_core::store::Item,
+        a: Vec<whimbrel_core::store::Action>,
+        c: Option<whimbrel_core::store::Cond>,
+        r: bool,
+    ) -> futures::future::BoxFuture<
+        '_,
+        Result<Option<whimbrel_core::store::Item>, whimbrel_core::store::StoreError>,
+    > {
+        let hold = self.holds(&k);
+        Box::pin(async move {
+            if hold {
+                self.reached.notify_one();
+                self.gate.notified().await;
+            }
+            self.inner.update(t, k, a, c, r).await
+        })
+    }
+    fn transact(
+        &self,
+        w: Vec<whimbrel_core::store::Write>,
+    ) -> futures::future::BoxFuture<'_, Result<(), whimbrel_core::store::StoreError>> {
+        use whimbrel_core::store::Write;
+        let hold = w.iter().any(|w| match w {
+            Write::Update { key, .. } => self.holds(key),
+            Write::Put { item, .. } => self.holds(item),
+        });
+        Box::pin(async move {
+            if hold {
+                self.reached.notify_one();
+                self.gate.notified().await;
+            }
+            self.inner.transact(w).await
+        })
+    }
+    fn batch_put(
+        &self,
+        t: String,
+        items: Vec<whimbrel_core::store::Item>,
+    ) -> futures::future::BoxFuture<
+        '_,
+        Result<Vec<whimbrel_core::store::Item>, whimbrel_core::store::StoreError>,
+    > {
+        self.inner.batch_put(t, items)
+    }
+    fn batch_get(
+        &self,
+        t: String,
+        k: Vec<whimbrel_core::store::Item>,
+    ) -> futures::future::BoxFuture<
+        '_,
+        Result<whimbrel_core::store::Found, whimbrel_core::store::StoreError>,
+    > {
+        self.inner.batch_get(t, k)
+    }
+    fn query(
+        &self,
+        t: String,
+        i: Option<String>,
+        k: whimbrel_core::store::KeyCond,
+        s: Option<whimbrel_core::store::Item>,
+    ) -> futures::future::BoxFuture<
+        '_,
+        Result<whimbrel_core::store::Page, whimbrel_core::store::StoreError>,
+    > {
+        self.inner.query(t, i, k, s)
+    }
+    fn pause(&self, millis: u64) -> futures::future::BoxFuture<'_, ()> {
+        self.inner.pause(millis)
+    }
+}
