@@ -224,3 +224,73 @@ async fn a_cancel_hands_no_slot_to_a_waiting_node() {
     }
     assert_eq!(h.workflow(&wf).await.state, WorkflowState::Cancelled);
 }
+
+/// Issue 42 A.3 and C.3, a targeted interleaving on DynamoDB, shown not
+/// to happen: under a limit of 1, `a` FAILED and its function died before
+/// its settle, so it still holds its slot; the monitor's settle reads it
+/// and is held at its give-back. Meanwhile the workflow is cancelled and
+/// a redrive is asked for: the workflow cannot end while `a`'s settle is
+/// owed, so the redrive is refused, and no give-back of generation 0 can
+/// land on generation 1. Once the held give-back lands, the workflow
+/// ends, the redrive runs `a` and `b` again, one at a time.
+#[tokio::test]
+async fn a_give_back_in_flight_holds_the_workflow_from_a_redrive() {
+    use whimbrel_core::engine::EngineError;
+    use whimbrel_core::model::WorkflowRequest;
+    let h = Harness::new().await;
+    let plan = json!({"max_concurrency": 1, "activities": [
+        {"name": "a", "lambda": "f"}, {"name": "b", "lambda": "f"}]});
+    h.register("pair", plan).await;
+    let wf = h.start("pair").await;
+    (h.engine.apply_event(&h.event(&wf, "a", "RUNNING")).await).unwrap();
+    let owed = common::terminal_write_only(
+        &h,
+        &wf,
+        "a",
+        Transition::Failed,
+        ActivityState::Failed,
+        "died",
+        Default::default(),
+    )
+    .await;
+    let a = h.activity(&wf, "a").await;
+    let (monitor, reached, gate) = common::Stalled::engine(&h, &a.activity_exec_id);
+    h.clock.set(owed);
+    let redrive = || WorkflowRequest {
+        redrive_workflow_exec_id: Some(wf.clone()),
+        ..h.request("pair", None)
+    };
+    let meanwhile = async {
+        reached.notified().await;
+        let cancel = WorkflowRequest {
+            cancel_workflow_exec_id: Some(wf.clone()),
+            ..h.request("pair", None)
+        };
+        h.engine.cancel_workflow(&cancel).await.unwrap();
+        assert_eq!(h.workflow(&wf).await.state, WorkflowState::Running);
+        let refused = h.engine.redrive_workflow(&redrive()).await;
+        assert!(
+            matches!(refused, Err(EngineError::Rejected(_))),
+            "{refused:?}"
+        );
+        gate.notify_one();
+    };
+    let (ticked, ()) = tokio::join!(monitor.monitor_tick(owed), meanwhile);
+    ticked.unwrap();
+    assert_eq!(waiting(&h, &wf, "pair").await, 0);
+    assert!(h.workflow(&wf).await.state.is_terminal());
+    h.engine.redrive_workflow(&redrive()).await.unwrap();
+    let claimed = |s: ActivityState| {
+        !s.is_terminal() && !matches!(s, ActivityState::Requested | ActivityState::Ready)
+    };
+    for first in ["a", "b"] {
+        let other = if first == "a" { "b" } else { "a" };
+        assert!(claimed(h.activity(&wf, first).await.state));
+        assert!(
+            !claimed(h.activity(&wf, other).await.state),
+            "two under a limit of 1"
+        );
+        h.run_to_completion(&wf, first).await;
+    }
+    assert_eq!(h.workflow(&wf).await.state, WorkflowState::Completed);
+}
