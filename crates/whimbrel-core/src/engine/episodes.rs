@@ -451,6 +451,7 @@ impl<L: Launcher> Engine<L> {
                 .collect(),
             node_count: state.activity_count as usize,
             open_bytes: state.open_nodes.iter().map(String::len).sum(),
+            open_count: state.open_nodes.len(),
             markers: if records_markers(&answer) {
                 self.markers(workflow_exec_id).await?.into_keys().collect()
             } else {

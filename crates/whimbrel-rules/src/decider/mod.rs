@@ -35,6 +35,16 @@ pub const MAX_ANSWER_BYTES: usize = 350_000;
 /// 10,000 nodes open at once, with 128-byte names 781.
 pub const MAX_OPEN_NODE_BYTES: usize = 100_000;
 
+/// Most nodes open at once in an episodic execution. Every decision
+/// request shows each open node's view (a name ≤ 128 bytes, a target ≤
+/// 170, its kind, state, attempt and fire time: ≤ 430 bytes of JSON), so
+/// 5,000 make at most 2.15 MB, and with 50 markers of 32,000 bytes, the
+/// input and one event the request stays within its 5,000,000 bytes
+/// (`request::MAX_REQUEST_BYTES`) and Lambda's 6 MB (issue 42 A.5;
+/// docs/limits.md § 4, Open 2). Names of 10 bytes would otherwise allow
+/// 10,000, whose views could pass 6 MB.
+pub const MAX_OPEN_NODES: usize = 5_000;
+
 /// Most marker names per execution: every marker is sent in every
 /// decision request, so 50 of at most [`MAX_MARKER_BYTES`] keep the
 /// request within [`request::MAX_REQUEST_BYTES`] with its other parts
@@ -207,6 +217,8 @@ pub struct DecisionContext {
     /// Bytes of the names of its open nodes ([`crate::attr::OPEN_NODES`]),
     /// bounded by [`MAX_OPEN_NODE_BYTES`].
     pub open_bytes: usize,
+    /// How many nodes are open, bounded by [`MAX_OPEN_NODES`].
+    pub open_count: usize,
     /// The names of the markers it has recorded (read only when the
     /// answer records one), at most [`MAX_MARKERS`].
     pub markers: std::collections::BTreeSet<String>,
@@ -309,6 +321,14 @@ pub enum DecisionRefusal {
         /// The markers it would make.
         count: usize,
     },
+    /// More nodes open at once than [`MAX_OPEN_NODES`].
+    #[error("decision {index}: {count} nodes would be open at once; at most {MAX_OPEN_NODES} are allowed (each is shown in every decision request)")]
+    TooManyOpen {
+        /// The decision's index in the answer.
+        index: usize,
+        /// The nodes that would be open.
+        count: usize,
+    },
     /// A decided node past [`MAX_DECIDED_LINKS`] prerequisites, or a node
     /// past that many dependents.
     #[error("decision {index}: activity {name:?} would have {count} {what}; at most {MAX_DECIDED_LINKS} are allowed for a decided node (a wider join needs a static plan or child workflows)")]
@@ -396,6 +416,7 @@ pub fn validate(answer: &DecisionsAnswer, ctx: &DecisionContext) -> Result<(), D
         });
     }
     open_bytes_within(answer, ctx.open_bytes)?;
+    open_count_within(answer, ctx.open_count)?;
     markers_within(answer, &ctx.markers)?;
     links_within(answer, &ctx.dependents_by_name)?;
     let last = answer.decisions.len().saturating_sub(1);
@@ -429,6 +450,24 @@ fn open_bytes_within(answer: &DecisionsAnswer, open: usize) -> Result<(), Decisi
                     size,
                     max: MAX_OPEN_NODE_BYTES,
                 });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The nodes `answer` schedules, added to those open already (`open`),
+/// within [`MAX_OPEN_NODES`] (issue 42 A.5: each is shown in every
+/// decision request).
+///
+/// Errors: [`DecisionRefusal::TooManyOpen`] at the first decision past it.
+fn open_count_within(answer: &DecisionsAnswer, open: usize) -> Result<(), DecisionRefusal> {
+    let mut count = open;
+    for (index, d) in answer.decisions.iter().enumerate() {
+        if let Decision::Schedule { activities } = d {
+            count += activities.len();
+            if count > MAX_OPEN_NODES {
+                return Err(DecisionRefusal::TooManyOpen { index, count });
             }
         }
     }

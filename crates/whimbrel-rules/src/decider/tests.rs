@@ -17,6 +17,7 @@ fn ctx() -> DecisionContext {
             .collect(),
         node_count: 3,
         open_bytes: 1,
+        open_count: 1,
         markers: Default::default(),
         unseen_events: false,
         dependents_by_name: Default::default(),
@@ -613,5 +614,83 @@ fn each_answer_size_is_admitted_at_its_limit_and_refused_one_past_it() {
             }
         ),
         "{r}"
+    );
+}
+
+/// Issue 42 A.5 (docs/limits.md § 4, Open 2): nodes open at once are
+/// bounded in count at [`MAX_OPEN_NODES`], as their names are in bytes;
+/// an answer that would open one more is refused with the reason.
+#[test]
+fn open_nodes_are_bounded_in_count_at_the_limit_and_refused_past_it() {
+    let timers = |n: usize| {
+        let nodes: Vec<serde_json::Value> = (0..n)
+            .map(|i| json!({"name": format!("t{i}"), "wait": {"seconds": 60}}))
+            .collect();
+        answer(json!([{"type": "schedule", "activities": nodes}]))
+    };
+    let near = DecisionContext {
+        open_count: MAX_OPEN_NODES - 2,
+        ..ctx()
+    };
+    assert_eq!(validate(&timers(2), &near), Ok(()));
+    let refused = validate(&timers(3), &near).unwrap_err().to_string();
+    assert_eq!(
+        refused,
+        format!(
+            "decision 0: {} nodes would be open at once; at most {MAX_OPEN_NODES} are allowed (each is shown in every decision request)",
+            MAX_OPEN_NODES + 1
+        )
+    );
+}
+
+/// Issue 42 A.5 (docs/limits.md § 4, Open 2): the largest decision
+/// request the bounds admit fits the engine's budget, so Lambda's 6 MB
+/// is never passed: `MAX_OPEN_NODES` views each at their largest (a
+/// 128-byte name, a 170-byte target, the longest kind and state, the
+/// largest attempt and fire time), `MAX_MARKERS` markers of
+/// `MAX_MARKER_BYTES`, the largest input and one event at its largest
+/// (an output inline at `MAX_INLINE_BYTES`, a reason of 2,048 bytes).
+#[test]
+fn the_largest_request_the_bounds_admit_fits_its_budget() {
+    use crate::contract::ActivityState;
+    use crate::decider::request::{EventView, NodeView, MAX_INLINE_BYTES, MAX_REQUEST_BYTES};
+    let name = "n".repeat(crate::plan::MAX_NAME_LEN);
+    let mut request = DecisionRequest::new(
+        &format!("{name}::{}", "u".repeat(36)),
+        &name,
+        &format!(
+            "{name}::{}::d18446744073709551615::a4294967295",
+            "u".repeat(36)
+        ),
+        json!("i".repeat(crate::plan::MAX_WORKFLOW_INPUT_BYTES - 2)),
+    );
+    request.open = (0..MAX_OPEN_NODES)
+        .map(|_| NodeView {
+            name: name.clone(),
+            kind: "task_list".into(),
+            state: ActivityState::CancelledRunning,
+            attempt: u32::MAX,
+            target: Some("t".repeat(crate::plan::MAX_LAMBDA_LEN)),
+            fires_epoch: Some(i64::MIN),
+        })
+        .collect();
+    request.markers = (0..MAX_MARKERS)
+        .map(|i| {
+            (
+                format!("{i:0>128}"),
+                json!("m".repeat(MAX_MARKER_BYTES - 2)),
+            )
+        })
+        .collect();
+    let mut event = EventView::new(u64::MAX, EventKind::ActivityEnded, i64::MIN);
+    event.node = Some(name.clone());
+    event.state = Some(ActivityState::CancelledRunning);
+    event.output = Some(json!("o".repeat(MAX_INLINE_BYTES - 2)));
+    event.reason = Some("r".repeat(2_048));
+    request.events = vec![event];
+    let size = serde_json::to_vec(&request).unwrap().len();
+    assert!(
+        size <= MAX_REQUEST_BYTES,
+        "{size} bytes; the budget is {MAX_REQUEST_BYTES}"
     );
 }
