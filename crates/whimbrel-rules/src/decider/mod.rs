@@ -31,8 +31,8 @@ pub const MAX_ANSWER_BYTES: usize = 350_000;
 /// they are kept on the workflow item (`open_nodes`, and `ended_events`
 /// once they end, until a decision sees them), which also holds the
 /// input and the result (64,000 bytes each), within DynamoDB's 400 KB
-/// (issue 42 A.6; docs/limits.md § 4). With names of 10 bytes that is
-/// 10,000 nodes open at once, with 128-byte names 781.
+/// (issue 42 A.6; docs/limits.md § 4): 781 names of 128 bytes; their
+/// count is bounded too, by [`MAX_OPEN_NODES`].
 pub const MAX_OPEN_NODE_BYTES: usize = 100_000;
 
 /// Most nodes open at once in an episodic execution. Every decision
