@@ -990,27 +990,13 @@ async fn a_decision_shows_at_most_100_events_and_may_close_on_them() {
     });
     register(&h, "wide", "wide-decider", decider).await;
     let wf = start(&h, "wide", json!({})).await;
-    let answering = h
-        .launcher
-        .decider_fns
-        .lock()
-        .unwrap()
-        .remove("wide-decider");
-    let down = Err(whimbrel_core::launcher::InvokeError::Unavailable {
-        function: "wide-decider".into(),
-        message: "TooManyRequestsException".into(),
-    });
-    h.launcher
-        .deciders
-        .lock()
-        .unwrap()
-        .insert("wide-decider".into(), down);
+    let answering = decider_down(&h, "wide-decider");
     for i in 0..width {
         complete(&h, &wf, &format!("n{i}"), json!({"i": i})).await;
     }
     assert_eq!(h.workflow(&wf).await.state, WorkflowState::Running);
     h.launcher.decider_requests.lock().unwrap().clear();
-    (h.launcher.decider_fns.lock().unwrap()).insert("wide-decider".into(), answering.unwrap());
+    decider_up(&h, "wide-decider", answering);
     h.tick(h.now() + 120).await;
     let asked = episode_requests(&h, "wide-decider");
     assert_eq!(asked.len(), 1, "one request, and its close commits");

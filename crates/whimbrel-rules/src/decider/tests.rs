@@ -397,18 +397,21 @@ fn an_answer_too_large_to_record_is_refused() {
     );
 }
 
+/// An answer that schedules `n` timers named `name(i)`.
+fn timers(n: usize, name: impl Fn(usize) -> String) -> DecisionsAnswer {
+    let nodes: Vec<serde_json::Value> = (0..n)
+        .map(|i| json!({"name": name(i), "wait": {"seconds": 60}}))
+        .collect();
+    answer(json!([{"type": "schedule", "activities": nodes}]))
+}
+
 /// Issue 42 A.6: the names of the open nodes stay within
 /// [`MAX_OPEN_NODE_BYTES`] of the workflow item: an answer that would
 /// pass it is refused with the reason (recorded, shown to the next
 /// decision), never a commit DynamoDB refuses.
 #[test]
 fn the_open_nodes_names_are_bounded_at_the_limit_and_refused_past_it() {
-    let timers = |n: usize, len: usize| {
-        let nodes: Vec<serde_json::Value> = (0..n)
-            .map(|i| json!({"name": format!("{i:0>len$}"), "wait": {"seconds": 60}}))
-            .collect();
-        answer(json!([{"type": "schedule", "activities": nodes}]))
-    };
+    let timers = |n: usize, len: usize| timers(n, |i| format!("{i:0>len$}"));
     // 781 names of 128 bytes and one of 31: exactly the limit, with `b`
     // (1 byte) open already.
     let mut at = timers(781, 128);
@@ -622,12 +625,7 @@ fn each_answer_size_is_admitted_at_its_limit_and_refused_one_past_it() {
 /// an answer that would open one more is refused with the reason.
 #[test]
 fn open_nodes_are_bounded_in_count_at_the_limit_and_refused_past_it() {
-    let timers = |n: usize| {
-        let nodes: Vec<serde_json::Value> = (0..n)
-            .map(|i| json!({"name": format!("t{i}"), "wait": {"seconds": 60}}))
-            .collect();
-        answer(json!([{"type": "schedule", "activities": nodes}]))
-    };
+    let timers = |n: usize| timers(n, |i| format!("t{i}"));
     let near = DecisionContext {
         open_count: MAX_OPEN_NODES - 2,
         ..ctx()
