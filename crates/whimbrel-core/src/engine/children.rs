@@ -118,14 +118,39 @@ impl<L: Launcher> Engine<L> {
             expires_at_epoch: self.config.row_expiry(now.epoch),
             cancel_workflow_exec_id: None,
             reason: None,
-            parent: Some(ParentLink {
-                workflow_exec_id: exec.workflow_exec_id.clone(),
-                workflow_name: exec.workflow_name.clone(),
-                activity_exec_id: exec.activity_exec_id.clone(),
-                depth: child.depth,
-                root: child.root.clone(),
-            }),
+            parent: Some(link_of(exec, child)),
         })
+    }
+
+    /// Why the parent link of `fresh` (a workflow exec about to be
+    /// created) is not the engine's: it names no node that starts this
+    /// execution ([`Self::node_of`]), or not as that node's release wrote
+    /// it ([`link_of`]: the depth and the tree's root). `None` for a
+    /// top-level workflow or a link that holds. A request row's parent
+    /// link is the engine's to write; a client may write one on any row
+    /// (issue 42 B.6), and only a link that holds counts on a tree.
+    ///
+    /// Errors: [`EngineError::Retry`] when DynamoDB is unavailable.
+    pub(crate) async fn forged_link(
+        &self,
+        fresh: &WorkflowExec,
+    ) -> Result<Option<String>, EngineError> {
+        let Some(link) = &fresh.parent else {
+            return Ok(None);
+        };
+        let node = self.node_of(fresh).await?;
+        let holds = node
+            .as_ref()
+            .and_then(|n| Some(link_of(n, n.runner.child.as_ref()?)));
+        if holds.as_ref() == Some(link) {
+            return Ok(None);
+        }
+        Ok(Some(format!(
+            "its parent link (node {} of {}, root {}) names no node that starts it as written; a parent link is the engine's to write",
+            link.activity_exec_id,
+            link.workflow_exec_id,
+            link.tree_root()
+        )))
     }
 
     /// Why the request row already at `row`'s key is not the engine's
@@ -390,6 +415,19 @@ fn child_end(child: &WorkflowExec, result: Option<Value>) -> (Transition, Detail
 /// Whether `node` is a child node that waits on the workflow exec
 /// `child_exec_id`: its child (its id derived from the node's), or the
 /// execution its child's chain continued as ([`ActivityExec::current_child`]).
+/// The parent link the child of node `exec` carries on its request row
+/// and exec (design.md § 9.5): the node's ids, the child's depth and its
+/// tree's root, as the node's release wrote them.
+fn link_of(exec: &ActivityExec, child: &crate::model::ChildRunner) -> ParentLink {
+    ParentLink {
+        workflow_exec_id: exec.workflow_exec_id.clone(),
+        workflow_name: exec.workflow_name.clone(),
+        activity_exec_id: exec.activity_exec_id.clone(),
+        depth: child.depth,
+        root: child.root.clone(),
+    }
+}
+
 fn started_by(node: &ActivityExec, child_exec_id: &str) -> bool {
     node.current_child().is_some_and(|id| id == child_exec_id)
 }

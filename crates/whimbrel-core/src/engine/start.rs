@@ -51,14 +51,16 @@ impl<L: Launcher> Engine<L> {
         }
         let (fresh, oversized) = decide::requested_exec(req, self.now(), &self.config);
         let t = self.store.tables();
-        let (created_exec, past_budget) = self.create_exec(&fresh).await?;
-        let oversized = oversized.or(past_budget);
-        let exec = if created_exec {
-            fresh
-        } else {
-            self.load_workflow(&fresh.workflow_exec_id, &fresh.workflow_name)
-                .await?
+        let created = self.create_exec(&fresh).await?;
+        let created_exec = created.is_some();
+        let exec = match created {
+            Some(exec) => exec,
+            None => {
+                self.load_workflow(&fresh.workflow_exec_id, &fresh.workflow_name)
+                    .await?
+            }
         };
+        let oversized = oversized.or_else(|| decide::start_refusal(&exec));
         if exec.state.is_terminal() {
             return Ok(Applied::Workflow(exec.state));
         }
@@ -316,30 +318,27 @@ impl<L: Launcher> Engine<L> {
         self.start_workflow(&request).await.map(|_| true)
     }
 
-    /// Put the REQUESTED exec `fresh` unless it exists; returns whether
-    /// this call created it, and why it must fail. A child counts among
-    /// its tree's executions in the same transaction
+    /// Put the REQUESTED exec `fresh` unless it exists; returns it as put
+    /// when this call created it. A child counts among its tree's
+    /// executions in the same transaction
     /// ([`decide::episodes::count_in_tree`], issue 42 B.6), so a start
-    /// applied again counts once; one past the deployment's
-    /// `max_tree_executions` is created uncounted, to fail with the
-    /// reason.
+    /// applied again counts once. One past the deployment's
+    /// `max_tree_executions`, or one whose parent link the engine did not
+    /// write ([`Self::forged_link`]), is created uncounted with the reason
+    /// in its `error`: its start fails with it, even one that died after
+    /// this write ([`decide::start_refusal`]).
     ///
     /// Errors: [`EngineError::Retry`] when DynamoDB is unavailable or the
     /// count is contended.
-    async fn create_exec(
-        &self,
-        fresh: &WorkflowExec,
-    ) -> Result<(bool, Option<String>), EngineError> {
+    async fn create_exec(&self, fresh: &WorkflowExec) -> Result<Option<WorkflowExec>, EngineError> {
         let t = self.store.tables();
         let table = t.workflow_exec();
         let Some(parent) = &fresh.parent else {
-            return Ok((
-                self.store
-                    .put_new(&table, attr::WORKFLOW_EXEC_ID, fresh)
-                    .await?,
-                None,
-            ));
+            return self.put_exec(fresh.clone()).await;
         };
+        if let Some(why) = self.forged_link(fresh).await? {
+            return self.put_exec(decide::failing_exec(fresh, why)).await;
+        }
         let (root, max) = (parent.tree_root(), self.config.max_tree_executions);
         let put = crate::store::Write::Put {
             table: table.clone(),
@@ -348,7 +347,7 @@ impl<L: Launcher> Engine<L> {
         };
         let count = decide::episodes::count_in_tree(t, root, max).into_write();
         match self.store.transact(vec![put, count]).await {
-            Ok(()) => return Ok((true, None)),
+            Ok(()) => return Ok(Some(fresh.clone())),
             Err(StoreError::ConditionFailed) => {}
             Err(StoreError::Conflict) => {
                 return Err(EngineError::Retry(format!(
@@ -359,14 +358,22 @@ impl<L: Launcher> Engine<L> {
         }
         // The exec exists (counted when it was created), or the tree has
         // started its most.
-        let created = self
-            .store
-            .put_new(&table, attr::WORKFLOW_EXEC_ID, fresh)
-            .await?;
         let why = format!(
             "the workflow tree of {root} has started {max} executions below its root; at most {max} are allowed (WHIMBREL_MAX_TREE_EXECUTIONS)"
         );
-        Ok((created, created.then_some(why)))
+        self.put_exec(decide::failing_exec(fresh, why)).await
+    }
+
+    /// Put `exec` unless an exec is at its key: `Some(exec)` when put.
+    ///
+    /// Errors: [`EngineError::Retry`] when DynamoDB is unavailable.
+    async fn put_exec(&self, exec: WorkflowExec) -> Result<Option<WorkflowExec>, EngineError> {
+        let table = self.store.tables().workflow_exec();
+        let created = self
+            .store
+            .put_new(&table, attr::WORKFLOW_EXEC_ID, &exec)
+            .await?;
+        Ok(created.then_some(exec))
     }
 }
 

@@ -10,9 +10,10 @@ use crate::common;
 use crate::common::{stream_event, Harness};
 use serde_json::{json, Value};
 use whimbrel_core::contract::{ActivityState, WorkflowState};
+use whimbrel_core::engine::Engine;
 use whimbrel_core::handlers;
 use whimbrel_core::ids;
-use whimbrel_core::model::{ActivityExec, WorkflowRequest};
+use whimbrel_core::model::{ActivityExec, ParentLink, WorkflowRequest};
 use whimbrel_core::plan::MAX_CHILD_DEPTH;
 
 /// `parent`: prepare, then two children (`thumbs`, cancelled with the
@@ -495,15 +496,9 @@ async fn a_childs_input_and_result_run_at_their_limits_and_fail_just_past_them()
     assert_eq!(h.workflow(&over).await.state, WorkflowState::Failed);
 }
 
-/// docs/limits.md § 5 (issue 42 B.6): a workflow tree starts at most the
-/// deployment's `max_tree_executions` below its root, children at every
-/// depth counted on the root. `tree` starts `mid`, which starts two
-/// `leaf`s: three below the root. With a budget of 3 the tree runs to
-/// COMPLETED; with 2 the second leaf fails at its start with the reason,
-/// and so do its parent and the root. A start applied again counts once.
-#[tokio::test]
-async fn a_tree_runs_at_its_budget_of_executions_and_the_next_child_fails() {
-    let h = Harness::new().await;
+/// Registers `tree`, which starts `mid`, which starts two `leaf`s: three
+/// executions below the root.
+async fn register_tree(h: &Harness) {
     h.register(
         "tree",
         json!({"activities": [{"name": "k", "workflow": "mid"}]}),
@@ -516,43 +511,64 @@ async fn a_tree_runs_at_its_budget_of_executions_and_the_next_child_fails() {
     )
     .await;
     h.register("leaf", one("work")).await;
-    for budget in [3, 2] {
-        let config = whimbrel_core::engine::EngineConfig {
-            max_tree_executions: budget,
-            ..h.config()
-        };
-        let engine = whimbrel_core::engine::Engine::with_environment(
-            h.store.clone(),
-            h.launcher.clone(),
-            config,
-            h.clock.clone(),
-        );
-        let req = h.request("tree", None);
-        engine.start_workflow(&req).await.unwrap();
-        let root = ids::workflow_exec_id("tree", &req.workflow_request_id);
-        let start = |wf: String, node: &'static str| {
-            let (h, engine) = (&h, &engine);
-            async move {
-                let row = child_request(h, &h.activity(&wf, node).await)
-                    .await
-                    .unwrap();
-                engine.start_workflow(&row).await.unwrap();
-                engine.start_workflow(&row).await.unwrap();
-                ids::workflow_exec_id(&row.workflow_name, &row.workflow_request_id)
-            }
-        };
-        let mid = start(root.clone(), "k").await;
-        let leaves = [start(mid.clone(), "x").await, start(mid.clone(), "y").await];
-        for leaf in &leaves {
-            if h.workflow(leaf).await.state == WorkflowState::Running {
-                h.run_to_completion(leaf, "work").await;
-            }
+}
+
+/// An engine on `h`'s tables whose deployment lets a tree start `budget`
+/// executions below its root.
+fn budget_engine(h: &Harness, budget: u64) -> Engine<common::RecordingLauncher> {
+    let config = whimbrel_core::engine::EngineConfig {
+        max_tree_executions: budget,
+        ..h.config()
+    };
+    Engine::with_environment(h.store.clone(), h.launcher.clone(), config, h.clock.clone())
+}
+
+/// Run the tree of [`register_tree`] from its start row `req` with
+/// `engine`, each child's request applied twice; returns the states of
+/// the root, `mid` and both leaves, and the second leaf's exec.
+async fn run_tree(
+    h: &Harness,
+    engine: &Engine<common::RecordingLauncher>,
+    req: &WorkflowRequest,
+) -> (Vec<WorkflowState>, String) {
+    engine.start_workflow(req).await.unwrap();
+    let root = ids::workflow_exec_id("tree", &req.workflow_request_id);
+    let start = |wf: String, node: &'static str| async move {
+        let row = child_request(h, &h.activity(&wf, node).await)
+            .await
+            .unwrap();
+        engine.start_workflow(&row).await.unwrap();
+        engine.start_workflow(&row).await.unwrap();
+        ids::workflow_exec_id(&row.workflow_name, &row.workflow_request_id)
+    };
+    let mid = start(root.clone(), "k").await;
+    let leaves = [start(mid.clone(), "x").await, start(mid.clone(), "y").await];
+    for leaf in &leaves {
+        if h.workflow(leaf).await.state == WorkflowState::Running {
+            h.run_to_completion(leaf, "work").await;
         }
-        let ends: Vec<WorkflowState> = [&root, &mid, &leaves[0], &leaves[1]]
-            .iter()
-            .map(|id| async { h.workflow(id).await.state })
-            .collect::<futures::future::JoinAll<_>>()
-            .await;
+    }
+    let ends: Vec<WorkflowState> = [&root, &mid, &leaves[0], &leaves[1]]
+        .iter()
+        .map(|id| async { h.workflow(id).await.state })
+        .collect::<futures::future::JoinAll<_>>()
+        .await;
+    (ends, leaves[1].clone())
+}
+
+/// docs/limits.md § 5 (issue 42 B.6): a workflow tree starts at most the
+/// deployment's `max_tree_executions` below its root, children at every
+/// depth counted on the root. `tree` starts `mid`, which starts two
+/// `leaf`s: three below the root. With a budget of 3 the tree runs to
+/// COMPLETED; with 2 the second leaf fails at its start with the reason,
+/// and so do its parent and the root. A start applied again counts once.
+#[tokio::test]
+async fn a_tree_runs_at_its_budget_of_executions_and_the_next_child_fails() {
+    let h = Harness::new().await;
+    register_tree(&h).await;
+    for budget in [3, 2] {
+        let engine = budget_engine(&h, budget);
+        let (ends, second_leaf) = run_tree(&h, &engine, &h.request("tree", None)).await;
         if budget == 3 {
             assert!(
                 ends.iter().all(|s| *s == WorkflowState::Completed),
@@ -560,7 +576,7 @@ async fn a_tree_runs_at_its_budget_of_executions_and_the_next_child_fails() {
             );
             continue;
         }
-        let failed = h.workflow(&leaves[1]).await;
+        let failed = h.workflow(&second_leaf).await;
         assert_eq!(failed.state, WorkflowState::Failed);
         let why = failed.error.unwrap_or_default();
         assert!(
@@ -576,6 +592,54 @@ async fn a_tree_runs_at_its_budget_of_executions_and_the_next_child_fails() {
             ]
         );
     }
+}
+
+/// Issue 42 B.6, a client as adversary: a request row's parent link is
+/// the engine's to write, but a client may write one. Rows naming a
+/// victim tree's root (as the parent, or as the root of its own
+/// workflow's node) must spend none of that tree's budget, nor start a
+/// workflow that spends it later: the victim, with a budget of exactly
+/// its three executions, runs to COMPLETED, and each forged execution
+/// fails at its start with the reason.
+#[tokio::test]
+async fn request_rows_with_forged_parent_links_spend_nothing_of_a_trees_budget() {
+    let h = Harness::new().await;
+    register_tree(&h).await;
+    let engine = budget_engine(&h, 3);
+    let victim = h.request("tree", None);
+    let root = ids::workflow_exec_id("tree", &victim.workflow_request_id);
+    engine.start_workflow(&victim).await.unwrap();
+    let own = h.start("tree").await;
+    let (k, own_k) = (h.activity(&root, "k").await, h.activity(&own, "k").await);
+    let forged = |name: &str, node: &ActivityExec, depth: u32| WorkflowRequest {
+        parent: Some(ParentLink {
+            workflow_exec_id: node.workflow_exec_id.clone(),
+            workflow_name: node.workflow_name.clone(),
+            activity_exec_id: node.activity_exec_id.clone(),
+            depth,
+            root: Some(root.clone()),
+        }),
+        ..h.request(name, None)
+    };
+    let rows = [
+        forged("mid", &k, 1),
+        forged("leaf", &k, 2),
+        forged("mid", &own_k, 1),
+        forged("leaf", &own_k, 1),
+    ];
+    for row in &rows {
+        engine.start_workflow(row).await.unwrap();
+        let exec = ids::workflow_exec_id(&row.workflow_name, &row.workflow_request_id);
+        let wf = h.workflow(&exec).await;
+        assert_eq!(wf.state, WorkflowState::Failed, "{}", row.workflow_name);
+        let why = wf.error.unwrap_or_default();
+        assert!(why.contains("names no node that starts it"), "{why}");
+    }
+    let (ends, _) = run_tree(&h, &engine, &victim).await;
+    assert!(
+        ends.iter().all(|s| *s == WorkflowState::Completed),
+        "{ends:?}"
+    );
 }
 
 /// Issue 42 A.3 and C.3, a targeted interleaving on DynamoDB: a child's
@@ -637,4 +701,39 @@ async fn an_old_childs_end_stalled_across_a_redrive_does_not_end_the_new_node() 
     assert_eq!(old_wf.state, WorkflowState::Failed);
     assert_eq!(old_wf.due_epoch, None, "the old child still owes a report");
     assert_eq!(h.workflow(&wf).await.state, WorkflowState::Completed);
+}
+
+/// Issue 42 B.6, with a function that dies between two writes: the start
+/// of a row with a forged parent link creates its execution, and dies
+/// before it fails it. The monitor's restart must fail it with the reason
+/// too, not plan it: it would then start children that count on the
+/// tree its link names.
+#[tokio::test]
+async fn a_forged_start_that_died_before_failing_its_execution_is_failed_by_the_monitor() {
+    let h = Harness::new().await;
+    register_tree(&h).await;
+    let wf = h.start("tree").await;
+    let k = h.activity(&wf, "k").await;
+    let row = WorkflowRequest {
+        parent: Some(ParentLink {
+            workflow_exec_id: wf.clone(),
+            workflow_name: "tree".into(),
+            activity_exec_id: k.activity_exec_id.clone(),
+            depth: 1,
+            root: Some(wf.clone()),
+        }),
+        ..h.request("mid", None)
+    };
+    let exec = ids::workflow_exec_id("mid", &row.workflow_request_id);
+    let (engine, reached, _gate) = common::Stalled::engine_on(&h, "workflow_exec_id", &exec);
+    tokio::select! {
+        _ = engine.start_workflow(&row) => panic!("the start did not write its execution's end"),
+        () = reached.notified() => {}
+    }
+    assert_eq!(h.workflow(&exec).await.state, WorkflowState::Requested);
+    h.tick(h.now() + 3600).await;
+    let forged = h.workflow(&exec).await;
+    assert_eq!(forged.state, WorkflowState::Failed);
+    let why = forged.error.unwrap_or_default();
+    assert!(why.contains("names no node that starts it"), "{why}");
 }

@@ -660,8 +660,8 @@ pub use step::{
 };
 pub use wake::{wake_up_for, WakeUp};
 pub use workflow::{
-    check_request, execution_deadline, finish_as_counted, requested_exec, started_update,
-    workflow_move, WorkflowMove, MAX_SOURCE_BYTES,
+    check_request, execution_deadline, failing_exec, finish_as_counted, requested_exec,
+    start_refusal, started_update, workflow_move, WorkflowMove, MAX_SOURCE_BYTES,
 };
 
 pub mod attempts;

@@ -119,6 +119,27 @@ pub fn requested_exec(
     (exec, oversized.or(too_deep))
 }
 
+/// `fresh` (REQUESTED, not yet put) carrying `why` in its `error`: an
+/// execution created only to fail its start with that reason (a child
+/// past its tree's budget, a parent link the engine did not write). The
+/// reason is on the item from its creation, so a start that dies before
+/// it fails the execution leaves the reason to the next
+/// ([`start_refusal`]; issue 42 B.6).
+pub fn failing_exec(fresh: &WorkflowExec, why: String) -> WorkflowExec {
+    WorkflowExec {
+        error: Some(why),
+        ..fresh.clone()
+    }
+}
+
+/// Why the start of `exec` must fail, as written on its creation
+/// ([`failing_exec`]): the `error` of an exec still REQUESTED with no
+/// plan stored. `None` otherwise.
+pub fn start_refusal(exec: &WorkflowExec) -> Option<String> {
+    let unplanned = exec.state == WorkflowState::Requested && exec.planned_epoch.is_none();
+    exec.error.clone().filter(|_| unplanned)
+}
+
 /// When a workflow's execution timeout passes, epoch seconds (from the
 /// time it was requested, plus the plan's `execution_timeout_seconds` as
 /// copied onto the exec when the plan was recorded); `None` without one.

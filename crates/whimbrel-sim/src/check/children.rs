@@ -11,7 +11,11 @@
 //!   starts at most one child. A successor in a chain has its ids derived
 //!   from the execution it continues ([`ids::continued_request_id`]),
 //!   which continued as it under the same node. Every request row with a
-//!   parent link has a derived id too;
+//!   parent link has a derived id too, unless it is a hostile client's:
+//!   an execution whose parent link the engine did not write never gets
+//!   a plan, and is FAILED with the reason (or still REQUESTED);
+//! - each tree's count of executions started below its root equals the
+//!   executions counted on it (issue 42 B.6): none twice, no forged one;
 //! - a child node is COMPLETED or FAILED only by its child's end
 //!   (`child-ended:(node)`, at most one such entry), and only once its
 //!   child is terminal and did not continue as new: COMPLETED when the
@@ -56,6 +60,19 @@ use whimbrel_core::store::Tables;
 
 use super::Checker;
 
+/// What the error of an execution whose parent link the engine did not
+/// write says (`Engine::forged_link`).
+const FORGED: &str = "names no node that starts it";
+
+/// Whether `w` is an execution whose parent link the engine did not
+/// write: created to fail its start with [`FORGED`].
+pub(super) fn forged(w: &WorkflowExec) -> bool {
+    w.error.as_deref().is_some_and(|e| e.contains(FORGED))
+}
+
+/// How the error of a child that failed for its tree's budget begins.
+const PAST_BUDGET: &str = "the workflow tree of";
+
 /// How the error of a start that failed for its depth begins (an
 /// ancestor's, which the failure reached through its node, quotes it
 /// further on).
@@ -98,6 +115,31 @@ pub struct Seen {
     /// Each child node seen COMPLETED or FAILED, with its child's state
     /// when it was first seen so (`None`: no child exec).
     ended_with: HashMap<String, Option<WorkflowState>>,
+    /// The executions seen created to fail their start uncounted on any
+    /// tree (issue 42 B.6), by id: `true` for a parent link the engine
+    /// did not write, `false` past the tree's budget. Kept, since a
+    /// cancel may end one with its own reason.
+    refused: HashMap<String, bool>,
+}
+
+impl Seen {
+    /// Note the executions of `wfs` created to fail their start.
+    fn note_refused(&mut self, wfs: &[WorkflowExec]) {
+        for w in wfs.iter().filter(|w| w.planned_epoch.is_none()) {
+            let past_budget = w
+                .error
+                .as_deref()
+                .is_some_and(|e| e.starts_with(PAST_BUDGET));
+            if forged(w) || past_budget {
+                self.refused.insert(w.workflow_exec_id.clone(), forged(w));
+            }
+        }
+    }
+
+    /// Whether execution `id` was seen created with a forged parent link.
+    pub(super) fn forged(&self, id: &str) -> bool {
+        self.refused.get(id).copied().unwrap_or(false)
+    }
 }
 
 /// The generations a child node's request id is looked for in.
@@ -293,6 +335,68 @@ pub(super) fn link_violations(w: &WorkflowExec, read: &Read<'_>) -> Vec<String> 
     v
 }
 
+/// An execution whose parent link the engine did not write (a hostile
+/// client's start row, or a child's row applied after its node moved
+/// on): it never gets a plan, and is REQUESTED (its start under way),
+/// FAILED with the reason, or CANCELLED (a cancel came first) (issue 42
+/// B.6).
+fn forged_violation(w: &WorkflowExec) -> Option<String> {
+    let failing = matches!(
+        w.state,
+        WorkflowState::Requested | WorkflowState::Failed | WorkflowState::Cancelled
+    );
+    (!failing || w.planned_epoch.is_some()).then(|| {
+        format!(
+            "{}: its parent link is not the engine's, but it is {} (planned: {:?})",
+            w.workflow_exec_id, w.state, w.planned_epoch
+        )
+    })
+}
+
+/// Each tree's count of the executions started below its root (the
+/// `tree` item on `whimbrel_decision`) against the executions with a
+/// parent link naming that root that were counted: all but those created
+/// to fail (past the budget, or with a forged link). A count that differs
+/// is a start counted twice, a forged row counted, or one not counted
+/// (issue 42 B.6).
+fn tree_violations(
+    wfs: &[WorkflowExec],
+    refused: &HashMap<String, bool>,
+    mem: &MemoryBackend,
+    t: &Tables,
+) -> Vec<String> {
+    use whimbrel_core::store::Value;
+    let mut below: HashMap<&str, u64> = HashMap::new();
+    for w in wfs {
+        let uncounted = refused.contains_key(&w.workflow_exec_id);
+        if let (Some(p), false) = (&w.parent, uncounted) {
+            *below.entry(p.tree_root()).or_default() += 1;
+        }
+    }
+    let mut v = vec![];
+    for item in mem.items(&t.decision()) {
+        let text = |k: &str| match item.get(k) {
+            Some(Value::S(s)) => s.clone(),
+            Some(Value::N(n)) => n.clone(),
+            _ => String::new(),
+        };
+        if text(whimbrel_core::attr::LOG_KEY)
+            != whimbrel_core::engine::decide::episodes::TREE_LOG_KEY
+        {
+            continue;
+        }
+        let root = text(whimbrel_core::attr::WORKFLOW_EXEC_ID);
+        let started: u64 = text(whimbrel_core::attr::TREE_STARTED).parse().unwrap_or(0);
+        let counted = below.get(root.as_str()).copied().unwrap_or(0);
+        if started != counted {
+            v.push(format!(
+                "tree of {root}: counts {started} executions started below it, {counted} were"
+            ));
+        }
+    }
+    v
+}
+
 /// A child exec deeper than the limit that got a plan or a state other
 /// than REQUESTED, FAILED (for its depth) or CANCELLED; or one within the
 /// limit failed for its depth.
@@ -416,6 +520,7 @@ impl Checker {
         t: &Tables,
     ) -> Vec<String> {
         self.note_requests(mem, t);
+        self.children.note_refused(wfs);
         let nodes: Vec<&ActivityExec> = acts
             .iter()
             .filter(|a| a.runner.kind() == NodeKind::Child)
@@ -427,14 +532,21 @@ impl Checker {
         let read = Read::new(acts, wfs);
         let mut v = vec![];
         for w in wfs {
-            v.extend(link_violations(w, &read));
+            if self.children.forged(&w.workflow_exec_id) {
+                v.extend(forged_violation(w));
+            } else {
+                v.extend(link_violations(w, &read));
+            }
         }
+        v.extend(tree_violations(wfs, &self.children.refused, mem, t));
         for (id, row) in &self.children.requests {
             let node = row.parent.as_ref().map(|p| p.activity_exec_id.as_str());
             // Derived from the node and one of its generations (a redrive
             // starts a new child), or from the execution it continues.
             let node = node.unwrap_or_default();
-            if !read.derived_request(id, row, node) {
+            let exec = ids::workflow_exec_id(&row.workflow_name, id);
+            let forged = !read.wfs.contains_key(exec.as_str()) || self.children.forged(&exec);
+            if !read.derived_request(id, row, node) && !forged {
                 let derived = ids::child_request_id(&row.workflow_name, node, 0);
                 v.push(format!(
                     "child request row {id} is neither the derived {derived} nor a successor's"
@@ -482,6 +594,10 @@ impl Checker {
 pub(super) fn features(read: &Read<'_>, add: &mut impl FnMut(&str, u64)) {
     for w in read.wfs.values() {
         let Some(p) = &w.parent else { continue };
+        if forged(w) {
+            add("executions with forged parent links failed", 1);
+            continue;
+        }
         add("child workflows started", 1);
         if p.depth >= 2 {
             add("nested child workflows", 1);
@@ -489,7 +605,7 @@ pub(super) fn features(read: &Read<'_>, add: &mut impl FnMut(&str, u64)) {
         if w.error.as_deref().is_some_and(|e| e.starts_with(TOO_DEEP)) {
             add("child starts failed for their depth", 1);
         }
-        let past_budget = |e: &str| e.starts_with("the workflow tree of");
+        let past_budget = |e: &str| e.starts_with(PAST_BUDGET);
         if w.error.as_deref().is_some_and(past_budget) {
             add("child starts failed for their tree's budget", 1);
         }

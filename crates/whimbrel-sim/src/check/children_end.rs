@@ -52,7 +52,8 @@ impl Checker {
             }
         }
         for w in end.read.wfs.values() {
-            v.extend(child_at_end(w, end));
+            let forged = self.children.forged(&w.workflow_exec_id);
+            v.extend(child_at_end(w, end, forged));
         }
         v.sort();
         v
@@ -170,12 +171,19 @@ pub(super) fn lost_close(a: &ActivityExec, end: &End<'_>) -> Option<String> {
 /// input when it is the first of its chain, and at its depth; one
 /// CANCELLED because its node closed it before it continued was closed
 /// by its node.
-fn child_at_end(w: &WorkflowExec, end: &End<'_>) -> Vec<String> {
+fn child_at_end(w: &WorkflowExec, end: &End<'_>, forged: bool) -> Vec<String> {
     let Some(p) = &w.parent else {
         return vec![];
     };
     let id = &w.workflow_exec_id;
     let mut v = vec![];
+    let failed = matches!(w.state, WorkflowState::Failed | WorkflowState::Cancelled);
+    if forged && !failed {
+        v.push(format!(
+            "{id}: its parent link is forged, but it ended {}, not FAILED (or CANCELLED)",
+            w.state
+        ));
+    }
     if w.state.is_terminal() && w.due_epoch.is_some() {
         v.push(format!(
             "child workflow {id} ended {} but still owes its parent its end (due marker)",
@@ -195,7 +203,7 @@ fn child_at_end(w: &WorkflowExec, end: &End<'_>) -> Vec<String> {
                 node.activity_exec_id, node.state
             ));
         }
-        if w.continued_from.is_none() {
+        if w.continued_from.is_none() && !forged {
             v.extend(input_violation(w, node, end));
         }
     }

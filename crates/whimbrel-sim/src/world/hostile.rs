@@ -5,6 +5,11 @@
 //! the role's grant allows (the heartbeat attributes only, on any key:
 //! template.yaml `HeartbeatWrite`). A heartbeat write must neither time
 //! an activity out early nor hold it off for good (docs/design.md § 3.10).
+//! And what any holder of the client role may write on
+//! `whimbrel_workflow_request`: a start row with a parent link the engine
+//! did not write, naming another tree's node and root (issue 42 B.6). It
+//! starts an execution that fails at once with the reason, and counts on
+//! no tree's budget (`check/children.rs`).
 
 use std::collections::HashMap;
 
@@ -12,21 +17,70 @@ use futures::FutureExt;
 use rand::Rng;
 use whimbrel_core::attr;
 use whimbrel_core::ids;
+use whimbrel_core::model::{ParentLink, WorkflowRequest};
 use whimbrel_core::store::{Action, Backend, Item, Value as AttributeValue};
 
 use super::Sim;
 use crate::shared::lock;
 
 impl Sim {
-    /// A hostile write: a new row on `activity_event` (half the time), an
-    /// existing row overwritten, or a heartbeat write on another
-    /// activity's item.
+    /// A hostile write: a new row on `activity_event` (3 in 7), an
+    /// existing row overwritten, a heartbeat write on another activity's
+    /// item (2 in 7), or a start row with a forged parent link.
     pub(super) fn hostile_write(&mut self) {
-        match self.rng(|r| r.gen_range(0..6)) {
+        match self.rng(|r| r.gen_range(0..7)) {
             0..=2 => self.hostile_row(),
             3 => self.hostile_overwrite(),
+            4 => self.forged_parent_link(),
             _ => self.hostile_heartbeat(),
         }
+    }
+
+    /// A start row whose parent link names some node (of a child node,
+    /// its child's workflow; else the node's own), at depth 1 or 2, and
+    /// the tree root of some workflow, under a request id of its own: no
+    /// node starts it, so its execution fails with the reason and counts
+    /// on no tree (issue 42 B.6).
+    fn forged_parent_link(&mut self) {
+        let acts = crate::check::activities(&self.mem, &self.tables).0;
+        let (pick, other, depth, seed) = self.rng(|r| {
+            (
+                r.gen::<usize>(),
+                r.gen::<usize>(),
+                r.gen_range(1..=2),
+                r.gen::<u64>(),
+            )
+        });
+        let (Some(node), Some(root)) = (
+            acts.get(pick % acts.len().max(1)),
+            acts.get(other % acts.len().max(1)),
+        ) else {
+            return;
+        };
+        let name = node
+            .runner
+            .child
+            .as_ref()
+            .map_or(&node.workflow_name, |c| &c.workflow_name);
+        let row = WorkflowRequest {
+            workflow_request_id: ids::derived_id(name, &format!("forged-parent-{seed}")),
+            source: Some("sim hostile client".into()),
+            parent: Some(ParentLink {
+                workflow_exec_id: node.workflow_exec_id.clone(),
+                workflow_name: node.workflow_name.clone(),
+                activity_exec_id: node.activity_exec_id.clone(),
+                depth,
+                root: Some(root.workflow_exec_id.clone()),
+            }),
+            ..self.request(name.clone())
+        };
+        self.log(format!(
+            "hostile client: start row {} with a forged parent link to {}",
+            row.workflow_request_id, node.activity_exec_id
+        ));
+        lock(&self.world).exercise("start rows with forged parent links");
+        let item = serde_dynamo::to_item(&row).expect("item");
+        self.put_raw(&self.tables.workflow_request(), item);
     }
 
     /// A malformed, forged or ghost event row for some activity.

@@ -712,6 +712,8 @@ pub async fn terminal_write_only(
 #[derive(Debug)]
 pub struct Stalled {
     inner: std::sync::Arc<dyn whimbrel_core::store::Backend>,
+    /// The key attribute that names the held item.
+    attribute: &'static str,
     activity_exec_id: std::sync::Mutex<Option<String>>,
     reached: std::sync::Arc<tokio::sync::Notify>,
     gate: std::sync::Arc<tokio::sync::Notify>,
@@ -729,12 +731,28 @@ impl Stalled {
         std::sync::Arc<tokio::sync::Notify>,
         std::sync::Arc<tokio::sync::Notify>,
     ) {
+        Stalled::engine_on(h, "activity_exec_id", activity_exec_id)
+    }
+
+    /// [`Stalled::engine`] holding the first UpdateItem or transaction of
+    /// the item whose key attribute `attribute` is `id` (as
+    /// `"workflow_exec_id"`, the first update of a workflow exec).
+    pub fn engine_on(
+        h: &Harness,
+        attribute: &'static str,
+        activity_exec_id: &str,
+    ) -> (
+        Engine<RecordingLauncher>,
+        std::sync::Arc<tokio::sync::Notify>,
+        std::sync::Arc<tokio::sync::Notify>,
+    ) {
         let (reached, gate): (
             std::sync::Arc<tokio::sync::Notify>,
             std::sync::Arc<tokio::sync::Notify>,
         ) = Default::default();
         let stalled = Stalled {
             inner: h.store.backend().clone(),
+            attribute,
             activity_exec_id: std::sync::Mutex::new(Some(activity_exec_id.to_string())),
             reached: std::sync::Arc::clone(&reached),
             gate: std::sync::Arc::clone(&gate),
@@ -750,7 +768,7 @@ impl Stalled {
     fn holds(&self, key: &whimbrel_core::store::Item) -> bool {
         use whimbrel_core::store::Value;
         let mut held = self.activity_exec_id.lock().unwrap();
-        let hit = matches!((held.as_deref(), key.get("activity_exec_id")), (Some(id), Some(Value::S(s))) if s == id);
+        let hit = matches!((held.as_deref(), key.get(self.attribute)), (Some(id), Some(Value::S(s))) if s == id);
         if hit {
             *held = None;
         }
