@@ -193,4 +193,25 @@ mod tests {
         assert_eq!(NodeKind::Signal.released_as().1, ActivityState::Running);
         assert!(!NodeKind::Signal.runs_code() && !NodeKind::Signal.is_invoked());
     }
+
+    /// docs/limits.md § 1: a `wait.until` exactly [`MAX_WAIT_SECONDS`]
+    /// after the start is admitted; one second more is refused with the
+    /// reason.
+    #[test]
+    fn a_wait_until_at_the_longest_wait_is_admitted_and_one_second_more_refused() {
+        let now = 1_767_225_600; // 2026-01-01T00:00:00Z
+        let until = |epoch: i64| WaitSpec {
+            seconds: None,
+            until: chrono::DateTime::from_timestamp(epoch, 0).map(|t| t.to_rfc3339()),
+        };
+        let at = until(now + MAX_WAIT_SECONDS);
+        assert_eq!(at.until_epoch(), Some(now + MAX_WAIT_SECONDS));
+        assert!(at.check("t").is_ok() && at.check_at("t", now).is_ok());
+        let past = until(now + MAX_WAIT_SECONDS + 1).check_at("t", now);
+        let why = past.unwrap_err().to_string();
+        assert!(
+            why.contains("wait.until is 31622401s ahead; at most 31622400s"),
+            "{why}"
+        );
+    }
 }

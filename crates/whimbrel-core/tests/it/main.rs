@@ -15,6 +15,7 @@ pub(crate) static HEAP: peak_alloc::PeakAlloc = peak_alloc::PeakAlloc;
 
 mod attempts_dynamodb;
 mod bad_input;
+mod bounds_dynamodb;
 mod children_chain_dynamodb;
 mod children_dynamodb;
 mod counting_dynamodb;

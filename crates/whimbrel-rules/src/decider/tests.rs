@@ -692,3 +692,22 @@ fn the_largest_request_the_bounds_admit_fits_its_budget() {
         "{size} bytes; the budget is {MAX_REQUEST_BYTES}"
     );
 }
+
+/// limits.md § 4: an output (or a signal's input) of exactly
+/// [`request::MAX_INLINE_BYTES`] bytes of JSON is shown inline in a
+/// decision request; one byte more goes by reference.
+#[test]
+fn an_output_at_the_inline_limit_is_shown_inline_and_one_byte_more_by_reference() {
+    use crate::decider::request::{EventView, MAX_INLINE_BYTES};
+    let of = |bytes: usize| json!("o".repeat(bytes - 2));
+    let at = EventView::new(1, EventKind::ActivityEnded, 0)
+        .with_output(of(MAX_INLINE_BYTES), || unreachable!("fits inline"));
+    assert_eq!(at.output, Some(of(MAX_INLINE_BYTES)));
+    assert_eq!(at.output_ref, None);
+    let past = EventView::new(2, EventKind::ActivityEnded, 0)
+        .with_output(of(MAX_INLINE_BYTES + 1), || "ref-2".into());
+    assert_eq!(
+        (past.output, past.output_ref.as_deref()),
+        (None, Some("ref-2"))
+    );
+}
