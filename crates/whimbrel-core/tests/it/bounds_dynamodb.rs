@@ -9,7 +9,7 @@ use whimbrel_core::contract::{ActivityState, WorkflowState};
 use whimbrel_core::engine::decide::MAX_ERROR_BYTES;
 use whimbrel_core::engine::Applied;
 use whimbrel_core::ids;
-use whimbrel_core::model::{WorkflowLambda, WorkflowPlan};
+use whimbrel_core::model::WorkflowPlan;
 use whimbrel_core::plan::{
     PlannedActivity, MAX_OUTPUT_BYTES, MAX_PLAN_BYTES, MAX_WAIT_SECONDS, MAX_WORKFLOW_INPUT_BYTES,
     PLAN_PART_BYTES as MAX_NODE_BYTES,
@@ -154,13 +154,6 @@ fn plan_of_bytes(n: usize, bytes: usize) -> Value {
 #[tokio::test]
 async fn a_plan_at_its_byte_limit_runs_and_one_byte_more_fails_the_start() {
     let h = Harness::new().await;
-    let reg = WorkflowLambda {
-        workflow_name: "big".into(),
-        lambda: Some("big-decider".into()),
-        definition: None,
-        allow: None,
-    };
-    (h.store.put(&h.store.tables().workflow_lambda(), &reg).await).unwrap();
     let n = 27;
     for bytes in [MAX_PLAN_BYTES, MAX_PLAN_BYTES + 1] {
         let plan = plan_of_bytes(n, bytes);
@@ -170,11 +163,7 @@ async fn a_plan_at_its_byte_limit_runs_and_one_byte_more_fails_the_start() {
             .input
             .as_ref()
             .is_some_and(|i| i.to_string().len() <= 150_000));
-        let deciders = &h.launcher.deciders;
-        deciders
-            .lock()
-            .unwrap()
-            .insert("big-decider".into(), Ok(plan.clone()));
+        h.register_planned("big", plan.clone()).await;
         let req = h.request("big", Some(string_of(MAX_WORKFLOW_INPUT_BYTES)));
         let wf = ids::workflow_exec_id("big", &req.workflow_request_id);
         h.engine.start_workflow(&req).await.unwrap();
@@ -225,19 +214,8 @@ async fn a_node_at_its_planned_byte_limit_runs_and_one_byte_more_fails_the_start
             .collect();
         acts.push(node.clone());
         let wf_name = format!("join{bytes}");
-        let reg = WorkflowLambda {
-            workflow_name: wf_name.clone(),
-            lambda: Some(format!("{wf_name}-decider")),
-            definition: None,
-            allow: None,
-        };
-        (h.store.put(&h.store.tables().workflow_lambda(), &reg).await).unwrap();
-        let deciders = &h.launcher.deciders;
-        let plan = json!({"activities": acts});
-        deciders
-            .lock()
-            .unwrap()
-            .insert(format!("{wf_name}-decider"), Ok(plan));
+        h.register_planned(&wf_name, json!({"activities": acts}))
+            .await;
         let req = h.request(&wf_name, None);
         let wf = ids::workflow_exec_id(&wf_name, &req.workflow_request_id);
         h.engine.start_workflow(&req).await.unwrap();

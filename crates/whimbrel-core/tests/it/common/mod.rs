@@ -341,6 +341,28 @@ impl Harness {
             .unwrap();
     }
 
+    /// Register `name` as planned by the decider Lambda `{name}-decider`,
+    /// whose answer to every start is `plan` (a decider-planned workflow,
+    /// not episodic); registered again, the answer is the new `plan`.
+    pub async fn register_planned(&self, name: &str, plan: Value) {
+        let lambda = format!("{name}-decider");
+        let item = WorkflowLambda {
+            workflow_name: name.into(),
+            lambda: Some(lambda.clone()),
+            definition: None,
+            allow: None,
+        };
+        self.store
+            .put(&self.store.tables().workflow_lambda(), &item)
+            .await
+            .unwrap();
+        self.launcher
+            .deciders
+            .lock()
+            .unwrap()
+            .insert(lambda, Ok(plan));
+    }
+
     /// Register `name` as episodic, with decider Lambda `lambda` answered
     /// in-process by `decider` (through the core's decider helper).
     pub async fn register_decider(
