@@ -346,16 +346,7 @@ impl Harness {
     /// not episodic); registered again, the answer is the new `plan`.
     pub async fn register_planned(&self, name: &str, plan: Value) {
         let lambda = format!("{name}-decider");
-        let item = WorkflowLambda {
-            workflow_name: name.into(),
-            lambda: Some(lambda.clone()),
-            definition: None,
-            allow: None,
-        };
-        self.store
-            .put(&self.store.tables().workflow_lambda(), &item)
-            .await
-            .unwrap();
+        self.register_lambda(name, &lambda).await;
         self.launcher
             .deciders
             .lock()
@@ -363,14 +354,8 @@ impl Harness {
             .insert(lambda, Ok(plan));
     }
 
-    /// Register `name` as episodic, with decider Lambda `lambda` answered
-    /// in-process by `decider` (through the core's decider helper).
-    pub async fn register_decider(
-        &self,
-        name: &str,
-        lambda: &str,
-        decider: Arc<dyn whimbrel_core::deciding::Decider>,
-    ) {
+    /// Register `name` as decided by the Lambda `lambda`.
+    async fn register_lambda(&self, name: &str, lambda: &str) {
         let item = WorkflowLambda {
             workflow_name: name.into(),
             lambda: Some(lambda.into()),
@@ -381,6 +366,17 @@ impl Harness {
             .put(&self.store.tables().workflow_lambda(), &item)
             .await
             .unwrap();
+    }
+
+    /// Register `name` as episodic, with decider Lambda `lambda` answered
+    /// in-process by `decider` (through the core's decider helper).
+    pub async fn register_decider(
+        &self,
+        name: &str,
+        lambda: &str,
+        decider: Arc<dyn whimbrel_core::deciding::Decider>,
+    ) {
+        self.register_lambda(name, lambda).await;
         let answer = move |payload: Value| {
             Ok(whimbrel_core::deciding::answer(decider.as_ref(), payload).unwrap())
         };
