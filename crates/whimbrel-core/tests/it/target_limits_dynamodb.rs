@@ -252,3 +252,40 @@ async fn a_limit_set_while_activities_run_counts_them() {
     let l = limit(&h).await;
     assert_eq!((l.slots_used(), l.slot_waiters.len()), (0, 0), "{l:?}");
 }
+
+/// Issue 42 A.10, "a claim that joins a target's waiters twice": a
+/// waiter's claim applied again later (its start's record delivered
+/// twice, a minute apart) may join the waiters again under a later
+/// entry. Shown harmless: the waiter is handed one slot and launched
+/// once, the limit is never passed, and its other entry leaves the list
+/// at the next hand-off, so nothing is left waiting at the end.
+#[tokio::test]
+async fn a_waiter_that_joined_twice_is_launched_once_and_leaves_no_entry() {
+    let h = Harness::new().await;
+    h.engine.set_target_limit(TARGET, 1).await.unwrap();
+    h.register("pair", plan(2, "resize", None)).await;
+    let req = h.request("pair", None);
+    h.engine.start_workflow(&req).await.unwrap();
+    let wf = whimbrel_core::ids::workflow_exec_id("pair", &req.workflow_request_id);
+    assert_eq!(limit(&h).await.slot_waiters.len(), 1);
+    h.clock.set(h.now() + 60);
+    h.engine.start_workflow(&req).await.unwrap();
+    h.tick(h.now() + 600).await;
+    let joined = limit(&h).await.slot_waiters.len();
+    assert_eq!(joined, 2, "the claim did not join again");
+    let wfs = vec![(wf.clone(), 2)];
+    drain(&h, &wfs, 1, &[None]).await;
+    assert_eq!(h.workflow(&wf).await.state, WorkflowState::Completed);
+    assert_eq!(
+        h.launcher.launches_of("a01").len(),
+        1,
+        "joined {joined} times"
+    );
+    let l = limit(&h).await;
+    assert_eq!(
+        (l.slots_used(), l.slot_waiters.len()),
+        (0, 0),
+        "joined {joined} times"
+    );
+    assert_eq!(joined, 2, "the claim did not join again");
+}
