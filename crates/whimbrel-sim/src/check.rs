@@ -486,6 +486,12 @@ impl Checker {
         }
         let acts = with_planned_dependents(acts, mem, t, cfg);
         let wfs = workflows(mem, t);
+        if let Some(now) = now {
+            v.extend(
+                wfs.iter()
+                    .filter_map(|w| self.execution_timeout_late(w, now)),
+            );
+        }
         v.extend(self.redrive_violations(&acts, &wfs, mem, t, now));
         self.note_signals(mem, t, now);
         for a in &acts {

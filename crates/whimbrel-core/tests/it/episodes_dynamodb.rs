@@ -529,6 +529,74 @@ async fn an_episodic_execution_times_out_as_its_first_answer_says() {
     assert_eq!(nap.state, ActivityState::Cancelled, "its open timer");
 }
 
+/// Runs one step within a 60 s execution timeout; its function dies
+/// while it decides on the step's end (the decision's invocation lost).
+struct DiesDeciding;
+
+impl Decider for DiesDeciding {
+    fn start(&self, _: &DeciderRequest) -> DecisionsAnswer {
+        DecisionsAnswer {
+            execution_timeout_seconds: Some(60),
+            ..decisions(vec![schedule(lambda_node(
+                "work",
+                "episode-step",
+                json!({}),
+            ))])
+        }
+    }
+
+    fn decide(&self, _: &DecisionRequest) -> DecisionsAnswer {
+        panic!("the function dies with the decision in flight")
+    }
+}
+
+/// Issue 42 A.10, "an execution timeout up to one decision attempt late":
+/// a decision put in flight 10 s before the deadline whose invocation is
+/// lost would be tried again only when its attempt is over (the decider's
+/// timeout plus a margin, up to 960 s); the execution must still fail on
+/// the first tick after its deadline.
+#[tokio::test]
+async fn a_decision_lost_in_flight_does_not_hold_off_the_execution_timeout() {
+    use futures::FutureExt;
+    let h = Harness::new().await;
+    register(&h, "dies", "dies-decider", Arc::new(DiesDeciding)).await;
+    let from = h.now();
+    h.clock.freeze(from);
+    let wf = start(&h, "dies", json!({})).await;
+    let deadline = h.workflow(&wf).await.start_time_epoch + 60;
+    h.clock.freeze(deadline - 10);
+    let running = h.event(&wf, "work", "RUNNING");
+    h.engine.apply_event(&running).await.unwrap();
+    let done = h.event(&wf, "work", "COMPLETED");
+    let died = std::panic::AssertUnwindSafe(h.engine.apply_event(&done))
+        .catch_unwind()
+        .await;
+    assert!(died.is_err(), "the decider was not asked");
+    let key = whimbrel_core::keys::workflow_key(&wf, "dies");
+    let table = h.store.tables().workflow_exec();
+    let w: Value = h
+        .store
+        .get_projected(&table, key, &[])
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(w["state"], "RUNNING");
+    let attempt_due = w["decision_due_epoch"]
+        .as_i64()
+        .expect("a decision in flight");
+    assert!(attempt_due > deadline, "{attempt_due}, {deadline}");
+    h.tick(deadline).await;
+    let ended = h.workflow(&wf).await;
+    assert_eq!(
+        ended.state,
+        WorkflowState::Failed,
+        "due at {}",
+        w["due_epoch"]
+    );
+    let error = ended.error.unwrap_or_default();
+    assert!(error.starts_with("execution timeout"), "{error}");
+}
+
 /// Waits on a long timer, and completes with the first signal it is
 /// shown as an event (its decide_on: every kind, by default).
 struct Listener;

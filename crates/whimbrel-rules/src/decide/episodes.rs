@@ -99,6 +99,19 @@ impl EpisodeState {
         self.decision_count + 1
     }
 
+    /// Its execution deadline, epoch seconds ([`super::workflow::deadline_after`]).
+    pub fn deadline(&self) -> Option<i64> {
+        super::workflow::deadline_after(self.start_time_epoch, self.execution_timeout_seconds)
+    }
+
+    /// The due marker for something the execution owes at `at` (epoch
+    /// seconds): `at`, or its execution deadline when that comes first,
+    /// so the monitor fails the execution on its second whatever a
+    /// decision in flight or deferred does (issue 42 A.10).
+    pub fn marker_at(&self, at: i64) -> i64 {
+        self.deadline().map_or(at, |d| d.min(at))
+    }
+
     /// Events no committed decision has seen.
     pub fn has_new_events(&self) -> bool {
         self.event_seq > self.decided_seq
@@ -304,12 +317,13 @@ pub(super) fn workflow_update(t: &Tables, wf: (&str, &str)) -> UpdateRequest {
     UpdateRequest::new(t.workflow_exec(), workflow_key(wf.0, wf.1))
 }
 
-/// `update` of the workflow exec `wf` putting attempt `attempt` of a
-/// decision in flight under `id`, over at `due` (epoch seconds), when the
-/// workflow is due too.
+/// `update` of the workflow exec `wf` (read as `state`) putting attempt
+/// `attempt` of a decision in flight under `id`, over at `due` (epoch
+/// seconds), when the workflow is due too, or at its execution deadline
+/// if that comes first ([`EpisodeState::marker_at`]).
 fn in_flight(
     update: UpdateRequest,
-    wf: (&str, &str),
+    (wf, state): ((&str, &str), &EpisodeState),
     id: &str,
     attempt: u32,
     due: i64,
@@ -319,7 +333,7 @@ fn in_flight(
         .set(attr::DECISION_ATTEMPT, n(attempt))
         .set(attr::DECISION_DUE_EPOCH, n(due))
         .when(running());
-    due_at(update, wf.0, due)
+    due_at(update, wf.0, state.marker_at(due))
 }
 
 /// The workflow's due marker at `at` (epoch seconds): the monitor looks at
@@ -577,7 +591,7 @@ fn first_attempt(
 ) -> (String, UpdateRequest) {
     let id = decision_id(wf.0, state.decision_number(), 1);
     let due = at.now + at.attempt_seconds.min(DECISION_ATTEMPT_SECONDS);
-    let update = in_flight(update, wf, &id, 1, due)
+    let update = in_flight(update, (wf, state), &id, 1, due)
         .set(attr::DECISION_FIRST_EPOCH, n(at.now))
         .when(Cond::not_exists(attr::DECISION_ID))
         .when(counter_is(attr::DECISION_COUNT, state.decision_count))
@@ -642,14 +656,15 @@ pub fn retry_decision(
     let attempt = state.decision_attempt.max(1) + 1;
     let id = decision_id(wf.0, state.decision_number(), attempt);
     let due = now + attempt_seconds.min(DECISION_ATTEMPT_SECONDS);
-    let req = in_flight(workflow_update(t, wf), wf, &id, attempt, due)
+    let req = in_flight(workflow_update(t, wf), (wf, state), &id, attempt, due)
         .when(Cond::eq(attr::DECISION_ID, s(old)));
     Some((id, req))
 }
 
 /// The attempt in flight failed at `now` (the decider errored, was
 /// throttled, or answered what is not an answer): its next attempt is
-/// due after [`decision_backoff`], and the workflow with it. Conditioned
+/// due after [`decision_backoff`], and the workflow with it (or at its
+/// execution deadline, if that comes first). Conditioned
 /// on its id and on the execution RUNNING.
 pub fn defer_decision(
     t: &Tables,
@@ -663,7 +678,7 @@ pub fn defer_decision(
         .set(attr::DECISION_DUE_EPOCH, n(due))
         .when(running())
         .when(Cond::eq(attr::DECISION_ID, s(id)));
-    Some(due_at(req, wf.0, due))
+    Some(due_at(req, wf.0, state.marker_at(due)))
 }
 
 /// What a committed decision records on its `decision#(number)` item.

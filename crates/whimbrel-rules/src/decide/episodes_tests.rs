@@ -811,3 +811,39 @@ fn assert_committed_state(st: &EpisodeState, record: &DecisionRecord, db: &Db) {
         sorted(db.state())
     );
 }
+
+/// Issue 42 A.10, "an execution timeout up to one decision attempt late":
+/// the monitor finds a workflow by its due marker, so a decision put in
+/// flight (its attempt over in up to 960 s), retried or deferred must
+/// not move the marker past the execution's deadline: the monitor then
+/// fails the execution on its second, whatever the decision does. The
+/// attempt's own time (`decision_due_epoch`) is unchanged.
+#[test]
+fn a_decision_in_flight_keeps_the_workflow_due_by_its_execution_deadline() {
+    let mut db = Db::new();
+    let key = db.key_of(
+        &db.t.workflow_exec(),
+        &crate::keys::workflow_key(WF.0, WF.1),
+    );
+    let wf = db.items.get_mut(&key).expect("the workflow");
+    wf.insert("start_time_epoch".into(), crate::write::n(0));
+    wf.insert("execution_timeout_seconds".into(), crate::write::n(100));
+    db.append("ended:a", 50);
+    let (_, req) = start_decision(&db.t, WF, &db.state(), 50, 900).expect("started");
+    assert!(db.transact(&[req.into_write()]));
+    let st = db.state();
+    assert_eq!(
+        (st.decision_due_epoch, st.due_epoch),
+        (Some(950), Some(100))
+    );
+    let (_, req) = retry_decision(&db.t, WF, &st, 60, 900).expect("in flight");
+    assert!(db.transact(&[req.into_write()]));
+    assert_eq!(db.state().due_epoch, Some(100));
+    let req = defer_decision(&db.t, WF, &db.state(), 90).expect("in flight");
+    assert!(db.transact(&[req.into_write()]));
+    let st = db.state();
+    assert_eq!((st.decision_due_epoch, st.due_epoch), (Some(92), Some(92)));
+    let req = defer_decision(&db.t, WF, &st, 99).expect("in flight");
+    assert!(db.transact(&[req.into_write()]));
+    assert_eq!(db.state().due_epoch, Some(100));
+}

@@ -144,8 +144,15 @@ pub fn start_refusal(exec: &WorkflowExec) -> Option<String> {
 /// time it was requested, plus the plan's `execution_timeout_seconds` as
 /// copied onto the exec when the plan was recorded); `None` without one.
 pub fn execution_deadline(wf: &WorkflowExec) -> Option<i64> {
-    let t = wf.execution_timeout_seconds?;
-    Some(wf.start_time_epoch.saturating_add(t))
+    deadline_after(wf.start_time_epoch, wf.execution_timeout_seconds)
+}
+
+/// The execution deadline of a workflow requested at `start_epoch` with
+/// an execution timeout of `timeout_seconds`, epoch seconds; `None`
+/// without a timeout. The one rule [`execution_deadline`] and an
+/// episode's due marker (`EpisodeState::deadline`) share.
+pub fn deadline_after(start_epoch: i64, timeout_seconds: Option<i64>) -> Option<i64> {
+    Some(start_epoch.saturating_add(timeout_seconds?))
 }
 
 /// The write that ends a start once the roots are claimed (every later

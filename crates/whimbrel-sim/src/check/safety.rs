@@ -2,10 +2,11 @@
 //! checker remembers between steps): its due marker, the steps of its
 //! history, its attempts.
 
+use whimbrel_core::contract::WorkflowState;
 use whimbrel_core::contract::{self, ActivityState, NodeKind};
 use whimbrel_core::engine::decide::deadline;
 use whimbrel_core::engine::EngineConfig;
-use whimbrel_core::model::ActivityExec;
+use whimbrel_core::model::{ActivityExec, WorkflowExec};
 
 use super::workflow_redrive::{generation, is_redrive, redrive_count};
 use super::Checker;
@@ -182,6 +183,11 @@ pub(super) fn timer_violations(a: &ActivityExec) -> Vec<String> {
 /// by the next), plus this.
 pub const TIMER_TOLERANCE: i64 = 20;
 
+/// Seconds an execution may run past its execution deadline once the
+/// faults stopped: the monitor's sweep of the due index, up to two ticks
+/// of a minute, and [`TIMER_TOLERANCE`].
+pub const EXECUTION_TIMEOUT_BOUND: i64 = 120 + TIMER_TOLERANCE;
+
 /// Seconds after the faults stop before timers are judged for lateness:
 /// an invocation stalled or cut in the faulty phase (a function's timeout,
 /// 120 s) and a wake-up lost there (the next two ticks) are the faults'
@@ -235,6 +241,25 @@ impl Checker {
                      with no fault since {:?} (at most {bound}s allowed)",
                     a.activity_exec_id,
                     now - due,
+                    self.quiet_since
+                )
+            })
+    }
+
+    /// An execution still RUNNING at world time `now` (epoch seconds)
+    /// more than [`EXECUTION_TIMEOUT_BOUND`] after its execution deadline,
+    /// when the faults had stopped [`QUIET_MARGIN`] before the deadline:
+    /// the monitor fails it on a tick after its deadline, whatever a
+    /// decision in flight does (issue 42 A.10, C.2).
+    pub(super) fn execution_timeout_late(&self, w: &WorkflowExec, now: i64) -> Option<String> {
+        let deadline = whimbrel_core::engine::decide::execution_deadline(w)?;
+        let judged = matches!(self.quiet_since, Some(q) if deadline >= q + QUIET_MARGIN);
+        (w.state == WorkflowState::Running && judged && now > deadline + EXECUTION_TIMEOUT_BOUND)
+            .then(|| {
+                format!(
+                    "{}: its execution deadline {deadline} passed {}s ago (world time {now}) with no fault since {:?}, and it still runs (at most {EXECUTION_TIMEOUT_BOUND}s allowed)",
+                    w.workflow_exec_id,
+                    now - deadline,
                     self.quiet_since
                 )
             })
