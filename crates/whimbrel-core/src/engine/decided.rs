@@ -107,7 +107,7 @@ impl<L: Launcher> Engine<L> {
     /// Errors: [`EngineError::Retry`] when DynamoDB is unavailable or the
     /// record is not there; [`EngineError::Rejected`] when it cannot be
     /// read as decisions.
-    async fn recorded_decisions(
+    pub(crate) async fn recorded_decisions(
         &self,
         wf: (&str, &str),
         number: u64,

@@ -74,7 +74,13 @@ impl<L: Launcher> Engine<L> {
         let mut applied = Applied::Workflow(wf.state);
         let mut taken = false;
         for id in waits {
-            let exec = self.load_activity(&id, &wf.workflow_exec_id).await?;
+            // A wait its decision committed but did not put yet takes the
+            // signal at its release.
+            let key = self.activity_key(&id, &wf.workflow_exec_id);
+            let table = self.store.tables().activity_exec();
+            let Some(exec) = self.store.get::<ActivityExec>(&table, key).await? else {
+                continue;
+            };
             if exec.state == ActivityState::Running
                 && self.deliver(exec, row).await? == Some(ActivityState::Completed)
             {
@@ -95,7 +101,9 @@ impl<L: Launcher> Engine<L> {
     /// The activity exec ids of the nodes of `wf` that wait for signal
     /// `name`: its plan's, or an episodic execution's open ones not ended
     /// (an ended wait stays open until its end is appended to the log, and
-    /// no longer waits: issue 42 A.2).
+    /// no longer waits: issue 42 A.2), and those a committed decision
+    /// opened whose items its owed effects have not put yet (their release
+    /// takes the signal: issue 42 A.10, [`Self::owed_waits`]).
     ///
     /// Errors: [`EngineError::Retry`] when its plan is not stored (yet)
     /// or DynamoDB is unavailable.
@@ -106,17 +114,21 @@ impl<L: Launcher> Engine<L> {
     ) -> Result<Vec<String>, EngineError> {
         let id = &wf.workflow_exec_id;
         if wf.is_episodic() {
-            let open = self
-                .episode_state((id, &wf.workflow_name))
-                .await?
-                .open_nodes;
-            let nodes = self.nodes_named(id, open.iter()).await?;
-            return Ok(nodes
+            let key = (id.as_str(), wf.workflow_name.as_str());
+            let state = self.episode_state(key).await?;
+            let nodes = self.nodes_named(id, state.open_nodes.iter()).await?;
+            let unput: Vec<&str> = (state.open_nodes.iter())
+                .filter(|n| !nodes.contains_key(*n))
+                .map(String::as_str)
+                .collect();
+            let mut waits: Vec<String> = nodes
                 .into_values()
                 .filter(|a| a.runner.signal_name.as_deref() == Some(name))
                 .filter(|a| !a.state.is_terminal())
                 .map(|a| a.activity_exec_id)
-                .collect());
+                .collect();
+            waits.extend(self.owed_waits(key, &state, &unput, name).await?);
+            return Ok(waits);
         }
         let plan = self
             .load_plan(id, &wf.workflow_name)
@@ -129,6 +141,39 @@ impl<L: Launcher> Engine<L> {
             .filter(|a| a.signal.as_deref() == Some(name))
             .map(|a| ids::activity_exec_id(id, &a.name))
             .collect())
+    }
+
+    /// The activity exec ids of the nodes `unput` (open, with no item
+    /// yet) that the decisions of `wf` whose effects are owed (as read in
+    /// `state`) schedule as waits for signal `name`. None when no effects
+    /// are owed.
+    ///
+    /// Errors: [`EngineError::Retry`] when DynamoDB is unavailable.
+    async fn owed_waits(
+        &self,
+        wf: (&str, &str),
+        state: &EpisodeState,
+        unput: &[&str],
+        name: &str,
+    ) -> Result<Vec<String>, EngineError> {
+        let mut waits = vec![];
+        if unput.is_empty() {
+            return Ok(waits);
+        }
+        for number in state.decisions_applied + 1..=state.decision_count {
+            for d in self.recorded_decisions(wf, number).await? {
+                let Decision::Schedule { activities } = d else {
+                    continue;
+                };
+                waits.extend(
+                    (activities.iter())
+                        .filter(|a| a.signal.as_deref() == Some(name))
+                        .filter(|a| unput.contains(&a.name.as_str()))
+                        .map(|a| ids::activity_exec_id(wf.0, &a.name)),
+                );
+            }
+        }
+        Ok(waits)
     }
 
     /// A signal no node waits for, appended to the log of episodic

@@ -597,6 +597,78 @@ async fn a_decision_lost_in_flight_does_not_hold_off_the_execution_timeout() {
     assert!(error.starts_with("execution timeout"), "{error}");
 }
 
+/// Runs `work`, then waits for the signal `approve` (node `approve`),
+/// then completes with what the wait took and every signal event it was
+/// shown.
+struct Approval;
+
+impl Decider for Approval {
+    fn start(&self, _: &DeciderRequest) -> DecisionsAnswer {
+        decisions(vec![schedule(lambda_node(
+            "work",
+            "episode-step",
+            json!({}),
+        ))])
+    }
+
+    fn decide(&self, request: &DecisionRequest) -> DecisionsAnswer {
+        let ended = |n: &str| (request.events.iter()).find(|e| e.node.as_deref() == Some(n));
+        let signals: Vec<Value> = (request.events.iter())
+            .filter(|e| e.kind == EventKind::Signal)
+            .map(|e| json!(e.signal))
+            .collect();
+        if !signals.is_empty() {
+            return decisions(vec![Decision::FailWorkflow {
+                reason: format!("shown signal events {signals:?}"),
+            }]);
+        }
+        match (ended("work"), ended("approve")) {
+            (Some(_), _) => decisions(vec![schedule(deciding::signal_node("approve", "approve"))]),
+            (_, Some(e)) => decisions(vec![Decision::CompleteWorkflow {
+                result: json!({"approved": e.output}),
+            }]),
+            _ => decisions(vec![]),
+        }
+    }
+}
+
+/// Issue 42 A.10, "a signal delivered both as an event and to a wait that
+/// exists only in the commit": decision 2 commits a signal wait, and its
+/// effects are held before the wait's item is put; the signal arrives
+/// then. It must reach the wait once its item is put, and not also be an
+/// event of the log (no node waited, as far as the items showed).
+#[tokio::test]
+async fn a_signal_for_a_wait_its_decision_committed_but_not_yet_put_is_not_also_an_event() {
+    let h = Harness::new().await;
+    register(&h, "approval", "approval-decider", Arc::new(Approval)).await;
+    let wf = start(&h, "approval", json!({})).await;
+    let running = h.event(&wf, "work", "RUNNING");
+    h.engine.apply_event(&running).await.unwrap();
+    let wait = whimbrel_core::ids::activity_exec_id(&wf, "approve");
+    let (held, reached, gate) = common::Stalled::engine_holding_put(&h, &wait);
+    let done = h.event(&wf, "work", "COMPLETED");
+    let row = SignalRow::new(&wf, "approve", "s-1", Some(json!({"by": "ana"})));
+    let meanwhile = async {
+        reached.notified().await;
+        h.store.put(&h.store.tables().signal(), &row).await.unwrap();
+        h.engine.receive_signal(&row).await.unwrap();
+        gate.notify_one();
+    };
+    let (applied, ()) = tokio::join!(held.apply_event(&done), meanwhile);
+    applied.unwrap();
+    h.tick(h.now() + 5).await;
+    let approve = h.activity(&wf, "approve").await;
+    assert_eq!(approve.state, ActivityState::Completed);
+    let w = h.workflow(&wf).await;
+    assert_eq!(
+        (w.state, w.error),
+        (WorkflowState::Completed, None),
+        "the signal was also an event"
+    );
+    let result = h.engine.workflow_result(&wf, "approval").await.unwrap();
+    assert_eq!(result, Some(json!({"approved": {"by": "ana"}})));
+}
+
 /// Waits on a long timer, and completes with the first signal it is
 /// shown as an event (its decide_on: every kind, by default).
 struct Listener;

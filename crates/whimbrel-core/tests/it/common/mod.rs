@@ -732,24 +732,34 @@ pub struct Stalled {
     inner: std::sync::Arc<dyn whimbrel_core::store::Backend>,
     /// The key attribute that names the held item.
     attribute: &'static str,
+    /// Whether a PutItem of it is held too (else only updates and
+    /// transactions).
+    puts: bool,
     activity_exec_id: std::sync::Mutex<Option<String>>,
     reached: std::sync::Arc<tokio::sync::Notify>,
     gate: std::sync::Arc<tokio::sync::Notify>,
 }
 
+/// An engine whose store holds one write, with the `reached` it tells
+/// when that write is held and the `gate` that lets it go.
+pub type StalledEngine = (
+    Engine<RecordingLauncher>,
+    std::sync::Arc<tokio::sync::Notify>,
+    std::sync::Arc<tokio::sync::Notify>,
+);
+
 impl Stalled {
     /// An engine over `h`'s tables and launcher whose store holds the
     /// first write of `activity_exec_id`'s item, with the `reached` it
     /// tells when that write is held and the `gate` that lets it go.
-    pub fn engine(
-        h: &Harness,
-        activity_exec_id: &str,
-    ) -> (
-        Engine<RecordingLauncher>,
-        std::sync::Arc<tokio::sync::Notify>,
-        std::sync::Arc<tokio::sync::Notify>,
-    ) {
+    pub fn engine(h: &Harness, activity_exec_id: &str) -> StalledEngine {
         Stalled::engine_on(h, "activity_exec_id", activity_exec_id)
+    }
+
+    /// [`Stalled::engine`] holding the first write of `activity_exec_id`'s
+    /// item, a PutItem included (a decision's effect that creates a node).
+    pub fn engine_holding_put(h: &Harness, activity_exec_id: &str) -> StalledEngine {
+        Stalled::build(h, "activity_exec_id", activity_exec_id, true)
     }
 
     /// [`Stalled::engine`] holding the first UpdateItem or transaction of
@@ -759,11 +769,16 @@ impl Stalled {
         h: &Harness,
         attribute: &'static str,
         activity_exec_id: &str,
-    ) -> (
-        Engine<RecordingLauncher>,
-        std::sync::Arc<tokio::sync::Notify>,
-        std::sync::Arc<tokio::sync::Notify>,
-    ) {
+    ) -> StalledEngine {
+        Stalled::build(h, attribute, activity_exec_id, false)
+    }
+
+    fn build(
+        h: &Harness,
+        attribute: &'static str,
+        activity_exec_id: &str,
+        puts: bool,
+    ) -> StalledEngine {
         let (reached, gate): (
             std::sync::Arc<tokio::sync::Notify>,
             std::sync::Arc<tokio::sync::Notify>,
@@ -771,6 +786,7 @@ impl Stalled {
         let stalled = Stalled {
             inner: h.store.backend().clone(),
             attribute,
+            puts,
             activity_exec_id: std::sync::Mutex::new(Some(activity_exec_id.to_string())),
             reached: std::sync::Arc::clone(&reached),
             gate: std::sync::Arc::clone(&gate),
@@ -812,7 +828,14 @@ impl whimbrel_core::store::Backend for Stalled {
         i: whimbrel_core::store::Item,
         c: Option<whimbrel_core::store::Cond>,
     ) -> futures::future::BoxFuture<'_, Result<(), whimbrel_core::store::StoreError>> {
-        self.inner.put(t, i, c)
+        let hold = self.puts && self.holds(&i);
+        Box::pin(async move {
+            if hold {
+                self.reached.notify_one();
+                self.gate.notified().await;
+            }
+            self.inner.put(t, i, c).await
+        })
     }
     fn update(
         &self,
