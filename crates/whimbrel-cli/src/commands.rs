@@ -252,7 +252,7 @@ pub async fn cancel(
             .iter()
             .filter(|a| a.state == ActivityState::Cancelled)
             .count();
-        let ended = snap.workflow.state.is_terminal();
+        let ended = snap.closed();
         if ended || std::time::Instant::now() >= deadline {
             let state = snap.workflow.state;
             println!("{workflow_exec_id}\t{state}");

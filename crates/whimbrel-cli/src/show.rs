@@ -441,6 +441,27 @@ mod tests {
         }
     }
 
+    /// The wait loops stop at a closed workflow, not at its first terminal
+    /// write: a FAILED workflow whose activity is still QUEUED is closing
+    /// (e2e-workers § 4 read it so once, between the two writes).
+    #[test]
+    fn a_workflow_is_closed_once_it_ended_and_no_activity_is_left_to_cancel() {
+        let at = |s: ActivityState| entry(Transition::Cancel, s, 105, "e");
+        let queued = activity("waits", &[], vec![at(ActivityState::Queued)]);
+        let cancelled = activity("waits", &[], vec![at(ActivityState::Cancelled)]);
+        let asked = activity("runs", &[], vec![at(ActivityState::CancelledRunning)]);
+        let closed = |acts: Vec<ActivityExec>, s| snapshot(acts, s).closed();
+        assert!(!closed(vec![queued.clone()], WorkflowState::Failed));
+        assert!(!closed(vec![cancelled.clone()], WorkflowState::Running));
+        assert!(closed(vec![cancelled.clone()], WorkflowState::Failed));
+        assert!(closed(
+            vec![cancelled, asked.clone()],
+            WorkflowState::Cancelled
+        ));
+        assert!(!closed(vec![asked, queued], WorkflowState::Cancelled));
+        assert!(closed(vec![], WorkflowState::Completed));
+    }
+
     #[test]
     fn causes_from_event_ids() {
         let mut a = activity("a", &[], vec![]);

@@ -6,7 +6,7 @@ use std::time::Duration;
 use whimbrel_core::attr;
 
 use serde_json::{json, Value};
-use whimbrel_core::contract::WorkflowState;
+use whimbrel_core::contract::{ActivityState, WorkflowState};
 use whimbrel_core::ids;
 use whimbrel_core::model::{ActivityExec, TargetLimit, WorkflowExec};
 use whimbrel_core::store::{
@@ -31,6 +31,25 @@ pub struct Snapshot {
     /// ([`with_target_limits`]): the wait loops that poll a snapshot
     /// (`redrive --wait`, `cancel --wait`, `result --wait`) never need them.
     pub targets: Vec<TargetLimit>,
+}
+
+impl Snapshot {
+    /// True once the workflow's close is done: it ended, and no activity
+    /// is left that its close still ends. A workflow moves to FAILED or
+    /// CANCELLED first and cancels its open activities right after
+    /// (design.md § 3.3), so a reader between the two writes sees it ended
+    /// with activities still QUEUED. An activity CANCELLED_RUNNING counts
+    /// as closed: the engine asked it to stop, and only its own report or
+    /// the cancel grace ends it. The wait loops (`result --wait`,
+    /// `status --watch`, `cancel --wait`) stop here, not at the first
+    /// terminal state, so what they print last is the state that stays.
+    pub fn closed(&self) -> bool {
+        self.workflow.state.is_terminal()
+            && self
+                .activities
+                .iter()
+                .all(|a| a.state.is_terminal() || a.state == ActivityState::CancelledRunning)
+    }
 }
 
 /// Read the workflow exec (consistent) and its activities (GSI query),
@@ -389,6 +408,9 @@ pub async fn workflow_result(store: Store, id: &str, wait: bool) -> Result<Value
     loop {
         let snap = snapshot(&store, id).await;
         match snap {
+            Ok(s) if wait && s.workflow.state.is_terminal() && !s.closed() => {
+                tokio::time::sleep(Duration::from_millis(500)).await
+            }
             Ok(s) if s.workflow.state == WorkflowState::Completed => {
                 let engine = whimbrel_core::engine::Engine::new(
                     store.clone(),
@@ -449,7 +471,7 @@ pub async fn run(store: &Store, id: &str, watch: bool, format: Format) -> Result
             }
             Err(e) => return Err(e),
         };
-        let done = snap.workflow.state.is_terminal();
+        let done = snap.closed();
         let text = match format {
             Format::Table => render(&snap),
             Format::Json => {
