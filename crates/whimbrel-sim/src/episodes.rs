@@ -19,7 +19,7 @@ use serde_json::{json, Value};
 use whimbrel_core::contract::ActivityState;
 use whimbrel_core::decider::{Decision, DecisionRequest, DecisionsAnswer, EventKind};
 use whimbrel_core::deciding::{self, Decider};
-use whimbrel_core::plan::{DeciderRequest, ParentClose, PlannedActivity};
+use whimbrel_core::plan::{DeciderRequest, ParentClose, PlannedActivity, MAX_NAME_LEN};
 
 use crate::world::{SIGNAL_NAMES, TASK_LIST};
 
@@ -45,6 +45,12 @@ pub struct EpisodeSpec {
     /// The execution timeout its first answer sets, seconds; none by
     /// [`EpisodeSpec::draw`].
     pub execution_timeout: Option<i64>,
+    /// A wide first round instead of a drawn one (issue 42 C.1): `fan`,
+    /// then this many nodes of 128-byte names that each depend on it,
+    /// then `join`, which depends on them all; at 500, the most
+    /// dependents and prerequisites a decided node keeps. None by
+    /// [`EpisodeSpec::draw`].
+    pub wide: Option<usize>,
 }
 
 impl EpisodeSpec {
@@ -57,6 +63,7 @@ impl EpisodeSpec {
             on_cancel: r.gen_bool(0.7),
             children: vec![],
             execution_timeout: None,
+            wide: None,
         }
     }
 
@@ -64,6 +71,23 @@ impl EpisodeSpec {
     pub fn result(&self) -> Value {
         json!({"rounds": self.rounds, "continued": self.continues})
     }
+}
+
+/// A wide first round ([`EpisodeSpec::wide`]): `fan`, `width` Lambda
+/// nodes of 128-byte names depending on it, and `join` depending on them
+/// all.
+fn wide_round(width: usize) -> Vec<PlannedActivity> {
+    let step = |name: &str, deps: Vec<String>| PlannedActivity {
+        depends_on: deps,
+        ..deciding::lambda_node(name, "sim-activity", json!({"wide": width}))
+    };
+    let names: Vec<String> = (0..width)
+        .map(|i| format!("w{i:04}{}", "n".repeat(MAX_NAME_LEN - 5)))
+        .collect();
+    let mut nodes = vec![step("fan", vec![])];
+    nodes.extend(names.iter().map(|n| step(n, vec!["fan".into()])));
+    nodes.push(step("join", names));
+    nodes
 }
 
 /// An answer the decider gave.
@@ -165,6 +189,9 @@ impl SimDecider<'_> {
     /// timers and signal waits with a timeout; some depend on one before
     /// them in the round.
     fn round_nodes(&self, round: u64) -> Vec<PlannedActivity> {
+        if let (1, Some(width)) = (round, self.spec.wide) {
+            return wide_round(width);
+        }
         (0..self.spec.width)
             .map(|i| {
                 let name = format!("r{round}n{i}");

@@ -212,6 +212,11 @@ pub struct Shared {
     /// schedule whose episodic workflows neither start children nor time
     /// out draws everything else as it did.
     pub episode_extra_rng: ChaCha8Rng,
+    /// The random source of which episodic workflows open a wide first
+    /// round (`EpisodeSpec::wide`, issue 42 C.1). A ninth stream of the
+    /// same seed, so that a schedule with none draws everything else as
+    /// it did.
+    pub wide_rng: ChaCha8Rng,
     /// The episodic workflows' deciders, by workflow name.
     pub episodes: HashMap<String, crate::episodes::EpisodeSpec>,
     /// Every answer their decider gave, in order.
@@ -303,6 +308,11 @@ impl Shared {
             episode_extra_rng: {
                 let mut r = ChaCha8Rng::seed_from_u64(seed);
                 r.set_stream(7);
+                r
+            },
+            wide_rng: {
+                let mut r = ChaCha8Rng::seed_from_u64(seed);
+                r.set_stream(8);
                 r
             },
             episodes: HashMap::new(),

@@ -183,8 +183,12 @@ impl<L: Launcher> Engine<L> {
     }
 
     /// A redelivery: resume what the write that applied it owes, parked
-    /// events included (the first try may have died).
+    /// events included (the first try may have died); nothing once its
+    /// settle ended ([`ActivityExec::settled`]).
     async fn resume(&self, exec: ActivityExec) -> Result<Applied, EngineError> {
+        if exec.settled() {
+            return Ok(Applied::State(exec.state));
+        }
         if !exec.state.is_terminal() && !exec.trail.parked.is_empty() {
             Box::pin(self.apply_parked(exec.clone())).await?;
         }

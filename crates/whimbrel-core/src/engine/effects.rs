@@ -253,15 +253,15 @@ impl<L: Launcher> Engine<L> {
         let event_id = ids::EngineStep::UpstreamEnded(&exec.activity_exec_id).event_id();
         let reason = format!("prerequisite {} ended {}", exec.activity_name, exec.state);
         let (dependents, _) = self.dependents_of(exec).await?;
-        let results: Vec<Result<(), EngineError>> = stream::iter(dependents.iter())
-            .map(|dep| {
+        let wf = &exec.workflow_exec_id;
+        let found = (self.activities_with_ids(wf, dependents.iter().cloned())).await?;
+        let open = |d: &ActivityExec| d.state.is_not_started() || d.is_last_event(&event_id);
+        let to_cancel: Vec<ActivityExec> = found.iter().filter(|d| open(d)).cloned().collect();
+        let results: Vec<Result<(), EngineError>> = stream::iter(to_cancel)
+            .map(|d| {
                 let event_id = event_id.clone();
                 let reason = reason.clone();
                 async move {
-                    let d = self.load_activity(dep, &exec.workflow_exec_id).await?;
-                    if !(d.state.is_not_started() || d.is_last_event(&event_id)) {
-                        return Ok(());
-                    }
                     let details = Details {
                         error: Some(reason),
                         ..Details::default()
@@ -274,6 +274,15 @@ impl<L: Launcher> Engine<L> {
             .buffer_unordered(self.config.concurrency)
             .collect()
             .await;
-        results.into_iter().collect()
+        results.into_iter().collect::<Result<(), _>>()?;
+        // A dependent not there yet (an episodic decision's owed effect)
+        // is cancelled once it is: the settle stays owed until then.
+        match dependents.len() - found.len() {
+            0 => Ok(()),
+            n => Err(EngineError::Retry(format!(
+                "{}: {n} of its dependents are not stored yet",
+                exec.activity_exec_id
+            ))),
+        }
     }
 }

@@ -246,6 +246,35 @@ impl<L> Engine<L> {
             .ok_or_else(|| EngineError::Retry(format!("workflow exec {id} not found")))
     }
 
+    /// The activity execs of `workflow_exec_id` with these ids that
+    /// exist, read 100 to a BatchGetItem (strongly consistent), in no
+    /// particular order. An item with no state is none: a stub the
+    /// activity role's heartbeat left under a derivable id
+    /// (`decided::node_put`). One read per 100, so a loop over many items
+    /// that a restart runs again (a wide cancel cut by its function's
+    /// timeout) pays little for those it finished (issue 42 C.1).
+    ///
+    /// Errors: [`EngineError::Retry`] when DynamoDB is unavailable.
+    pub(crate) async fn activities_with_ids(
+        &self,
+        workflow_exec_id: &str,
+        ids: impl Iterator<Item = String>,
+    ) -> Result<Vec<ActivityExec>, EngineError> {
+        let keys: Vec<_> = ids
+            .map(|id| self.activity_key(&id, workflow_exec_id))
+            .collect();
+        if keys.is_empty() {
+            return Ok(vec![]);
+        }
+        let table = self.store.tables().activity_exec();
+        let items = self.store.batch_get_items(&table, keys).await?;
+        items
+            .into_iter()
+            .filter(|i| i.contains_key(attr::STATE))
+            .map(|i| serde_dynamo::from_item(i).map_err(|e| store::shape(&table)(e).into()))
+            .collect()
+    }
+
     async fn load_activity(
         &self,
         id: &str,

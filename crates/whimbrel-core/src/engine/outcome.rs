@@ -266,21 +266,16 @@ impl<L: Launcher> Engine<L> {
         (event_id, reason): (&str, &str),
         unclaimed_only: bool,
     ) -> Result<Vec<String>, EngineError> {
-        let results: Vec<Result<Option<String>, EngineError>> = stream::iter(names.iter())
-            .map(|a| async move {
-                let id = ids::activity_exec_id(&wf.workflow_exec_id, a);
-                let key = self.activity_key(&id, &wf.workflow_exec_id);
-                let exec: Option<ActivityExec> = self
-                    .store
-                    .get(&self.store.tables().activity_exec(), key)
-                    .await?;
-                let Some(exec) = exec.filter(|e| !e.state.is_terminal()) else {
-                    return Ok(None);
-                };
+        // Read 100 to a call: a cancel cut by its function's timeout and
+        // run again pays little for the nodes it ended (issue 42 C.1).
+        let nodes = self.nodes_named(&wf.workflow_exec_id, names.iter()).await?;
+        let open = nodes.into_values().filter(|e| !e.state.is_terminal());
+        let results: Vec<Result<Option<String>, EngineError>> = stream::iter(open)
+            .map(|exec| async move {
                 let claimed =
                     !matches!(exec.state, ActivityState::Requested | ActivityState::Ready);
                 if unclaimed_only && claimed {
-                    return Ok(Some(a.clone()));
+                    return Ok(Some(exec.activity_name.clone()));
                 }
                 let details = Details {
                     error: Some(reason.to_string()),

@@ -377,3 +377,69 @@ async fn two_ticks_that_find_one_owed_wide_release_work_on_it_once() {
         assert_eq!(h.launcher.launches_of(&name).len(), 1, "{name}");
     }
 }
+
+/// Issue 42 C.1: a settle cut by its function's timeout and run again
+/// pays only for what is left. `fan` FAILED; its settle cancels its 200
+/// dependents, then dies on the write that would clear its own marker
+/// (held by [`common::Stalled`] and dropped: the function is stopped).
+/// The monitor's restart of that settle finds every dependent CANCELLED
+/// by this very step with nothing owed (no due marker), so it writes none
+/// of them again: a couple of batched reads and the marker's clear. Before,
+/// the restart re-ran each dependent's settle, so a settle wider than one
+/// invocation's time re-did its done part on every restart and never got
+/// further (seed 821 of the simulation, 500 dependents).
+#[tokio::test]
+async fn a_restarted_settle_does_not_redo_the_dependents_it_ended() {
+    const WIDE: usize = 200;
+    let h = Harness::new().await;
+    let mut activities = vec![json!({"name": "fan", "lambda": "noop"})];
+    activities.extend(
+        (0..WIDE)
+            .map(|i| json!({"name": format!("d{i:03}"), "lambda": "noop", "depends_on": ["fan"]})),
+    );
+    h.register("wide-cancel", json!({ "activities": activities }))
+        .await;
+    let wf = h.start("wide-cancel").await;
+    let owed = crate::common::terminal_write_only(
+        &h,
+        &wf,
+        "fan",
+        whimbrel_core::contract::Transition::Failed,
+        ActivityState::Failed,
+        "died",
+        Default::default(),
+    )
+    .await;
+    let fan = h.activity(&wf, "fan").await;
+    let (monitor, reached, _gate) = crate::common::Stalled::engine(&h, &fan.activity_exec_id);
+    h.clock.freeze(owed);
+    tokio::select! {
+        r = monitor.monitor_tick(owed) => panic!("the fan's marker was not written: {r:?}"),
+        () = reached.notified() => {}
+    }
+    for i in 0..WIDE {
+        let d = h.activity(&wf, &format!("d{i:03}")).await;
+        assert_eq!(d.state, ActivityState::Cancelled, "{}", d.activity_name);
+        assert_eq!(d.timing.due_epoch, None, "{}: settled", d.activity_name);
+    }
+    assert!(h.activity(&wf, "fan").await.timing.due_epoch.is_some());
+
+    h.store.metrics().take();
+    let report = h.tick(owed).await;
+    let ops = h.store.metrics().take();
+    assert_eq!(report.settled, 1, "{report:?}");
+    assert_eq!(h.activity(&wf, "fan").await.timing.due_epoch, None);
+    // Besides the tick's Query of each due-index shard (the same for any
+    // width): the batched reads of the dependents and a few calls for the
+    // fan itself and its workflow; before, 2 GetItem and 2 UpdateItem per
+    // dependent (404 of each).
+    let requests: u64 = (ops.iter())
+        .filter(|(op, _)| op.as_str() != "Query")
+        .map(|(_, o)| o.requests)
+        .sum();
+    assert!(
+        requests <= 12,
+        "the restart wrote its done part again: {ops:?}"
+    );
+    assert_eq!(h.workflow(&wf).await.state, WorkflowState::Failed);
+}

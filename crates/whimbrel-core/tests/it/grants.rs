@@ -173,6 +173,22 @@ async fn deliver_events(h: &Harness, evs: &[whimbrel_core::model::ActivityEvent]
     assert!(retry.is_empty(), "{retry:?}");
 }
 
+/// Put back the due marker of `name`'s ended activity (through the
+/// clients' store, so the write is not counted among the engine's calls):
+/// its settle owed again, as a function that died before clearing the
+/// marker leaves it. A redelivery then resumes the settle; one of an
+/// activity with no marker does nothing (`ActivityExec::settled`).
+async fn owe_settle_again(h: &Harness, wf: &str, name: &str) {
+    use whimbrel_core::store::{n, UpdateRequest};
+    let a = h.activity(wf, name).await;
+    let key = whimbrel_core::keys::activity_key(&a.activity_exec_id, wf);
+    let shard = whimbrel_core::keys::shard_of(&a.activity_exec_id);
+    let req = UpdateRequest::new(h.clients.tables().activity_exec(), key)
+        .set(whimbrel_core::attr::DUE_EPOCH, n(h.now()))
+        .set(whimbrel_core::attr::DUE_SHARD, n(shard));
+    h.clients.update(req, false).await.unwrap();
+}
+
 /// Whether `ev`'s row carries its rejection (read through the clients'
 /// store, so the read is not counted among the engine's calls).
 async fn rejection_kept(h: &Harness, ev: &whimbrel_core::model::ActivityEvent) -> bool {
@@ -414,16 +430,21 @@ async fn activity_event_calls() -> Calls {
     assert_eq!(a.outcome.output, Some(output));
     let made: Calls = made.union(&calls(&h)).cloned().collect();
     // A wide join: its prerequisites release join groups (one COMPLETED
-    // delivered twice reads its group back), the join launches with their
-    // outputs through the plan.
+    // delivered again, its settle still owed as if its function had died
+    // before clearing the marker, reads its group back), the join launches
+    // with their outputs through the plan.
     h.register("w", wide()).await;
     let w = h.start("w").await;
     calls(&h);
     for i in 0..=whimbrel_core::plan::JOIN_GROUP_SIZE {
         let name = format!("p{i}");
         let done = h.event(&w, &name, "COMPLETED");
-        let evs = [h.event(&w, &name, "RUNNING"), done.clone(), done];
+        let evs = [h.event(&w, &name, "RUNNING"), done.clone()];
         deliver_events(&h, &evs, 50 + 10 * i as u64).await;
+        if i == 0 {
+            owe_settle_again(&h, &w, &name).await;
+            deliver_events(&h, &[done], 55).await;
+        }
     }
     assert_eq!(h.activity(&w, "join").await.state.as_str(), "QUEUED");
     let made: Calls = made.union(&calls(&h)).cloned().collect();

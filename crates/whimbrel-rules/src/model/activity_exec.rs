@@ -600,6 +600,16 @@ impl ActivityExec {
         (self.attempt.retry.as_ref()).map_or(1, |r| r.max_attempts.unwrap_or(1))
     }
 
+    /// Whether its side effects are done: it ended, and its due marker,
+    /// which its terminal write sets and only the end of its settle
+    /// removes (design.md § 8.2), is gone. A redelivery of the step that
+    /// ended it then owes nothing: a restart of a wide step (a cancel of
+    /// 500 dependents cut by its function's timeout) pays nothing for the
+    /// part it finished (issue 42 C.1).
+    pub fn settled(&self) -> bool {
+        self.state.is_terminal() && self.timing.due_epoch.is_none()
+    }
+
     /// Whether `event_id` is behind the last state change, claim or retry
     /// (see [`ActivityExec::last_event`]): a redelivery of it.
     pub fn is_last_event(&self, event_id: &str) -> bool {

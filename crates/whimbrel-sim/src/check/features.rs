@@ -50,6 +50,14 @@ impl Checker {
                     .filter(|h| h.event_id.starts_with("claim:"))
                     .count() as u64,
             );
+            // The wide rounds of episodic deciders (issue 42 C.1).
+            match (a.links.scheduled_by, a.links.prerequisites.len()) {
+                (Some(_), whimbrel_core::decider::MAX_DECIDED_LINKS) => {
+                    add("decided joins of 500 nodes", 1)
+                }
+                (Some(_), 33..) => add("decided joins of 33 to 499 nodes", 1),
+                _ => {}
+            }
             if a.links.target_limit.is_some() {
                 add("activities claimed under a target limit", 1);
             }

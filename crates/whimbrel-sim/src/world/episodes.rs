@@ -49,6 +49,10 @@ const NUDGED_SHARE: f64 = 1.0 / 3.0;
 /// timeout.
 const TIMED_SHARE: f64 = 1.0 / 6.0;
 
+/// The share of top-level episodic workflows that open a wide first
+/// round ([`EpisodeSpec::wide`]).
+const WIDE_SHARE: f64 = 1.0 / 40.0;
+
 /// An execution timeout drawn from `r`: one workflow in six, 2 to 30
 /// minutes.
 fn execution_timeout(r: &mut rand_chacha::ChaCha8Rng) -> Option<i64> {
@@ -62,6 +66,18 @@ impl Sim {
 
     fn extra_draw<T>(&self, f: impl FnOnce(&mut rand_chacha::ChaCha8Rng) -> T) -> T {
         f(&mut lock(&self.world).episode_extra_rng)
+    }
+
+    /// Whether a top-level episodic workflow opens a wide first round,
+    /// and how wide (issue 42 C.1): one in forty; of those, one in three
+    /// at 500 (a decided node's most dependents and prerequisites), the
+    /// others 33 to 100 (past the wide threshold of 32).
+    fn wide_draw(&self) -> Option<usize> {
+        let r = &mut lock(&self.world).wide_rng;
+        r.gen_bool(WIDE_SHARE).then(|| match r.gen_bool(1.0 / 3.0) {
+            true => whimbrel_core::decider::MAX_DECIDED_LINKS,
+            false => r.gen_range(33..=100),
+        })
     }
 
     /// Register [`EPISODIC_CHILD`] in one schedule with episodes in two,
@@ -80,6 +96,7 @@ impl Sim {
             on_cancel: r.gen_bool(0.7),
             children: vec![CHILD_WORKFLOWS[0].to_string()],
             execution_timeout: execution_timeout(r),
+            wide: None,
         });
         self.register_episodic(EPISODIC_CHILD, spec);
     }
@@ -129,6 +146,7 @@ impl Sim {
             let spec = EpisodeSpec {
                 children: self.decider_children(),
                 execution_timeout: self.extra_draw(execution_timeout),
+                wide: self.wide_draw(),
                 ..self.episode_draw(EpisodeSpec::draw)
             };
             self.register_episodic(&name, spec);

@@ -212,6 +212,14 @@ fn assert_coverage(t: &Totals) {
             .is_some_and(|&n| n > 0),
         "{features:?}"
     );
+    // Episodic deciders drew wide rounds (C.1): joins of 500 decided
+    // nodes, the most a decided node keeps, and narrower ones past 32.
+    for wide in [
+        "decided joins of 500 nodes",
+        "decided joins of 33 to 499 nodes",
+    ] {
+        assert!(features.get(wide).is_some_and(|&n| n > 0), "{features:?}");
+    }
     // Every injected fault happened; a rare one at least twice (a batch
     // read partly unprocessed: 4 to 10 times in these 500, depending on
     // how many reads the engine makes, e.g. 4 once each claim also read
@@ -461,8 +469,9 @@ fn episodic_seeds_that_found_bugs_hold() {
 ///   13 drew an episodic cancel and an execution timeout, seed 18 once
 ///   the monitor swept each item beside the others (C.2), seed 22 once a
 ///   look read signals without their inputs (B.4), seed 28 once a cancel
-///   cancelled the nodes not claimed first, and seed 22 since a hostile
-///   client forges parent links;
+///   cancelled the nodes not claimed first, seed 22 since a hostile
+///   client forges parent links, and seed 23 since episodic deciders
+///   draw wide rounds (C.1);
 /// - 103125: a settle run again from a stale read gave back the target
 ///   slot of the redriven activity's new attempt, which then ran under the
 ///   limit without one (fix: `decide::slots::ended_as_read`). Its draws
@@ -479,12 +488,12 @@ fn episodic_seeds_that_found_bugs_hold() {
 ///   client forges parent links.
 #[test]
 fn torture_seeds_past_the_tuned_ones_hold() {
-    for seed in [22, 103125, 2000, 305796] {
+    for seed in [23, 103125, 2000, 305796] {
         let stats = run(seed, &Params::default())
             .unwrap_or_else(|f| panic!("seed {seed}: {}", f.violations.join("\n")));
         let f = &stats.features;
         let drawn = match seed {
-            22 => {
+            23 => {
                 f["episodic executions"] > 0
                     && f["cancel requests applied"] > 0
                     && f.get("execution timeouts").is_some_and(|n| *n > 0)
@@ -789,5 +798,26 @@ fn a_heartbeat_behind_by_its_timeout_seen_by_a_clock_behind_may_be_trusted() {
             .get("client clocks off by minutes")
             .is_some_and(|n| *n > 0),
         "seed 993 no longer skews a client's clock: {stats:?}"
+    );
+}
+
+/// Issue 42 C.1, seed 821: an episodic decider's first round is 500 wide
+/// (`fan`, 500 nodes of 128-byte names after it, and a join of them all:
+/// the most links a decided node keeps). `fan` timed out, and the settle
+/// that cancels its 500 dependents was stopped at its function's timeout
+/// again and again; each restart settled again the dependents it had
+/// cancelled already, so it never got past the 287th and the execution
+/// was stuck RUNNING. A redelivered step now does nothing on an item that
+/// ended with nothing owed (`ActivityExec::settled`; core test
+/// `a_restarted_settle_does_not_redo_the_dependents_it_ended`).
+#[test]
+fn a_500_wide_cancel_cut_by_function_timeouts_ends() {
+    let stats = run(821, &Params::default())
+        .unwrap_or_else(|f| panic!("seed 821: {}", f.violations.join("\n")));
+    assert!(
+        stats.features["decided joins of 500 nodes"] > 0
+            && stats.ended["CANCELLED"] >= 400
+            && stats.faults["engine functions stopped at their timeout"] > 0,
+        "seed 821 no longer draws a 500-wide round cancelled across timeouts: {stats:?}"
     );
 }

@@ -140,32 +140,18 @@ impl<L: Launcher> Engine<L> {
     }
 
     /// The nodes of `workflow_exec_id` with these names that exist, by
-    /// name (strongly consistent).
+    /// name (strongly consistent; [`Engine::activities_with_ids`]).
     pub(crate) async fn nodes_named<'a>(
         &self,
         workflow_exec_id: &str,
         names: impl Iterator<Item = &'a String>,
     ) -> Result<BTreeMap<String, ActivityExec>, EngineError> {
-        let keys: Vec<_> = names
-            .map(|n| {
-                let id = crate::ids::activity_exec_id(workflow_exec_id, n);
-                self.activity_key(&id, workflow_exec_id)
-            })
-            .collect();
-        if keys.is_empty() {
-            return Ok(BTreeMap::new());
-        }
-        let table = self.store.tables().activity_exec();
-        let items = self.store.batch_get_items(&table, keys).await?;
-        // An item with no state is no node: a stub the activity role's
-        // heartbeat left under a derivable id (`decided::node_put`).
-        let mut nodes = BTreeMap::new();
-        for item in items.into_iter().filter(|i| i.contains_key(attr::STATE)) {
-            let a: ActivityExec =
-                serde_dynamo::from_item(item).map_err(crate::store::shape(&table))?;
-            nodes.insert(a.activity_name.clone(), a);
-        }
-        Ok(nodes)
+        let ids = names.map(|n| crate::ids::activity_exec_id(workflow_exec_id, n));
+        let found = self.activities_with_ids(workflow_exec_id, ids).await?;
+        Ok(found
+            .into_iter()
+            .map(|a| (a.activity_name.clone(), a))
+            .collect())
     }
 }
 
