@@ -133,11 +133,31 @@ pub async fn activity(ctx: ActorCtx, payload: LaunchPayload, require_tokens: boo
         world,
         reports,
     };
-    if !instance.start(claimed).await || !instance.work().await {
+    if !instance.start(claimed).await {
         return;
     }
+    // From here its work runs, whatever the engine thinks of it (C.4).
+    let target = match claimed {
+        true => RUNS_ON_TASK_LIST,
+        false => RUNS_ON_LAMBDA,
+    };
+    let p = &instance.payload;
+    let id = format!("{} attempt {}", p.activity_exec_id, p.attempt);
+    let running = crate::shared::Running::new(&instance.world, target, id);
+    if !instance.work().await {
+        return;
+    }
+    // Its work is done: what is left is its report.
+    drop(running);
     instance.end().await;
 }
+
+/// The target an instance delivered by Lambda runs on
+/// ([`crate::shared::Shared::running`]).
+pub const RUNS_ON_LAMBDA: &str = "lambda:sim-activity";
+
+/// The target an instance a worker claimed runs on.
+pub const RUNS_ON_TASK_LIST: &str = "task_list:sim-list";
 
 impl Behaviour {
     /// Draw one instance's behaviour from the seed's generator, given its

@@ -42,7 +42,7 @@ mod liveness;
 mod safety;
 mod signals;
 mod slots;
-mod target_slots;
+pub mod target_slots;
 mod timing;
 mod workflow_redrive;
 

@@ -250,6 +250,45 @@ pub struct Shared {
     /// How often each fault was injected (name → count), so a summary
     /// shows that every fault was exercised.
     pub exercised: std::collections::BTreeMap<&'static str, u64>,
+    /// Activity instances doing their work now, by target (`lambda:f`,
+    /// `task_list:l`): from an accepted start (RUNNING, or a worker's
+    /// claim) to their end or crash ([`Running`]). What actually runs,
+    /// counted against each target's limit (issue 42 C.4).
+    pub running: std::collections::BTreeMap<&'static str, Vec<String>>,
+}
+
+/// One activity instance doing its work, counted in
+/// [`Shared::running`] from its creation until it is dropped (its end,
+/// or its invocation's crash or timeout, which drops its task).
+pub struct Running {
+    world: Arc<Mutex<Shared>>,
+    target: &'static str,
+    instance: String,
+}
+
+impl Running {
+    /// Count `instance` (an activity exec id and attempt) of `target` as
+    /// running from now.
+    pub fn new(world: &Arc<Mutex<Shared>>, target: &'static str, instance: String) -> Self {
+        let mut w = lock(world);
+        w.running.entry(target).or_default().push(instance.clone());
+        drop(w);
+        Running {
+            world: world.clone(),
+            target,
+            instance,
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let mut w = lock(&self.world);
+        let running = w.running.entry(self.target).or_default();
+        if let Some(i) = running.iter().position(|r| *r == self.instance) {
+            running.swap_remove(i);
+        }
+    }
 }
 
 impl Shared {
@@ -328,6 +367,7 @@ impl Shared {
             violations: vec![],
             trace: vec![],
             exercised: Default::default(),
+            running: Default::default(),
             max_event_age: 60,
         }
     }

@@ -236,6 +236,9 @@ pub struct Sim {
     stats: Stats,
     params: Params,
     checker: Checker,
+    /// Steps at which more instances ran on a target than its limit let
+    /// hold slots, and the most past it (issue 42 C.4; [`Sim::count_running`]).
+    running_over: (u64, i64),
 }
 
 /// The engine settings of a schedule; odd seeds also record launch times
@@ -354,6 +357,7 @@ impl Sim {
             stats: Stats::default(),
             params,
             checker: Checker::default(),
+            running_over: (0, 0),
         }
     }
 
@@ -544,7 +548,34 @@ impl Sim {
                 .all(|s| s.inflight.is_none() && s.cursor >= s.records.len())
     }
 
+    /// Count what actually runs against each target's limit (issue 42
+    /// C.4): the instances doing their work now ([`Shared::running`])
+    /// against the most slots the limit lets be held (its limit, or the
+    /// slots still held after it was lowered). Measured, not an
+    /// invariant: an instance runs on after the engine ended its attempt
+    /// (timed out while it still works, or delivered twice by Lambda)
+    /// until it learns so from a heartbeat or its report.
+    fn count_running(&mut self) {
+        let running = lock(&self.world).running.clone();
+        for l in crate::check::target_slots::limits(&self.mem, &self.tables) {
+            let max = i64::from(l.max_concurrency.unwrap_or(0));
+            let cap = max - l.slots_free.min(0);
+            let runs = running.get(l.target.as_str()).cloned().unwrap_or_default();
+            let over = runs.len() as i64 - cap;
+            if over > 0 {
+                if self.running_over.1 < over {
+                    let line =
+                        format!("{} run on {} (limit {max}): {runs:?}", runs.len(), l.target);
+                    self.log(line);
+                }
+                self.running_over.0 += 1;
+                self.running_over.1 = self.running_over.1.max(over);
+            }
+        }
+    }
+
     fn check_safety(&mut self) -> Result<(), Failure> {
+        self.count_running();
         let mut v = std::mem::take(&mut lock(&self.world).violations);
         let now = lock(&self.world).now;
         if let Some(read) = self.checker.changed(&self.mem, &self.tables) {

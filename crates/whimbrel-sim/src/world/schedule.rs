@@ -286,6 +286,11 @@ impl Sim {
         for (k, n) in self.redrive_counts() {
             self.stats.features.insert(k.into(), n);
         }
+        let (steps, most) = self.running_over;
+        let over = "steps with more instances running than a target's limit";
+        self.stats.features.insert(over.into(), steps);
+        let most_over = "most instances running past a target's limit";
+        self.stats.features.insert(most_over.into(), most as u64);
         self.stats.faults = lock(&self.world)
             .exercised
             .iter()

@@ -18,7 +18,10 @@ use super::{Clock, Sim};
 use crate::shared::lock;
 
 /// The targets limited: the activity function and the workers' list.
-const TARGETS: [&str; 2] = ["lambda:sim-activity", "task_list:sim-list"];
+const TARGETS: [&str; 2] = [
+    crate::actors::RUNS_ON_LAMBDA,
+    crate::actors::RUNS_ON_TASK_LIST,
+];
 
 /// Chance that a target is limited at set-up.
 const LIMITED: f64 = 0.4;
