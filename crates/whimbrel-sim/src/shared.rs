@@ -252,7 +252,8 @@ pub struct Shared {
     pub exercised: std::collections::BTreeMap<&'static str, u64>,
     /// Activity instances doing their work now, by target (`lambda:f`,
     /// `task_list:l`): from an accepted start (RUNNING, or a worker's
-    /// claim) to their end or crash ([`Running`]). What actually runs,
+    /// claim) to the end of their work, before their report, or their
+    /// crash ([`Running`]). What actually runs,
     /// counted against each target's limit (issue 42 C.4).
     pub running: std::collections::BTreeMap<&'static str, Vec<String>>,
 }
