@@ -31,7 +31,12 @@ impl<L: Launcher> Engine<L> {
     /// Set `target`'s limit to `max` (1..): at most `max` of its activities
     /// hold a slot at once, across workflows. A lowered limit takes no
     /// slot back (those held run on); a raised one hands its new slots to
-    /// the oldest waiters. Returns the limit as set.
+    /// the oldest waiters. Every set, not only the first, then adopts the
+    /// target's live attempts that hold no slot (`adopt_live`, issue 42
+    /// A.7): the limit's write and the adoption are separate writes, so a
+    /// setter that died between them left those uncounted, and setting
+    /// the limit again (`whimbrel limit set`, repeated after its failure)
+    /// finishes the adoption (C.4). Returns the limit as set.
     ///
     /// Errors: [`EngineError::Rejected`] for a malformed target or a `max`
     /// of 0, [`EngineError::Retry`] when DynamoDB is unavailable or the
@@ -49,18 +54,16 @@ impl<L: Launcher> Engine<L> {
         }
         let t = self.store.tables();
         for _ in 0..MAX_TRIES {
-            let (req, new) = match self.target_limit(&target).await? {
+            let req = match self.target_limit(&target).await? {
                 Some(TargetLimit {
                     max_concurrency: Some(old),
                     ..
-                }) => (target_limits::change_limit(t, &target, old, max), false),
-                _ => (target_limits::new_limit(t, &target, max), true),
+                }) => target_limits::change_limit(t, &target, old, max),
+                _ => target_limits::new_limit(t, &target, max),
             };
             match self.store.update(req, false).await {
                 Ok(_) => {
-                    if new {
-                        self.adopt_live(&target).await?;
-                    }
+                    self.adopt_live(&target).await?;
                     self.hand_off_target(&target).await?;
                     return self.target_limit(&target).await?.ok_or_else(|| {
                         EngineError::Retry(format!("{target}: removed while being set"))

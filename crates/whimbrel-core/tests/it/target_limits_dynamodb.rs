@@ -253,6 +253,46 @@ async fn a_limit_set_while_activities_run_counts_them() {
     assert_eq!((l.slots_used(), l.slot_waiters.len()), (0, 0), "{l:?}");
 }
 
+/// Issue 42 C.4: a new limit is written first and adopts the live
+/// activities after, in later writes, so a setter that dies between the
+/// two leaves them uncounted (the simulation's seed 14 ran 2 tasks under
+/// a limit of 1 so). Setting the limit again finishes the adoption: every
+/// set adopts what runs and holds no slot, so `whimbrel limit set`
+/// repeated after a failure is whole.
+#[tokio::test]
+async fn setting_a_limit_again_adopts_what_a_setter_that_died_left_uncounted() {
+    let h = Harness::new().await;
+    h.register("early", plan(3, "resize", None)).await;
+    let early = h.start("early").await;
+    assert_eq!(h.launcher.launch_count(), 3);
+    // The setter's first write only, as `set_target_limit` writes a new
+    // limit; then it died.
+    let first =
+        whimbrel_core::engine::decide::target_limits::new_limit(h.store.tables(), TARGET, 2);
+    h.store.update(first, false).await.unwrap();
+    assert_eq!(limit(&h).await.slots_used(), 0, "nothing adopted yet");
+    h.engine.set_target_limit(TARGET, 2).await.unwrap();
+    let l = limit(&h).await;
+    assert_eq!((l.slots_used(), l.slots_free), (3, -1), "{l:?}");
+    h.register("late", plan(1, "resize", None)).await;
+    let late = h.start("late").await;
+    assert_eq!(limit(&h).await.slot_waiters.len(), 1);
+    assert_eq!(
+        h.launcher.launch_count(),
+        3,
+        "nothing claims over the limit"
+    );
+    let wfs = vec![(early.clone(), 3), (late.clone(), 1)];
+    drain(&h, &wfs, 3, &[None, None]).await;
+    for wf in [&early, &late] {
+        assert_eq!(h.workflow(wf).await.state, WorkflowState::Completed);
+    }
+    // Set again while idle: nothing to adopt, nothing held.
+    h.engine.set_target_limit(TARGET, 2).await.unwrap();
+    let l = limit(&h).await;
+    assert_eq!((l.slots_used(), l.slot_waiters.len()), (0, 0), "{l:?}");
+}
+
 /// Issue 42 A.10, "a claim that joins a target's waiters twice": a
 /// waiter's claim applied again later (its start's record delivered
 /// twice, a minute apart) may join the waiters again under a later
