@@ -9,6 +9,7 @@ use whimbrel_core::store::Tables;
 
 use super::signals::at_deadline;
 use super::{activities, workflows, Checker};
+use whimbrel_core::plan::FAN_OUT_LIST_MAX;
 
 impl Checker {
     /// How often retries, workers and timeouts were exercised (so a passing run
@@ -55,7 +56,7 @@ impl Checker {
                 (Some(_), whimbrel_core::decider::MAX_DECIDED_LINKS) => {
                     add("decided joins of 500 nodes", 1)
                 }
-                (Some(_), 33..) => add("decided joins of 33 to 499 nodes", 1),
+                (Some(_), n) if n > FAN_OUT_LIST_MAX => add("decided joins of 33 to 499 nodes", 1),
                 _ => {}
             }
             if a.links.target_limit.is_some() {

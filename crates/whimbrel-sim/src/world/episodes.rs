@@ -71,12 +71,14 @@ impl Sim {
     /// Whether a top-level episodic workflow opens a wide first round,
     /// and how wide (issue 42 C.1): one in forty; of those, one in three
     /// at 500 (a decided node's most dependents and prerequisites), the
-    /// others 33 to 100 (past the wide threshold of 32).
+    /// others 33 to 100 (wider than a static plan keeps on an item,
+    /// `FAN_OUT_LIST_MAX`).
     fn wide_draw(&self) -> Option<usize> {
         let r = &mut lock(&self.world).wide_rng;
+        let narrowest = whimbrel_core::plan::FAN_OUT_LIST_MAX + 1;
         r.gen_bool(WIDE_SHARE).then(|| match r.gen_bool(1.0 / 3.0) {
             true => whimbrel_core::decider::MAX_DECIDED_LINKS,
-            false => r.gen_range(33..=100),
+            false => r.gen_range(narrowest..=100),
         })
     }
 
