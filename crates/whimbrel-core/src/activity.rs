@@ -2,6 +2,28 @@
 //! heartbeat, and end COMPLETED (with output) or FAILED, through the Simple
 //! Lambda API (one `whimbrel_activity_event` row per transition).
 //!
+//! An activity function is its handler and [`run`]: the helper reports
+//! RUNNING, heartbeats while the handler works, stops it on a cancel, and
+//! reports what it returned (`Ok(output)` → COMPLETED, `Err(reason)` →
+//! FAILED):
+//!
+//! ```no_run
+//! use serde_json::{json, Value};
+//! use whimbrel_core::plan::LaunchPayload;
+//!
+//! async fn greet(task: LaunchPayload) -> Result<Value, String> {
+//!     let name = task.input["name"].as_str().ok_or("input.name: a string is required")?;
+//!     Ok(json!({ "greeting": format!("Hello, {name}!") }))
+//! }
+//!
+//! #[tokio::main]
+//! async fn main() -> Result<(), whimbrel_core::lambda::Error> {
+//!     whimbrel_core::activity::run(greet).await
+//! }
+//! ```
+//!
+//! Or one report at a time, for an activity that drives its own reports:
+//!
 //! ```no_run
 //! # async fn run(payload: whimbrel_core::plan::LaunchPayload) -> Result<(), Box<dyn std::error::Error>> {
 //! let activity = whimbrel_core::activity::Activity::from_env(payload).await?;
@@ -11,8 +33,12 @@
 //! # Ok(()) }
 //! ```
 
+use std::future::Future;
+use std::time::Duration;
+
 use crate::attr;
 use serde_json::Value;
+use tracing::{info, warn};
 
 use crate::contract::{ActivityState, Transition};
 use crate::engine::{Engine, EngineConfig, EngineError};
@@ -358,4 +384,161 @@ impl Reporter {
     pub fn activity(&self, payload: LaunchPayload) -> Activity {
         Activity::new(payload, self.store.clone(), self.config.clone())
     }
+}
+
+/// How an attempt driven by [`Activity::drive`] ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// The handler returned its output; COMPLETED was reported (or its
+    /// report failed, and the attempt's timeout will catch it).
+    Completed,
+    /// The handler, or the read of its prerequisites, failed; FAILED was
+    /// reported.
+    Failed,
+    /// The handler was stopped: cancelled (the cancel acknowledged), or
+    /// no longer this attempt's (a timeout or a newer attempt); nothing
+    /// else reported.
+    Abandoned,
+}
+
+/// Heartbeat period of an attempt: a third of its heartbeat timeout
+/// (seconds, at least 1), or 30 s when it has none, so that a cancel is
+/// still seen.
+fn beat_every(payload: &LaunchPayload) -> Duration {
+    Duration::from_secs(
+        payload
+            .heartbeat_timeout_seconds
+            .map_or(30, |t| (t / 3).max(1)) as u64,
+    )
+}
+
+impl Activity {
+    /// Run `handler` as this attempt's work (it is RUNNING already: a
+    /// worker's claim or [`Activity::attempt`] made it so), heartbeating
+    /// every [`beat_every`] while it runs, and report what it returned:
+    /// `Ok(output)` COMPLETED, `Err(reason)` FAILED. A cancel
+    /// (CANCELLED_RUNNING) stops the handler and is acknowledged; an
+    /// attempt lost to a timeout or a newer attempt stops it silently. The
+    /// handler gets every prerequisite's output in `prerequisites`: those
+    /// the payload carried by reference (a wide join's) are read first
+    /// ([`Activity::prerequisite_outputs`]); a read that fails fails the
+    /// attempt (`PREREQUISITES: …`, retried per its policy). A report that
+    /// fails is logged: the attempt's timeout catches it, and its retry
+    /// policy applies.
+    pub async fn drive<H, F>(&self, handler: &H) -> Outcome
+    where
+        H: Fn(LaunchPayload) -> F,
+        F: Future<Output = Result<Value, String>>,
+    {
+        let mut payload = self.payload.clone();
+        if !payload.prerequisites_by_reference.is_empty() {
+            match self.prerequisite_outputs().await {
+                Ok(all) => {
+                    payload.prerequisites = all;
+                    payload.prerequisites_by_reference.clear();
+                }
+                Err(e) => {
+                    self.logged(self.failed(format!("PREREQUISITES: {e}")).await);
+                    return Outcome::Failed;
+                }
+            }
+        }
+        let Some(result) = self.while_live(handler(payload)).await else {
+            return Outcome::Abandoned;
+        };
+        match result {
+            Ok(output) => {
+                self.logged(self.completed(output).await);
+                Outcome::Completed
+            }
+            Err(error) => {
+                self.logged(self.failed(error).await);
+                Outcome::Failed
+            }
+        }
+    }
+
+    /// Report RUNNING, then [`Activity::drive`] `handler`: one invoked
+    /// attempt, start to end (what [`run`] does per invocation).
+    ///
+    /// Errors: the RUNNING report's; the handler is not run then (the
+    /// attempt's schedule-to-start timeout launches it again).
+    pub async fn attempt<H, F>(&self, handler: &H) -> Result<Outcome, ActivityError>
+    where
+        H: Fn(LaunchPayload) -> F,
+        F: Future<Output = Result<Value, String>>,
+    {
+        self.running().await?;
+        Ok(self.drive(handler).await)
+    }
+
+    /// `work`'s result, or `None` when a heartbeat taken while it runs
+    /// finds the attempt cancelled (acknowledged here) or no longer live.
+    async fn while_live<T>(&self, work: impl Future<Output = T>) -> Option<T> {
+        tokio::pin!(work);
+        let mut beat = tokio::time::interval(beat_every(&self.payload));
+        beat.tick().await; // the first tick is immediate
+        let id = &self.payload.activity_exec_id;
+        loop {
+            tokio::select! {
+                out = &mut work => return Some(out),
+                _ = beat.tick() => match self.heartbeat().await {
+                    Ok(ActivityState::Running) => {}
+                    Ok(ActivityState::CancelledRunning) => {
+                        info!(activity_exec_id = %id, "attempt cancelled; stopping it");
+                        self.logged(self.cancelled("cancel acknowledged by the activity").await);
+                        return None;
+                    }
+                    Ok(state) => {
+                        warn!(activity_exec_id = %id, %state, "attempt no longer running here; stopping it");
+                        return None;
+                    }
+                    Err(ActivityError::Engine(EngineError::Rejected(r))) => {
+                        warn!(activity_exec_id = %id, reason = %r, "attempt taken from this process; stopping it");
+                        return None;
+                    }
+                    Err(e) => warn!(activity_exec_id = %id, error = %e, "heartbeat failed; will try again"),
+                },
+            }
+        }
+    }
+
+    /// Log a report that failed (the attempt's timeout catches it).
+    fn logged(&self, report: Result<String, ActivityError>) {
+        if let Err(e) = report {
+            warn!(activity_exec_id = %self.payload.activity_exec_id, error = %e, "report failed");
+        }
+    }
+}
+
+/// Serve `handler` as this Lambda function's activity: each invocation
+/// (an async invoke with a [`LaunchPayload`]) runs one
+/// [`Activity::attempt`], counted under the function's name
+/// (`AWS_LAMBDA_FUNCTION_NAME`) through [`crate::lambda::serve`]. The
+/// handler returns the output (`Ok`, reported COMPLETED) or the reason it
+/// failed (`Err`, reported FAILED; retried per the activity's policy
+/// unless its `no_retry_on` matches). Reports go through the AWS
+/// configuration and `WHIMBREL_*` settings of the environment
+/// ([`Reporter::from_env`]).
+///
+/// Errors: an invalid `WHIMBREL_*` variable, or the Lambda runtime's. An
+/// invocation whose RUNNING report fails returns that error to Lambda.
+pub async fn run<H, F>(handler: H) -> Result<(), crate::lambda::Error>
+where
+    H: Fn(LaunchPayload) -> F,
+    F: Future<Output = Result<Value, String>>,
+{
+    crate::telemetry::init_lambda();
+    let reporter = Reporter::from_env().await?;
+    let name = crate::lambda::function_name("whimbrel-activity");
+    let (reporter, handler) = (&reporter, &handler);
+    crate::lambda::serve(
+        &name,
+        reporter.metrics(),
+        |payload: LaunchPayload, _| async move {
+            let attempt = reporter.activity(payload).attempt(handler).await;
+            attempt.map(|_| ()).map_err(crate::lambda::Error::from)
+        },
+    )
+    .await
 }

@@ -9,7 +9,9 @@
 //! * [`launcher`]: Lambda Invoke (deciders sync, activities async)
 //! * [`engine`]: the operations, over store + launcher
 //! * [`handlers`]: stream batches / Scheduled Events → engine → responses
-//! * [`activity`]: the helper activities use to report
+//! * [`activity`]: the helper activities use to report ([`activity::run`]
+//!   serves one as a Lambda function)
+//! * [`lambda`]: what every function's `main` shares ([`lambda::serve`])
 //! * [`install`]: table definitions
 //!
 //! # Full Logic API
@@ -62,6 +64,7 @@ pub mod engine;
 pub mod grants;
 pub mod handlers;
 pub mod install;
+pub mod lambda;
 pub mod launcher;
 pub mod metrics;
 pub mod redrive;

@@ -31,8 +31,7 @@ use std::time::Duration;
 use serde_json::Value;
 use tracing::{info, warn};
 
-use crate::activity::Activity;
-use crate::contract::ActivityState;
+use crate::activity::{Activity, Outcome};
 use crate::engine::{Engine, EngineError};
 use crate::launcher::{InvokeError, LambdaLauncher, Launcher};
 pub use crate::model::claim::{ClaimRequest, ClaimResponse, ClaimScope};
@@ -250,88 +249,17 @@ impl Worker {
         }
     }
 
-    /// Run one claimed task: report RUNNING is not needed (the claim made
-    /// it RUNNING); heartbeat every third of the heartbeat timeout (every
-    /// 30 s without heartbeats, to learn of a cancel) while `handler`
-    /// runs; report COMPLETED with its output or FAILED with its error. A
-    /// cancel (CANCELLED_RUNNING) stops the handler and is acknowledged; a
-    /// task lost to a timeout or a newer attempt stops it silently. The
-    /// handler gets every prerequisite's output in `prerequisites`: those
-    /// the payload carried by reference (a wide join's) are read first
-    /// ([`Activity::prerequisite_outputs`]); a read that fails fails the
-    /// attempt (`PREREQUISITES: …`, retried per its policy).
+    /// Run one claimed task through [`Activity::drive`] (no RUNNING
+    /// report: the claim made it RUNNING) and count its [`Outcome`].
     pub async fn run_task<H, F>(&self, activity: &Activity, handler: &H, stats: &mut WorkerStats)
     where
         H: Fn(LaunchPayload) -> F,
         F: Future<Output = Result<Value, String>>,
     {
-        let every = activity
-            .payload
-            .heartbeat_timeout_seconds
-            .map_or(30, |t| (t / 3).max(1));
-        let mut payload = activity.payload.clone();
-        if !payload.prerequisites_by_reference.is_empty() {
-            match activity.prerequisite_outputs().await {
-                Ok(all) => {
-                    payload.prerequisites = all;
-                    payload.prerequisites_by_reference.clear();
-                }
-                Err(e) => {
-                    stats.failed += 1;
-                    if let Err(e) = activity.failed(format!("PREREQUISITES: {e}")).await {
-                        warn!(activity_exec_id = %payload.activity_exec_id, error = %e, "report failed");
-                    }
-                    return;
-                }
-            }
-        }
-        let work = handler(payload);
-        tokio::pin!(work);
-        let mut beat = tokio::time::interval(Duration::from_secs(every as u64));
-        beat.tick().await; // the first tick is immediate
-        let id = &activity.payload.activity_exec_id;
-        let outcome = loop {
-            tokio::select! {
-                out = &mut work => break Some(out),
-                _ = beat.tick() => match activity.heartbeat().await {
-                    Ok(ActivityState::Running) => {}
-                    Ok(ActivityState::CancelledRunning) => {
-                        info!(activity_exec_id = %id, "task cancelled; stopping it");
-                        if let Err(e) = activity.cancelled("cancel acknowledged by the worker").await {
-                            warn!(activity_exec_id = %id, error = %e, "cancel not acknowledged");
-                        }
-                        break None;
-                    }
-                    Ok(state) => {
-                        warn!(activity_exec_id = %id, %state, "task no longer running here; stopping it");
-                        break None;
-                    }
-                    Err(crate::activity::ActivityError::Engine(EngineError::Rejected(r))) => {
-                        warn!(activity_exec_id = %id, reason = %r, "task taken from this worker; stopping it");
-                        break None;
-                    }
-                    Err(e) => warn!(activity_exec_id = %id, error = %e, "heartbeat failed; will try again"),
-                },
-            }
-        };
-        let report = match outcome {
-            None => {
-                stats.abandoned += 1;
-                return;
-            }
-            Some(Ok(output)) => {
-                stats.completed += 1;
-                activity.completed(output).await
-            }
-            Some(Err(error)) => {
-                stats.failed += 1;
-                activity.failed(error).await
-            }
-        };
-        if let Err(e) = report {
-            // The heartbeat or start-to-close timeout catches it, and the
-            // policy retries it.
-            warn!(activity_exec_id = %id, error = %e, "report failed");
+        match activity.drive(handler).await {
+            Outcome::Completed => stats.completed += 1,
+            Outcome::Failed => stats.failed += 1,
+            Outcome::Abandoned => stats.abandoned += 1,
         }
     }
 }

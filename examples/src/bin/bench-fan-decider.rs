@@ -4,18 +4,18 @@
 //! "input_bytes": B}`). The activities run `BENCH_NOOP_LAMBDA` (set by
 //! template.yaml), or the bare `whimbrel-noop` binary locally.
 
-use lambda_runtime::{service_fn, Error, LambdaEvent};
+use whimbrel_core::lambda::{serve, Error};
 use whimbrel_core::plan::{DeciderRequest, Plan};
+use whimbrel_core::store::Metrics;
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    whimbrel_core::telemetry::init_lambda();
     let noop = std::env::var("BENCH_NOOP_LAMBDA").unwrap_or_else(|_| "whimbrel-noop".into());
     let noop = &noop;
-    lambda_runtime::run(service_fn(move |e: LambdaEvent<DeciderRequest>| async move {
-        let plan: Plan = whimbrel_examples::fan_plan(&e.payload.input, noop);
-        tracing::info!(workflow_exec_id = %e.payload.workflow_exec_id, activities = plan.activities.len(), "planned");
+    serve("bench-fan-decider", &Metrics::default(), |req: DeciderRequest, _| async move {
+        let plan: Plan = whimbrel_examples::fan_plan(&req.input, noop);
+        tracing::info!(workflow_exec_id = %req.workflow_exec_id, activities = plan.activities.len(), "planned");
         Ok::<_, Error>(plan)
-    }))
+    })
     .await
 }

@@ -2,8 +2,8 @@
 //! reports RUNNING, then COMPLETED with what its node asks for (a status
 //! check, an order's price, an echo).
 
-use lambda_runtime::{service_fn, Error, LambdaEvent};
 use whimbrel_core::activity::Reporter;
+use whimbrel_core::lambda::{serve, Error};
 use whimbrel_core::plan::LaunchPayload;
 
 async fn handle(reporter: &Reporter, payload: LaunchPayload) -> Result<(), Error> {
@@ -17,21 +17,14 @@ async fn handle(reporter: &Reporter, payload: LaunchPayload) -> Result<(), Error
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    whimbrel_core::telemetry::init_lambda();
     let reporter = Reporter::from_env().await?;
     let reporter = &reporter;
-    lambda_runtime::run(service_fn(
-        move |e: LambdaEvent<LaunchPayload>| async move {
-            // Counted like whimbrel-noop's (`whimbrel bench`): an activity's
-            // own reports are part of what an activity costs, so the
-            // episodic chain is priced as the static one is.
-            whimbrel_core::metrics::measured(
-                "episode-step",
-                reporter.metrics(),
-                handle(reporter, e.payload),
-            )
-            .await
-        },
-    ))
+    // Counted like the engine's functions (`whimbrel bench`): what an
+    // activity's own reports cost is part of what an activity costs.
+    serve(
+        "episode-step",
+        reporter.metrics(),
+        |payload: LaunchPayload, _| handle(reporter, payload),
+    )
     .await
 }

@@ -7,9 +7,9 @@
 //! milliseconds between RUNNING and its end (at most 60,000), so that
 //! tests can watch activities in flight.
 
-use lambda_runtime::{service_fn, Error, LambdaEvent};
 use serde_json::json;
 use whimbrel_core::activity::Reporter;
+use whimbrel_core::lambda::{serve, Error};
 use whimbrel_core::plan::LaunchPayload;
 
 async fn handle(reporter: &Reporter, payload: LaunchPayload) -> Result<(), Error> {
@@ -57,20 +57,14 @@ fn payload_pad(bytes: u64) -> Option<String> {
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    whimbrel_core::telemetry::init_lambda();
     let reporter = Reporter::from_env().await?;
     let reporter = &reporter;
-    lambda_runtime::run(service_fn(
-        move |e: LambdaEvent<LaunchPayload>| async move {
-            // Counted like the engine's functions (`whimbrel bench`): what an
-            // activity's own reports cost is part of what an activity costs.
-            whimbrel_core::metrics::measured(
-                "whimbrel-noop",
-                reporter.metrics(),
-                handle(reporter, e.payload),
-            )
-            .await
-        },
-    ))
+    // Counted like the engine's functions (`whimbrel bench`): what an
+    // activity's own reports cost is part of what an activity costs.
+    serve(
+        "whimbrel-noop",
+        reporter.metrics(),
+        |payload: LaunchPayload, _| handle(reporter, payload),
+    )
     .await
 }

@@ -4,10 +4,10 @@
 
 use std::time::{Duration, Instant};
 
-use lambda_runtime::{service_fn, Error, LambdaEvent};
 use serde_json::json;
 use whimbrel_core::activity::Reporter;
 use whimbrel_core::contract::{ActivityState, Transition};
+use whimbrel_core::lambda::{serve, Error};
 use whimbrel_core::plan::LaunchPayload;
 
 /// Pause between slices so the demo shows activities running side by side.
@@ -62,11 +62,14 @@ async fn handle(reporter: &Reporter, payload: LaunchPayload) -> Result<(), Error
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    whimbrel_core::telemetry::init_lambda();
     let reporter = Reporter::from_env().await?;
     let reporter = &reporter;
-    lambda_runtime::run(service_fn(move |e: LambdaEvent<LaunchPayload>| {
-        handle(reporter, e.payload)
-    }))
+    // Counted like the engine's functions (`whimbrel bench`): what an
+    // activity's own reports cost is part of what an activity costs.
+    serve(
+        "wordcount-count",
+        reporter.metrics(),
+        |payload: LaunchPayload, _| handle(reporter, payload),
+    )
     .await
 }

@@ -3,21 +3,21 @@
 //! Function names come from `WORDCOUNT_COUNT_LAMBDA` / `WORDCOUNT_MERGE_LAMBDA`
 //! (set by template.yaml), or the bare binary names locally.
 
-use lambda_runtime::{service_fn, Error, LambdaEvent};
+use whimbrel_core::lambda::{serve, Error};
 use whimbrel_core::plan::{DeciderRequest, Plan};
+use whimbrel_core::store::Metrics;
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    whimbrel_core::telemetry::init_lambda();
     let count =
         std::env::var("WORDCOUNT_COUNT_LAMBDA").unwrap_or_else(|_| "wordcount-count".into());
     let merge =
         std::env::var("WORDCOUNT_MERGE_LAMBDA").unwrap_or_else(|_| "wordcount-merge".into());
     let (count, merge) = (&count, &merge);
-    lambda_runtime::run(service_fn(move |e: LambdaEvent<DeciderRequest>| async move {
-        let plan: Plan = whimbrel_examples::wordcount_plan(&e.payload.input, count, merge);
-        tracing::info!(workflow_exec_id = %e.payload.workflow_exec_id, activities = plan.activities.len(), "planned");
+    serve("wordcount-decider", &Metrics::default(), |req: DeciderRequest, _| async move {
+        let plan: Plan = whimbrel_examples::wordcount_plan(&req.input, count, merge);
+        tracing::info!(workflow_exec_id = %req.workflow_exec_id, activities = plan.activities.len(), "planned");
         Ok::<_, Error>(plan)
-    }))
+    })
     .await
 }

@@ -2,29 +2,23 @@
 //! `whimbrel_workflow_request`; starts each inserted workflow and returns a
 //! partial batch response (see `whimbrel_core::handlers::workflow_requests`).
 
-use lambda_runtime::{service_fn, Error, LambdaEvent};
 use serde_json::Value;
+use whimbrel_core::lambda::{serve, Error};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    whimbrel_core::telemetry::init_lambda();
-    whimbrel_core::metrics::init("whimbrel-workflow-request");
     let engine = whimbrel_core::engine_from_env().await?;
     let engine = &engine;
-    lambda_runtime::run(service_fn(move |event: LambdaEvent<Value>| async move {
-        // The function's timeout, less a reserve: long loops stop starting
-        // work past it and leave the rest owed (engine::budget).
-        let result = whimbrel_core::engine::budget::within_lambda(
-            event.context.deadline,
-            whimbrel_core::metrics::measured(
-                "whimbrel-workflow-request",
-                engine.store().metrics(),
-                whimbrel_core::handlers::workflow_requests(engine, &event.payload),
-            ),
-        )
-        .await;
-        let (response, _) = result?;
-        Ok::<_, Error>(response)
-    }))
+    serve(
+        "whimbrel-workflow-request",
+        engine.store().metrics(),
+        |event: Value, _| async move {
+            Ok::<_, Error>(
+                whimbrel_core::handlers::workflow_requests(engine, &event)
+                    .await?
+                    .0,
+            )
+        },
+    )
     .await
 }

@@ -13,6 +13,7 @@ mod common;
 #[global_allocator]
 pub(crate) static HEAP: peak_alloc::PeakAlloc = peak_alloc::PeakAlloc;
 
+mod activity_helper_dynamodb;
 mod attempts_dynamodb;
 mod bad_input;
 mod bounds_dynamodb;
