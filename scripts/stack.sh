@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The local stack (design.md § 6), on 127.0.0.1 only:
 #   DynamoDB Local (DynamoDB + Streams)      :$WHIMBREL_DDB_PORT   (8000)
-#   cargo lambda watch (Lambda APIs)         :$WHIMBREL_WATCH_PORT (9000)
+#   whimbrel lambda-apis (Lambda Invoke and Runtime APIs)
+#                                            :$WHIMBREL_WATCH_PORT (9000)
 #   whimbrel instances (the functions' processes, functions.log)
 #   whimbrel local (stream mappings, schedule, Invoke API front)
 #                                            :$WHIMBREL_FRONT_PORT (9001)
@@ -139,14 +140,15 @@ up() {
   # Too wide for a static definition's 400 KB item: planned by a decider
   # from the request input ({"width": N}).
   "$wb" register bench-fan-wide --lambda bench-fan-decider
-  # cargo lambda watch serves the Lambda Runtime and Invoke APIs only;
-  # `whimbrel instances` starts $CONCURRENCY processes of every function
-  # from the built binaries (no `cargo run` per function), apart from the
-  # runner as Lambda's instances are apart from its pollers; the runner
-  # invokes each function once (--warm) before its front listens.
-  start watch env PATH="$VENV/bin:$PATH" "$VENV/bin/cargo-lambda" lambda watch \
-    -A 127.0.0.1 -P "$WATCH_PORT" --only-lambda-apis
-  wait_port "$WATCH_PORT" watch "$STACK/watch.pid" 300
+  # `whimbrel lambda-apis` serves the Lambda Invoke and Runtime APIs for
+  # every function of the template (WHIMBREL_TEMPLATE: a project made by
+  # `whimbrel new` nests this stack's); `whimbrel instances` starts
+  # $CONCURRENCY processes of every function from the built binaries (no
+  # `cargo run` per function), apart from the runner as Lambda's instances
+  # are apart from its pollers; the runner invokes each function once
+  # (--warm) before its front listens.
+  start lambda-apis "$wb" lambda-apis --listen "127.0.0.1:$WATCH_PORT"
+  wait_port "$WATCH_PORT" lambda-apis "$STACK/lambda-apis.pid" 60
   start_functions
   start_local 1
   echo "==> stack up: DynamoDB 127.0.0.1:$DDB_PORT, functions 127.0.0.1:$WATCH_PORT, Invoke API front 127.0.0.1:$FRONT_PORT"
@@ -154,7 +156,8 @@ up() {
 }
 
 down() {
-  stop local; stop functions; stop watch
+  stop local; stop functions; stop lambda-apis
+  stop watch # a stack started before `whimbrel lambda-apis` (cargo lambda watch)
   bash scripts/dynamodb-local.sh stop "$STACK/ddb.pid"
   stop moto # a stack started before the switch to DynamoDB Local
 }

@@ -13,8 +13,15 @@
 //! Table.StreamArn` to that table's resolved `TableName`. So
 //! `BatchSize: !Ref StreamBatchSize` reads as the `StreamBatchSize`
 //! parameter's default.
+//!
+//! A template may nest others (`AWS::Serverless::Application` whose
+//! `Location` is a local template path, as `sam build` reads it: a user's
+//! project nesting the Whimbrel stack): [`Template::parse_tree`] reads
+//! them through the loader it is given, and the functions and queues of
+//! every template are one [`Template`].
 
 use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::sqs::{QueueConfig, RedrivePolicy, SqsMapping, AWS_DEFAULT_SQS_BATCH_SIZE};
@@ -360,6 +367,59 @@ impl Template {
         })
     }
 
+    /// [`Template::parse_with`] of the template at `path` (its `text`),
+    /// and of every template it nests: each `AWS::Serverless::Application`
+    /// whose `Location` is a local path, relative to `path`'s directory,
+    /// read with `load`. A nested template's parameters are `overrides`
+    /// and the application's `Parameters` (resolved against the parent's,
+    /// taking precedence), as CloudFormation passes them to a nested stack.
+    ///
+    /// Errors: a template's, a `load` error, a `Location` that is not a
+    /// local path (an S3 URL or a Serverless Application Repository
+    /// application: nothing to run locally), or two templates defining one
+    /// function binary or queue.
+    pub fn parse_tree(
+        path: &Path,
+        text: &str,
+        table_prefix: &str,
+        overrides: &BTreeMap<String, String>,
+        load: &mut dyn FnMut(&Path) -> Result<String, TemplateError>,
+    ) -> Result<Template, TemplateError> {
+        let mut tree = Template::parse_with(text, table_prefix, overrides)?;
+        let root: Value =
+            serde_yaml::from_str(text).map_err(|e| TemplateError(format!("not YAML: {e}")))?;
+        let ctx = Ctx {
+            root: &root,
+            table_prefix,
+            overrides,
+        };
+        for (id, location, params) in nested_applications(&ctx, overrides)? {
+            let child = path.parent().unwrap_or(Path::new(".")).join(&location);
+            let text = load(&child)?;
+            let nested = Template::parse_tree(&child, &text, table_prefix, &params, load)
+                .map_err(|e| TemplateError(format!("{id} ({}): {}", child.display(), e.0)))?;
+            tree.merge(nested, &id)?;
+        }
+        Ok(tree)
+    }
+
+    /// Add `nested`'s functions and queues (of application `id`).
+    fn merge(&mut self, nested: Template, id: &str) -> Result<(), TemplateError> {
+        for (binary, f) in nested.functions {
+            if self.functions.contains_key(&binary) {
+                return err(format!("{id}: function binary {binary} is defined twice"));
+            }
+            self.functions.insert(binary, f);
+        }
+        for (name, q) in nested.queues {
+            if self.queues.contains_key(&name) {
+                return err(format!("{id}: queue {name} is defined twice"));
+            }
+            self.queues.insert(name, q);
+        }
+        Ok(())
+    }
+
     /// The settings of `name`: a binary name, or a deployed `FunctionName`.
     pub fn function(&self, name: &str) -> Option<&FunctionConfig> {
         self.functions.get(name).or_else(|| {
@@ -398,6 +458,47 @@ impl Template {
     pub fn scheduled(&self) -> impl Iterator<Item = &FunctionConfig> {
         self.functions.values().filter(|f| f.scheduled)
     }
+}
+
+/// Each `AWS::Serverless::Application` of the template: its logical id,
+/// its local `Location`, and the parameters its template gets
+/// (`overrides`, then its own `Parameters`, resolved).
+fn nested_applications(
+    ctx: &Ctx<'_>,
+    overrides: &BTreeMap<String, String>,
+) -> Result<Vec<(String, PathBuf, BTreeMap<String, String>)>, TemplateError> {
+    let Some(Value::Mapping(resources)) = ctx.root.get("Resources") else {
+        return Ok(Vec::new());
+    };
+    let mut apps = Vec::new();
+    for (id, res) in resources {
+        let Some(id) = id.as_str() else { continue };
+        if res.get("Type").and_then(Value::as_str) != Some("AWS::Serverless::Application") {
+            continue;
+        }
+        let props = res.get("Properties");
+        let location = props
+            .and_then(|p| p.get("Location"))
+            .and_then(scalar_string);
+        let location = match location {
+            Some(l) if !l.contains("://") => PathBuf::from(l),
+            _ => {
+                return err(format!(
+                    "{id}.Location: only a local template path can be read (not an S3 URL nor a Serverless Application Repository application)"
+                ))
+            }
+        };
+        let mut params = overrides.clone();
+        if let Some(Value::Mapping(given)) = props.and_then(|p| p.get("Parameters")) {
+            for (name, v) in given {
+                let name = name.as_str().unwrap_or_default().to_string();
+                let value = ctx.string(v, &format!("{id}.Parameters.{name}"))?;
+                params.insert(name, value);
+            }
+        }
+        apps.push((id.to_string(), location, params));
+    }
+    Ok(apps)
 }
 
 fn function(
@@ -849,5 +950,73 @@ Resources:
             "Resources:\n  F: {Type: AWS::Serverless::Function, Properties: {MemorySize: 64}}\n";
         let e = Template::parse(text, "").unwrap_err();
         assert!(e.0.contains("F.MemorySize: 64"), "{e}");
+    }
+
+    /// A project's template nesting the Whimbrel stack (as `whimbrel new`
+    /// writes it): one template of both sets of functions, the nested one
+    /// read relative to the parent, with the parameters the application
+    /// passes (`!Ref` to the parent's) in force.
+    const PROJECT: &str = "Parameters:\n  Age: {Type: String, Default: '90'}\nResources:\n  Whimbrel:\n    Type: AWS::Serverless::Application\n    Properties:\n      Location: ../whimbrel/template.yaml\n      Parameters:\n        LaunchEventAgeSeconds: !Ref Age\n  Hello:\n    Type: AWS::Serverless::Function\n    Metadata: {BuildProperties: {Binary: hello}}\n    Properties: {FunctionName: whimbrel-task-hello, Timeout: 60}\n";
+
+    #[test]
+    fn a_nested_template_is_read_relative_to_its_parent_with_its_parameters() {
+        let mut asked = Vec::new();
+        let mut load = |p: &Path| {
+            asked.push(p.to_path_buf());
+            Ok(REAL.to_string())
+        };
+        let path = Path::new("/home/me/hello/template.yaml");
+        let t = Template::parse_tree(path, PROJECT, "wb_", &BTreeMap::new(), &mut load).unwrap();
+        assert_eq!(
+            asked,
+            [PathBuf::from("/home/me/hello/../whimbrel/template.yaml")]
+        );
+        assert_eq!(t.function("whimbrel-task-hello").unwrap().binary, "hello");
+        let wr = t.function("whimbrel-workflow-request").unwrap();
+        assert_eq!(wr.stream_mappings[0].table, "wb_workflow_request");
+        // The nested stack's LaunchEventAgeSeconds is the parent's Age.
+        let count = t.function("wordcount-count").unwrap();
+        assert_eq!(
+            count.async_config.maximum_event_age,
+            Duration::from_secs(90)
+        );
+        assert_eq!(
+            t.queues.len(),
+            Template::parse(REAL, "wb_").unwrap().queues.len()
+        );
+    }
+
+    #[test]
+    fn a_nested_application_that_is_not_a_local_template_is_refused() {
+        let text = PROJECT.replace("../whimbrel/template.yaml", "s3://bucket/whimbrel.yaml");
+        let mut load = |_: &Path| Ok(REAL.to_string());
+        let e = Template::parse_tree(Path::new("t.yaml"), &text, "", &BTreeMap::new(), &mut load)
+            .unwrap_err();
+        assert!(
+            e.0.contains("Whimbrel.Location: only a local template path"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_binary_defined_in_two_templates_is_refused() {
+        let mut load = |_: &Path| {
+            Ok(PROJECT.replace("Whimbrel:", "Other:").replace(
+                "Type: AWS::Serverless::Application",
+                "Type: AWS::SNS::Topic",
+            ))
+        };
+        let e = Template::parse_tree(
+            Path::new("t.yaml"),
+            PROJECT,
+            "",
+            &BTreeMap::new(),
+            &mut load,
+        )
+        .unwrap_err();
+        assert!(
+            e.0.contains("function binary hello is defined twice"),
+            "{e}"
+        );
     }
 }

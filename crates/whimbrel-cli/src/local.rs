@@ -42,6 +42,7 @@ mod front;
 mod guard;
 pub(crate) mod instances;
 mod invoke;
+pub(crate) mod lambda_apis;
 pub(crate) mod mapping;
 pub(crate) mod on_failure;
 mod pause;
@@ -327,8 +328,12 @@ fn mappings(template: &Template, args: &LocalArgs) -> Result<Vec<mapping::Mappin
 /// for `table_prefix` and the parameters `overrides` (`Name=Value`) taking
 /// their values.
 ///
-/// Errors: the file cannot be read, an override is not `Name=Value`, or
-/// [`Template::parse_with`] refuses it.
+/// The templates it nests (`AWS::Serverless::Application` with a local
+/// `Location`: a project made by `whimbrel new` nests the Whimbrel stack)
+/// are read too ([`Template::parse_tree`]).
+///
+/// Errors: a file cannot be read, an override is not `Name=Value`, or
+/// [`Template::parse_tree`] refuses it.
 pub(crate) fn read_template(
     path: &std::path::Path,
     table_prefix: &str,
@@ -345,7 +350,12 @@ pub(crate) fn read_template(
             ))),
         })
         .collect::<Result<_, _>>()?;
-    Template::parse_with(&text, table_prefix, &overrides)
+    let mut load = |p: &std::path::Path| {
+        std::fs::read_to_string(p).map_err(|e| {
+            whimbrel_aws_model::template::TemplateError(format!("cannot read {}: {e}", p.display()))
+        })
+    };
+    Template::parse_tree(path, &text, table_prefix, &overrides, &mut load)
         .map_err(|e| CliError(format!("{}: {e}", path.display())))
 }
 

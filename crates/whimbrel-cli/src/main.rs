@@ -8,6 +8,7 @@ mod commands;
 mod graph;
 mod limits;
 mod local;
+mod new;
 mod output;
 mod replay;
 mod show;
@@ -214,9 +215,16 @@ enum Command {
     /// heartbeat schedule and a Lambda Invoke API front (design.md § 6).
     Local(Box<local::LocalArgs>),
     /// Run the functions' instances for the local stack: N processes of
-    /// every function of the template, polling `cargo lambda watch
-    /// --only-lambda-apis`, each started again when it exits.
+    /// every function of the template, polling `whimbrel lambda-apis`,
+    /// each started again when it exits.
     Instances(local::instances::InstancesArgs),
+    /// Serve the Lambda Invoke API and Runtime API of the local stack,
+    /// for any function of any runtime (the functions' instances poll it).
+    LambdaApis(local::lambda_apis::LambdaApisArgs),
+    /// Create a project of one's own workflow: one activity, one
+    /// definition, a template nesting the Whimbrel stack, a Makefile that
+    /// runs it on the local stack (README: "Your first workflow").
+    New(new::NewArgs),
     /// Benchmark a registered workflow on the local stack (`make bench`).
     Bench(bench::BenchArgs),
     /// One heartbeat monitor tick over many RUNNING activities, few of
@@ -457,6 +465,8 @@ async fn run(cli: Cli) -> Result<(), CliError> {
         Command::Graph(args) => graph::run(g, args).await?,
         Command::Local(args) => local::run(g.clone(), *args).await?,
         Command::Instances(args) => local::instances::run(g, args).await?,
+        Command::LambdaApis(args) => local::lambda_apis::run(g, args).await?,
+        Command::New(args) => new::run(args)?,
         Command::Bench(args) => bench::run(g.clone(), args).await?,
         Command::BenchMonitor(args) => bench::monitor::run(g.clone(), args).await?,
         Command::BenchBatch(args) => bench::batch::run(g.clone(), args).await?,

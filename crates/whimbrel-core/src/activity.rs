@@ -300,7 +300,7 @@ impl Activity {
     /// key (no Query), the token checked here, then, while RUNNING with
     /// heartbeats enabled, one UpdateItem of [`HEARTBEAT_WRITES`] only, so
     /// an activity's role can be limited to those attributes
-    /// (`dynamodb:Attributes`, template.yaml `ExampleActivityPolicy`).
+    /// (`dynamodb:Attributes`, template.yaml `ActivityPolicy`).
     /// The due marker stays where the engine put it: the monitor, finding
     /// a fresh heartbeat when it comes due, moves it.
     ///

@@ -204,7 +204,7 @@ pub const HEARTBEAT_MONITOR: &[Grant] = &[
 /// (`engine::payloads::OUTPUT_ROW_READS`), and heartbeat with a GetItem and an UpdateItem limited to the
 /// attributes in [`crate::activity::HEARTBEAT_READS`] and
 /// [`crate::activity::HEARTBEAT_WRITES`] (template.yaml
-/// `ExampleActivityPolicy`).
+/// `ActivityPolicy`).
 pub const ACTIVITY: &[Grant] = &[
     g("dynamodb:PutItem", "activity_event"),
     g("dynamodb:GetItem", "workflow_plan"),
@@ -227,7 +227,7 @@ pub const SIGNAL_SENDER: &[Grant] = &[g("dynamodb:PutItem", "signal")];
 /// (`lambda:InvokeFunction`, a [`PLATFORM`] action), then heartbeats and
 /// reports exactly as an activity does: the grants of [`ACTIVITY`]
 /// (template.yaml `TaskListWorkerPolicy`, whose statements are those of
-/// `ExampleActivityPolicy` and the invoke). Issue 42 B.1: a worker that
+/// `ActivityPolicy` and the invoke). Issue 42 B.1: a worker that
 /// could write activity items could set any task's token hash and forge
 /// its output.
 pub const WORKER: &[Grant] = ACTIVITY;

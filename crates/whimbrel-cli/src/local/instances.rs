@@ -52,6 +52,12 @@ pub struct InstancesArgs {
     /// e.g. target/debug).
     #[arg(long)]
     function_dir: Option<PathBuf>,
+    /// More directories searched first for a function's binary, `:`
+    /// separated: a project made by `whimbrel new` gives its own build's
+    /// (its functions are not beside this program; the Whimbrel stack's
+    /// it nests are).
+    #[arg(long, env = "WHIMBREL_FUNCTION_DIRS", value_delimiter = ':')]
+    function_dirs: Vec<PathBuf>,
 }
 
 /// The Lambda Runtime API base an instance of `binary` polls, under
@@ -103,11 +109,11 @@ async fn supervise(program: PathBuf, env: Vec<(&'static str, String)>) {
 /// Start `--count` instances of every function of the template and keep
 /// them running until interrupted.
 ///
-/// Errors: the template cannot be read, or a function's binary is not in
-/// the function directory (build first).
+/// Errors: the template cannot be read, or a function's binary is in no
+/// function directory (build first).
 pub async fn run(g: &Global, args: InstancesArgs) -> Result<(), CliError> {
     let template = super::read_template(&args.template, &g.table_prefix, &[])?;
-    let dir = match args.function_dir {
+    let dir = match args.function_dir.clone() {
         Some(d) => d,
         None => std::env::current_exe()
             .ok()
@@ -116,14 +122,14 @@ pub async fn run(g: &Global, args: InstancesArgs) -> Result<(), CliError> {
                 CliError("cannot tell where this program is: give --function-dir".into())
             })?,
     };
+    let dirs: Vec<&PathBuf> = args.function_dirs.iter().chain([&dir]).collect();
     for f in template.functions.values() {
-        let program = dir.join(&f.binary);
-        if !program.is_file() {
+        let Some(program) = dirs.iter().map(|d| d.join(&f.binary)).find(|p| p.is_file()) else {
             return Err(CliError(format!(
-                "{} not found: build the functions first (cargo build --bins) or give --function-dir",
-                program.display()
+                "{} not found in {dirs:?}: build the functions first (cargo build --bins) or give --function-dir",
+                f.binary
             )));
-        }
+        };
         let env = lambda_env(&args.lambda_upstream, f);
         for _ in 0..args.count {
             tokio::spawn(supervise(program.clone(), env.clone()));

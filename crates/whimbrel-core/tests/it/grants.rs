@@ -4,7 +4,7 @@
 //! * `template.yaml` grants each function exactly its list (plus the
 //!   platform's actions): a call without a grant, or a grant without a
 //!   listed call, fails;
-//! * the same for an activity (`ExampleActivityPolicy`), a task-list
+//! * the same for an activity (`ActivityPolicy`), a task-list
 //!   worker (`TaskListWorkerPolicy`, whose poll is limited to its
 //!   `TaskLists` by `dynamodb:LeadingKeys` on the key format the code
 //!   queries) and a signal sender (`SignalSenderPolicy`), and each may use
@@ -1053,7 +1053,7 @@ fn a_worker_writes_no_activity_item_beyond_its_heartbeat() {
     let (invoke, rest): (Vec<Y>, Vec<Y>) = worker
         .into_iter()
         .partition(|s| s["Action"].as_str() == Some("lambda:InvokeFunction"));
-    assert_eq!(rest, statements("ExampleActivityPolicy"));
+    assert_eq!(rest, statements("ActivityPolicy"));
     assert_eq!(invoke.len(), 1, "one invoke statement");
     assert!(
         matches!(&invoke[0]["Resource"], Y::Tagged(r) if r.tag == "!GetAtt" && r.value.as_str() == Some("TaskClaimFunction.Arn")),
@@ -1238,8 +1238,8 @@ async fn each_function_is_granted_exactly_the_calls_its_code_makes() {
             monitor,
         ),
         (
-            "an activity (ExampleActivityPolicy)",
-            resources["ExampleActivityPolicy"]["Properties"]["PolicyDocument"]["Statement"].clone(),
+            "an activity (ActivityPolicy)",
+            resources["ActivityPolicy"]["Properties"]["PolicyDocument"]["Statement"].clone(),
             grants::ACTIVITY,
             activity,
         ),
@@ -1263,7 +1263,7 @@ async fn each_function_is_granted_exactly_the_calls_its_code_makes() {
         ),
     ];
     // The activity's heartbeat touches only the attributes its role allows.
-    let policy = &resources["ExampleActivityPolicy"]["Properties"]["PolicyDocument"]["Statement"];
+    let policy = &resources["ActivityPolicy"]["Properties"]["PolicyDocument"]["Statement"];
     let own = |l: &[&str]| l.iter().map(|s| s.to_string()).collect::<Vec<_>>();
     assert_eq!(
         attributes(policy, "HeartbeatRead"),
