@@ -460,13 +460,17 @@ impl Template {
     }
 }
 
+/// A nested application: its logical id, its local `Location`, and the
+/// parameters its template gets.
+type Nested = (String, PathBuf, BTreeMap<String, String>);
+
 /// Each `AWS::Serverless::Application` of the template: its logical id,
 /// its local `Location`, and the parameters its template gets
 /// (`overrides`, then its own `Parameters`, resolved).
 fn nested_applications(
     ctx: &Ctx<'_>,
     overrides: &BTreeMap<String, String>,
-) -> Result<Vec<(String, PathBuf, BTreeMap<String, String>)>, TemplateError> {
+) -> Result<Vec<Nested>, TemplateError> {
     let Some(Value::Mapping(resources)) = ctx.root.get("Resources") else {
         return Ok(Vec::new());
     };
