@@ -13,7 +13,9 @@
 #  - end_to_end: wordcount to COMPLETED and the failure run to FAILED
 #    (tests/e2e.sh); then a request given up while every function is
 #    down, redriven through the emulated on-failure queue once they are
-#    back (tests/e2e-redrive.sh); then the SAM template lint (cfn-lint +
+#    back (tests/e2e-redrive.sh); then README's first-workflow tutorial,
+#    every command of it, on a project `whimbrel new` makes
+#    (tests/e2e-new.sh); then the SAM template lint (cfn-lint +
 #    the SAM transform, offline); then the doc tests (here, not after the
 #    nextest run, which is the longest part);
 #  - workers: retries, workers and timeouts (tests/e2e-workers.sh:
@@ -69,7 +71,7 @@ step() {
 }
 rust_tests() { step cargo nextest run --workspace --locked --no-fail-fast --cargo-quiet; }
 end_to_end() {
-  step bash tests/e2e.sh && step bash tests/e2e-redrive.sh &&
+  step bash tests/e2e.sh && step bash tests/e2e-redrive.sh && step bash tests/e2e-new.sh &&
     step env REQUIRE_SAM_TRANSFORM=1 bash tests/lint-template.sh &&
     step cargo test --doc --workspace --locked
 }

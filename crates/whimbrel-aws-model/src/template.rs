@@ -131,7 +131,7 @@ pub struct FunctionConfig {
     pub logical_id: String,
     /// The local function name: the cargo binary
     /// (`Metadata.BuildProperties.Binary`), the program an instance runs and the
-    /// name `cargo lambda watch` serves it under.
+    /// name the local Lambda APIs (`whimbrel lambda-apis`) serve it under.
     pub binary: String,
     /// `FunctionName` as deployed, parameters at their defaults, if given.
     pub deployed_name: Option<String>,

@@ -22,7 +22,7 @@
 //!   EventBridge Scheduled Event every `--monitor-interval-seconds`.
 //! * **Invoke API front** ([`front`]): `POST
 //!   /2015-03-31/functions/{name}/invocations` on `--listen`, forwarded to
-//!   `cargo lambda watch`. `InvocationType=Event` answers 202 at once and
+//!   `whimbrel lambda-apis` ([`lambda_apis`]). `InvocationType=Event` answers 202 at once and
 //!   runs in the background with the function's `EventInvokeConfig`
 //!   (retries, maximum event age); ARNs and deployed names resolve to binary
 //!   names; a function error becomes 200 + `X-Amz-Function-Error`.
@@ -83,7 +83,7 @@ fn rate(s: &str) -> Result<f64, String> {
 /// Options of `whimbrel local`.
 #[derive(Args, Debug, Clone)]
 pub struct LocalArgs {
-    /// The Lambda Invoke and Runtime APIs (`cargo lambda watch`).
+    /// The Lambda Invoke and Runtime APIs (`whimbrel lambda-apis`).
     #[arg(
         long,
         env = "WHIMBREL_LAMBDA_UPSTREAM",
@@ -250,8 +250,8 @@ pub(crate) struct Runner {
     async_slots: Mutex<BTreeMap<String, Arc<tokio::sync::Semaphore>>>,
 }
 
-/// `ARN` or `name[:qualifier]` → the bare function name (design.md § 6: only the
-/// bare name resolves under `cargo lambda watch`).
+/// `ARN` or `name[:qualifier]` → the bare function name (design.md § 6: the
+/// local Lambda APIs serve functions by their bare name).
 pub fn function_name(name_or_arn: &str) -> &str {
     match name_or_arn.split_once(":function:") {
         Some((_, rest)) => rest.split(':').next().unwrap_or(rest),

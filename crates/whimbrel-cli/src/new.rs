@@ -6,7 +6,8 @@
 //! (`workflows/NAME.json`), a `template.yaml` that nests the Whimbrel stack
 //! of the checkout it was made from and adds the activity function (named
 //! `whimbrel-task-NAME-greet`, under the default `LaunchTargetPrefix`), and
-//! a Makefile whose `make up` runs both on the local stack. README's "Your
+//! a Makefile whose `make up` runs both on the local stack, and the
+//! checkout's `Cargo.lock` (the versions Whimbrel is tested with). README's "Your
 //! first workflow" follows it, and `tests/e2e-new.sh` runs every command it
 //! shows.
 
@@ -109,6 +110,13 @@ pub fn run(args: NewArgs) -> Result<(), CliError> {
             std::fs::write(&path, text)
         };
         write().map_err(|e| CliError(format!("{}: {e}", path.display())))?;
+    }
+    // The versions Whimbrel is built and tested with: the project's first
+    // build resolves nothing new (and shares a target directory's builds).
+    let lock = home.join("Cargo.lock");
+    if lock.is_file() {
+        std::fs::copy(&lock, dir.join("Cargo.lock"))
+            .map_err(|e| CliError(format!("{}: {e}", lock.display())))?;
     }
     println!(
         "created {} (workflow {}, on {})",

@@ -1,9 +1,9 @@
 //! `whimbrel instances`: the functions' execution environments for the
 //! local stack.
 //!
-//! `cargo lambda watch --only-lambda-apis` serves the Lambda Runtime API
-//! and the Invoke API and queues each invocation until an instance of its
-//! function asks for it; it starts no process itself. This command starts
+//! `whimbrel lambda-apis` serves the Lambda Runtime API and the Invoke
+//! API and queues each invocation until an instance of its function asks
+//! for it; it starts no process itself. This command starts
 //! them, as Lambda starts execution environments: `--count` processes of
 //! every function of the template, each the built binary
 //! (`--function-dir/<Metadata.BuildProperties.Binary>`), told its function
@@ -17,9 +17,10 @@
 //! from its stream pollers: a killed runner (tests/e2e-chaos.sh) leaves
 //! the instances and their invocations alone.
 //!
-//! Why: `cargo lambda watch` alone starts each function on its first
-//! invocation with `cargo run` (about 2 s each, one at a time on cargo's
-//! build lock), so the first workflow would wait about 16 s.
+//! Why processes of built binaries: `cargo lambda watch` starts each
+//! function on its first invocation with `cargo run` (about 2 s each, one
+//! at a time on cargo's build lock), so the first workflow would wait
+//! about 16 s.
 
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -37,8 +38,7 @@ pub struct InstancesArgs {
     /// Instances (processes) of each function.
     #[arg(long, default_value_t = 16)]
     count: usize,
-    /// The Lambda Runtime API's server (`cargo lambda watch
-    /// --only-lambda-apis`).
+    /// The Lambda Runtime API's server (`whimbrel lambda-apis`).
     #[arg(
         long,
         env = "WHIMBREL_LAMBDA_UPSTREAM",
@@ -61,7 +61,7 @@ pub struct InstancesArgs {
 }
 
 /// The Lambda Runtime API base an instance of `binary` polls, under
-/// `cargo lambda watch` at `upstream` (its per-function path `/.rt/<name>`).
+/// `whimbrel lambda-apis` at `upstream` (its per-function path `/.rt/<name>`).
 pub(crate) fn runtime_api(upstream: &str, binary: &str) -> String {
     format!("{}/.rt/{binary}", upstream.trim_end_matches('/'))
 }
@@ -73,8 +73,9 @@ fn lambda_env(upstream: &str, f: &FunctionConfig) -> Vec<(&'static str, String)>
         ("AWS_LAMBDA_FUNCTION_NAME", f.binary.clone()),
         ("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST".into()),
         ("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", f.memory_mb.to_string()),
-        // The Runtime API of `cargo lambda watch` gives no deadline (its
-        // header is a constant), so the engine's budget counts from this.
+        // The function's timeout, for a Runtime API whose deadline header
+        // is not a time (cargo lambda watch's was a constant): the
+        // engine's budget counts from this then.
         (
             "WHIMBREL_FUNCTION_TIMEOUT_SECONDS",
             f.timeout.as_secs().to_string(),

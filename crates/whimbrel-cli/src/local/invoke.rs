@@ -1,4 +1,4 @@
-//! Invoking a function on the upstream (`cargo lambda watch`): once,
+//! Invoking a function on the upstream (`whimbrel lambda-apis`): once,
 //! synchronously, within a timeout, with the outcome Lambda would report;
 //! and the schedule, a Scheduled Event to the scheduled function every
 //! tick.
@@ -87,8 +87,8 @@ impl Runner {
                 }
             }
             Err(SdkError::ServiceError(se)) if se.raw().status().as_u16() >= 500 => {
-                // cargo lambda watch answers a function error (a panic, an
-                // exit) with HTTP 500.
+                // An upstream may answer a function error with HTTP 500
+                // (cargo lambda watch did, for a panic or an exit).
                 let body = se
                     .raw()
                     .body()
