@@ -54,7 +54,7 @@ use whimbrel_core::engine::decide::{self, Change, Deadline, Details, Verdict, MA
 use whimbrel_core::engine::EngineConfig;
 use whimbrel_core::ids;
 use whimbrel_core::model::{
-    ActivityExec, Attempt, HistoryEntry, Links, Outcome, ParkedEvent, Runner, Timeouts, Timing, Trail,
+    ActivityExec, Attempt, HistoryEntry, Links, Outcome, ParkedEvent, Runner, Runs, Timeouts, Timing, Trail,
     WorkflowExec,
 };
 use whimbrel_core::plan::{MAX_HEARTBEAT_TIMEOUT_SECONDS, MAX_TIMEOUT_SECONDS};
@@ -474,23 +474,19 @@ fn exec_of(i: &Input, cfg: &EngineConfig, now: i64) -> Option<ActivityExec> {
         state,
         version: u64::from(i.version),
         runner: Runner {
-            child: None,
             child_run: None,
-            lambda: if task_list.is_some() {
-                String::new()
-            } else {
-                "f".into()
-            },
             task_list_shard: (state == S::Queued && task_list.is_some())
                 .then(|| decide::task_list_shard("tl", &id)),
             task_queued_epoch: (state == S::Queued && task_list.is_some())
                 .then_some(scheduled.unwrap_or(now)),
-            task_list,
             // Activities that run code only: timers and signal waits have
             // their own tables.
-            wait_seconds: None,
-            wait_until_epoch: None,
-            signal_name: None,
+            runs: match task_list {
+                Some(list) => Runs::TaskList { list },
+                None => Runs::Lambda {
+                    function: "f".into(),
+                },
+            },
             worker: None,
             input: Some(json!({"k": 1})),
             input_ref: None,
@@ -574,7 +570,7 @@ fn to_item(exec: &ActivityExec) -> Item {
 fn watched(a: &ActivityExec) -> bool {
     match a.state {
         ActivityState::Preparing | ActivityState::Running | ActivityState::CancelledRunning => true,
-        ActivityState::Queued => a.attempt.token_hash.is_some() || a.runner.task_list.is_none(),
+        ActivityState::Queued => a.attempt.token_hash.is_some() || a.runner.runs.task_list().is_none(),
         _ => false,
     }
 }
@@ -750,7 +746,7 @@ fn write_transition(
             after.trail.parked.is_empty(),
             "{what}: parked reports of the failed attempt"
         );
-        if exec.runner.task_list.is_none() {
+        if exec.runner.runs.task_list().is_none() {
             assert_eq!(after.timing.due_epoch, Some(at), "{what}: the next attempt is due");
         } else {
             assert_eq!(after.runner.task_queued_epoch, Some(at), "{what}: offered at");
@@ -892,13 +888,13 @@ fn check_attempts(i: &Input, exec: &ActivityExec, item: &Item, cfg: &EngineConfi
     let hash = ids::token_hash("next-token");
     match exec.state {
         S::Requested | S::Ready if exec.links.pending_dependency_count == 0 => {
-            let token = exec.runner.task_list.is_none().then_some(hash.as_str());
+            let token = exec.runner.runs.task_list().is_none().then_some(hash.as_str());
             let req = decide::queue_update(&t, cfg, exec, token, now);
             let after = apply_checked("queue_update", &req, item, exec, cfg, S::Queued);
             assert_eq!(after.attempt.number, exec.attempt.number + 1);
             assert_eq!(after.timing.first_queued_epoch, Some(now));
             assert_eq!(after.attempt.token_hash.as_deref(), token);
-            if exec.runner.task_list.is_some() {
+            if exec.runner.runs.task_list().is_some() {
                 assert!(after.runner.task_list_shard.is_some(), "queued without an offer");
             }
         }
@@ -909,7 +905,7 @@ fn check_attempts(i: &Input, exec: &ActivityExec, item: &Item, cfg: &EngineConfi
                 "queued with prerequisites pending"
             );
         }
-        S::Queued if exec.runner.task_list.is_some() => {
+        S::Queued if exec.runner.runs.task_list().is_some() => {
             let req = decide::claim_task_update(&t, cfg, exec, &hash, &i.worker, now);
             let after = apply_checked("claim_task_update", &req, item, exec, cfg, S::Running);
             assert_eq!(after.attempt.number, exec.attempt.number);
@@ -955,12 +951,12 @@ fn check_monitor(exec: &ActivityExec, item: &Item, cfg: &EngineConfig, now: i64)
             }
             Deadline::Heartbeat => exec.state == S::Running && exec.timeouts.heartbeat_enabled,
             Deadline::CancelGrace => exec.state == S::CancelledRunning,
-            Deadline::Timer => exec.state == S::Running && exec.runner.wait_seconds.is_some(),
+            Deadline::Timer => exec.state == S::Running && exec.runner.runs.timer().is_some_and(|(s, _)| s.is_some()),
         };
         assert!(ok, "{kind:?} deadline in {}", exec.state);
     } else {
         assert!(
-            !watched(exec) || exec.runner.task_list.is_some(),
+            !watched(exec) || exec.runner.runs.task_list().is_some(),
             "{} unwatched",
             exec.state
         );

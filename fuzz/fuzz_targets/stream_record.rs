@@ -285,7 +285,7 @@ fn check(before: &State, after: &State, when: &str) {
             ActivityState::Preparing | ActivityState::Running | ActivityState::CancelledRunning => {
                 true
             }
-            ActivityState::Queued => a.runner.task_list.is_none() || a.attempt.token_hash.is_some(),
+            ActivityState::Queued => a.runner.runs.task_list().is_none() || a.attempt.token_hash.is_some(),
             _ => false,
         };
         assert!(

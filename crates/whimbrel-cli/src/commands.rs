@@ -329,7 +329,7 @@ async fn watch_signal_waits(
         let waits: Vec<_> = snap
             .activities
             .iter()
-            .filter(|a| a.runner.signal_name.as_deref() == Some(name))
+            .filter(|a| a.runner.runs.signal_name() == Some(name))
             .collect();
         if waits.iter().any(|a| a.state == ActivityState::Completed)
             || std::time::Instant::now() >= deadline

@@ -408,6 +408,7 @@ mod tests {
             "activity_exec_id": format!("{name}::u"),
             "workflow_exec_id": "w::u",
             "workflow_name": "w",
+            "lambda": "f",
             "activity_name": name,
             "state": state,
             "heartbeat_enabled": false,

@@ -251,11 +251,9 @@ pub fn render(snap: &Snapshot) -> String {
 /// A timer node's line (design.md § 9.1): its wait, and when it fires (or
 /// fired, or that it was cancelled), UTC; `None` for an activity.
 fn timer_line(a: &ActivityExec) -> Option<String> {
-    use whimbrel_core::contract::{ActivityState as S, NodeKind};
-    if a.runner.kind() != NodeKind::Timer {
-        return None;
-    }
-    let wait = match (a.runner.wait_until_epoch, a.runner.wait_seconds) {
+    use whimbrel_core::contract::ActivityState as S;
+    let (seconds, until_epoch) = a.runner.runs.timer()?;
+    let wait = match (until_epoch, seconds) {
         (Some(until), _) => format!("until {}", hms(Some(until))),
         (None, s) => format!("{}s", s.unwrap_or(0)),
     };
@@ -325,7 +323,7 @@ fn target_slot_lines(snap: &Snapshot) -> String {
 /// it ended; `None` for any other node.
 fn signal_line(a: &ActivityExec) -> Option<String> {
     use whimbrel_core::contract::ActivityState as S;
-    let name = a.runner.signal_name.as_deref()?;
+    let name = a.runner.runs.signal_name()?;
     let timeout = a.timeouts.start_to_close_seconds;
     let when = match a.state {
         S::Running => match timeout {
@@ -350,7 +348,7 @@ fn signal_line(a: &ActivityExec) -> Option<String> {
 /// (`whimbrel status` it for the child's own activities) and where the
 /// node is; `None` for any other node.
 fn child_line(a: &ActivityExec) -> Option<String> {
-    let child = a.runner.child.as_ref()?;
+    let child = a.runner.runs.child()?;
     let close = match child.parent_close {
         whimbrel_core::plan::ParentClose::Cancel => "",
         whimbrel_core::plan::ParentClose::Abandon => ", abandoned if cancelled",

@@ -341,7 +341,7 @@ impl Activity {
                 .when(crate::store::Cond::exists(attr::ACTIVITY_EXEC_ID))
                 .set(attr::HEARTBEAT_TIME, crate::store::av(&now.date_list()))
                 .set(attr::HEARTBEAT_TIME_EPOCH, crate::store::n(now.epoch));
-            match store.update(beat, false).await {
+            match store.update(beat).await {
                 Ok(_) | Err(StoreError::ConditionFailed) => {}
                 Err(e) => return Err(e.into()),
             }

@@ -1,10 +1,12 @@
 //! What runs a node of a plan, defined once (design.md § 9.1, § 9.2): a
 //! Lambda the engine invokes, a task list external workers claim from, a
 //! durable timer the heartbeat monitor fires, a wait for a signal a
-//! client sends, or a child workflow the node starts and waits for. A plan node is exactly one
-//! ([`crate::plan::PlannedActivity::kind`]); an activity exec item says
-//! which by its runner fields ([`crate::model::Runner::kind`]). Every rule
-//! that differs by kind asks the kind: its contract rows
+//! client sends, or a child workflow the node starts and waits for. A plan
+//! node is exactly one ([`crate::plan::PlannedActivity::kind`]); an activity
+//! exec item holds it with its fields ([`crate::model::Runs`]). Every
+//! question below is an exhaustive match, so a new kind is answered
+//! everywhere the compiler names. Every rule that differs by kind asks the
+//! kind: its contract rows
 //! ([`crate::contract::table`]), the state its release reaches
 //! ([`NodeKind::released_as`]), whether an attempt is invoked
 //! ([`NodeKind::is_invoked`]), its deadlines
@@ -69,7 +71,10 @@ impl NodeKind {
     /// a Lambda (the launcher); false for task lists (a worker claims),
     /// timers and signal waits (nothing runs).
     pub fn is_invoked(self) -> bool {
-        self == NodeKind::Lambda
+        match self {
+            NodeKind::Lambda => true,
+            NodeKind::TaskList | NodeKind::Timer | NodeKind::Signal | NodeKind::Child => false,
+        }
     }
 
     /// The transition and state the release of its first attempt writes
@@ -88,7 +93,10 @@ impl NodeKind {
     /// report (Lambdas and task lists); a timer or a signal wait does none
     /// of these (a signal wait takes one timeout, `timeout_seconds`).
     pub fn runs_code(self) -> bool {
-        matches!(self, NodeKind::Lambda | NodeKind::TaskList)
+        match self {
+            NodeKind::Lambda | NodeKind::TaskList => true,
+            NodeKind::Timer | NodeKind::Signal | NodeKind::Child => false,
+        }
     }
 }
 

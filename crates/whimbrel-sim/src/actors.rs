@@ -408,5 +408,5 @@ async fn raw_heartbeat(store: &Store, engine: &Engine<()>, p: &LaunchPayload) {
             whimbrel_core::store::Value::Bool(true),
         ))
         .set(attr::HEARTBEAT_TIME_EPOCH, n(engine.now().epoch));
-    let _ = store.update(req, false).await;
+    let _ = store.update(req).await;
 }

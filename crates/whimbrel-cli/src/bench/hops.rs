@@ -99,7 +99,7 @@ mod tests {
 
     fn exec(id: &str, prerequisites: &[&str]) -> ActivityExec {
         serde_json::from_value(serde_json::json!({
-            "activity_exec_id": id, "workflow_exec_id": "w::1", "workflow_name": "w",
+            "activity_exec_id": id, "workflow_exec_id": "w::1", "workflow_name": "w", "lambda": "f",
             "activity_name": id, "state": "COMPLETED", "heartbeat_enabled": false,
             "heartbeat_time_epoch": 0, "start_time_epoch": 0,
             "prerequisites": prerequisites,

@@ -143,7 +143,7 @@ async fn heartbeat(
         ))
         .set(attr::HEARTBEAT_TIME_EPOCH, n(beat_at));
     store
-        .update(update, false)
+        .update(update)
         .await
         .map(|_| ())
         .map_err(CliError::from)

@@ -68,7 +68,7 @@ impl<L: Launcher> Engine<L> {
         let row = (ev.activity_event_id.as_str(), ev.activity_exec_id.as_str());
         let now = self.now().epoch;
         let req = decide::mark_rejected(self.store.tables(), row, why, now);
-        match self.store.update(req, false).await {
+        match self.store.update(req).await {
             Ok(_) | Err(StoreError::ConditionFailed) => Ok(()),
             Err(e) if e.is_permanent() => {
                 warn!(error = %e, "the rejection cannot be kept on the row");
@@ -207,7 +207,7 @@ impl<L: Launcher> Engine<L> {
     ) -> Result<Round, EngineError> {
         let with_output = parked.output.is_some();
         let req = decide::park_update(self.store.tables(), exec, &parked);
-        let written = match self.store.update(req, false).await {
+        let written = match self.store.update(req).await {
             Err(e) if e.is_permanent() && with_output => {
                 info!(activity_exec_id = %exec.activity_exec_id, error = %e, "parking the report by reference");
                 let by_ref = ParkedEvent {
@@ -217,7 +217,7 @@ impl<L: Launcher> Engine<L> {
                     ..parked.clone()
                 };
                 let req = decide::park_update(self.store.tables(), exec, &by_ref);
-                self.store.update(req, false).await
+                self.store.update(req).await
             }
             other => other,
         };
@@ -245,7 +245,7 @@ impl<L: Launcher> Engine<L> {
         at: i64,
         now: i64,
     ) -> Result<Round, EngineError> {
-        let item = match self.store.update(update, true).await {
+        let item = match self.store.update_returning_new(update).await {
             Ok(item) => item,
             Err(StoreError::ConditionFailed) => return Ok(Round::Again),
             Err(StoreError::Conflict) => {
@@ -288,7 +288,7 @@ impl<L: Launcher> Engine<L> {
                 .transact(vec![update.into_write(), count.into_write()])
                 .await
                 .map(|()| None),
-            (update, None) => self.store.update(update, true).await,
+            (update, None) => self.store.update_returning_new(update).await,
         };
         let item = match written {
             Ok(item) => item,

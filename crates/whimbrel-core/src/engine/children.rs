@@ -52,7 +52,7 @@ impl<L: Launcher> Engine<L> {
     ///
     /// Errors: [`EngineError::Retry`] when DynamoDB is unavailable.
     pub(crate) async fn start_child(&self, exec: &ActivityExec) -> Result<(), EngineError> {
-        let Some(child) = &exec.runner.child else {
+        let Some(child) = exec.runner.runs.child() else {
             return Ok(());
         };
         if exec.state != ActivityState::Running {
@@ -141,7 +141,7 @@ impl<L: Launcher> Engine<L> {
         let node = self.node_of(fresh).await?;
         let holds = node
             .as_ref()
-            .and_then(|n| Some(link_of(n, n.runner.child.as_ref()?)));
+            .and_then(|n| Some(link_of(n, n.runner.runs.child()?)));
         if holds.as_ref() == Some(link) {
             return Ok(None);
         }
@@ -298,7 +298,7 @@ impl<L: Launcher> Engine<L> {
         .when(Cond::eq(attr::STATE, s(wf.state.as_str())))
         .remove(attr::DUE_EPOCH)
         .remove(attr::DUE_SHARD);
-        match self.store.update(done, false).await {
+        match self.store.update(done).await {
             Ok(_) | Err(StoreError::ConditionFailed) => Ok(()),
             Err(e) => Err(e.into()),
         }
@@ -312,7 +312,7 @@ impl<L: Launcher> Engine<L> {
     ///
     /// Errors: [`EngineError::Retry`] when DynamoDB is unavailable.
     pub(crate) async fn close_child(&self, exec: &ActivityExec) -> Result<(), EngineError> {
-        let Some(child) = &exec.runner.child else {
+        let Some(child) = exec.runner.runs.child() else {
             return Ok(());
         };
         if exec.state != ActivityState::Cancelled || child.parent_close == ParentClose::Abandon {
@@ -435,7 +435,7 @@ fn started_by(node: &ActivityExec, child_exec_id: &str) -> bool {
 /// Whether the child node `node` ended and closes its child
 /// (`parent_close: cancel`): its child must not start, nor go on as new.
 fn closed_child(node: &ActivityExec) -> bool {
-    let closes = node.runner.child.as_ref();
+    let closes = node.runner.runs.child();
     node.state.is_terminal() && closes.is_some_and(|c| c.parent_close == ParentClose::Cancel)
 }
 

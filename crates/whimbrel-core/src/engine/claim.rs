@@ -70,7 +70,7 @@ impl<L: Launcher> Engine<L> {
                 &req.worker,
                 self.now().epoch,
             );
-            match store.update(update, true).await {
+            match store.update_returning_new(update).await {
                 Ok(Some(item)) => {
                     let claimed: ActivityExec = serde_dynamo::from_item(item)
                         .map_err(|e| EngineError::Retry(format!("{}: {e}", k.activity_exec_id)))?;

@@ -132,17 +132,13 @@ impl<L: Launcher> Engine<L> {
         };
         let t = self.store.tables();
         if exec.state.is_failure() {
-            match self
-                .store
-                .update(first_failure(t, exec, slot.group), false)
-                .await
-            {
+            match self.store.update(first_failure(t, exec, slot.group)).await {
                 Ok(_) | Err(StoreError::ConditionFailed) => {}
                 Err(e) => return Err(e.into()),
             }
         }
         let req = count_into_group(t, exec, slot.group);
-        let group: CountGroup = match self.store.update(req, true).await {
+        let group: CountGroup = match self.store.update_returning_new(req).await {
             Ok(Some(item)) => serde_dynamo::from_item(item).map_err(|e| {
                 EngineError::Retry(format!(
                     "{} count group {}: {e}",
@@ -176,7 +172,7 @@ impl<L: Launcher> Engine<L> {
             return Ok(());
         }
         let req = count_group_into_workflow(t, exec, slot.group, &group);
-        match self.store.update(req, false).await {
+        match self.store.update(req).await {
             // Added once: by this call, or by whoever completed it first.
             Ok(_) | Err(StoreError::ConditionFailed) => Ok(()),
             Err(e) => Err(e.into()),

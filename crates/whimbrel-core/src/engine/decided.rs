@@ -88,14 +88,14 @@ impl<L: Launcher> Engine<L> {
         }
         let t = self.store.tables();
         if let Some(rest) = decided::applied_at_rest(t, wf, number, known) {
-            match self.store.update(rest, false).await {
+            match self.store.update(rest).await {
                 Ok(_) => return Ok(true),
                 Err(StoreError::ConditionFailed) => {}
                 Err(e) => return Err(e.into()),
             }
         }
         let done = decided::effects_applied(t, wf, number);
-        match self.store.update(done, false).await {
+        match self.store.update(done).await {
             Ok(_) | Err(StoreError::ConditionFailed) => Ok(false),
             Err(e) => Err(e.into()),
         }
@@ -267,7 +267,7 @@ impl<L: Launcher> Engine<L> {
         // creation the execution's end had refused, which the
         // prerequisite's settle waited for ever to release).
         let link = decided::link_dependent(self.store.tables(), &p, wf, &d);
-        match self.store.update(link, false).await {
+        match self.store.update(link).await {
             Ok(_) => return Ok(()),
             Err(StoreError::ConditionFailed) => {}
             Err(e) => return Err(e.into()),

@@ -51,7 +51,7 @@ impl<L: Launcher> Engine<L> {
         if exec.timing.due_epoch.is_some() {
             match self
                 .store
-                .update(decide::clear_due(self.store.tables(), exec), false)
+                .update(decide::clear_due(self.store.tables(), exec))
                 .await
             {
                 Ok(_) | Err(StoreError::ConditionFailed) => {}
@@ -110,7 +110,7 @@ impl<L: Launcher> Engine<L> {
             &ids::token_hash(&token),
             self.now().epoch,
         );
-        match self.store.update(req, true).await {
+        match self.store.update_returning_new(req).await {
             Ok(Some(item)) => {
                 let claimed = decoded(&exec.activity_exec_id, item)?;
                 info!(activity_exec_id = %claimed.activity_exec_id, attempt = claimed.attempt.number, "launching the next attempt");
@@ -203,13 +203,14 @@ impl<L: Launcher> Engine<L> {
         let mut tries = 0;
         loop {
             tries += 1;
-            match self.launcher.invoke_async(&exec.runner.lambda, &body).await {
+            let function = exec.runner.runs.lambda().unwrap_or_default();
+            match self.launcher.invoke_async(function, &body).await {
                 Ok(()) => {
-                    info!(activity_exec_id = %exec.activity_exec_id, lambda = %exec.runner.lambda, attempt = exec.attempt.number, "activity launched");
+                    info!(activity_exec_id = %exec.activity_exec_id, lambda = %function, attempt = exec.attempt.number, "activity launched");
                     if self.config.record_launches {
                         let req =
                             decide::launched_update(self.store.tables(), exec, self.now().epoch);
-                        if let Err(e) = self.store.update(req, false).await {
+                        if let Err(e) = self.store.update(req).await {
                             // Only for operators' eyes; nothing depends on it.
                             info!(activity_exec_id = %exec.activity_exec_id, error = %e, "launch time not recorded");
                         }

@@ -249,7 +249,7 @@ impl<L: Launcher> Engine<L> {
             let Some((id, update)) = started else {
                 return Ok(());
             };
-            match self.store.update(update, false).await {
+            match self.store.update(update).await {
                 Ok(_) => {
                     if Box::pin(self.run_decision(wf, &state, &id)).await? {
                         return Ok(());
@@ -288,7 +288,7 @@ impl<L: Launcher> Engine<L> {
         let Some(update) = whimbrel_rules::decide::decided::idle_due(t, wf, state) else {
             return Ok(());
         };
-        match self.store.update(update, false).await {
+        match self.store.update(update).await {
             Ok(_) | Err(StoreError::ConditionFailed) => Ok(()),
             Err(e) => Err(e.into()),
         }
@@ -322,7 +322,7 @@ impl<L: Launcher> Engine<L> {
                 if let Some(defer) =
                     episodes::defer_decision(self.store.tables(), wf, &current, now)
                 {
-                    match self.store.update(defer, false).await {
+                    match self.store.update(defer).await {
                         Ok(_) | Err(StoreError::ConditionFailed) => {}
                         Err(e) => return Err(e.into()),
                     }

@@ -59,7 +59,7 @@ impl<L: Launcher> Engine<L> {
                 req = req.when(Cond::eq(attr::ATTEMPT_TOKEN_HASH, s(h)));
             }
         }
-        match self.store.update(req, true).await {
+        match self.store.update_returning_new(req).await {
             Ok(Some(item)) => Ok(serde_dynamo::from_item::<_, ActivityExec>(item)
                 .map(|e| e.state)
                 .unwrap_or(exec.state)),

@@ -61,7 +61,7 @@ impl<L: Launcher> Engine<L> {
                 }) => target_limits::change_limit(t, &target, old, max),
                 _ => target_limits::new_limit(t, &target, max),
             };
-            match self.store.update(req, false).await {
+            match self.store.update(req).await {
                 Ok(_) => {
                     self.adopt_live(&target).await?;
                     self.hand_off_target(&target).await?;
@@ -92,7 +92,7 @@ impl<L: Launcher> Engine<L> {
         };
         let max = limit.max_concurrency.unwrap_or_default();
         let req = target_limits::remove_limit(self.store.tables(), &target, max);
-        match self.store.update(req, false).await {
+        match self.store.update(req).await {
             Ok(_) => Ok(true),
             Err(StoreError::ConditionFailed) => Err(EngineError::Rejected(format!(
                 "{target}: {} slots held and {} activities waiting; remove the limit when idle, or raise it",

@@ -97,7 +97,7 @@ impl<L: Launcher> Engine<L> {
                 req.set(attr::RESULT_IN_ACTIVITIES, crate::store::Value::Bool(true))
             };
         }
-        let moved = match self.store.update(req, false).await {
+        let moved = match self.store.update(req).await {
             Ok(_) => true,
             Err(StoreError::ConditionFailed) => false,
             // A result DynamoDB refuses for good (nested deeper than it
@@ -239,7 +239,7 @@ impl<L: Launcher> Engine<L> {
         if wf.slots_used.is_some() {
             let key = (wf.workflow_exec_id.as_str(), wf.workflow_name.as_str());
             let drop = decide::drop_all_waiters(self.store.tables(), key);
-            match self.store.update(drop, false).await {
+            match self.store.update(drop).await {
                 Ok(_) | Err(StoreError::ConditionFailed) => {}
                 Err(e) => return Err(e.into()),
             }
@@ -334,7 +334,7 @@ impl<L: Launcher> Engine<L> {
 
     /// A conditional workflow write: false when its condition failed.
     pub(crate) async fn write_move(&self, req: UpdateRequest) -> Result<bool, EngineError> {
-        match self.store.update(req, false).await {
+        match self.store.update(req).await {
             Ok(_) => Ok(true),
             Err(StoreError::ConditionFailed) => Ok(false),
             Err(e) => Err(e.into()),

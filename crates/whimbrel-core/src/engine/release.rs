@@ -57,7 +57,7 @@ impl<L: Launcher> Engine<L> {
             self.release_chunk(exec, chunk, &slots).await?;
             if dependents.len() > RELEASE_CHUNK {
                 let req = decide::released_through_update(self.store.tables(), exec, end);
-                match self.store.update(req, false).await {
+                match self.store.update(req).await {
                     Ok(_) | Err(StoreError::ConditionFailed) => {}
                     Err(e) => return Err(e.into()),
                 }
@@ -93,7 +93,7 @@ impl<L: Launcher> Engine<L> {
         }
         let until = self.now().epoch + super::budget::held_for().as_secs() as i64;
         let req = decide::move_settle_due(self.store.tables(), exec, exec.timing.due_epoch, until);
-        match self.store.update(req, false).await {
+        match self.store.update(req).await {
             Ok(_) => Ok(true),
             Err(StoreError::ConditionFailed) => Ok(false),
             Err(e) => Err(e.into()),
@@ -106,7 +106,7 @@ impl<L: Launcher> Engine<L> {
     async fn hand_back_settle(&self, exec: &ActivityExec) -> Result<(), EngineError> {
         let now = self.now().epoch;
         let req = decide::move_settle_due(self.store.tables(), exec, None, now);
-        match self.store.update(req, false).await {
+        match self.store.update(req).await {
             Ok(_) | Err(StoreError::ConditionFailed) => Ok(()),
             Err(e) => Err(e.into()),
         }
@@ -186,7 +186,7 @@ impl<L: Launcher> Engine<L> {
     ) -> Result<Option<String>, EngineError> {
         let t = self.store.tables();
         let req = decide::join_release_update(t, join_id, slot.group, &exec.activity_name);
-        let group: JoinGroup = match self.store.update(req, true).await {
+        let group: JoinGroup = match self.store.update_returning_new(req).await {
             Ok(Some(item)) => serde_dynamo::from_item(item)
                 .map_err(|e| EngineError::Retry(format!("{join_id} group {}: {e}", slot.group)))?,
             Ok(None) => return Err(EngineError::Retry(format!("{join_id}: no group returned"))),
@@ -295,7 +295,7 @@ impl<L: Launcher> Engine<L> {
             &exec.workflow_exec_id,
             marker,
         );
-        match self.store.update(req, true).await {
+        match self.store.update_returning_new(req).await {
             Ok(Some(item)) => decoded(&exec.activity_exec_id, item),
             Ok(None) => Err(no_item(exec)),
             Err(StoreError::ConditionFailed) => self.reload(exec).await,
@@ -342,7 +342,7 @@ impl<L: Launcher> Engine<L> {
                 Ok(queued) => queued,
                 Err(other) => return Ok(other),
             },
-            false => match self.store.update(req, true).await {
+            false => match self.store.update_returning_new(req).await {
                 Ok(Some(item)) => decoded(&exec.activity_exec_id, item)?,
                 Ok(None) => return Err(no_item(exec)),
                 // Someone else changed it (released it, claimed it,

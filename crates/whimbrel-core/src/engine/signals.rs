@@ -123,7 +123,7 @@ impl<L: Launcher> Engine<L> {
                 .collect();
             let mut waits: Vec<String> = nodes
                 .into_values()
-                .filter(|a| a.runner.signal_name.as_deref() == Some(name))
+                .filter(|a| a.runner.runs.signal_name() == Some(name))
                 .filter(|a| !a.state.is_terminal())
                 .map(|a| a.activity_exec_id)
                 .collect();
@@ -302,7 +302,7 @@ impl<L: Launcher> Engine<L> {
         &self,
         exec: &ActivityExec,
     ) -> Result<bool, EngineError> {
-        let Some(name) = exec.runner.signal_name.as_deref() else {
+        let Some(name) = exec.runner.runs.signal_name() else {
             return Ok(false);
         };
         if exec.state != ActivityState::Running || exec.runner.kind() != NodeKind::Signal {
@@ -332,7 +332,7 @@ impl<L: Launcher> Engine<L> {
         &self,
         exec: &ActivityExec,
     ) -> Result<(), EngineError> {
-        let Some(name) = exec.runner.signal_name.as_deref() else {
+        let Some(name) = exec.runner.runs.signal_name() else {
             return Ok(());
         };
         if exec.runner.kind() != NodeKind::Signal || !exec.state.is_terminal() {
@@ -370,7 +370,7 @@ impl<L: Launcher> Engine<L> {
     /// is unavailable.
     async fn kept(&self, row: &SignalRow) -> Result<SignalRow, EngineError> {
         let t = self.store.tables();
-        match self.store.update(episodes::signal_admit(t, row), false).await {
+        match self.store.update(episodes::signal_admit(t, row)).await {
             Err(StoreError::ConditionFailed) => {
                 return Err(EngineError::Rejected(format!(
                     "signal {:?} for {}: the execution keeps {MAX_SIGNALS_PER_EXECUTION} signals already; at most {MAX_SIGNALS_PER_EXECUTION} are kept",

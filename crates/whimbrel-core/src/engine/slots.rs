@@ -242,7 +242,7 @@ impl<L: Launcher> Engine<L> {
         exec: &ActivityExec,
         limit: &str,
     ) -> Result<bool, EngineError> {
-        match self.store.update(req, false).await {
+        match self.store.update(req).await {
             Ok(_) => {
                 info!(activity_exec_id = %exec.activity_exec_id, limit, "waiting for a slot");
                 Ok(true)
@@ -269,7 +269,7 @@ impl<L: Launcher> Engine<L> {
                 target_limits::drop_target_waiter(t, &target, entry)
             }
         };
-        match self.store.update(req, false).await {
+        match self.store.update(req).await {
             Ok(_) | Err(StoreError::ConditionFailed) => Ok(()),
             Err(e) => Err(e.into()),
         }
@@ -347,9 +347,7 @@ impl<L: Launcher> Engine<L> {
             let id = ids::activity_exec_id(&exec.workflow_exec_id, decide::waiter_name(first));
             let waiting = self.load_activity(&id, &exec.workflow_exec_id).await?;
             if !still_waiting(&waiting) {
-                self.store
-                    .update(decide::drop_waiter(t, &waiting), false)
-                    .await?;
+                self.store.update(decide::drop_waiter(t, &waiting)).await?;
                 continue;
             }
             self.claim_waiter(waiting, Handed::Plan).await?;
@@ -383,7 +381,7 @@ impl<L: Launcher> Engine<L> {
                 Some(w) => self.claim_waiter(w, Handed::Target(first.clone())).await?,
                 None => {
                     let req = target_limits::drop_target_waiter(t, target, first);
-                    self.store.update(req, false).await?;
+                    self.store.update(req).await?;
                 }
             }
         }

@@ -112,11 +112,7 @@ impl<L: Launcher> Engine<L> {
         }
         // The roots are claimed: every later step has its own marker. What
         // is left is the execution timeout's, if the plan sets one.
-        match self
-            .store
-            .update(decide::started_update(t, &exec), false)
-            .await
-        {
+        match self.store.update(decide::started_update(t, &exec)).await {
             Ok(_) | Err(StoreError::ConditionFailed) => {}
             Err(e) => return Err(e.into()),
         }
@@ -290,7 +286,7 @@ impl<L: Launcher> Engine<L> {
         )
         .set(attr::START_ATTEMPTS, n(exec.start_attempts + 1))
         .set(attr::DUE_EPOCH, n(now + self.config.start_retry_seconds));
-        match self.store.update(bump, false).await {
+        match self.store.update(bump).await {
             Ok(_) => {}
             Err(StoreError::ConditionFailed) => return Ok(false),
             Err(e) => return Err(e.into()),

@@ -74,7 +74,7 @@ impl<L: Launcher> Engine<L> {
         }
         let now = self.now().epoch;
         let req = rules::redrive_update(self.store.tables(), &wf, r, now, &self.config);
-        match self.store.update(req, false).await {
+        match self.store.update(req).await {
             Ok(_) => {}
             // Redriven meanwhile, by this request (finish it) or another.
             Err(StoreError::ConditionFailed) => {}
@@ -110,7 +110,7 @@ impl<L: Launcher> Engine<L> {
         if wf.state != WorkflowState::Running {
             // Ended meanwhile (everything it redrove ended): nothing to do.
             let dropped = rules::redrive_dropped_update(t, &wf, r);
-            return match self.store.update(dropped, false).await {
+            return match self.store.update(dropped).await {
                 Ok(_) | Err(StoreError::ConditionFailed) => Ok(Applied::Workflow(wf.state)),
                 Err(e) => Err(e.into()),
             };
@@ -145,13 +145,13 @@ impl<L: Launcher> Engine<L> {
         }
         self.propagate_ends_again(&wf, r).await?;
         let done = rules::redrive_done_update(t, &wf, r);
-        if let Err(e) = self.store.update(done, false).await {
+        if let Err(e) = self.store.update(done).await {
             if !matches!(e, StoreError::ConditionFailed) {
                 return Err(e.into());
             }
             // Ended meanwhile: the marker its end set stays.
             let dropped = rules::redrive_dropped_update(t, &wf, r);
-            match self.store.update(dropped, false).await {
+            match self.store.update(dropped).await {
                 Ok(_) | Err(StoreError::ConditionFailed) => {}
                 Err(e) => return Err(e.into()),
             }

@@ -371,9 +371,22 @@ impl Store {
             .transpose()
     }
 
-    /// UpdateItem. With `return_new`, returns the item after the update.
-    /// A false condition is [`StoreError::ConditionFailed`].
-    pub async fn update(
+    /// UpdateItem. A false condition is [`StoreError::ConditionFailed`].
+    pub async fn update(&self, req: UpdateRequest) -> Result<(), StoreError> {
+        self.update_item(req, false).await.map(|_| ())
+    }
+
+    /// UpdateItem returning the item after the update (`ReturnValues:
+    /// ALL_NEW`; `None` only where a backend gives nothing back). A false
+    /// condition is [`StoreError::ConditionFailed`].
+    pub async fn update_returning_new(
+        &self,
+        req: UpdateRequest,
+    ) -> Result<Option<Item>, StoreError> {
+        self.update_item(req, true).await
+    }
+
+    async fn update_item(
         &self,
         req: UpdateRequest,
         return_new: bool,
@@ -426,7 +439,7 @@ impl Store {
                     actions,
                     cond,
                 };
-                self.update(req, false).await.map(|_| ())
+                self.update(req).await.map(|_| ())
             }
         }
     }

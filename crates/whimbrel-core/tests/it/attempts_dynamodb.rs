@@ -392,7 +392,7 @@ async fn a_heartbeat_read_late_in_a_tick_is_seen_at_the_read() {
         "heartbeat_time_epoch",
         AttributeValue::N((read - 1 + 25).to_string()).into(),
     );
-    h.clients.update(beat, false).await.expect("heartbeat");
+    h.clients.update(beat).await.expect("heartbeat");
     h.clock.freeze(read);
     let report = h.engine.monitor_tick(tick).await.expect("tick");
     h.clock.set(read);

@@ -40,7 +40,7 @@ async fn child_request(h: &Harness, node: &ActivityExec) -> Option<WorkflowReque
         ("workflow_request_id".to_string(), common::sv(&id)),
         (
             "workflow_name".to_string(),
-            common::sv(&node.runner.child.as_ref().unwrap().workflow_name),
+            common::sv(&node.runner.runs.child().unwrap().workflow_name),
         ),
     ]);
     h.store
@@ -405,7 +405,7 @@ async fn a_childs_redrive_waits_until_its_end_has_reached_its_parent() {
             "due_shard",
             whimbrel_core::store::n(u64::from(whimbrel_core::keys::shard_of(&kid))),
         );
-    h.store.update(owed, false).await.unwrap();
+    h.store.update(owed).await.unwrap();
     let redrive = WorkflowRequest {
         redrive_workflow_exec_id: Some(kid.clone()),
         ..h.request("thumbs", None)

@@ -152,7 +152,7 @@ async fn an_item_without_a_count_slot_is_counted_in_its_terminal_transaction() {
             decide::activity_key(&ids::activity_exec_id(&wf, name), &wf),
         )
         .remove("count_slot");
-        h.store.update(req, false).await.unwrap();
+        h.store.update(req).await.unwrap();
     }
     h.run_to_completion(&wf, "r0").await;
     assert_eq!(counters(&h, &wf).await, (1, 0, 0));

@@ -323,8 +323,8 @@ async fn attempt_writes_and_sparse_indexes_agree_with_dynamodb_local() {
             .unwrap()
             .unwrap();
         let req = step(&before);
-        let a = real.update(req.clone(), true).await.map(|_| ());
-        let b = model.update(req, true).await.map(|_| ());
+        let a = real.update_returning_new(req.clone()).await.map(|_| ());
+        let b = model.update_returning_new(req).await.map(|_| ());
         assert_eq!(class(a), class(b), "step {i}");
         let mut items: Vec<Option<Item>> = vec![];
         for store in [&real, &model] {

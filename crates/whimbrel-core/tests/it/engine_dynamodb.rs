@@ -50,7 +50,7 @@ fn workflow_update(h: &Harness, wf: &str) -> UpdateRequest {
 /// Write directly (test set-up: a state the engine never writes this way,
 /// or the state a crash leaves behind).
 async fn force(h: &Harness, req: UpdateRequest) {
-    h.store.update(req, false).await.expect("forced write");
+    h.store.update(req).await.expect("forced write");
 }
 
 /// Force an activity's state, as launched once (attempt 1, no token), so
@@ -1415,7 +1415,7 @@ async fn finding_4_redelivered_prerequisite_invokes_once_and_stale_tokens_are_re
     let a_id = ids::activity_exec_id(&wf, "a");
     let b_id = ids::activity_exec_id(&wf, "b");
     let release = decide::release_update(h.store.tables(), &b_id, &wf, &a_id);
-    h.store.update(release, false).await.unwrap();
+    h.store.update(release).await.unwrap();
     let b = h.activity(&wf, "b").await;
     assert_eq!(
         (b.state, b.links.pending_dependency_count, b.attempt.number),
@@ -1867,7 +1867,7 @@ async fn a_completed_parked_behind_a_running_write_that_died_is_applied_by_the_m
         &Details::default(),
         now,
     );
-    h.store.update(update, false).await.unwrap();
+    h.store.update(update).await.unwrap();
     let solo = h.activity(&wf, "solo").await;
     assert_eq!(solo.state, ActivityState::Running);
     assert_eq!(solo.trail.parked.len(), 1, "COMPLETED still parked");

@@ -807,7 +807,7 @@ async fn a_signal_after_its_only_wait_ended_is_an_event() {
         decide::activity_key(&id, &wf),
     )
     .set("state", common::sv("TIMED_OUT"));
-    h.store.update(timed_out, false).await.expect("raw write");
+    h.store.update(timed_out).await.expect("raw write");
     let row = SignalRow::new(&wf, "ok", "s-late", Some(json!({"by": "ana"})));
     h.store.put(&h.store.tables().signal(), &row).await.unwrap();
     let table = h.store.tables().signal();
@@ -868,7 +868,7 @@ async fn a_heartbeat_stub_does_not_take_the_place_of_a_later_node() {
     )
     .set("heartbeat_time", common::sv("2026-12-06T00:00:00Z"));
     h.store
-        .update(stub, false)
+        .update(stub)
         .await
         .expect("the activity role's write");
     complete(&h, &wf, "first", json!({})).await;

@@ -315,7 +315,7 @@ async fn a_release_cut_by_its_budget_is_owed_and_finished_by_the_monitor() {
         "released_through",
         whimbrel_core::store::n(RELEASE_CHUNK as u64),
     );
-    h.store.update(mark, false).await.unwrap();
+    h.store.update(mark).await.unwrap();
     let due = start.timing.due_epoch.unwrap();
     h.tick(due).await;
     assert_eq!(

@@ -186,7 +186,7 @@ async fn owe_settle_again(h: &Harness, wf: &str, name: &str) {
     let req = UpdateRequest::new(h.clients.tables().activity_exec(), key)
         .set(whimbrel_core::attr::DUE_EPOCH, n(h.now()))
         .set(whimbrel_core::attr::DUE_SHARD, n(shard));
-    h.clients.update(req, false).await.unwrap();
+    h.clients.update(req).await.unwrap();
 }
 
 /// Whether `ev`'s row carries its rejection (read through the clients'
@@ -213,7 +213,7 @@ async fn completed_before_copies(h: &Harness, wf: &str, name: &str, row: &str) {
     let req = UpdateRequest::new(h.clients.tables().activity_exec(), key)
         .remove("output_ref")
         .set("output_event_id", common::sv(row));
-    h.clients.update(req, false).await.unwrap();
+    h.clients.update(req).await.unwrap();
 }
 
 /// The workflow-request function's paths: a new request, the same record
@@ -670,7 +670,7 @@ async fn heartbeat_monitor_calls() -> Calls {
     let join_id = whimbrel_core::ids::activity_exec_id(&w, "join");
     let group =
         whimbrel_core::engine::decide::join_release_update(h.store.tables(), &join_id, 1, &last);
-    h.store.update(group, false).await.unwrap();
+    h.store.update(group).await.unwrap();
     calls(&h);
     let report = h.tick(owed).await;
     assert_eq!(report.settled, 1, "{report:?}");

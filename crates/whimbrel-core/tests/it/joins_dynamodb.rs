@@ -153,10 +153,12 @@ async fn a_group_completed_by_a_function_that_died_is_released_by_the_monitor() 
     )
     .await;
     h.store
-        .update(
-            decide::join_release_update(h.store.tables(), &join_id, 1, &last),
-            false,
-        )
+        .update(decide::join_release_update(
+            h.store.tables(),
+            &join_id,
+            1,
+            &last,
+        ))
         .await
         .expect("group update");
     assert_eq!(

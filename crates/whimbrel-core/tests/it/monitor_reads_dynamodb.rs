@@ -67,7 +67,7 @@ async fn the_monitor_re_arms_live_activities_and_times_out_the_stale() {
         )
         .when(Cond::eq("heartbeat_enabled", AttributeValue::Bool(true)))
         .set("heartbeat_time_epoch", n(t0 + 60));
-        h.store.update(req, false).await.unwrap();
+        h.store.update(req).await.unwrap();
     }
 
     // Past the first deadline and its report grace: every activity came

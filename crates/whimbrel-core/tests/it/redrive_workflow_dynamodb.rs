@@ -108,7 +108,7 @@ async fn a_redrive_that_died_after_its_first_write_is_finished_by_the_monitor() 
         h.now(),
         &h.config(),
     );
-    h.store.update(first, false).await.unwrap();
+    h.store.update(first).await.unwrap();
     assert_eq!(h.activity(&wf, "b").await.state, ActivityState::Failed);
     let due = h
         .workflow(&wf)

@@ -221,7 +221,7 @@ async fn a_release_that_died_before_its_read_is_finished_by_the_owed_settle() {
         None,
         h.now(),
     );
-    h.store.update(release, false).await.unwrap();
+    h.store.update(release).await.unwrap();
     let wait = h.activity(&wf, "approval").await;
     assert_eq!(
         (wait.state, wait.timing.due_epoch),

@@ -269,7 +269,7 @@ async fn setting_a_limit_again_adopts_what_a_setter_that_died_left_uncounted() {
     // limit; then it died.
     let first =
         whimbrel_core::engine::decide::target_limits::new_limit(h.store.tables(), TARGET, 2);
-    h.store.update(first, false).await.unwrap();
+    h.store.update(first).await.unwrap();
     assert_eq!(limit(&h).await.slots_used(), 0, "nothing adopted yet");
     h.engine.set_target_limit(TARGET, 2).await.unwrap();
     let l = limit(&h).await;

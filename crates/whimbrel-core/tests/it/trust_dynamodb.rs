@@ -171,7 +171,7 @@ async fn scribble(h: &Harness, wf: &str, name: &str, attr: &str, value: Attribut
         decide::activity_key(&id, wf),
     )
     .set(attr, value);
-    h.store.update(req, false).await.expect("raw write");
+    h.store.update(req).await.expect("raw write");
 }
 
 /// What the activity role may write of another activity's item is its
@@ -258,7 +258,7 @@ async fn a_stray_item_under_an_activity_hash_key_does_not_wedge_it() {
             "heartbeat_time_epoch",
             AttributeValue::N(h.now().to_string()),
         );
-        h.store.update(req, false).await.expect("raw write");
+        h.store.update(req).await.expect("raw write");
     }
     let (retry, sum) = h
         .deliver(

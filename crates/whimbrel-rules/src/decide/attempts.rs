@@ -33,7 +33,7 @@ pub fn task_list_shard(task_list: &str, activity_exec_id: &str) -> String {
 /// Put a task-list activity's attempt in its list's index, claimable from
 /// `at` (epoch seconds).
 fn offer(req: UpdateRequest, exec: &ActivityExec, at: i64) -> UpdateRequest {
-    match &exec.runner.task_list {
+    match exec.runner.runs.task_list() {
         Some(list) => req
             .set(
                 attr::TASK_LIST_SHARD,

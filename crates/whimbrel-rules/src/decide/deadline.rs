@@ -173,11 +173,10 @@ pub fn seen_at(exec: &ActivityExec, now: i64) -> ActivityExec {
 /// else its start (the release) plus its wait. `None` for an activity, or
 /// a timer not started.
 pub fn timer_fire_epoch(exec: &ActivityExec) -> Option<i64> {
-    let runner = &exec.runner;
+    let (seconds, until_epoch) = exec.runner.runs.timer()?;
     let start = exec.timing.start_time_epoch;
-    runner.wait_until_epoch.or_else(|| {
-        runner
-            .wait_seconds
+    until_epoch.or_else(|| {
+        seconds
             .filter(|_| start >= 0)
             .map(|w| start.saturating_add(w))
     })
@@ -208,7 +207,7 @@ pub fn next_deadline(exec: &ActivityExec, cfg: &EngineConfig) -> Option<(i64, De
     match exec.state {
         ActivityState::Queued => {
             let claimed = exec.attempt.token_hash.is_some();
-            if exec.runner.task_list.is_none() {
+            if exec.runner.runs.task_list().is_none() {
                 all.push(if claimed {
                     let at = exec
                         .timing
@@ -412,7 +411,7 @@ fn fired(exec: &ActivityExec, cfg: &EngineConfig, kind: Deadline) -> Verdict {
         )),
         Deadline::StartToClose if exec.runner.kind() == NodeKind::Signal => time_out(format!(
             "no signal {:?} within {}s (timeout_seconds)",
-            exec.runner.signal_name.as_deref().unwrap_or_default(),
+            exec.runner.runs.signal_name().unwrap_or_default(),
             start_to_close(exec, cfg)
         )),
         Deadline::StartToClose => time_out(format!(

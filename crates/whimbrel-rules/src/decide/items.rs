@@ -22,7 +22,7 @@ use crate::ids;
 use crate::kind::NodeKind;
 use crate::model::{
     ActivityExec, ActivityExecDependency, Attempt, ChildRunner, GroupSlot, Links, Outcome, Runner,
-    Timeouts, Timing, Trail, WorkflowExec,
+    Runs, Timeouts, Timing, Trail, WorkflowExec,
 };
 use crate::plan::{Plan, PlannedActivity, WaitSpec};
 use crate::retry::RetryPolicy;
@@ -176,6 +176,32 @@ fn retry_of(a: &PlannedActivity, plan: &Plan) -> Option<RetryPolicy> {
     .filter(|r| r.attempts() > 1)
 }
 
+/// What runs planned activity `a` of `wf` (validation gave it exactly one
+/// kind): a child's depth and tree root come from `wf`'s parent link.
+fn runs_of(a: &PlannedActivity, wf: &WorkflowExec) -> Runs {
+    match a.kind() {
+        NodeKind::Lambda => Runs::Lambda {
+            function: a.lambda.clone(),
+        },
+        NodeKind::TaskList => Runs::TaskList {
+            list: a.task_list.clone().unwrap_or_default(),
+        },
+        NodeKind::Timer => Runs::Timer {
+            seconds: a.wait.as_ref().and_then(|w| w.seconds),
+            until_epoch: a.wait.as_ref().and_then(WaitSpec::until_epoch),
+        },
+        NodeKind::Signal => Runs::Signal {
+            name: a.signal.clone().unwrap_or_default(),
+        },
+        NodeKind::Child => Runs::Child(ChildRunner {
+            workflow_name: a.workflow.clone().unwrap_or_default(),
+            depth: wf.parent.as_ref().map_or(0, |p| p.depth) + 1,
+            root: wf.parent.as_ref().map(|p| p.tree_root().to_string()),
+            parent_close: a.parent_close.unwrap_or_default(),
+        }),
+    }
+}
+
 /// The REQUESTED item of planned activity `a`, exec id `id`.
 fn requested_item(
     wf: &WorkflowExec,
@@ -193,17 +219,7 @@ fn requested_item(
         state: ActivityState::Requested,
         version: 0,
         runner: Runner {
-            lambda: a.lambda.clone(),
-            task_list: a.task_list.clone(),
-            wait_seconds: a.wait.as_ref().and_then(|w| w.seconds),
-            wait_until_epoch: a.wait.as_ref().and_then(WaitSpec::until_epoch),
-            signal_name: a.signal.clone(),
-            child: a.workflow.as_ref().map(|w| ChildRunner {
-                workflow_name: w.clone(),
-                depth: wf.parent.as_ref().map_or(0, |p| p.depth) + 1,
-                root: wf.parent.as_ref().map(|p| p.tree_root().to_string()),
-                parent_close: a.parent_close.unwrap_or_default(),
-            }),
+            runs: runs_of(a, wf),
             input: a.input.clone().filter(crate::payloads::inline),
             // A stored plan names the row; a plan stored before inputs went
             // by reference (or not stored) still has the input.

@@ -12,7 +12,7 @@
 
 use crate::attr;
 use crate::keys::{activity_key, limit_key, Tables};
-use crate::model::ActivityExec;
+use crate::model::{ActivityExec, Runs};
 use crate::targets::function_name;
 use crate::write::{n, s, Action, Cmp, Cond, UpdateRequest, Value as AttributeValue};
 
@@ -28,13 +28,11 @@ pub const MAX_TARGET_WAITERS: u64 = 1_200;
 /// name, qualifier dropped), `task_list:(name)` for a task-list activity,
 /// `None` for a node that runs no code.
 pub fn target_of(exec: &ActivityExec) -> Option<String> {
-    if !exec.runner.kind().runs_code() {
-        return None;
+    match &exec.runner.runs {
+        Runs::Lambda { function } => Some(lambda_target(function)),
+        Runs::TaskList { list } => Some(task_list_target(list)),
+        Runs::Timer { .. } | Runs::Signal { .. } | Runs::Child(_) => None,
     }
-    Some(match &exec.runner.task_list {
-        Some(list) => task_list_target(list),
-        None => lambda_target(&exec.runner.lambda),
-    })
 }
 
 /// The target of Lambda `function` (name or ARN): `lambda:(name)`.
@@ -223,8 +221,12 @@ mod tests {
 
     fn exec(lambda: &str, task_list: Option<&str>) -> ActivityExec {
         let mut a = crate::decide::tests::running(None, None);
-        a.runner.lambda = lambda.into();
-        a.runner.task_list = task_list.map(Into::into);
+        a.runner.runs = match task_list {
+            Some(list) => Runs::TaskList { list: list.into() },
+            None => Runs::Lambda {
+                function: lambda.into(),
+            },
+        };
         a
     }
 

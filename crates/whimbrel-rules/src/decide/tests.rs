@@ -578,7 +578,7 @@ fn schedule_to_start_and_schedule_to_close_fire_and_only_the_first_retries() {
     let c = cfg();
     let mut q = running(None, None);
     q.state = ActivityState::Queued;
-    q.runner.task_list = Some("tl".into());
+    q.runner.runs = crate::model::Runs::TaskList { list: "tl".into() };
     q.timeouts.schedule_to_start_seconds = Some(50);
     q.timing.scheduled_epoch = Some(1000);
     q.timing.first_queued_epoch = Some(1000);
@@ -621,7 +621,7 @@ fn a_worker_claim_is_exclusive_and_sets_the_running_deadline() {
     let mut a = running(Some(30), Some(600));
     a.state = ActivityState::Requested;
     a.attempt.number = 0;
-    a.runner.task_list = Some("tl".into());
+    a.runner.runs = crate::model::Runs::TaskList { list: "tl".into() };
     let q = queue_update(&t, &c, &a, None, 50);
     let queued: ActivityExec =
         serde_dynamo::from_item(apply(&q.key, Some(&item(&a)), &q.actions).unwrap()).unwrap();

@@ -113,27 +113,11 @@ pub struct ActivityExec {
 /// holding it, and its input.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Runner {
-    /// The Lambda function that runs it (name or ARN); empty for a
-    /// task-list activity.
-    #[serde(default)]
-    pub lambda: String,
-    /// The task list workers claim it from, instead of a Lambda.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub task_list: Option<String>,
-    /// A timer node's wait from its start (its release), seconds
-    /// (plan `wait.seconds`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub wait_seconds: Option<i64>,
-    /// A timer node's fire time, epoch seconds (plan `wait.until`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub wait_until_epoch: Option<i64>,
-    /// A signal node's signal name (plan `signal`, design.md § 9.2).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub signal_name: Option<String>,
-    /// A child workflow node's child (plan `workflow`, design.md § 9.5):
-    /// a map attribute `child`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub child: Option<ChildRunner>,
+    /// What runs it, with the fields of its kind (stored flat:
+    /// `lambda`, `task_list`, `wait_seconds` / `wait_until_epoch`,
+    /// `signal_name`, `child`; [`super::Runs`]).
+    #[serde(flatten)]
+    pub runs: super::Runs,
     /// Once its child continued as new, the execution of the child's
     /// chain it waits on now: `(generation)#(workflow exec id)`
     /// ([`crate::ids::child_run`]), moved by each `continue_as_new` of the
@@ -166,35 +150,15 @@ pub struct Runner {
 }
 
 impl Runner {
-    /// What runs the node (design.md § 9.1): a timer when it has a wait, a
-    /// signal wait when it names a signal, a task list when it names one,
-    /// else a Lambda.
+    /// What runs the node (design.md § 9.1).
     pub fn kind(&self) -> crate::kind::NodeKind {
-        use crate::kind::NodeKind;
-        if self.wait_seconds.is_some() || self.wait_until_epoch.is_some() {
-            NodeKind::Timer
-        } else if self.signal_name.is_some() {
-            NodeKind::Signal
-        } else if self.child.is_some() {
-            NodeKind::Child
-        } else if self.task_list.is_some() {
-            NodeKind::TaskList
-        } else {
-            NodeKind::Lambda
-        }
+        self.runs.kind()
     }
 
     /// Its function, task list, signal or child workflow name; `None` for
     /// a timer.
     pub fn target_name(&self) -> Option<String> {
-        use crate::kind::NodeKind;
-        match self.kind() {
-            NodeKind::Timer => None,
-            NodeKind::Signal => self.signal_name.clone(),
-            NodeKind::Child => self.child.as_ref().map(|c| c.workflow_name.clone()),
-            NodeKind::TaskList => self.task_list.clone(),
-            NodeKind::Lambda => Some(self.lambda.clone()),
-        }
+        self.runs.target_name().map(str::to_string)
     }
 }
 
@@ -541,7 +505,7 @@ impl ActivityExec {
     /// `(request id, workflow exec id)`, derived
     /// ([`crate::ids::child_request_id`]); `None` for another node.
     pub fn child_ids(&self) -> Option<(String, String)> {
-        let child = self.runner.child.as_ref()?;
+        let child = self.runner.runs.child()?;
         let (name, generation) = (&child.workflow_name, self.generation());
         Some((
             crate::ids::child_request_id(name, &self.activity_exec_id, generation),
@@ -771,7 +735,7 @@ mod tests {
         let item: Item = serde_json::from_str(EVERY_ATTRIBUTE).unwrap();
         let mut node: ActivityExec = serde_dynamo::from_item(item).unwrap();
         assert_eq!(node.current_child(), None, "not a child node");
-        node.runner.child = Some(ChildRunner {
+        node.runner.runs = crate::model::Runs::Child(ChildRunner {
             workflow_name: "kid".into(),
             depth: 1,
             root: None,
@@ -807,7 +771,13 @@ mod tests {
             activity_name: "a".into(),
             state: ActivityState::Requested,
             version: 0,
-            runner: Runner::default(),
+            // Every item names what runs it (an unnamed one is refused).
+            runner: Runner {
+                runs: crate::model::Runs::Lambda {
+                    function: "f".into(),
+                },
+                ..Runner::default()
+            },
             attempt: Attempt::default(),
             timeouts: Timeouts::default(),
             timing: Timing::default(),

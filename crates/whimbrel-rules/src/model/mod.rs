@@ -471,11 +471,13 @@ pub use crate::history::{HistoryEntry, HISTORY_ERROR_BYTES};
 
 mod activity_exec;
 pub mod claim;
+mod runs;
 mod signal;
 pub use activity_exec::{
     ActivityExec, Attempt, ChildRunner, Links, Outcome, ParkedEvent, Runner, Timeouts, Timing,
     Trail,
 };
+pub use runs::Runs;
 pub use signal::{
     signal_copy_log_key, signal_key, signal_key_prefix, SignalRow, MAX_SIGNALS_PER_EXECUTION,
     MAX_SIGNALS_READ, MAX_SIGNAL_ID_LEN, MAX_SIGNAL_INPUT_BYTES,

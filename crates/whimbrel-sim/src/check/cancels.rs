@@ -116,7 +116,7 @@ mod tests {
 
     fn act(wf: &str, entries: &[(ActivityState, i64)]) -> ActivityExec {
         let mut a: ActivityExec = serde_json::from_value(serde_json::json!({
-            "activity_exec_id": "x::1", "workflow_exec_id": wf, "workflow_name": "w",
+            "activity_exec_id": "x::1", "workflow_exec_id": wf, "workflow_name": "w", "lambda": "f",
             "activity_name": "x", "state": "REQUESTED", "heartbeat_enabled": false,
             "start_time_epoch": -1,
         }))

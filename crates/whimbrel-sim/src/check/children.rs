@@ -163,7 +163,7 @@ pub fn derived_child(a: &ActivityExec) -> Option<(String, String)> {
 /// exec `id` (one of its generations so far: a redrive starts a new
 /// child), else in its current generation.
 fn started_child(a: &ActivityExec, id: &str) -> Option<(String, String)> {
-    let name = &a.runner.child.as_ref()?.workflow_name;
+    let name = &a.runner.runs.child()?.workflow_name;
     let node = &a.activity_exec_id;
     (0..a.generation())
         .map(|g| {
@@ -294,7 +294,7 @@ pub(super) fn link_violations(w: &WorkflowExec, read: &Read<'_>) -> Vec<String> 
             p.workflow_exec_id, p.workflow_name, node.workflow_exec_id, node.workflow_name
         ));
     }
-    let Some(c) = &node.runner.child else {
+    let Some(c) = node.runner.runs.child() else {
         return vec![format!(
             "child workflow {id}: its node {} is not a child node",
             p.activity_exec_id
@@ -555,9 +555,10 @@ impl Checker {
         }
         for a in nodes {
             v.extend(history_violations(a));
-            if let (Some(c), Some(parent)) =
-                (&a.runner.child, read.wfs.get(a.workflow_exec_id.as_str()))
-            {
+            if let (Some(c), Some(parent)) = (
+                a.runner.runs.child(),
+                read.wfs.get(a.workflow_exec_id.as_str()),
+            ) {
                 if c.depth != depth_of(parent) + 1 {
                     v.push(format!(
                         "{}: starts its child at depth {}, its workflow is at {}",
@@ -617,7 +618,9 @@ pub(super) fn features(read: &Read<'_>, add: &mut impl FnMut(&str, u64)) {
         }
     }
     for a in read.acts.values() {
-        let Some(c) = &a.runner.child else { continue };
+        let Some(c) = a.runner.runs.child() else {
+            continue;
+        };
         let child = read.child_of(a);
         if child.is_some_and(|w| w.continued_from.is_some() && chain_ended(w)) {
             add("child nodes ended by a later execution of their chain", 1);

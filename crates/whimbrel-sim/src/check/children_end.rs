@@ -111,7 +111,7 @@ impl Checker {
         child: Option<&WorkflowExec>,
         end: &End<'_>,
     ) -> Option<String> {
-        let c = a.runner.child.as_ref()?;
+        let c = a.runner.runs.child()?;
         let w = child?;
         if c.parent_close == ParentClose::Abandon || end.successor_lost(w) {
             return None;
@@ -145,7 +145,7 @@ impl Checker {
 /// that never got a plan (its start failed: too deep, seed 749) ran
 /// nothing.
 pub(super) fn lost_close(a: &ActivityExec, end: &End<'_>) -> Option<String> {
-    let c = a.runner.child.as_ref()?;
+    let c = a.runner.runs.child()?;
     let w = end.read.child_of(a)?;
     if a.state != ActivityState::Cancelled
         || c.parent_close == ParentClose::Abandon
@@ -221,7 +221,7 @@ fn child_at_end(w: &WorkflowExec, end: &End<'_>, forged: bool) -> Vec<String> {
 /// Whether child node `node` ended and closes its child with it
 /// (`parent_close: cancel`).
 fn closed_child(node: &ActivityExec) -> bool {
-    let closes = node.runner.child.as_ref();
+    let closes = node.runner.runs.child();
     node.state.is_terminal() && closes.is_some_and(|c| c.parent_close == ParentClose::Cancel)
 }
 

@@ -92,7 +92,8 @@ pub fn signal_output(a: &ActivityExec, rows: &SignalRows) -> Value {
         Some(row) => row.input.clone().unwrap_or(Value::Null),
         None => Value::String(format!(
             "the input of a signal {:?} sent to {}",
-            a.runner.signal_name, a.workflow_exec_id
+            a.runner.runs.signal_name(),
+            a.workflow_exec_id
         )),
     }
 }
@@ -178,7 +179,7 @@ impl Checker {
                 "{id}: a signal wait COMPLETED by {by}, not by a signal"
             ));
         };
-        let name = a.runner.signal_name.as_deref().unwrap_or_default();
+        let name = a.runner.runs.signal_name().unwrap_or_default();
         let Some(row) = self
             .signals
             .rows
@@ -248,7 +249,7 @@ impl Checker {
         if a.state != ActivityState::TimedOut || self.ended_at.get(id) != Some(&now) {
             return None;
         }
-        let name = a.runner.signal_name.as_deref()?;
+        let name = a.runner.runs.signal_name()?;
         let read_after = now - crate::template::function_timeout("whimbrel-heartbeat-monitor");
         let (row, at) = self.signals.rows.iter().find_map(|(k, r)| {
             let at = *self.signals.sent_at.get(k)?;
@@ -305,7 +306,7 @@ pub fn lost_signals(
         .filter(|a| a.runner.kind() == NodeKind::Signal && a.state == ActivityState::Running)
         .filter(|a| running.contains(a.workflow_exec_id.as_str()))
         .filter_map(|a| {
-            let name = a.runner.signal_name.as_deref()?;
+            let name = a.runner.runs.signal_name()?;
             let row = rows.iter().find(|r| {
                 r.workflow_exec_id == a.workflow_exec_id
                     && r.name == name

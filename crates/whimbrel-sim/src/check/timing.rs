@@ -156,7 +156,7 @@ mod tests {
     /// time `beat` (by the client's clock), and its history.
     fn running(beat: i64, timed_out: bool) -> ActivityExec {
         let mut a: ActivityExec = serde_json::from_value(serde_json::json!({
-            "activity_exec_id": "a::1", "workflow_exec_id": "w::1", "workflow_name": "w",
+            "activity_exec_id": "a::1", "workflow_exec_id": "w::1", "workflow_name": "w", "lambda": "f",
             "activity_name": "a", "state": if timed_out { "TIMED_OUT" } else { "RUNNING" },
             "heartbeat_enabled": true, "heartbeat_timeout_seconds": 60,
             "start_time_epoch": 900, "heartbeat_time_epoch": beat,

@@ -41,7 +41,11 @@ impl Sim {
             let start = a.timing.start_time_epoch;
             let slot = (
                 a.workflow_name.clone(),
-                a.runner.signal_name.clone().unwrap_or_default(),
+                a.runner
+                    .runs
+                    .signal_name()
+                    .map(str::to_string)
+                    .unwrap_or_default(),
             );
             let due = match a.timeouts.start_to_close_seconds {
                 Some(t) => (120..=300).contains(&(start + t - now)),
@@ -74,7 +78,12 @@ impl Sim {
                     && running.contains(&a.workflow_exec_id)
                     && pick(a)
             })
-            .filter_map(|a| Some((a.workflow_exec_id.clone(), a.runner.signal_name.clone()?)))
+            .filter_map(|a| {
+                Some((
+                    a.workflow_exec_id.clone(),
+                    a.runner.runs.signal_name().map(str::to_string)?,
+                ))
+            })
             .filter(|(exec, name)| {
                 !rows.iter().any(|r| {
                     r.workflow_exec_id == *exec && r.name == *name && r.invalid().is_none()

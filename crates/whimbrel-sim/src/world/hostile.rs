@@ -59,8 +59,8 @@ impl Sim {
         };
         let name = node
             .runner
-            .child
-            .as_ref()
+            .runs
+            .child()
             .map_or(&node.workflow_name, |c| &c.workflow_name);
         let row = WorkflowRequest {
             workflow_request_id: ids::derived_id(name, &format!("forged-parent-{seed}")),

@@ -247,7 +247,7 @@ impl Sim {
         let nodes: Vec<_> = crate::check::activities(&self.mem, &self.tables)
             .0
             .into_iter()
-            .filter(|a| a.workflow_exec_id == exec && a.runner.signal_name.as_deref() == Some(name))
+            .filter(|a| a.workflow_exec_id == exec && a.runner.runs.signal_name() == Some(name))
             .collect();
         nodes.is_empty()
             || nodes

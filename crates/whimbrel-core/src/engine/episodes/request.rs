@@ -203,6 +203,6 @@ fn node_view(a: &ActivityExec) -> NodeView {
         state: a.state,
         attempt: a.attempt.number,
         target: a.runner.target_name(),
-        fires_epoch: a.runner.wait_until_epoch,
+        fires_epoch: a.runner.runs.timer().and_then(|(_, until)| until),
     }
 }

@@ -110,14 +110,12 @@ impl<L: Launcher> Engine<L> {
                 report.settled += 1;
             }
             Verdict::Wait => {}
-            Verdict::Clear => ignore_condition(
-                self.store
-                    .update(decide::clear_due(tables, &exec), false)
-                    .await,
-            )?,
+            Verdict::Clear => {
+                ignore_condition(self.store.update(decide::clear_due(tables, &exec)).await)?
+            }
             Verdict::Extend(at) => ignore_condition(
                 self.store
-                    .update(decide::extend_due(tables, &exec, at, now), false)
+                    .update(decide::extend_due(tables, &exec, at, now))
                     .await,
             )?,
             Verdict::Launch => {
@@ -247,7 +245,7 @@ impl<L: Launcher> Engine<L> {
         let token = self.env.new_token();
         let hash = ids::token_hash(&token);
         let req = decide::relaunch_update(self.store.tables(), &self.config, exec, &hash, now);
-        match self.store.update(req, true).await {
+        match self.store.update_returning_new(req).await {
             Ok(Some(item)) => {
                 let next = decoded(&exec.activity_exec_id, item)?;
                 warn!(activity_exec_id = %next.activity_exec_id, attempt = next.attempt.number, launch = next.attempt.launches, "attempt did not start; launching it again");

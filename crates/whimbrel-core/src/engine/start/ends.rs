@@ -32,7 +32,7 @@ impl<L: Launcher> Engine<L> {
         };
         let req = decide::workflow_move(self.store.tables(), id, name, &mv)
             .map_err(EngineError::Rejected)?;
-        match self.store.update(req, false).await {
+        match self.store.update(req).await {
             Ok(_) => {
                 self.tell_parent(id, name).await?;
                 Ok(WorkflowState::Cancelled)
@@ -87,7 +87,7 @@ impl<L: Launcher> Engine<L> {
         let (id, name) = (&exec.workflow_exec_id, &exec.workflow_name);
         let req = decide::workflow_move(self.store.tables(), id, name, &mv)
             .map_err(EngineError::Rejected)?;
-        match self.store.update(req, false).await {
+        match self.store.update(req).await {
             Ok(_) => {
                 warn!(workflow_exec_id = %id, %reason, "workflow failed before it started");
                 if exec.parent.is_some() {

@@ -220,7 +220,7 @@ impl<L: Launcher> Engine<L> {
                 .set(attr::DECIDE_ON, av(kinds))
                 .set(attr::DECIDER, s(&start.decider));
         }
-        match self.store.update(mark, false).await {
+        match self.store.update(mark).await {
             Ok(_) => Ok(WorkflowExec {
                 decide_on,
                 decider: item.episodic.as_ref().map(|e| e.decider.clone()),

@@ -698,7 +698,7 @@ pub async fn terminal_write_only(
     // slot (its end is counted by the settle), else the transaction with
     // the workflow's counter.
     if exec.links.count_slot.is_some() {
-        h.store.update(update, false).await.expect("terminal write");
+        h.store.update(update).await.expect("terminal write");
     } else {
         let count = decide::count_end(t, &exec, end, details.error.as_deref());
         h.store
