@@ -59,18 +59,18 @@ fn colours(state: ActivityState) -> (&'static str, &'static str) {
 /// What runs the activity: `lambda: f` (a function ARN shortened to its
 /// name) or `task list: l`.
 fn runner(a: &PlannedActivity) -> String {
-    match (a.kind(), &a.task_list, &a.wait) {
-        (NodeKind::TaskList, Some(list), _) => format!("task list: {list}"),
-        (NodeKind::Timer, _, Some(w)) => match (&w.until, w.seconds) {
-            (Some(until), _) => format!("wait until {until}"),
-            (None, seconds) => format!("wait {}s", seconds.unwrap_or(0)),
+    match a.kind() {
+        NodeKind::TaskList => format!("task list: {}", a.task_list.as_deref().unwrap_or("")),
+        NodeKind::Timer => match a.wait.as_ref().map(|w| (&w.until, w.seconds)) {
+            Some((Some(until), _)) => format!("wait until {until}"),
+            other => format!("wait {}s", other.and_then(|(_, s)| s).unwrap_or(0)),
         },
-        (NodeKind::Child, ..) => format!("workflow {:?}", a.workflow.as_deref().unwrap_or("")),
-        (NodeKind::Signal, ..) => match a.start_to_close_seconds {
+        NodeKind::Child => format!("workflow {:?}", a.workflow.as_deref().unwrap_or("")),
+        NodeKind::Signal => match a.start_to_close_seconds {
             Some(t) => format!("signal {:?} ({t}s)", a.signal.as_deref().unwrap_or("")),
             None => format!("signal {:?}", a.signal.as_deref().unwrap_or("")),
         },
-        _ => {
+        NodeKind::Lambda => {
             let f = a
                 .lambda
                 .split_once(":function:")
