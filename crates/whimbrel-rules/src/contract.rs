@@ -180,92 +180,43 @@ pub type Row = (ActivityState, Transition, ActivityState, ActorsSet);
 /// Every row comes from the contract's "Transitions" list, except the
 /// CANCELLED_RUNNING rows and the TIMED_OUT rows, which come from design.md § 3.5
 /// and 3.6. A pair not in this table is rejected.
+#[rustfmt::skip]
 pub const TRANSITIONS: &[Row] = &[
     // contract: Current state REQUESTED
-    (
-        S::Requested,
-        T::Cancel,
-        S::Cancelled,
-        ActorsSet(CLIENT_OR_ENGINE),
-    ),
+    (S::Requested, T::Cancel, S::Cancelled, ActorsSet(CLIENT_OR_ENGINE)),
     (S::Requested, T::Ready, S::Ready, ActorsSet(ENGINE)),
     (S::Requested, T::Queued, S::Queued, ActorsSet(ENGINE)),
     // contract: Current state READY
-    (
-        S::Ready,
-        T::Cancel,
-        S::Cancelled,
-        ActorsSet(CLIENT_OR_ENGINE),
-    ),
+    (S::Ready, T::Cancel, S::Cancelled, ActorsSet(CLIENT_OR_ENGINE)),
     (S::Ready, T::Queued, S::Queued, ActorsSet(ENGINE)),
-    (
-        S::Ready,
-        T::Preparing,
-        S::Preparing,
-        ActorsSet(CLIENT_OR_ENGINE),
-    ),
-    (
-        S::Ready,
-        T::Running,
-        S::Running,
-        ActorsSet(CLIENT_OR_ENGINE),
-    ),
+    (S::Ready, T::Preparing, S::Preparing, ActorsSet(CLIENT_OR_ENGINE)),
+    (S::Ready, T::Running, S::Running, ActorsSet(CLIENT_OR_ENGINE)),
     // contract: Current state QUEUED
-    (
-        S::Queued,
-        T::Cancel,
-        S::Cancelled,
-        ActorsSet(CLIENT_OR_ENGINE),
-    ),
+    (S::Queued, T::Cancel, S::Cancelled, ActorsSet(CLIENT_OR_ENGINE)),
     (S::Queued, T::Preparing, S::Preparing, ActorsSet(CLIENT)),
     (S::Queued, T::Running, S::Running, ActorsSet(CLIENT)),
     (S::Queued, T::Failed, S::Failed, ActorsSet(CLIENT_OR_ENGINE)),
     // Extension: schedule-to-start and schedule-to-close fire in QUEUED.
     (S::Queued, T::TimedOut, S::TimedOut, ActorsSet(MONITOR)),
     // contract: Current state PREPARING
-    (
-        S::Preparing,
-        T::Cancel,
-        S::Cancelled,
-        ActorsSet(CLIENT_OR_ENGINE),
-    ),
+    (S::Preparing, T::Cancel, S::Cancelled, ActorsSet(CLIENT_OR_ENGINE)),
     (S::Preparing, T::Running, S::Running, ActorsSet(CLIENT)),
     (S::Preparing, T::Failed, S::Failed, ActorsSet(CLIENT)),
     // Extension: every non-terminal state after launch has a deadline; a
     // PREPARING activity that never runs is timed out by the monitor.
     (S::Preparing, T::TimedOut, S::TimedOut, ActorsSet(MONITOR)),
     // contract: Current state RUNNING (+ design.md § 3.6 TIMED_OUT)
-    (
-        S::Running,
-        T::Cancel,
-        S::CancelledRunning,
-        ActorsSet(CLIENT_OR_ENGINE),
-    ),
+    (S::Running, T::Cancel, S::CancelledRunning, ActorsSet(CLIENT_OR_ENGINE)),
     (S::Running, T::Failed, S::Failed, ActorsSet(CLIENT)),
     (S::Running, T::Completed, S::Completed, ActorsSet(CLIENT)),
     (S::Running, T::TimedOut, S::TimedOut, ActorsSet(MONITOR)),
     // design.md § 3.5: CANCELLED_RUNNING accepts the activity's final report and
     // the monitor's TIMED_OUT. Its CANCEL acknowledgement must carry the
     // live attempt's token: a second user CANCEL must not end it.
-    (
-        S::CancelledRunning,
-        T::Cancel,
-        S::Cancelled,
-        ActorsSet(ATTEMPT),
-    ),
-    (
-        S::CancelledRunning,
-        T::Completed,
-        S::Completed,
-        ActorsSet(CLIENT),
-    ),
+    (S::CancelledRunning, T::Cancel, S::Cancelled, ActorsSet(ATTEMPT)),
+    (S::CancelledRunning, T::Completed, S::Completed, ActorsSet(CLIENT)),
     (S::CancelledRunning, T::Failed, S::Failed, ActorsSet(CLIENT)),
-    (
-        S::CancelledRunning,
-        T::TimedOut,
-        S::TimedOut,
-        ActorsSet(MONITOR),
-    ),
+    (S::CancelledRunning, T::TimedOut, S::TimedOut, ActorsSet(MONITOR)),
 ];
 
 /// A durable timer's own table (design.md § 9.1), in place of
@@ -274,28 +225,14 @@ pub const TRANSITIONS: &[Row] = &[
 /// fire time, and a CANCEL ends it at once (no attempt runs to acknowledge
 /// it). It has no PREPARING, FAILED or TIMED_OUT: nothing runs that could
 /// fail or be late. Its terminal states are the base table's.
+#[rustfmt::skip]
 pub const TIMER_TRANSITIONS: &[Row] = &[
-    (
-        S::Requested,
-        T::Cancel,
-        S::Cancelled,
-        ActorsSet(CLIENT_OR_ENGINE),
-    ),
+    (S::Requested, T::Cancel, S::Cancelled, ActorsSet(CLIENT_OR_ENGINE)),
     (S::Requested, T::Ready, S::Ready, ActorsSet(ENGINE)),
     (S::Requested, T::Running, S::Running, ActorsSet(ENGINE)),
-    (
-        S::Ready,
-        T::Cancel,
-        S::Cancelled,
-        ActorsSet(CLIENT_OR_ENGINE),
-    ),
+    (S::Ready, T::Cancel, S::Cancelled, ActorsSet(CLIENT_OR_ENGINE)),
     (S::Ready, T::Running, S::Running, ActorsSet(ENGINE)),
-    (
-        S::Running,
-        T::Cancel,
-        S::Cancelled,
-        ActorsSet(CLIENT_OR_ENGINE),
-    ),
+    (S::Running, T::Cancel, S::Cancelled, ActorsSet(CLIENT_OR_ENGINE)),
     (S::Running, T::Completed, S::Completed, ActorsSet(MONITOR)),
 ];
 
@@ -304,28 +241,14 @@ pub const TIMER_TRANSITIONS: &[Row] = &[
 /// delivered (the signal stream's handler, its release, or the monitor's
 /// last read before a timeout), and TIMED_OUT by the monitor when its
 /// `timeout_seconds` pass first.
+#[rustfmt::skip]
 pub const SIGNAL_TRANSITIONS: &[Row] = &[
-    (
-        S::Requested,
-        T::Cancel,
-        S::Cancelled,
-        ActorsSet(CLIENT_OR_ENGINE),
-    ),
+    (S::Requested, T::Cancel, S::Cancelled, ActorsSet(CLIENT_OR_ENGINE)),
     (S::Requested, T::Ready, S::Ready, ActorsSet(ENGINE)),
     (S::Requested, T::Running, S::Running, ActorsSet(ENGINE)),
-    (
-        S::Ready,
-        T::Cancel,
-        S::Cancelled,
-        ActorsSet(CLIENT_OR_ENGINE),
-    ),
+    (S::Ready, T::Cancel, S::Cancelled, ActorsSet(CLIENT_OR_ENGINE)),
     (S::Ready, T::Running, S::Running, ActorsSet(ENGINE)),
-    (
-        S::Running,
-        T::Cancel,
-        S::Cancelled,
-        ActorsSet(CLIENT_OR_ENGINE),
-    ),
+    (S::Running, T::Cancel, S::Cancelled, ActorsSet(CLIENT_OR_ENGINE)),
     (S::Running, T::Completed, S::Completed, ActorsSet(ENGINE)),
     (S::Running, T::TimedOut, S::TimedOut, ActorsSet(MONITOR)),
 ];
@@ -335,28 +258,14 @@ pub const SIGNAL_TRANSITIONS: &[Row] = &[
 /// engine only, as its child workflow ends (the child's end reports it);
 /// cancelled like any node. No timeout of its own: the child's plan
 /// bounds it (`execution_timeout_seconds`).
+#[rustfmt::skip]
 pub const CHILD_TRANSITIONS: &[Row] = &[
-    (
-        S::Requested,
-        T::Cancel,
-        S::Cancelled,
-        ActorsSet(CLIENT_OR_ENGINE),
-    ),
+    (S::Requested, T::Cancel, S::Cancelled, ActorsSet(CLIENT_OR_ENGINE)),
     (S::Requested, T::Ready, S::Ready, ActorsSet(ENGINE)),
     (S::Requested, T::Running, S::Running, ActorsSet(ENGINE)),
-    (
-        S::Ready,
-        T::Cancel,
-        S::Cancelled,
-        ActorsSet(CLIENT_OR_ENGINE),
-    ),
+    (S::Ready, T::Cancel, S::Cancelled, ActorsSet(CLIENT_OR_ENGINE)),
     (S::Ready, T::Running, S::Running, ActorsSet(ENGINE)),
-    (
-        S::Running,
-        T::Cancel,
-        S::Cancelled,
-        ActorsSet(CLIENT_OR_ENGINE),
-    ),
+    (S::Running, T::Cancel, S::Cancelled, ActorsSet(CLIENT_OR_ENGINE)),
     (S::Running, T::Completed, S::Completed, ActorsSet(ENGINE)),
     (S::Running, T::Failed, S::Failed, ActorsSet(ENGINE)),
 ];

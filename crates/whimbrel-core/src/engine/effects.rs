@@ -10,7 +10,7 @@ use futures::stream::{self, StreamExt};
 use tracing::{info, warn};
 
 use super::apply::Source;
-use super::decide::{self, Details};
+use super::decide::{self, Details, Obligation};
 use super::{decoded, Engine, EngineError};
 use crate::contract::{ActivityState, Transition};
 use crate::ids;
@@ -24,41 +24,38 @@ use crate::store::StoreError;
 const INVOKE_TRIES: u32 = 3;
 
 impl<L: Launcher> Engine<L> {
-    /// Run the side effects of the activity's state, then, once they are
-    /// done for a terminal activity, clear its due marker. Idempotent. A
-    /// release cut by the invocation's budget ([`super::budget`]) leaves
-    /// the rest owed: the marker stays, and the monitor settles again.
+    /// Perform what the activity's state owes ([`decide::owed`]), in
+    /// order, the due marker cleared last. Idempotent. A release cut by
+    /// the invocation's budget ([`super::budget`]) leaves the rest owed:
+    /// the marker stays, and the monitor settles again.
     pub(crate) async fn settle(&self, exec: &ActivityExec) -> Result<(), EngineError> {
-        match exec.state {
-            ActivityState::Completed => {
-                self.free_slot(exec).await?;
-                if !self.release_dependents(exec).await? {
-                    return Ok(());
-                }
-                self.end_counted(exec).await?;
-            }
-            s if s.is_terminal() => {
-                self.free_slot(exec).await?;
-                self.close_child(exec).await?;
-                self.cancel_children(exec).await?;
-                self.cancel_dependents(exec).await?;
-                self.end_counted(exec).await?;
-            }
-            // A claimed attempt is launched by its claimer only; a lost
-            // launch is the monitor's (schedule-to-start).
-            _ => return Ok(()),
-        }
-        if exec.timing.due_epoch.is_some() {
-            match self
-                .store
-                .update(decide::clear_due(self.store.tables(), exec))
-                .await
-            {
-                Ok(_) | Err(StoreError::ConditionFailed) => {}
-                Err(e) => return Err(e.into()),
+        for obligation in decide::owed(exec) {
+            if !self.perform(exec, obligation).await? {
+                return Ok(());
             }
         }
         Ok(())
+    }
+
+    /// Perform one obligation of `exec`; false when it stopped short (the
+    /// rest stays owed).
+    async fn perform(&self, exec: &ActivityExec, ob: Obligation) -> Result<bool, EngineError> {
+        match ob {
+            Obligation::FreeSlot => self.free_slot(exec).await?,
+            Obligation::ReleaseDependents => return self.release_dependents(exec).await,
+            Obligation::CloseChild => self.close_child(exec).await?,
+            Obligation::CancelChildren => self.cancel_children(exec).await?,
+            Obligation::CancelDependents => self.cancel_dependents(exec).await?,
+            Obligation::EndCounted => self.end_counted(exec).await?,
+            Obligation::ClearDue => {
+                let clear = decide::clear_due(self.store.tables(), exec);
+                match self.store.update(clear).await {
+                    Ok(()) | Err(StoreError::ConditionFailed) => {}
+                    Err(e) => return Err(e.into()),
+                }
+            }
+        }
+        Ok(true)
     }
 
     /// The end of `exec` told to its workflow: counted toward its finish,

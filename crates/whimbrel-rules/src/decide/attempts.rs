@@ -214,6 +214,15 @@ pub fn launch_update(
     token_hash: &str,
     now: i64,
 ) -> UpdateRequest {
+    // Boundary check (debug builds): only an invoked node's queued,
+    // unclaimed attempt is launched; the write's conditions refuse the
+    // rest in every build.
+    debug_assert!(
+        exec.runner.kind().is_invoked() && exec.attempt.token_hash.is_none(),
+        "launch of {} ({:?}), which the launcher does not claim",
+        exec.activity_exec_id,
+        exec.runner.kind()
+    );
     let req = versioned(tables, exec)
         .when(Cond::eq(attr::STATE, s(ActivityState::Queued.as_str())))
         .when(Cond::not_exists(attr::ATTEMPT_TOKEN_HASH))

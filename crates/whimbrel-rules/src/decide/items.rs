@@ -84,6 +84,13 @@ pub fn activity_items(
         };
         execs.push(requested_item(wf, plan, a, config, id, links));
     }
+    // Boundary checks (debug builds: the tests and the simulation): one
+    // item per node, each of its node's kind.
+    debug_assert_eq!(execs.len(), plan.activities.len(), "one item per node");
+    debug_assert!(
+        (execs.iter().zip(&plan.activities)).all(|(e, a)| e.runner.kind() == a.kind()),
+        "each item runs as its node"
+    );
     (execs, edges)
 }
 

@@ -650,6 +650,7 @@ pub fn extend_due(tables: &Tables, exec: &ActivityExec, at: i64, now: i64) -> Up
 pub use attempts::*;
 pub use deadline::*;
 pub use items::activity_items;
+pub use owed::{owed, Obligation};
 pub use slots::{
     drop_all_waiters, drop_waiter, give_back_slot, slot_limit, take_slot, wait_for_slot,
     waiter_entry, waiter_name,
@@ -669,6 +670,7 @@ pub mod deadline;
 pub mod decided;
 pub mod episodes;
 pub mod items;
+pub mod owed;
 pub mod redrive;
 pub mod slots;
 pub mod step;
