@@ -415,7 +415,8 @@ fn beat_every(payload: &LaunchPayload) -> Duration {
 impl Activity {
     /// Run `handler` as this attempt's work (it is RUNNING already: a
     /// worker's claim or [`Activity::attempt`] made it so), heartbeating
-    /// every [`beat_every`] while it runs, and report what it returned:
+    /// every third of its heartbeat timeout (every 30 s without one, to
+    /// learn of a cancel) while it runs, and report what it returned:
     /// `Ok(output)` COMPLETED, `Err(reason)` FAILED. A cancel
     /// (CANCELLED_RUNNING) stops the handler and is acknowledged; an
     /// attempt lost to a timeout or a newer attempt stops it silently. The

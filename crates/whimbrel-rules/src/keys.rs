@@ -152,6 +152,30 @@ pub fn request_key(workflow_request_id: &str, name: &str) -> Item {
     ])
 }
 
+/// A workflow execution, by the key of its item in `whimbrel_workflow_exec`
+/// (hash key `workflow_exec_id`, range key `workflow_name`): what the
+/// rules and the engine pass for "this execution" (no bare `(&str, &str)`
+/// whose order a caller could swap).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct WorkflowRef<'a> {
+    /// Its `workflow_exec_id`, `(workflow_name)::(uuid)`.
+    pub exec_id: &'a str,
+    /// Its `workflow_name`.
+    pub name: &'a str,
+}
+
+impl<'a> WorkflowRef<'a> {
+    /// Execution `exec_id` of workflow `name`.
+    pub fn new(exec_id: &'a str, name: &'a str) -> Self {
+        WorkflowRef { exec_id, name }
+    }
+
+    /// The key of its item.
+    pub fn key(self) -> Item {
+        workflow_key(self.exec_id, self.name)
+    }
+}
+
 /// The key of a workflow exec item.
 pub fn workflow_key(id: &str, name: &str) -> Item {
     HashMap::from([

@@ -5,6 +5,7 @@
 //! attempt token, so they work where tokens are required.
 
 use tracing::info;
+use whimbrel_rules::keys::WorkflowRef;
 
 use super::{decide, Applied, Engine, EngineError};
 use crate::contract::WorkflowState;
@@ -73,7 +74,7 @@ impl<L: Launcher> Engine<L> {
         if !wf.is_episodic() {
             return self.cancel_running(wf, req, reason).await;
         }
-        let key = (wf.workflow_exec_id.as_str(), wf.workflow_name.as_str());
+        let key = WorkflowRef::new(&wf.workflow_exec_id, &wf.workflow_name);
         let kind = crate::decider::EventKind::CancelRequested;
         if wf.decide_on.as_ref().is_some_and(|k| k.contains(&kind)) {
             let source = format!("cancel:{}", req.workflow_request_id);
@@ -92,16 +93,16 @@ impl<L: Launcher> Engine<L> {
                     append_event(t, key, state, event, Some(start))
                 })
                 .await?;
-            let now = self.load_workflow(key.0, key.1).await?.state;
+            let now = self.load_workflow(key.exec_id, key.name).await?.state;
             if !told && now == WorkflowState::Running {
                 // Its first answer is not committed yet, or its closing
                 // decision's effects are being written: in a moment.
                 return Err(EngineError::Retry(format!(
                     "cancel of {}: the execution takes no event yet",
-                    key.0
+                    key.exec_id
                 )));
             }
-            info!(workflow_exec_id = %key.0, %reason, told, "workflow cancel requested");
+            info!(workflow_exec_id = %key.exec_id, %reason, told, "workflow cancel requested");
             return Ok(Applied::Workflow(now));
         }
         let ended = (self.end_episodic(key, WorkflowState::Cancelled, reason)).await?;

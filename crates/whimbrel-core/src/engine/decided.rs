@@ -7,6 +7,7 @@
 //! monitor).
 
 use std::collections::HashSet;
+use whimbrel_rules::keys::WorkflowRef;
 
 use futures::stream::StreamExt;
 use serde_json::Value;
@@ -48,7 +49,7 @@ impl<L: Launcher> Engine<L> {
         exec: &WorkflowExec,
         start: &EpisodicStart,
     ) -> Result<(), EngineError> {
-        let wf = (exec.workflow_exec_id.as_str(), exec.workflow_name.as_str());
+        let wf = WorkflowRef::new(&exec.workflow_exec_id, &exec.workflow_name);
         let now = self.now().epoch;
         let writes = decided::commit_first(self.store.tables(), wf, &start.answer, now);
         match self.store.transact(writes).await {
@@ -72,13 +73,13 @@ impl<L: Launcher> Engine<L> {
     /// cannot be read as decisions.
     pub(crate) async fn apply_decision(
         &self,
-        wf: (&str, &str),
+        wf: WorkflowRef<'_>,
         number: u64,
         known: &EpisodeState,
     ) -> Result<bool, EngineError> {
         let decisions = self.recorded_decisions(wf, number).await?;
         if !decisions.is_empty() || number == 1 {
-            let exec = self.load_workflow(wf.0, wf.1).await?;
+            let exec = self.load_workflow(wf.exec_id, wf.name).await?;
             for d in &decisions {
                 self.apply_one(&exec, number, d).await?;
             }
@@ -109,22 +110,22 @@ impl<L: Launcher> Engine<L> {
     /// read as decisions.
     pub(crate) async fn recorded_decisions(
         &self,
-        wf: (&str, &str),
+        wf: WorkflowRef<'_>,
         number: u64,
     ) -> Result<Vec<Decision>, EngineError> {
         let key = Item::from([
-            (attr::WORKFLOW_EXEC_ID.into(), s(wf.0)),
+            (attr::WORKFLOW_EXEC_ID.into(), s(wf.exec_id)),
             (attr::LOG_KEY.into(), s(episodes::decision_log_key(number))),
         ]);
         let table = self.store.tables().decision();
         let record: DecisionRecord = self.store.get(&table, key).await?.ok_or_else(|| {
-            EngineError::Retry(format!("{}: decision {number} is not recorded", wf.0))
+            EngineError::Retry(format!("{}: decision {number} is not recorded", wf.exec_id))
         })?;
         if record.refused.is_some() {
             return Ok(vec![]);
         }
         serde_json::from_value(record.decisions)
-            .map_err(|e| EngineError::Rejected(format!("{}: decision {number}: {e}", wf.0)))
+            .map_err(|e| EngineError::Rejected(format!("{}: decision {number}: {e}", wf.exec_id)))
     }
 
     /// The nodes of `wf` (ended) that committed decisions opened but whose
@@ -136,7 +137,7 @@ impl<L: Launcher> Engine<L> {
     /// before its close, are found there), and one the timeout overtook
     /// may not have put them.
     pub(crate) async fn write_owed_nodes(&self, wf: &WorkflowExec) -> Result<(), EngineError> {
-        let key = (wf.workflow_exec_id.as_str(), wf.workflow_name.as_str());
+        let key = WorkflowRef::new(&wf.workflow_exec_id, &wf.workflow_name);
         let state = self.episode_state(key).await?;
         for number in state.decisions_applied + 1..=state.decision_count {
             for d in self.recorded_decisions(key, number).await? {
@@ -155,14 +156,15 @@ impl<L: Launcher> Engine<L> {
         number: u64,
         d: &Decision,
     ) -> Result<(), EngineError> {
-        let wf = (exec.workflow_exec_id.as_str(), exec.workflow_name.as_str());
+        let wf = WorkflowRef::new(&exec.workflow_exec_id, &exec.workflow_name);
         match d {
             Decision::Schedule { activities } => {
                 self.schedule_nodes(exec, number, activities).await
             }
             Decision::Cancel { names } => self.cancel_nodes(exec, number, names).await,
             Decision::RecordMarker { name, details } => {
-                let put = decided::marker_put(self.store.tables(), wf.0, name, details, number);
+                let put =
+                    decided::marker_put(self.store.tables(), wf.exec_id, name, details, number);
                 match self.store.put_if(put).await {
                     Ok(_) => Ok(()),
                     Err(e) => Err(e.into()),
@@ -325,18 +327,18 @@ impl<L: Launcher> Engine<L> {
     /// Errors: [`EngineError::Retry`] when DynamoDB is unavailable.
     pub(crate) async fn end_episodic(
         &self,
-        wf: (&str, &str),
+        wf: WorkflowRef<'_>,
         to: WorkflowState,
         reason: &str,
     ) -> Result<WorkflowState, EngineError> {
-        let exec = self.load_workflow(wf.0, wf.1).await?;
+        let exec = self.load_workflow(wf.exec_id, wf.name).await?;
         // Conditioned on no closing decision (WorkflowMove::closing_decision).
         self.close_episodic(&exec, to, Some(reason), By::Other, |r| r)
             .await?;
         if self.episode_state(wf).await?.closed_by_decision.is_some() {
             Box::pin(self.drive_decisions(wf)).await?;
         }
-        Ok(self.load_workflow(wf.0, wf.1).await?.state)
+        Ok(self.load_workflow(wf.exec_id, wf.name).await?.state)
     }
 
     /// Fail episodic execution `wf` with `reason` because its decision
@@ -345,11 +347,11 @@ impl<L: Launcher> Engine<L> {
     /// answer that committed meanwhile stands.
     pub(crate) async fn fail_decision(
         &self,
-        wf: (&str, &str),
+        wf: WorkflowRef<'_>,
         id: &str,
         reason: &str,
     ) -> Result<(), EngineError> {
-        let exec = self.load_workflow(wf.0, wf.1).await?;
+        let exec = self.load_workflow(wf.exec_id, wf.name).await?;
         let in_flight = |r: crate::store::UpdateRequest| {
             r.when(crate::store::Cond::eq(attr::DECISION_ID, s(id)))
         };

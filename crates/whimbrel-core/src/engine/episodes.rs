@@ -7,6 +7,7 @@
 
 use serde_json::Value;
 use tracing::{info, warn};
+use whimbrel_rules::keys::WorkflowRef;
 
 use super::{decide, Engine, EngineError};
 use crate::attr;
@@ -60,16 +61,16 @@ impl<L: Launcher> Engine<L> {
     /// Errors: [`EngineError::Retry`] when it is not there (yet).
     pub(crate) async fn episode_state(
         &self,
-        wf: (&str, &str),
+        wf: WorkflowRef<'_>,
     ) -> Result<EpisodeState, EngineError> {
         self.store
             .get_projected(
                 &self.store.tables().workflow_exec(),
-                decide::workflow_key(wf.0, wf.1),
+                decide::workflow_key(wf.exec_id, wf.name),
                 &EpisodeState::ATTRIBUTES,
             )
             .await?
-            .ok_or_else(|| EngineError::Retry(format!("workflow exec {} not found", wf.0)))
+            .ok_or_else(|| EngineError::Retry(format!("workflow exec {} not found", wf.exec_id)))
     }
 
     /// Append the event `build` makes from the state read to the log of
@@ -84,7 +85,7 @@ impl<L: Launcher> Engine<L> {
     /// append lost [`WRITE_TRIES`] races in a row.
     pub(crate) async fn append_to_log<F>(
         &self,
-        wf: (&str, &str),
+        wf: WorkflowRef<'_>,
         source: &str,
         build: F,
     ) -> Result<bool, EngineError>
@@ -114,7 +115,7 @@ impl<L: Launcher> Engine<L> {
     /// Errors: [`EngineError::Retry`] when DynamoDB is unavailable.
     pub(crate) async fn run_started(
         &self,
-        wf: (&str, &str),
+        wf: WorkflowRef<'_>,
         id: &str,
     ) -> Result<bool, EngineError> {
         let state = self.episode_state(wf).await?;
@@ -131,7 +132,7 @@ impl<L: Launcher> Engine<L> {
     /// Errors: as [`Engine::append_to_log`]'s.
     pub(crate) async fn append_only<F>(
         &self,
-        wf: (&str, &str),
+        wf: WorkflowRef<'_>,
         source: &str,
         build: F,
     ) -> Result<Append, EngineError>
@@ -151,7 +152,7 @@ impl<L: Launcher> Engine<L> {
             let event = &appended.event;
             match self.store.write_all(appended.writes.clone()).await {
                 Ok(()) => {
-                    info!(workflow_exec_id = wf.0, seq = event.seq, kind = ?event.kind, "event appended");
+                    info!(workflow_exec_id = wf.exec_id, seq = event.seq, kind = ?event.kind, "event appended");
                     return Ok(Append::Appended {
                         started: appended.started,
                     });
@@ -168,19 +169,19 @@ impl<L: Launcher> Engine<L> {
         }
         Err(EngineError::Retry(format!(
             "{}: appending {source} lost {WRITE_TRIES} races",
-            wf.0
+            wf.exec_id
         )))
     }
 
     /// The event from `source` is in the log of `wf`: its marker exists,
     /// or (a node's end, which has none) the node is no longer open.
-    async fn logged(&self, wf: (&str, &str), source: &str) -> Result<bool, EngineError> {
+    async fn logged(&self, wf: WorkflowRef<'_>, source: &str) -> Result<bool, EngineError> {
         if let Some(node) = episodes::ended_node(source) {
             let state = self.episode_state(wf).await?;
             return Ok(!state.open_nodes.iter().any(|n| n == node));
         }
         let key = crate::store::Item::from([
-            (attr::WORKFLOW_EXEC_ID.into(), s(wf.0)),
+            (attr::WORKFLOW_EXEC_ID.into(), s(wf.exec_id)),
             (attr::LOG_KEY.into(), s(episodes::source_log_key(source))),
         ]);
         let marker: Option<Value> = self.store.get(&self.store.tables().decision(), key).await?;
@@ -191,13 +192,13 @@ impl<L: Launcher> Engine<L> {
     /// `activity_ended` event of its execution's log (the settle's
     /// obligation, under the node's due marker).
     pub(crate) async fn append_node_end(&self, exec: &ActivityExec) -> Result<(), EngineError> {
-        let wf = (exec.workflow_exec_id.as_str(), exec.workflow_name.as_str());
+        let wf = WorkflowRef::new(&exec.workflow_exec_id, &exec.workflow_name);
         let details = ended_details(exec);
         let at = exec
             .timing
             .end_time_epoch
             .unwrap_or_else(|| self.now().epoch);
-        let source = episodes::ended_source(wf.0, &exec.activity_name);
+        let source = episodes::ended_source(wf.exec_id, &exec.activity_name);
         let t = self.store.tables();
         let node = exec.activity_name.as_str();
         self.append_to_log(wf, &source, |state, start| {
@@ -215,7 +216,7 @@ impl<L: Launcher> Engine<L> {
     /// out (`decide::episodes::decision_verdict`).
     ///
     /// Errors: [`EngineError::Retry`] when DynamoDB is unavailable.
-    pub(crate) async fn drive_decisions(&self, wf: (&str, &str)) -> Result<(), EngineError> {
+    pub(crate) async fn drive_decisions(&self, wf: WorkflowRef<'_>) -> Result<(), EngineError> {
         for _ in 0..DECISION_ROUNDS {
             let state = self.episode_state(wf).await?;
             if state.state != Some(WorkflowState::Running) || state.decide_on.is_none() {
@@ -273,7 +274,7 @@ impl<L: Launcher> Engine<L> {
         wf: crate::model::WorkflowExec,
         now: i64,
     ) -> Result<bool, EngineError> {
-        let key = (wf.workflow_exec_id.as_str(), wf.workflow_name.as_str());
+        let key = WorkflowRef::new(&wf.workflow_exec_id, &wf.workflow_name);
         if self.episode_state(key).await?.decision_count == 0 {
             return self.restart_workflow(wf, now).await;
         }
@@ -283,7 +284,7 @@ impl<L: Launcher> Engine<L> {
     /// Nothing owed as read in `state`: the due marker of `wf` goes back
     /// to its execution deadline, unless a write came since; no write when
     /// it is there already.
-    async fn rest(&self, wf: (&str, &str), state: &EpisodeState) -> Result<(), EngineError> {
+    async fn rest(&self, wf: WorkflowRef<'_>, state: &EpisodeState) -> Result<(), EngineError> {
         let t = self.store.tables();
         let Some(update) = whimbrel_rules::decide::decided::idle_due(t, wf, state) else {
             return Ok(());
@@ -300,7 +301,7 @@ impl<L: Launcher> Engine<L> {
     /// execution ([`Self::apply_decision`]): nothing is left to drive.
     async fn run_decision(
         &self,
-        wf: (&str, &str),
+        wf: WorkflowRef<'_>,
         state: &EpisodeState,
         id: &str,
     ) -> Result<bool, EngineError> {
@@ -311,7 +312,7 @@ impl<L: Launcher> Engine<L> {
         let answer = match self.invoke_decider(&decider, &payload).await {
             Ok(answer) => answer,
             Err(why) => {
-                warn!(workflow_exec_id = wf.0, decision_id = id, error = %why, "decider failed; the decision is tried again after its backoff");
+                warn!(workflow_exec_id = wf.exec_id, decision_id = id, error = %why, "decider failed; the decision is tried again after its backoff");
                 let now = self.now().epoch;
                 let current = self.episode_state(wf).await?;
                 // Only this attempt is deferred: a late error of an attempt
@@ -363,7 +364,7 @@ impl<L: Launcher> Engine<L> {
     /// rested the execution.
     async fn commit_answer(
         &self,
-        wf: (&str, &str),
+        wf: WorkflowRef<'_>,
         id: &str,
         seen: (u64, u64),
         known: u64,
@@ -373,7 +374,7 @@ impl<L: Launcher> Engine<L> {
             let state = self.episode_state(wf).await?;
             if state.decision_id.as_deref() != Some(id) {
                 info!(
-                    workflow_exec_id = wf.0,
+                    workflow_exec_id = wf.exec_id,
                     decision_id = id,
                     "answer of an attempt no longer in flight: not committed"
                 );
@@ -382,7 +383,7 @@ impl<L: Launcher> Engine<L> {
             let judged = self.judge(wf, &state, known, answer.clone()).await?;
             let max = self.config.decisions.max_refusals;
             if let Some(reason) = judged.refused.as_deref() {
-                warn!(workflow_exec_id = wf.0, decision_id = id, %reason, "decision refused");
+                warn!(workflow_exec_id = wf.exec_id, decision_id = id, %reason, "decision refused");
                 if episodes::refusals_exhausted(&state, max) {
                     let why = format!(
                         "decider failed: {max} answers refused in a row; the last: {reason}"
@@ -411,7 +412,7 @@ impl<L: Launcher> Engine<L> {
         }
         Err(EngineError::Retry(format!(
             "{}: commit of {id} lost {WRITE_TRIES} races",
-            wf.0
+            wf.exec_id
         )))
     }
 
@@ -426,7 +427,10 @@ impl<L: Launcher> Engine<L> {
     /// holds for executions already running).
     async fn judge(
         &self,
-        (workflow_exec_id, workflow_name): (&str, &str),
+        WorkflowRef {
+            exec_id: workflow_exec_id,
+            name: workflow_name,
+        }: WorkflowRef<'_>,
         state: &EpisodeState,
         known: u64,
         answer: Value,

@@ -6,6 +6,7 @@ use crate::attr;
 use futures::stream::{self, StreamExt};
 use serde_json::{Map, Value};
 use tracing::{info, warn};
+use whimbrel_rules::keys::WorkflowRef;
 
 use super::apply::Source;
 use super::decide::{self, Details, WorkflowMove};
@@ -237,7 +238,7 @@ impl<L: Launcher> Engine<L> {
             .cancel_each(wf, &names, (event_id, reason), true)
             .await?;
         if wf.slots_used.is_some() {
-            let key = (wf.workflow_exec_id.as_str(), wf.workflow_name.as_str());
+            let key = WorkflowRef::new(&wf.workflow_exec_id, &wf.workflow_name);
             let drop = decide::drop_all_waiters(self.store.tables(), key);
             match self.store.update(drop).await {
                 Ok(_) | Err(StoreError::ConditionFailed) => {}
@@ -296,7 +297,10 @@ impl<L: Launcher> Engine<L> {
     async fn node_names(&self, wf: &WorkflowExec) -> Result<Vec<String>, EngineError> {
         let (id, name) = (&wf.workflow_exec_id, &wf.workflow_name);
         if wf.is_episodic() {
-            return Ok(self.episode_state((id, name)).await?.open_nodes);
+            return Ok(self
+                .episode_state(WorkflowRef::new(id, name))
+                .await?
+                .open_nodes);
         }
         let plan = self.load_plan(id, name).await?.map(|p| p.plan);
         Ok(plan.map_or(vec![], |p| {

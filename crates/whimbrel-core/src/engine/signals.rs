@@ -18,6 +18,7 @@
 //! between its write and its read loses nothing.
 
 use tracing::{info, warn};
+use whimbrel_rules::keys::WorkflowRef;
 
 use super::episodes::Append;
 use super::{Applied, Engine, EngineError};
@@ -114,7 +115,7 @@ impl<L: Launcher> Engine<L> {
     ) -> Result<Vec<String>, EngineError> {
         let id = &wf.workflow_exec_id;
         if wf.is_episodic() {
-            let key = (id.as_str(), wf.workflow_name.as_str());
+            let key = WorkflowRef::new(id, &wf.workflow_name);
             let state = self.episode_state(key).await?;
             let nodes = self.nodes_named(id, state.open_nodes.iter()).await?;
             let unput: Vec<&str> = (state.open_nodes.iter())
@@ -151,7 +152,7 @@ impl<L: Launcher> Engine<L> {
     /// Errors: [`EngineError::Retry`] when DynamoDB is unavailable.
     async fn owed_waits(
         &self,
-        wf: (&str, &str),
+        wf: WorkflowRef<'_>,
         state: &EpisodeState,
         unput: &[&str],
         name: &str,
@@ -169,7 +170,7 @@ impl<L: Launcher> Engine<L> {
                     (activities.iter())
                         .filter(|a| a.signal.as_deref() == Some(name))
                         .filter(|a| unput.contains(&a.name.as_str()))
-                        .map(|a| ids::activity_exec_id(wf.0, &a.name)),
+                        .map(|a| ids::activity_exec_id(wf.exec_id, &a.name)),
                 );
             }
         }
@@ -186,7 +187,7 @@ impl<L: Launcher> Engine<L> {
         if !takes_signals(wf) {
             return Ok(false);
         }
-        let key = (wf.workflow_exec_id.as_str(), wf.workflow_name.as_str());
+        let key = WorkflowRef::new(&wf.workflow_exec_id, &wf.workflow_name);
         let (source, build) = self.signal_append(key, row);
         self.append_to_log(key, &source, build).await
     }
@@ -223,7 +224,7 @@ impl<L: Launcher> Engine<L> {
             })
             .filter_map(|a| a.signal.as_deref())
             .collect();
-        let key = (wf.workflow_exec_id.as_str(), wf.workflow_name.as_str());
+        let key = WorkflowRef::new(&wf.workflow_exec_id, &wf.workflow_name);
         for head in heads
             .iter()
             .filter(|h| !waited.contains(&h.row.name.as_str()))
@@ -245,7 +246,7 @@ impl<L: Launcher> Engine<L> {
     /// its append: a `signal` event with the signal's name and input.
     fn signal_append<'a>(
         &'a self,
-        wf: (&'a str, &'a str),
+        wf: WorkflowRef<'a>,
         row: &SignalRow,
     ) -> (String, impl Fn(&EpisodeState, StartAt) -> Appended + 'a) {
         let source = format!("signal:{}", row.signal_key);

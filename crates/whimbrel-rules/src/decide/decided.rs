@@ -4,6 +4,7 @@
 //! are all written. Each is idempotent, so the monitor may write a
 //! decision's effects again after a crash between any two of them.
 
+use crate::keys::WorkflowRef;
 use serde_json::Value;
 
 use crate::attr;
@@ -230,8 +231,8 @@ pub fn marker_put(
 /// Decision `number`'s effects are all written (whatever state the
 /// execution is in now: a closing decision ends it): the next decision
 /// may start. Conditioned on no later decision's mark.
-pub fn effects_applied(t: &Tables, wf: (&str, &str), number: u64) -> UpdateRequest {
-    UpdateRequest::new(t.workflow_exec(), workflow_key(wf.0, wf.1))
+pub fn effects_applied(t: &Tables, wf: WorkflowRef<'_>, number: u64) -> UpdateRequest {
+    UpdateRequest::new(t.workflow_exec(), workflow_key(wf.exec_id, wf.name))
         .set(attr::DECISIONS_APPLIED, n(number))
         .when(Cond::Or(vec![
             Cond::not_exists(attr::DECISIONS_APPLIED),
@@ -245,7 +246,7 @@ pub fn effects_applied(t: &Tables, wf: (&str, &str), number: u64) -> UpdateReque
 /// while all of that still holds: a write since owes something, and its
 /// marker stays. `None` when the marker is there already: a write that
 /// changes nothing still costs a write unit.
-pub fn idle_due(t: &Tables, wf: (&str, &str), state: &EpisodeState) -> Option<UpdateRequest> {
+pub fn idle_due(t: &Tables, wf: WorkflowRef<'_>, state: &EpisodeState) -> Option<UpdateRequest> {
     let rest = at_rest(t, wf, state, state.decision_count);
     (state.due_epoch != rest_due(state)).then_some(rest)
 }
@@ -260,7 +261,7 @@ pub fn idle_due(t: &Tables, wf: (&str, &str), state: &EpisodeState) -> Option<Up
 /// owed: [`effects_applied`] alone, and the driver goes on.
 pub fn applied_at_rest(
     t: &Tables,
-    wf: (&str, &str),
+    wf: WorkflowRef<'_>,
     number: u64,
     state: &EpisodeState,
 ) -> Option<UpdateRequest> {
@@ -285,9 +286,9 @@ fn rest_due(state: &EpisodeState) -> Option<i64> {
 /// [`rest_due`], only while it is RUNNING, marked due, with no decision in
 /// flight or closing it, no event since `state`'s, and decisions applied
 /// up to `applied`.
-fn at_rest(t: &Tables, wf: (&str, &str), state: &EpisodeState, applied: u64) -> UpdateRequest {
+fn at_rest(t: &Tables, wf: WorkflowRef<'_>, state: &EpisodeState, applied: u64) -> UpdateRequest {
     use super::episodes::counter_is;
-    let update = UpdateRequest::new(t.workflow_exec(), workflow_key(wf.0, wf.1))
+    let update = UpdateRequest::new(t.workflow_exec(), workflow_key(wf.exec_id, wf.name))
         .when(Cond::eq(attr::STATE, s(WorkflowState::Running.as_str())))
         .when(Cond::exists(attr::DUE_EPOCH))
         .when(Cond::not_exists(attr::DECISION_ID))
@@ -342,7 +343,7 @@ pub fn committed_state(state: &EpisodeState, record: &DecisionRecord) -> Episode
 /// The workflow is due at once: the decision's effects are owed.
 pub fn commit_first(
     t: &Tables,
-    wf: (&str, &str),
+    wf: WorkflowRef<'_>,
     answer: &DecisionsAnswer,
     now: i64,
 ) -> Vec<Write> {
@@ -357,7 +358,7 @@ pub fn commit_first(
             .when(Cond::not_exists(attr::EVENT_SEQ));
     }
     let record = DecisionRecord {
-        decision_id: super::episodes::decision_id(wf.0, 1, 1),
+        decision_id: super::episodes::decision_id(wf.exec_id, 1, 1),
         from_seq: 0,
         to_seq: 0,
         decided_epoch: now,
@@ -368,6 +369,9 @@ pub fn commit_first(
         known_seq: None,
     };
     let update = open_scheduled(update, &scheduled_names(&record.decisions));
-    let item = log_item(wf.0, decision_log_key(1), &record);
-    vec![due_at(update, wf.0, now).into_write(), put_new(t, item)]
+    let item = log_item(wf.exec_id, decision_log_key(1), &record);
+    vec![
+        due_at(update, wf.exec_id, now).into_write(),
+        put_new(t, item),
+    ]
 }

@@ -4,6 +4,7 @@
 //! conditioned on what was read, so a step run twice, late or after a
 //! crash changes nothing the first run did not.
 
+use crate::keys::WorkflowRef;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -313,8 +314,8 @@ pub fn signal_kept_mark(signal_key: &str) -> String {
 }
 
 /// An update of the workflow exec `wf` (id, name).
-pub(super) fn workflow_update(t: &Tables, wf: (&str, &str)) -> UpdateRequest {
-    UpdateRequest::new(t.workflow_exec(), workflow_key(wf.0, wf.1))
+pub(super) fn workflow_update(t: &Tables, wf: WorkflowRef<'_>) -> UpdateRequest {
+    UpdateRequest::new(t.workflow_exec(), workflow_key(wf.exec_id, wf.name))
 }
 
 /// `update` of the workflow exec `wf` (read as `state`) putting attempt
@@ -323,7 +324,7 @@ pub(super) fn workflow_update(t: &Tables, wf: (&str, &str)) -> UpdateRequest {
 /// if that comes first ([`EpisodeState::marker_at`]).
 fn in_flight(
     update: UpdateRequest,
-    (wf, state): ((&str, &str), &EpisodeState),
+    (wf, state): (WorkflowRef<'_>, &EpisodeState),
     id: &str,
     attempt: u32,
     due: i64,
@@ -333,7 +334,7 @@ fn in_flight(
         .set(attr::DECISION_ATTEMPT, n(attempt))
         .set(attr::DECISION_DUE_EPOCH, n(due))
         .when(running());
-    due_at(update, wf.0, state.marker_at(due))
+    due_at(update, wf.exec_id, state.marker_at(due))
 }
 
 /// The workflow's due marker at `at` (epoch seconds): the monitor looks at
@@ -465,7 +466,7 @@ pub struct Appended {
 /// again, retry), or the execution ended (nothing to tell).
 pub fn append_event(
     t: &Tables,
-    wf: (&str, &str),
+    wf: WorkflowRef<'_>,
     state: &EpisodeState,
     event: NewEvent<'_>,
     start: Option<StartAt>,
@@ -485,13 +486,13 @@ pub fn append_event(
 /// makes the end one event (a node leaves the open nodes only here).
 pub fn append_node_end(
     t: &Tables,
-    wf: (&str, &str),
+    wf: WorkflowRef<'_>,
     state: &EpisodeState,
     node: &str,
     (at_epoch, details): (i64, Value),
     start: Option<StartAt>,
 ) -> Appended {
-    let source = ended_source(wf.0, node);
+    let source = ended_source(wf.exec_id, node);
     let event = NewEvent {
         kind: EventKind::ActivityEnded,
         source: &source,
@@ -524,13 +525,13 @@ pub fn ended_node(source: &str) -> Option<&str> {
 /// open nodes, only while it is there.
 fn append_to_log(
     t: &Tables,
-    wf: (&str, &str),
+    wf: WorkflowRef<'_>,
     state: &EpisodeState,
     e: NewEvent<'_>,
     start: Option<StartAt>,
     ended: Option<&str>,
 ) -> Appended {
-    let event = next_event(wf.0, state, e.kind, e.source, e.at_epoch, e.details);
+    let event = next_event(wf.exec_id, state, e.kind, e.source, e.at_epoch, e.details);
     let mut update = with_next_event(workflow_update(t, wf), state, &event);
     if let Some(node) = ended {
         let set = crate::write::Value::Ss(vec![node.to_string()]);
@@ -550,7 +551,7 @@ fn append_to_log(
         }
         // A decision is owed and none will be started here: the monitor
         // starts it at once if the appender dies first.
-        None if startable => update = due_at(update, wf.0, event.at_epoch),
+        None if startable => update = due_at(update, wf.exec_id, event.at_epoch),
         // What covers the event is the decision in flight, or the one
         // whose effects are owed, as read: only while it still is, or the
         // rest may have removed the marker (review of § 10.9's change).
@@ -585,11 +586,11 @@ fn covered_by(state: &EpisodeState) -> Cond {
 /// decision's effects are written. The workflow is due when the attempt is over.
 fn first_attempt(
     update: UpdateRequest,
-    wf: (&str, &str),
+    wf: WorkflowRef<'_>,
     state: &EpisodeState,
     at: StartAt,
 ) -> (String, UpdateRequest) {
-    let id = decision_id(wf.0, state.decision_number(), 1);
+    let id = decision_id(wf.exec_id, state.decision_number(), 1);
     let due = at.now + at.attempt_seconds.min(DECISION_ATTEMPT_SECONDS);
     let update = in_flight(update, (wf, state), &id, 1, due)
         .set(attr::DECISION_FIRST_EPOCH, n(at.now))
@@ -609,7 +610,7 @@ fn first_attempt(
 /// start.
 pub fn start_decision(
     t: &Tables,
-    wf: (&str, &str),
+    wf: WorkflowRef<'_>,
     state: &EpisodeState,
     now: i64,
     attempt_seconds: i64,
@@ -647,14 +648,14 @@ pub fn decision_backoff(attempt: u32) -> i64 {
 /// execution RUNNING; `None` when none is in flight.
 pub fn retry_decision(
     t: &Tables,
-    wf: (&str, &str),
+    wf: WorkflowRef<'_>,
     state: &EpisodeState,
     now: i64,
     attempt_seconds: i64,
 ) -> Option<(String, UpdateRequest)> {
     let old = state.decision_id.as_deref()?;
     let attempt = state.decision_attempt.max(1) + 1;
-    let id = decision_id(wf.0, state.decision_number(), attempt);
+    let id = decision_id(wf.exec_id, state.decision_number(), attempt);
     let due = now + attempt_seconds.min(DECISION_ATTEMPT_SECONDS);
     let req = in_flight(workflow_update(t, wf), (wf, state), &id, attempt, due)
         .when(Cond::eq(attr::DECISION_ID, s(old)));
@@ -668,7 +669,7 @@ pub fn retry_decision(
 /// on its id and on the execution RUNNING.
 pub fn defer_decision(
     t: &Tables,
-    wf: (&str, &str),
+    wf: WorkflowRef<'_>,
     state: &EpisodeState,
     now: i64,
 ) -> Option<UpdateRequest> {
@@ -678,7 +679,7 @@ pub fn defer_decision(
         .set(attr::DECISION_DUE_EPOCH, n(due))
         .when(running())
         .when(Cond::eq(attr::DECISION_ID, s(id)));
-    Some(due_at(req, wf.0, state.marker_at(due)))
+    Some(due_at(req, wf.exec_id, state.marker_at(due)))
 }
 
 /// What a committed decision records on its `decision#(number)` item.
@@ -735,7 +736,7 @@ pub struct DecisionRecord {
 ///   appended after them; the refusal is counted. `closes` is ignored.
 pub fn commit_decision(
     t: &Tables,
-    wf: (&str, &str),
+    wf: WorkflowRef<'_>,
     state: &EpisodeState,
     record: &DecisionRecord,
     closes: bool,
@@ -758,7 +759,7 @@ pub fn commit_decision(
     match record.refused.clone() {
         Some(reason) => {
             let event = next_event(
-                wf.0,
+                wf.exec_id,
                 state,
                 EventKind::DecisionRefused,
                 &format!("refused:{}", record.decision_id),
@@ -770,7 +771,7 @@ pub fn commit_decision(
             update = with_next_event(update, state, &event)
                 .act(Action::Add(attr::DECISION_REFUSALS.into(), n(1)))
                 .set(attr::DECISIONS_APPLIED, n(number));
-            update = due_at(update, wf.0, record.decided_epoch);
+            update = due_at(update, wf.exec_id, record.decided_epoch);
             writes.extend([event_put(t, &event), source_put(t, &event)]);
         }
         None => {
@@ -801,7 +802,7 @@ pub fn commit_decision(
     writes.insert(0, update.into_write());
     writes.push(put_new(
         t,
-        log_item(wf.0, decision_log_key(number), &record),
+        log_item(wf.exec_id, decision_log_key(number), &record),
     ));
     writes
 }

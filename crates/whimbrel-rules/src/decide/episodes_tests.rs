@@ -3,6 +3,7 @@
 //! DynamoDB's semantics ([`crate::write::eval`]): every promise of
 //! exactly-once is tried with the step run twice, late or out of turn.
 
+use crate::keys::WorkflowRef;
 use std::collections::HashMap;
 
 use serde_json::json;
@@ -14,7 +15,10 @@ use crate::schema::definitions;
 use crate::write::eval::{apply, eval};
 use crate::write::{s, Item, Write};
 
-const WF: (&str, &str) = ("w::1", "w");
+const WF: WorkflowRef<'static> = WorkflowRef {
+    exec_id: "w::1",
+    name: "w",
+};
 
 /// Items by table and key, written only by whole transactions.
 struct Db {
@@ -28,7 +32,7 @@ impl Db {
     /// its effects written), as every episodic execution is once started.
     fn new() -> Db {
         let mut db = Db::unstarted();
-        let key = (WF.0, WF.1);
+        let key = (WF.exec_id, WF.name);
         let wf_key = db.key_of(
             &db.t.workflow_exec(),
             &crate::keys::workflow_key(key.0, key.1),
@@ -46,8 +50,8 @@ impl Db {
             items: HashMap::new(),
         };
         let wf: Item = [
-            ("workflow_exec_id", s(WF.0)),
-            ("workflow_name", s(WF.1)),
+            ("workflow_exec_id", s(WF.exec_id)),
+            ("workflow_name", s(WF.name)),
             ("state", s("RUNNING")),
         ]
         .into_iter()
@@ -117,7 +121,7 @@ impl Db {
     fn state(&self) -> EpisodeState {
         let key = self.key_of(
             &self.t.workflow_exec(),
-            &crate::keys::workflow_key(WF.0, WF.1),
+            &crate::keys::workflow_key(WF.exec_id, WF.name),
         );
         serde_dynamo::from_item(self.items[&key].clone()).expect("episode attributes")
     }
@@ -348,7 +352,7 @@ fn the_workflow_is_closed_only_on_every_event_and_then_takes_none() {
 fn end(db: &mut Db) {
     let key = db.key_of(
         &db.t.workflow_exec(),
-        &crate::keys::workflow_key(WF.0, WF.1),
+        &crate::keys::workflow_key(WF.exec_id, WF.name),
     );
     db.items
         .get_mut(&key)
@@ -431,7 +435,7 @@ fn no_event_is_taken_nor_decision_started_before_the_first_answer_commits() {
 fn due_epoch(db: &Db) -> Option<String> {
     let key = db.key_of(
         &db.t.workflow_exec(),
-        &crate::keys::workflow_key(WF.0, WF.1),
+        &crate::keys::workflow_key(WF.exec_id, WF.name),
     );
     match db.items[&key].get("due_epoch") {
         Some(crate::write::Value::N(n)) => Some(n.clone()),
@@ -544,8 +548,10 @@ fn an_accepted_commit_leaves_the_due_marker_where_the_attempt_put_it() {
 fn opened(t: &Tables, names: &[&str]) -> Vec<Write> {
     use super::decided::{node_put, open_scheduled};
     let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
-    let update =
-        crate::write::UpdateRequest::new(t.workflow_exec(), crate::keys::workflow_key(WF.0, WF.1));
+    let update = crate::write::UpdateRequest::new(
+        t.workflow_exec(),
+        crate::keys::workflow_key(WF.exec_id, WF.name),
+    );
     let update = open_scheduled(update, &names);
     let puts = names.iter().map(|n| node_put(t, node_item(n)));
     std::iter::once(update.into_write()).chain(puts).collect()
@@ -555,9 +561,9 @@ fn node_item(name: &str) -> Item {
     [
         (
             "activity_exec_id",
-            s(crate::ids::activity_exec_id(WF.0, name)),
+            s(crate::ids::activity_exec_id(WF.exec_id, name)),
         ),
-        ("workflow_exec_id", s(WF.0)),
+        ("workflow_exec_id", s(WF.exec_id)),
         ("activity_name", s(name)),
         // Every node has a state; an item without one is a stub
         // (`decided::node_put`).
@@ -823,7 +829,7 @@ fn a_decision_in_flight_keeps_the_workflow_due_by_its_execution_deadline() {
     let mut db = Db::new();
     let key = db.key_of(
         &db.t.workflow_exec(),
-        &crate::keys::workflow_key(WF.0, WF.1),
+        &crate::keys::workflow_key(WF.exec_id, WF.name),
     );
     let wf = db.items.get_mut(&key).expect("the workflow");
     wf.insert("start_time_epoch".into(), crate::write::n(0));

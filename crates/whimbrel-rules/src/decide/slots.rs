@@ -8,6 +8,7 @@
 //! the waiters in plan order. Pure.
 
 use crate::attr;
+use crate::keys::WorkflowRef;
 use crate::keys::{activity_key, workflow_key, Tables};
 use crate::model::ActivityExec;
 use crate::write::{n, s, Action, Cmp, Cond, UpdateRequest, Value as AttributeValue};
@@ -73,8 +74,8 @@ pub fn take_slot(t: &Tables, exec: &ActivityExec, limit: u32, waiter: bool) -> U
 /// cancelled waiter one write at a time (each a write of the whole
 /// workflow item: 1,870 waiters made 1,870 writes of 240 KB). A waiter
 /// claimed meanwhile has left the set already.
-pub fn drop_all_waiters(t: &Tables, wf: (&str, &str)) -> UpdateRequest {
-    UpdateRequest::new(t.workflow_exec(), workflow_key(wf.0, wf.1))
+pub fn drop_all_waiters(t: &Tables, wf: WorkflowRef<'_>) -> UpdateRequest {
+    UpdateRequest::new(t.workflow_exec(), workflow_key(wf.exec_id, wf.name))
         .when(Cond::exists(attr::SLOT_WAITERS))
         .remove(attr::SLOT_WAITERS)
 }

@@ -5,6 +5,7 @@
 //! nodes, each as the decider sees it.
 
 use std::collections::BTreeMap;
+use whimbrel_rules::keys::WorkflowRef;
 
 use serde_json::Value;
 
@@ -22,19 +23,21 @@ impl<L: Launcher> Engine<L> {
     /// last event it shows.
     pub(super) async fn decision_request(
         &self,
-        wf: (&str, &str),
+        wf: WorkflowRef<'_>,
         state: &EpisodeState,
         id: &str,
     ) -> Result<(DecisionRequest, u64), EngineError> {
         let input = self
-            .load_plan(wf.0, wf.1)
+            .load_plan(wf.exec_id, wf.name)
             .await?
             .and_then(|p| p.input)
             .unwrap_or(Value::Null);
-        let mut request = DecisionRequest::new(wf.0, wf.1, id, input);
-        request.events = self.new_events(wf.0, state).await?;
-        request.markers = self.markers(wf.0).await?;
-        let open = self.nodes_named(wf.0, state.open_nodes.iter()).await?;
+        let mut request = DecisionRequest::new(wf.exec_id, wf.name, id, input);
+        request.events = self.new_events(wf.exec_id, state).await?;
+        request.markers = self.markers(wf.exec_id).await?;
+        let open = self
+            .nodes_named(wf.exec_id, state.open_nodes.iter())
+            .await?;
         request.open = open.values().map(node_view).collect();
         // Within Lambda's 6 MB: fewer events, the rest for the next one.
         request.fit(whimbrel_rules::decider::request::MAX_REQUEST_BYTES);
