@@ -167,6 +167,11 @@ pub struct Template {
 #[error("template: {0}")]
 pub struct TemplateError(pub String);
 
+/// The template text as YAML.
+fn yaml(text: &str) -> Result<Value, TemplateError> {
+    serde_yaml::from_str(text).map_err(|e| TemplateError(format!("not YAML: {e}")))
+}
+
 fn err<T>(msg: impl Into<String>) -> Result<T, TemplateError> {
     Err(TemplateError(msg.into()))
 }
@@ -327,13 +332,17 @@ impl Template {
         table_prefix: &str,
         overrides: &BTreeMap<String, String>,
     ) -> Result<Template, TemplateError> {
-        let root: Value =
-            serde_yaml::from_str(text).map_err(|e| TemplateError(format!("not YAML: {e}")))?;
-        let ctx = Ctx {
+        let root = yaml(text)?;
+        Template::of_root(&Ctx {
             root: &root,
             table_prefix,
             overrides,
-        };
+        })
+    }
+
+    /// The settings of the parsed template `ctx.root`.
+    fn of_root(ctx: &Ctx<'_>) -> Result<Template, TemplateError> {
+        let root = ctx.root;
         let globals = root.get("Globals").and_then(|g| g.get("Function"));
         let global_timeout = match globals.and_then(|g| g.get("Timeout")) {
             Some(t) => ctx.integer(t, "Globals.Function.Timeout")?,
@@ -351,11 +360,11 @@ impl Template {
             let Some(id) = id.as_str() else { continue };
             match res.get("Type").and_then(Value::as_str) {
                 Some("AWS::Serverless::Function") => {
-                    let f = function(&ctx, id, res, global_timeout, global_memory)?;
+                    let f = function(ctx, id, res, global_timeout, global_memory)?;
                     functions.insert(f.binary.clone(), f);
                 }
                 Some("AWS::SQS::Queue") => {
-                    drop(queues.insert(id.to_string(), queue(&ctx, id, res)?))
+                    drop(queues.insert(id.to_string(), queue(ctx, id, res)?))
                 }
                 _ => {}
             }
@@ -385,14 +394,13 @@ impl Template {
         overrides: &BTreeMap<String, String>,
         load: &mut dyn FnMut(&Path) -> Result<String, TemplateError>,
     ) -> Result<Template, TemplateError> {
-        let mut tree = Template::parse_with(text, table_prefix, overrides)?;
-        let root: Value =
-            serde_yaml::from_str(text).map_err(|e| TemplateError(format!("not YAML: {e}")))?;
+        let root = yaml(text)?;
         let ctx = Ctx {
             root: &root,
             table_prefix,
             overrides,
         };
+        let mut tree = Template::of_root(&ctx)?;
         for (id, location, params) in nested_applications(&ctx, overrides)? {
             let child = path.parent().unwrap_or(Path::new(".")).join(&location);
             let text = load(&child)?;

@@ -447,9 +447,7 @@ pub async fn run(g: Global, args: LocalArgs) -> Result<(), CliError> {
         runner.warm(args.warm).await;
     }
     let app = front_routes(runner.clone());
-    let listener = tokio::net::TcpListener::bind(args.listen)
-        .await
-        .map_err(|e| CliError(format!("cannot listen on {}: {e}", args.listen)))?;
+    let listener = guard::bind(args.listen).await?;
     info!(listen = %args.listen, upstream = %args.lambda_upstream, template = %args.template.display(), checkpoints = %runner.checkpoints.path().display(), "Lambda Invoke API front listening");
     for m in mappings {
         tokio::spawn(runner.clone().map_stream(Arc::new(m)));
@@ -460,12 +458,7 @@ pub async fn run(g: Global, args: LocalArgs) -> Result<(), CliError> {
     for (f, m) in sqs_mappings {
         tokio::spawn(runner.clone().poll_queue(f, m));
     }
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async {
-            let _ = tokio::signal::ctrl_c().await;
-        })
-        .await
-        .map_err(|e| CliError(format!("front failed: {e}")))
+    guard::serve(listener, app).await
 }
 
 #[cfg(test)]

@@ -529,7 +529,6 @@ where
     H: Fn(LaunchPayload) -> F,
     F: Future<Output = Result<Value, String>>,
 {
-    crate::telemetry::init_lambda();
     let reporter = Reporter::from_env().await?;
     let name = crate::lambda::function_name("whimbrel-activity");
     let (reporter, handler) = (&reporter, &handler);

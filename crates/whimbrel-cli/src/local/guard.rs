@@ -27,6 +27,30 @@ pub fn check_listen(listen: SocketAddr, allow_non_loopback: bool) -> Result<(), 
     ))
 }
 
+/// Bind `listen` (checked by [`check_listen`] first) for a local server.
+///
+/// Errors: the address is taken or not ours.
+pub async fn bind(listen: SocketAddr) -> Result<tokio::net::TcpListener, crate::CliError> {
+    tokio::net::TcpListener::bind(listen)
+        .await
+        .map_err(|e| crate::CliError(format!("cannot listen on {listen}: {e}")))
+}
+
+/// Serve `app` on `listener` until interrupted (Ctrl-C or SIGINT).
+///
+/// Errors: the server's.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    app: axum::Router,
+) -> Result<(), crate::CliError> {
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async {
+            let _ = tokio::signal::ctrl_c().await;
+        })
+        .await
+        .map_err(|e| crate::CliError(format!("serve: {e}")))
+}
+
 /// Whether a request's `Host` header names the front by address or as
 /// `localhost` (with or without a port): never a DNS name that could have
 /// been rebound to this machine. A request without one is refused.

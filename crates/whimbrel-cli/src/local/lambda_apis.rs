@@ -247,16 +247,9 @@ pub async fn run(g: &Global, args: LambdaApisArgs) -> Result<(), CliError> {
             .collect(),
         region: std::env::var("AWS_REGION").unwrap_or_else(|_| "us-east-1".into()),
     });
-    let listener = tokio::net::TcpListener::bind(args.listen)
-        .await
-        .map_err(|e| CliError(format!("cannot listen on {}: {e}", args.listen)))?;
+    let listener = super::guard::bind(args.listen).await?;
     info!(listen = %args.listen, functions = apis.timeouts.len(), "Lambda Invoke and Runtime APIs");
-    axum::serve(listener, routes(apis))
-        .with_graceful_shutdown(async {
-            let _ = tokio::signal::ctrl_c().await;
-        })
-        .await
-        .map_err(|e| CliError(format!("serve: {e}")))
+    super::guard::serve(listener, routes(apis)).await
 }
 
 #[cfg(test)]

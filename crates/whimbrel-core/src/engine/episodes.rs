@@ -9,7 +9,7 @@ use serde_json::Value;
 use tracing::{info, warn};
 use whimbrel_rules::keys::WorkflowRef;
 
-use super::{decide, Engine, EngineError};
+use super::{Engine, EngineError};
 use crate::attr;
 use crate::contract::WorkflowState;
 use crate::decider::{self, DeciderAnswer, Decision, DecisionContext, DecisionsAnswer, EventKind};
@@ -66,7 +66,7 @@ impl<L: Launcher> Engine<L> {
         self.store
             .get_projected(
                 &self.store.tables().workflow_exec(),
-                decide::workflow_key(wf.exec_id, wf.name),
+                wf.key(),
                 &EpisodeState::ATTRIBUTES,
             )
             .await?

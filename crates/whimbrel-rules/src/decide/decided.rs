@@ -12,7 +12,7 @@ use crate::config::EngineConfig;
 use crate::contract::{ActivityState, WorkflowState};
 use crate::decider::{Decision, DecisionsAnswer};
 use crate::ids;
-use crate::keys::{workflow_key, Tables};
+use crate::keys::Tables;
 use crate::model::{ActivityExec, ActivityExecDependency, WorkflowExec};
 use crate::plan::{Plan, PlannedActivity};
 use crate::write::{av, n, s, Action, Cond, Item, UpdateRequest, Value as Av, Write};
@@ -232,7 +232,7 @@ pub fn marker_put(
 /// execution is in now: a closing decision ends it): the next decision
 /// may start. Conditioned on no later decision's mark.
 pub fn effects_applied(t: &Tables, wf: WorkflowRef<'_>, number: u64) -> UpdateRequest {
-    UpdateRequest::new(t.workflow_exec(), workflow_key(wf.exec_id, wf.name))
+    UpdateRequest::new(t.workflow_exec(), wf.key())
         .set(attr::DECISIONS_APPLIED, n(number))
         .when(Cond::Or(vec![
             Cond::not_exists(attr::DECISIONS_APPLIED),
@@ -288,7 +288,7 @@ fn rest_due(state: &EpisodeState) -> Option<i64> {
 /// up to `applied`.
 fn at_rest(t: &Tables, wf: WorkflowRef<'_>, state: &EpisodeState, applied: u64) -> UpdateRequest {
     use super::episodes::counter_is;
-    let update = UpdateRequest::new(t.workflow_exec(), workflow_key(wf.exec_id, wf.name))
+    let update = UpdateRequest::new(t.workflow_exec(), wf.key())
         .when(Cond::eq(attr::STATE, s(WorkflowState::Running.as_str())))
         .when(Cond::exists(attr::DUE_EPOCH))
         .when(Cond::not_exists(attr::DECISION_ID))

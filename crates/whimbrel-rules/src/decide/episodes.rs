@@ -11,7 +11,7 @@ use serde_json::Value;
 use crate::attr;
 use crate::contract::WorkflowState;
 use crate::decider::EventKind;
-use crate::keys::{workflow_key, Tables};
+use crate::keys::Tables;
 use crate::write::{av, n, s, Action, Cond, Item, UpdateRequest, Write};
 
 /// Longest attempt of a decision, seconds: the decider's synchronous
@@ -315,7 +315,7 @@ pub fn signal_kept_mark(signal_key: &str) -> String {
 
 /// An update of the workflow exec `wf` (id, name).
 pub(super) fn workflow_update(t: &Tables, wf: WorkflowRef<'_>) -> UpdateRequest {
-    UpdateRequest::new(t.workflow_exec(), workflow_key(wf.exec_id, wf.name))
+    UpdateRequest::new(t.workflow_exec(), wf.key())
 }
 
 /// `update` of the workflow exec `wf` (read as `state`) putting attempt

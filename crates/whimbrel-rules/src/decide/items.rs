@@ -84,14 +84,30 @@ pub fn activity_items(
         };
         execs.push(requested_item(wf, plan, a, config, id, links));
     }
-    // Boundary checks (debug builds: the tests and the simulation): one
-    // item per node, each of its node's kind.
-    debug_assert_eq!(execs.len(), plan.activities.len(), "one item per node");
     debug_assert!(
-        (execs.iter().zip(&plan.activities)).all(|(e, a)| e.runner.kind() == a.kind()),
-        "each item runs as its node"
+        links_agree(&execs),
+        "a dependent that does not name its prerequisite"
     );
     (execs, edges)
+}
+
+/// Boundary check (debug builds: the tests and the simulation): the two
+/// halves of each link agree. Every dependent an item lists (computed
+/// from [`Plan::dependents`]) names it among its prerequisites (computed
+/// from its own `depends_on`), unless that dependent is a wide join, which
+/// keeps its prerequisites in join groups instead.
+fn links_agree(execs: &[ActivityExec]) -> bool {
+    let by_id: HashMap<&str, &ActivityExec> = execs
+        .iter()
+        .map(|e| (e.activity_exec_id.as_str(), e))
+        .collect();
+    execs.iter().all(|e| {
+        e.links.dependents.iter().all(|d| {
+            by_id.get(d.as_str()).is_some_and(|d| {
+                d.links.join_groups.is_some() || d.links.prerequisites.contains(&e.activity_exec_id)
+            })
+        })
+    })
 }
 
 /// How one activity of a plan is linked to the others, before its item
@@ -400,5 +416,35 @@ mod tests {
             {"name": "b", "lambda": "f", "require_tokens": false},
         ]});
         assert_eq!(tokens_of(plan, false), [true, false]);
+    }
+}
+
+#[cfg(test)]
+mod links_tests {
+    use super::*;
+
+    fn item(id: &str, prerequisites: &[&str], dependents: &[&str]) -> ActivityExec {
+        let mut e = crate::decide::tests::running(None, None);
+        e.activity_exec_id = id.into();
+        e.links.prerequisites = prerequisites.iter().map(|p| p.to_string()).collect();
+        e.links.dependents = dependents.iter().map(|d| d.to_string()).collect();
+        e
+    }
+
+    #[test]
+    fn the_boundary_check_catches_a_link_only_one_side_names() {
+        let a = item("a", &[], &["b"]);
+        assert!(links_agree(&[a.clone(), item("b", &["a"], &[])]));
+        assert!(
+            !links_agree(&[a.clone(), item("b", &[], &[])]),
+            "b forgot a"
+        );
+        assert!(!links_agree(std::slice::from_ref(&a)), "b is not an item");
+        let mut join = item("b", &[], &[]);
+        join.links.join_groups = Some(2);
+        assert!(
+            links_agree(&[a, join]),
+            "a wide join keeps its prerequisites in groups"
+        );
     }
 }

@@ -75,7 +75,7 @@ pub fn take_slot(t: &Tables, exec: &ActivityExec, limit: u32, waiter: bool) -> U
 /// workflow item: 1,870 waiters made 1,870 writes of 240 KB). A waiter
 /// claimed meanwhile has left the set already.
 pub fn drop_all_waiters(t: &Tables, wf: WorkflowRef<'_>) -> UpdateRequest {
-    UpdateRequest::new(t.workflow_exec(), workflow_key(wf.exec_id, wf.name))
+    UpdateRequest::new(t.workflow_exec(), wf.key())
         .when(Cond::exists(attr::SLOT_WAITERS))
         .remove(attr::SLOT_WAITERS)
 }
